@@ -1,0 +1,34 @@
+# make test  : create .venv, install .[mpi,dev], run the whole suite (plain, then under mpiexec -n 4 and -n 2)
+# make bench : create .venv, run the main job (ipcbench run) into ipcbench-results/
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+MPIEXEC := $(BIN)/mpiexec
+# a whole MPI run may not hang CI: every rank has a watchdog (--ipc-timeout), this is the backstop
+MPI_RUN_TIMEOUT ?= 1200
+BENCH_ARGS ?=
+BASE ?= HEAD~1
+
+.PHONY: test test-plain test-mpi bench perf-gate clean-venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[mpi,dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
+	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi
+	$(BIN)/ipcbench clean --dry-run
+
+bench: $(STAMP)
+	$(BIN)/ipcbench run $(BENCH_ARGS)
+
+perf-gate: $(STAMP)
+	$(BIN)/ipcbench gate --base $(BASE)
+
+clean-venv:
+	rm -rf $(VENV)

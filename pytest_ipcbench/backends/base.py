@@ -1,0 +1,196 @@
+"""The backend protocol and the registry every backend module adds itself to.
+
+A backend moves one object from a writer (rank ``root``) to every other rank of a group:
+
+* a **store** (``kind = "store"``, e.g. LMDB, shared memory) is written once and read by every
+  reader; ``read()`` waits until a value newer than the last one read is there;
+* a **channel** (``kind = "channel"``, e.g. ZeroMQ, mp.Queue, MPI) delivers one message per
+  reader per round; ``write()`` sends to every reader.
+
+Two modes: ``bytes`` (seed 000's fair protocol: pickle at write, move bytes, unpickle at read)
+and ``native`` (the backend's best path: buffers, pickle-5 out-of-band, zero-copy views).
+
+Life cycle, collective on every rank of the group::
+
+    with BackendSpec("shm", "bytes").open(group) as backend:   # setup(): root creates, bcasts names
+        if group.rank == backend.root:
+            backend.write(obj)
+        else:
+            got = backend.read()
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ..group import Group
+
+MODES = ("bytes", "native")
+BACKEND_NAMES = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
+# backend name -> module that registers it (imported lazily, so an optional import is a skip)
+_MODULES = {
+    "lmdb": "lmdb_store",
+    "shm": "shm",
+    "zmq": "zmq_ipc",
+    "mpi-bcast": "mpi",
+    "mpi-pkl5": "mpi",
+    "mpi-buffer": "mpi",
+    "mpi-p2p": "mpi",
+    "mp-queue": "mp_queue",
+}
+_REGISTRY: dict[str, type["Backend"]] = {}
+_IMPORT_ERRORS: dict[str, str] = {}
+DEFAULT_READ_TIMEOUT = 120.0
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here (missing package, not under MPI, ...); the text says why."""
+
+
+class PayloadError(ValueError):
+    """The object cannot be sent by this backend (unpicklable, too large, ...)."""
+
+
+def dumps(obj: Any) -> bytes:
+    """Serialize for bytes mode; an unpicklable object raises PayloadError on the caller."""
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise PayloadError(f"cannot pickle {type(obj).__name__}: {exc}") from exc
+
+
+def loads(data: Any) -> Any:
+    return pickle.loads(data)
+
+
+def dumps_oob(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
+    """Pickle protocol 5 with out-of-band buffers: (header, raw buffers) for native modes."""
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    except Exception as exc:
+        raise PayloadError(f"cannot pickle {type(obj).__name__}: {exc}") from exc
+    return head, buffers
+
+
+def loads_oob(head: Any, buffers: list[Any]) -> Any:
+    return pickle.loads(head, buffers=buffers)
+
+
+class Backend(ABC):
+    """One backend bound to a group; see the module docstring for the protocol."""
+
+    name: ClassVar[str]
+    kind: ClassVar[str]  # "store" or "channel"
+    needs_mpi: ClassVar[bool] = False
+
+    def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
+                 timeout: float = DEFAULT_READ_TIMEOUT) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r} for backend {self.name}; choose bytes or native")
+        if not 0 <= root < group.size:
+            raise ValueError(f"root {root} is not a rank of a group of {group.size}")
+        self.group = group
+        self.mode = mode
+        self.root = root
+        self.timeout = timeout
+
+    @classmethod
+    def unavailable(cls, group: "Group | None" = None) -> str | None:
+        """Why this backend cannot run with ``group`` (None if it can)."""
+        if cls.needs_mpi and group is not None and not group.is_mpi:
+            return f"{cls.name} needs MPI: run under mpiexec with --with-mpi"
+        return None
+
+    @property
+    def readers(self) -> list[int]:
+        return [r for r in range(self.group.size) if r != self.root]
+
+    def setup(self) -> None:
+        """Collective: create (root) or attach (others) the resources."""
+
+    @abstractmethod
+    def write(self, obj: Any) -> None:
+        """On the root: publish ``obj`` to every reader."""
+
+    @abstractmethod
+    def read(self) -> Any:
+        """On a reader: the next object written (waits up to ``timeout``)."""
+
+    def close(self) -> None:
+        """Collective: release everything this rank holds; the owner removes OS resources."""
+
+    def __enter__(self) -> "Backend":
+        self.setup()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    """Class decorator: make a backend known by its name."""
+    if cls.kind not in ("store", "channel"):
+        raise ValueError(f"backend {cls.name}: kind must be 'store' or 'channel', not {cls.kind!r}")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_backend(name: str) -> type[Backend]:
+    """The backend class for ``name``; raises BackendUnavailable with the reason if it cannot load."""
+    if name not in _MODULES and name not in _REGISTRY:
+        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_NAMES)}")
+    if name not in _REGISTRY and name in _MODULES:
+        module = _MODULES[name]
+        try:
+            importlib.import_module(f"{__package__}.{module}")
+        except ImportError as exc:
+            _IMPORT_ERRORS[name] = f"{name} needs the {exc.name or 'missing'} package: {exc}"
+    if name not in _REGISTRY:
+        raise BackendUnavailable(_IMPORT_ERRORS.get(name, f"backend {name} did not register"))
+    return _REGISTRY[name]
+
+
+def unavailable_reason(name: str, group: "Group | None" = None) -> str | None:
+    """Why backend ``name`` cannot run here, or None."""
+    try:
+        return get_backend(name).unavailable(group)
+    except BackendUnavailable as exc:
+        return str(exc)
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A picklable choice of backend and mode; ``open(group)`` makes the live backend."""
+
+    name: str
+    mode: str = "bytes"
+    root: int = 0
+    timeout: float = DEFAULT_READ_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; choose bytes or native")
+        if self.name not in BACKEND_NAMES and self.name not in _REGISTRY:
+            raise ValueError(f"unknown backend {self.name!r}; choose from {', '.join(BACKEND_NAMES)}")
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}-{self.mode}"
+
+    @property
+    def cls(self) -> type[Backend]:
+        return get_backend(self.name)
+
+    def open(self, group: "Group") -> Backend:
+        """Not yet set up: use as a context manager (``with spec.open(group) as b``)."""
+        cls = self.cls
+        reason = cls.unavailable(group)
+        if reason:
+            raise BackendUnavailable(reason)
+        return cls(group, self.mode, self.root, self.timeout)

@@ -1,0 +1,436 @@
+"""Process groups: rank, size and the few collectives the harness needs.
+
+Two implementations share one interface:
+
+* :class:`MPIGroup` wraps an mpi4py communicator (every rank runs the same program, SPMD);
+* :class:`LocalGroup` joins the calling process (rank 0) with worker processes started by
+  :class:`LocalWorld` (spawn), so backends that do not need MPI are tested with several ranks
+  by plain ``pytest`` too. Rank 0 is the hub; collectives go through one pipe per worker.
+
+Code that must run on every rank is written as a function ``fn(group, *args)`` and started
+with :meth:`Group.run`; in MPI mode every rank is already running the caller, in local mode
+rank 0 ships ``fn`` (picklable, module level) to the workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Sequence
+
+REDUCE_OPS: dict[str, Callable[[Sequence[Any]], Any]] = {
+    "max": max,
+    "min": min,
+    "sum": sum,
+    "and": all,
+    "or": any,
+}
+
+DEFAULT_TIMEOUT = 300.0
+
+
+class GroupError(RuntimeError):
+    """A rank of the group failed, died or did not answer in time."""
+
+
+@dataclass
+class RankFailure:
+    """What a failing rank reports to the others."""
+
+    rank: int
+    message: str
+
+
+class Group(ABC):
+    """A set of ranks that run the same function; collectives are called by every rank."""
+
+    rank: int
+    size: int
+
+    @property
+    def is_mpi(self) -> bool:
+        return False
+
+    @property
+    def readers(self) -> list[int]:
+        """Every rank but rank 0 (the writer of the broadcast scenario)."""
+        return list(range(1, self.size))
+
+    @abstractmethod
+    def barrier(self) -> None: ...
+
+    @abstractmethod
+    def bcast(self, obj: Any, root: int = 0) -> Any: ...
+
+    @abstractmethod
+    def gather(self, obj: Any, root: int = 0) -> list[Any] | None: ...
+
+    def allgather(self, obj: Any) -> list[Any]:
+        return self.bcast(self.gather(obj, root=0), root=0)
+
+    def allreduce(self, value: Any, op: str = "sum") -> Any:
+        try:
+            reduce = REDUCE_OPS[op]
+        except KeyError:
+            raise ValueError(f"unknown reduction {op!r}; choose one of {sorted(REDUCE_OPS)}") from None
+        return reduce(self.allgather(value))
+
+    @abstractmethod
+    def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        """Run ``fn(group, *args)`` on every rank; return every rank's result, by rank.
+
+        If a rank raises, every rank raises :class:`GroupError` naming it.
+        """
+
+
+# --------------------------------------------------------------------------------------- MPI
+
+
+class MPIGroup(Group):
+    """A group over an mpi4py communicator."""
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self._splits: dict[int, MPIGroup | None] = {}
+
+    @classmethod
+    def world(cls) -> "MPIGroup":
+        from mpi4py import MPI
+
+        return cls(MPI.COMM_WORLD)
+
+    @property
+    def is_mpi(self) -> bool:
+        return True
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        return self.comm.bcast(obj, root=root)
+
+    def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
+        return self.comm.gather(obj, root=root)
+
+    def allgather(self, obj: Any) -> list[Any]:
+        return self.comm.allgather(obj)
+
+    def split(self, n: int) -> "MPIGroup | None":
+        """Collective: ranks ``< n`` form a new group; the others get None and wait."""
+        if not 1 <= n <= self.size:
+            raise ValueError(f"cannot make a group of {n} ranks out of {self.size}")
+        if n not in self._splits:
+            from mpi4py import MPI
+
+            if n == self.size:
+                sub = self.comm.Dup()
+            else:
+                sub = self.comm.Split(0 if self.rank < n else MPI.UNDEFINED, self.rank)
+            self._splits[n] = None if sub == MPI.COMM_NULL else MPIGroup(sub)
+        return self._splits[n]
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        try:
+            outcome: Any = ("ok", fn(self, *args))
+        except Exception as exc:  # reported to every rank below
+            outcome = ("error", RankFailure(self.rank, _describe(exc)))
+        outcomes = self.comm.allgather(outcome)
+        _raise_failures(outcomes)
+        return [value for _, value in outcomes]
+
+    def free(self) -> None:
+        for sub in self._splits.values():
+            if sub is not None:
+                sub.free()
+        self._splits.clear()
+        if self.comm is not None and not self._is_world():
+            self.comm.Free()
+        self.comm = None
+
+    def _is_world(self) -> bool:
+        from mpi4py import MPI
+
+        return self.comm == MPI.COMM_WORLD
+
+
+# ------------------------------------------------------------------------------------- local
+
+_RUN, _STOP, _RESULT, _ERROR, _DATA = "run", "stop", "result", "error", "data"
+
+
+class LocalGroup(Group):
+    """One rank of a group of local processes; rank 0 holds a pipe to each other rank."""
+
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        links: dict[int, Connection],
+        mailboxes: Sequence[Any] = (),
+        timeout: float = DEFAULT_TIMEOUT,
+        world: "LocalWorld | None" = None,
+    ) -> None:
+        self.rank = rank
+        self.size = size
+        self._links = links  # rank 0: {peer: conn}; others: {0: conn}
+        self.mailboxes = list(mailboxes)  # one multiprocessing.Queue per rank (inherited at spawn)
+        self.timeout = timeout
+        self._world = world
+        self._active = rank != 0  # rank 0 is active only inside run()
+
+    # Messages are (tag, payload). Everything is in program order on each pipe, so a plain
+    # send/recv pair per collective is enough; an _ERROR from a peer aborts the collective.
+    def _send(self, peer: int, obj: Any) -> None:
+        self._links[peer].send((_DATA, obj))
+
+    def _recv(self, peer: int) -> Any:
+        conn = self._links[peer]
+        if self.rank == 0 and not conn.poll(self.timeout):
+            raise GroupError(f"rank {peer} did not answer within {self.timeout:g} s (hung?)")
+        try:
+            tag, obj = conn.recv()
+        except EOFError:
+            raise GroupError(f"rank {peer} died") from None
+        if tag == _ERROR:
+            raise _PeerFailed(obj)
+        if tag == _STOP:
+            raise GroupError("rank 0 stopped the group")
+        return obj
+
+    def _check_active(self) -> None:
+        if not self._active:
+            raise GroupError(
+                "collectives of a local group work only inside group.run(fn): "
+                "the other ranks run fn, not the test body"
+            )
+
+    def barrier(self) -> None:
+        self.bcast(self.gather(None))
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        self._check_active()
+        if root != 0:  # route through the hub
+            if self.rank == root:
+                self._send(0, obj)
+            if self.rank == 0:
+                obj = self._recv(root)
+            root = 0
+        if self.rank == 0:
+            for peer in range(1, self.size):
+                self._send(peer, obj)
+            return obj
+        return self._recv(0)
+
+    def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
+        self._check_active()
+        if self.rank == 0:
+            values = [obj] + [self._recv(peer) for peer in range(1, self.size)]
+        else:
+            self._send(0, obj)
+            values = None
+        if root == 0:
+            return values
+        # gather to another root: the hub forwards the list
+        if self.rank == 0:
+            self._send(root, values)
+            return None
+        return self._recv(0) if self.rank == root else None
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        if self.rank != 0:
+            raise GroupError("run() is started from rank 0 of a local group")
+        if self._world is None:
+            raise GroupError("this local group has no worker processes")
+        return self._world.run(fn, *args, ranks=self.size, timeout=self.timeout)
+
+
+class _PeerFailed(Exception):
+    def __init__(self, failure: RankFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, _PeerFailed):
+        return f"(peer) {exc.failure.message}"
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
+    return f"{text}{where}"
+
+
+def _raise_failures(outcomes: Sequence[tuple[str, Any]]) -> None:
+    failures = [value for tag, value in outcomes if tag == "error"]
+    own = [f for f in failures if not f.message.startswith("(peer)")]
+    if failures:
+        shown = own or failures
+        lines = "; ".join(f"rank {f.rank}: {f.message}" for f in shown)
+        raise GroupError(f"failed on rank {', '.join(str(f.rank) for f in shown)}: {lines}")
+
+
+def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float) -> None:
+    """Loop of a local worker: run what rank 0 sends until told to stop."""
+    while True:
+        try:
+            tag, payload = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if tag == _STOP:
+            return
+        if tag != _RUN:
+            continue  # a stray collective message after an abort
+        fn, args, size = payload
+        group = LocalGroup(rank, size, {0: conn}, mailboxes, timeout)
+        try:
+            conn.send((_RESULT, fn(group, *args)))
+        except _PeerFailed:
+            pass  # rank 0 already knows
+        except Exception as exc:
+            try:
+                conn.send((_ERROR, RankFailure(rank, _describe(exc))))
+            except Exception:
+                return
+
+
+class LocalWorld:
+    """Worker processes (spawn) that serve as ranks 1..n-1 of local groups.
+
+    Started lazily, kept for the session, restarted after a failure (a failed rank may have
+    left messages in its pipe).
+    """
+
+    def __init__(self, size: int, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if size < 1:
+            raise ValueError(f"a local world needs at least 1 rank, got {size}")
+        self.size = size
+        self.timeout = timeout
+        self._ctx = mp.get_context("spawn")
+        self._procs: list[Any] = []
+        self._links: dict[int, Connection] = {}
+        self.mailboxes: list[Any] = []
+
+    def _start(self) -> None:
+        self.mailboxes = [self._ctx.Queue() for _ in range(self.size)]
+        for rank in range(1, self.size):
+            here, there = self._ctx.Pipe(duplex=True)
+            proc = self._ctx.Process(
+                target=_worker_main,
+                args=(rank, there, self.mailboxes, self.timeout),
+                name=f"ipcbench-rank{rank}",
+                daemon=True,
+            )
+            proc.start()
+            there.close()
+            self._procs.append(proc)
+            self._links[rank] = here
+
+    def group(self, ranks: int | None = None, timeout: float | None = None) -> LocalGroup:
+        """Rank 0 of a group of ``ranks`` processes (this one and ``ranks - 1`` workers)."""
+        ranks = self.size if ranks is None else ranks
+        if not 1 <= ranks <= self.size:
+            raise ValueError(f"cannot make a group of {ranks} ranks out of {self.size}")
+        return LocalGroup(
+            0,
+            ranks,
+            self._links,
+            self.mailboxes,
+            self.timeout if timeout is None else timeout,
+            world=self,
+        )
+
+    def run(
+        self, fn: Callable[..., Any], *args: Any, ranks: int | None = None, timeout: float | None = None
+    ) -> list[Any]:
+        """Run ``fn(group, *args)`` on ranks 0..ranks-1; return the results by rank."""
+        ranks = self.size if ranks is None else ranks
+        if ranks > 1 and not self._procs:
+            self._start()
+        group = self.group(ranks, timeout)
+        for peer in range(1, ranks):
+            self._links[peer].send((_RUN, (fn, args, ranks)))
+        group._active = True
+        outcomes: list[tuple[str, Any]] = []
+        broken = False
+        try:
+            try:
+                outcomes.append(("ok", fn(group, *args)))
+            except Exception as exc:
+                outcomes.append(("error", RankFailure(0, _describe(exc))))
+                broken = True
+            for peer in range(1, ranks):
+                outcomes.append(self._collect(peer, group.timeout, after_failure=broken))
+                broken = broken or outcomes[-1][0] == "error"
+        finally:
+            group._active = False
+            if broken:
+                self.restart()
+        _raise_failures(outcomes)
+        return [value for _, value in outcomes]
+
+    def _collect(self, peer: int, timeout: float, after_failure: bool) -> tuple[str, Any]:
+        conn = self._links[peer]
+        # after a failure on another rank this one may be stuck in a collective: wait briefly
+        wait = min(timeout, 2.0) if after_failure else timeout
+        while conn.poll(wait):
+            try:
+                tag, obj = conn.recv()
+            except EOFError:
+                return ("error", RankFailure(peer, f"died (exit code {self._procs[peer - 1].exitcode})"))
+            if tag == _RESULT:
+                return ("ok", obj)
+            if tag == _ERROR:
+                return ("error", obj)
+            # a collective message rank 0 never consumed: rank 0 must have failed; keep draining
+        if after_failure:
+            return ("error", RankFailure(peer, "(peer) abandoned after another rank failed"))
+        return ("error", RankFailure(peer, f"did not finish within {timeout:g} s (hung?)"))
+
+    def restart(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every worker (politely, then by force) and drop the pipes."""
+        for rank, conn in self._links.items():
+            try:
+                conn.send((_STOP, None))
+            except OSError:
+                pass
+        for proc in self._procs:
+            proc.join(timeout=2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=2.0)
+        for conn in self._links.values():
+            conn.close()
+        for box in self.mailboxes:
+            box.close()
+            box.join_thread()
+        self._procs, self._links, self.mailboxes = [], {}, []
+
+    def __enter__(self) -> "LocalWorld":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def in_mpi_job() -> bool:
+    """True when this process was started by an MPI launcher (Hydra or Open MPI)."""
+    keys = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+    return any(k in os.environ for k in keys)
+
+
+__all__ = [
+    "Group",
+    "GroupError",
+    "LocalGroup",
+    "LocalWorld",
+    "MPIGroup",
+    "in_mpi_job",
+]

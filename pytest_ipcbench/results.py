@@ -1,0 +1,115 @@
+"""Result records and their JSON file.
+
+One :class:`Result` per case (scenario, backend, mode, payload, size, ranks) with its raw
+samples in seconds, keyed by metric (``completion`` = max over readers per iteration, ``write``,
+``read_avg``, ``read_min``, ``read_max``, ...). Statistics are derived from the samples when
+needed, never stored apart from them. A :class:`ResultSet` adds the environment record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from .stats import Summary, summarize
+
+SCHEMA = "pytest-ipcbench/1"
+PRIMARY_METRIC = "completion"
+
+
+@dataclass
+class Result:
+    scenario: str
+    backend: str
+    mode: str
+    payload: str
+    size: int
+    ranks: int
+    samples: dict[str, list[float]]
+    nbytes: int = 0  # bytes of data actually moved per message
+    primary: str = PRIMARY_METRIC
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Identity of the case across runs (what compare matches on)."""
+        return f"{self.scenario}/{self.backend}/{self.mode}/{self.payload}/{self.size}/r{self.ranks}"
+
+    def summary(self, metric: str | None = None) -> Summary:
+        metric = metric or self.primary
+        if metric not in self.samples:
+            raise KeyError(f"{self.key} has no samples for {metric!r} (has {sorted(self.samples)})")
+        return summarize(self.samples[metric])
+
+    def throughput(self, metric: str | None = None) -> float:
+        """Bytes per second at the median of ``metric``."""
+        med = self.summary(metric).median
+        return self.nbytes / med if med > 0 else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["key"] = self.key
+        d["stats"] = {m: summarize(s).as_dict() for m, s in self.samples.items() if s}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Result":
+        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**fields)
+
+
+@dataclass
+class ResultSet:
+    env: dict[str, Any] = field(default_factory=dict)
+    results: list[Result] = field(default_factory=list)
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def add(self, result: Result) -> None:
+        self.results.append(result)
+
+    def extend(self, results: Iterable[Result]) -> None:
+        self.results.extend(results)
+
+    def by_key(self) -> dict[str, Result]:
+        return {r.key: r for r in self.results}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "created": self.created,
+            "env": self.env,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically (a reader never sees half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".ipcbench-", suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.to_dict(), f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "ResultSet":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no results file at {path}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not a results JSON file: {exc}") from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ValueError(f"{path} is not a pytest-ipcbench results file (schema {SCHEMA!r} expected)")
+        return cls(
+            env=data.get("env", {}),
+            results=[Result.from_dict(r) for r in data.get("results", [])],
+            created=data.get("created", ""),
+        )

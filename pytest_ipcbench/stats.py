@@ -1,0 +1,111 @@
+"""Statistics of timing samples: summaries, bootstrap intervals of a ratio, verdicts.
+
+Times are seconds. A ratio is always ``median(a) / median(b)``; its confidence interval comes
+from a percentile bootstrap that resamples ``a`` and ``b`` independently (seeded, so a verdict
+is reproducible for the same samples).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    mean: float
+    stddev: float
+    min: float
+    max: float
+    q1: float
+    q3: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    def as_dict(self) -> dict[str, float]:
+        d = asdict(self)
+        d["iqr"] = self.iqr
+        return d
+
+
+def summarize(samples: Sequence[float]) -> Summary:
+    """Median and dispersion of samples (at least one)."""
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        raise ValueError("no samples to summarize")
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    return Summary(
+        n=int(x.size),
+        median=float(med),
+        mean=float(x.mean()),
+        stddev=float(x.std(ddof=1)) if x.size > 1 else 0.0,
+        min=float(x.min()),
+        max=float(x.max()),
+        q1=float(q1),
+        q3=float(q3),
+    )
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """``median(a) / median(b)`` and its bootstrap confidence interval."""
+
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    median_a: float
+    median_b: float
+
+    def __str__(self) -> str:
+        pct = round(self.confidence * 100)
+        return f"{self.ratio:.3f}x ({pct}% CI {self.low:.3f}-{self.high:.3f})"
+
+
+def ratio_interval(
+    a: Sequence[float],
+    b: Sequence[float],
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> RatioInterval:
+    """Bootstrap CI of the ratio of medians ``a / b``."""
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError("a ratio needs samples on both sides")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    if np.any(xb <= 0) or np.any(xa < 0):
+        raise ValueError("times must be positive")
+    rng = np.random.default_rng(seed)
+    ma = np.median(xa[rng.integers(0, xa.size, (resamples, xa.size))], axis=1)
+    mb = np.median(xb[rng.integers(0, xb.size, (resamples, xb.size))], axis=1)
+    ratios = ma / mb
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(ratios, [alpha, 1 - alpha])
+    med_a, med_b = float(np.median(xa)), float(np.median(xb))
+    return RatioInterval(med_a / med_b, float(low), float(high), confidence, med_a, med_b)
+
+
+def verdict(interval: RatioInterval, threshold: float = 0.10) -> str:
+    """``slower`` / ``faster`` only when the whole interval is past the threshold, else ``unchanged``.
+
+    ``interval`` is head / base time: above ``1 + threshold`` with confidence means slower.
+    """
+    if threshold < 0:
+        raise ValueError(f"threshold must not be negative, got {threshold}")
+    if interval.low > 1 + threshold:
+        return "slower"
+    if interval.high < 1 / (1 + threshold):
+        return "faster"
+    return "unchanged"
