@@ -200,7 +200,7 @@ class LocalGroup(Group):
         if tag == _ERROR:
             raise _PeerFailed(obj)
         if tag == _STOP:
-            raise GroupError("rank 0 stopped the group")
+            raise _Stopped("rank 0 stopped the group")
         return obj
 
     def _check_active(self) -> None:
@@ -250,6 +250,10 @@ class LocalGroup(Group):
         return self._world.run(fn, *args, ranks=self.size, timeout=self.timeout)
 
 
+class _Stopped(GroupError):
+    pass
+
+
 class _PeerFailed(Exception):
     def __init__(self, failure: RankFailure) -> None:
         super().__init__(failure.message)
@@ -291,6 +295,8 @@ def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout:
             conn.send((_RESULT, fn(group, *args)))
         except _PeerFailed:
             pass  # rank 0 already knows
+        except _Stopped:
+            return
         except Exception as exc:
             try:
                 conn.send((_ERROR, RankFailure(rank, _describe(exc))))
@@ -356,14 +362,22 @@ class LocalWorld:
             self._links[peer].send((_RUN, (fn, args, ranks)))
         group._active = True
         outcomes: list[tuple[str, Any]] = []
+        outcomes_from_peers: dict[int, tuple[str, Any]] = {}
         broken = False
         try:
             try:
                 outcomes.append(("ok", fn(group, *args)))
+            except _PeerFailed as exc:  # a worker's own failure, met inside a collective
+                outcomes.append(("error", RankFailure(0, "(peer) stopped by another rank's failure")))
+                outcomes_from_peers = {exc.failure.rank: ("error", exc.failure)}
+                broken = True
             except Exception as exc:
                 outcomes.append(("error", RankFailure(0, _describe(exc))))
                 broken = True
             for peer in range(1, ranks):
+                if broken and peer in outcomes_from_peers:
+                    outcomes.append(outcomes_from_peers[peer])
+                    continue
                 outcomes.append(self._collect(peer, group.timeout, after_failure=broken))
                 broken = broken or outcomes[-1][0] == "error"
         finally:
@@ -376,7 +390,7 @@ class LocalWorld:
     def _collect(self, peer: int, timeout: float, after_failure: bool) -> tuple[str, Any]:
         conn = self._links[peer]
         # after a failure on another rank this one may be stuck in a collective: wait briefly
-        wait = min(timeout, 2.0) if after_failure else timeout
+        wait = min(timeout, 0.2) if after_failure else timeout
         while conn.poll(wait):
             try:
                 tag, obj = conn.recv()
