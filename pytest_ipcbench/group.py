@@ -122,17 +122,25 @@ class MPIGroup(Group):
         return self.comm.allgather(obj)
 
     def split(self, n: int) -> "MPIGroup | None":
-        """Collective: ranks ``< n`` form a new group; the others get None and wait."""
+        """Ranks ``< n`` form a new group (collective over them only); the others get None.
+
+        The ranks outside take no part (``MPI_Comm_create_group``), so a rank that is idle for a
+        test never has to join it. Made once per ``n``, then cached.
+        """
         if not 1 <= n <= self.size:
             raise ValueError(f"cannot make a group of {n} ranks out of {self.size}")
+        if self.rank >= n:
+            return None
         if n not in self._splits:
-            from mpi4py import MPI
-
             if n == self.size:
                 sub = self.comm.Dup()
             else:
-                sub = self.comm.Split(0 if self.rank < n else MPI.UNDEFINED, self.rank)
-            self._splits[n] = None if sub == MPI.COMM_NULL else MPIGroup(sub)
+                whole = self.comm.Get_group()
+                members = whole.Incl(list(range(n)))
+                sub = self.comm.Create_group(members, tag=n)
+                members.Free()
+                whole.Free()
+            self._splits[n] = MPIGroup(sub)
         return self._splits[n]
 
     def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
@@ -161,7 +169,8 @@ class MPIGroup(Group):
 
 # ------------------------------------------------------------------------------------- local
 
-_RUN, _STOP, _RESULT, _ERROR, _DATA = "run", "stop", "result", "error", "data"
+_RUN, _STOP, _RESULT, _ERROR, _DATA, _READY = "run", "stop", "result", "error", "data", "ready"
+STARTUP_TIMEOUT = 60.0  # a worker must be up within this (spawn + imports), whatever the run timeout
 
 
 class LocalGroup(Group):
@@ -191,12 +200,13 @@ class LocalGroup(Group):
 
     def _recv(self, peer: int) -> Any:
         conn = self._links[peer]
+        # a dead or hung peer is reported as *its* failure (not the waiting rank's)
         if self.rank == 0 and not conn.poll(self.timeout):
-            raise GroupError(f"rank {peer} did not answer within {self.timeout:g} s (hung?)")
+            raise _PeerFailed(RankFailure(peer, f"did not answer within {self.timeout:g} s (hung?)"))
         try:
             tag, obj = conn.recv()
         except EOFError:
-            raise GroupError(f"rank {peer} died") from None
+            raise _PeerFailed(RankFailure(peer, "died")) from None
         if tag == _ERROR:
             raise _PeerFailed(obj)
         if tag == _STOP:
@@ -280,6 +290,10 @@ def _raise_failures(outcomes: Sequence[tuple[str, Any]]) -> None:
 
 def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float) -> None:
     """Loop of a local worker: run what rank 0 sends until told to stop."""
+    try:
+        conn.send((_READY, os.getpid()))  # started: the run timeout does not count start-up
+    except OSError:
+        return
     while True:
         try:
             tag, payload = conn.recv()
@@ -320,6 +334,7 @@ class LocalWorld:
         self._procs: list[Any] = []
         self._links: dict[int, Connection] = {}
         self.mailboxes: list[Any] = []
+        self.pids: list[int] = []  # every worker ever started (leak checks look for their resources)
 
     def _start(self) -> None:
         self.mailboxes = [self._ctx.Queue() for _ in range(self.size)]
@@ -332,9 +347,25 @@ class LocalWorld:
                 daemon=True,
             )
             proc.start()
+            self.pids.append(proc.pid)
             there.close()
             self._procs.append(proc)
             self._links[rank] = here
+        wait = max(STARTUP_TIMEOUT, self.timeout)
+        for rank, conn in self._links.items():
+            problem = ""
+            try:
+                if not conn.poll(wait):
+                    problem = f"did not start within {wait:g} s"
+                elif conn.recv()[0] != _READY:
+                    problem = "did not say it was ready"
+            except (EOFError, OSError):
+                proc = self._procs[rank - 1]
+                proc.join(timeout=1.0)
+                problem = f"died at start (exit code {proc.exitcode})"
+            if problem:
+                self.close()
+                raise GroupError(f"local worker rank {rank} {problem}")
 
     def group(self, ranks: int | None = None, timeout: float | None = None) -> LocalGroup:
         """Rank 0 of a group of ``ranks`` processes (this one and ``ranks - 1`` workers)."""

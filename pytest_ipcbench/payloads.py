@@ -57,8 +57,8 @@ def parse_size(text: str | int) -> int:
 def format_size(nbytes: int) -> str:
     """Shortest exact label: 1000000 -> ``1MB``, 65536 -> ``64KiB``, 1500 -> ``1500B``."""
     for unit in ("GB", "MB", "KB", "GiB", "MiB", "KiB"):
-        if nbytes and nbytes % _UNITS[unit] == 0:
-            return f"{nbytes // _UNITS[unit]}{unit}"
+        if nbytes and nbytes % _UNITS[unit.upper()] == 0:
+            return f"{nbytes // _UNITS[unit.upper()]}{unit}"
     return f"{nbytes}B"
 
 

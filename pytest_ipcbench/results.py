@@ -34,11 +34,15 @@ class Result:
     nbytes: int = 0  # bytes of data actually moved per message
     primary: str = PRIMARY_METRIC
     extra: dict[str, Any] = field(default_factory=dict)
+    # a further case parameter that is not a size, e.g. ``work=1ms`` for the granularity
+    # scenario; empty for most cases, and then absent from the key (older files stay valid)
+    variant: str = ""
 
     @property
     def key(self) -> str:
         """Identity of the case across runs (what compare matches on)."""
-        return f"{self.scenario}/{self.backend}/{self.mode}/{self.payload}/{self.size}/r{self.ranks}"
+        key = f"{self.scenario}/{self.backend}/{self.mode}/{self.payload}/{self.size}/r{self.ranks}"
+        return f"{key}/{self.variant}" if self.variant else key
 
     def summary(self, metric: str | None = None) -> Summary:
         metric = metric or self.primary

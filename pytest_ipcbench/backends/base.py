@@ -22,7 +22,9 @@ Life cycle, collective on every rank of the group::
 from __future__ import annotations
 
 import importlib
+import os
 import pickle
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -82,6 +84,46 @@ def loads_oob(head: Any, buffers: list[Any]) -> Any:
     return pickle.loads(head, buffers=buffers)
 
 
+class Backoff:
+    """Pacing for a reader that polls for a new value: spin briefly, then yield, then sleep.
+
+    Never a pure busy loop: ranks are often oversubscribed (``mpiexec -n 4`` on 2 cores), where a
+    spinning reader would steal the writer's core. ``wait()`` returns False once ``timeout``
+    seconds have passed since the Backoff was made.
+    """
+
+    SPINS = 32  # polls without a pause (a value that is already there costs nothing more)
+    YIELDS = 256  # then polls separated by sched_yield (lets another runnable rank go first)
+    MIN_SLEEP = 20e-6
+    MAX_SLEEP = 2e-3
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.start = time.monotonic()
+        self.deadline = self.start + timeout
+        self.polls = 0
+        self._sleep = self.MIN_SLEEP
+
+    @property
+    def waited(self) -> float:
+        return time.monotonic() - self.start
+
+    def wait(self) -> bool:
+        """Pause before the next poll; False when the time is up."""
+        self.polls += 1
+        if self.polls <= self.SPINS:
+            return True
+        now = time.monotonic()
+        if now >= self.deadline:
+            return False
+        if self.polls <= self.SPINS + self.YIELDS:
+            os.sched_yield()
+            return True
+        time.sleep(min(self._sleep, max(0.0, self.deadline - now)))
+        self._sleep = min(self._sleep * 2, self.MAX_SLEEP)
+        return True
+
+
 class Backend(ABC):
     """One backend bound to a group; see the module docstring for the protocol."""
 
@@ -124,6 +166,19 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Collective: release everything this rank holds; the owner removes OS resources."""
+
+    def timeout_error(self, what: str) -> TimeoutError:
+        """The error a reader raises when ``what`` did not happen within ``timeout``."""
+        return TimeoutError(
+            f"{self.name} ({self.mode} mode): rank {self.group.rank} waited {self.timeout:g} s "
+            f"for {what} from the writer (rank {self.root}) and gave up"
+        )
+
+    def writer_failed(self, message: str) -> PayloadError:
+        """The error a reader raises when the writer announced that it could not send."""
+        return PayloadError(
+            f"{self.name}: the writer (rank {self.root}) could not send its object: {message}"
+        )
 
     def __enter__(self) -> "Backend":
         self.setup()

@@ -1,0 +1,355 @@
+"""Runs a block of cases in a job of its own and writes one JSON line per case.
+
+asv runs each benchmark in a process that cannot be an MPI rank, so the MPI cases of the suite
+are measured here, under ``mpiexec -n 4`` started from a ``setup_cache`` (one launch serves every
+``track_*`` benchmark of a class): the job times inside itself with the project's harness, and the
+figure asv records is the median over iterations of the max over readers -- mpiexec start-up is
+never part of it. Cases of 2 ranks run on a sub-group of the first two ranks of the same launch.
+
+Usable by hand too::
+
+    mpiexec -n 4 python benchmarks/_job.py transfer --out cases.jsonl --backends shm --sizes 1MB
+    python benchmarks/_job.py transfer --local --backends mp-queue --out cases.jsonl
+
+Output lines (rank 0 writes them, one per case, as soon as the case ends):
+``{"case": KEY, "value": seconds}``, ``{"case": KEY, "skip": "why"}``, ``{"error": "why"}`` for the
+whole job, and a final ``{"done": true}``. This file lives in benchmarks/, not in the package,
+so it is the same for every commit asv measures; what it imports from the package is guarded.
+
+Nothing here is imported at module level but the standard library: asv imports this module when
+it discovers the suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+HERE = Path(__file__).resolve()
+
+# The matrix, fixed in the suite (not read from the package) so it is the same over history.
+BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
+MODES = ("bytes", "native")
+KINDS = ("dict", "ndarray", "array1d", "ragged2d", "tiny")
+SIZES = ("1KB", "100KB", "10MB")  # below and above zmq's copy threshold (64 KiB), and large
+RANKS = (2, 4)
+METHOD_CONFIGS = ("Small", "Medium", "Large")
+SHAPES = ("1d", "2d")
+TIME_BUDGET = 0.15  # seconds of timed iterations per case: asv wants a suite, not a survey
+JOB_TIMEOUT = 1500.0
+
+
+def case_key(*parts: Any) -> str:
+    return "|".join(str(p) for p in parts)
+
+
+def transfer_cases(backends: Iterable[str] = BACKENDS, modes: Iterable[str] = MODES,
+                   kinds: Iterable[str] = KINDS, sizes: Iterable[str] = SIZES) -> list[tuple[str, str, str, str]]:
+    """(backend, mode, kind, size label); ``tiny`` has one fixed size (64 B), listed under the first."""
+    sizes = list(sizes)
+    return [
+        (b, m, k, s)
+        for b in backends for m in modes for k in kinds for s in sizes
+        if k != "tiny" or s == sizes[0]
+    ]
+
+
+# ---------------------------------------------------------------------------------- in the job
+
+
+class _Out:
+    """Rank 0's line writer (flushed per line, so a killed job keeps what it measured)."""
+
+    def __init__(self, path: str | None, active: bool) -> None:
+        self.f = open(path, "a") if (path and active) else None
+
+    def __call__(self, **record: Any) -> None:
+        if self.f is not None:
+            self.f.write(json.dumps(record) + "\n")
+            self.f.flush()
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return float(s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
+
+
+def _transfer_job(args: argparse.Namespace) -> int:
+    cases = transfer_cases(args.backends, args.modes, args.kinds, args.sizes)
+    try:
+        from pytest_ipcbench import measure
+        from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
+        from pytest_ipcbench.payloads import PayloadSpec, parse_size
+    except ImportError as exc:  # an older commit: no harness yet
+        print(json.dumps({"error": f"this commit cannot be measured: {exc}"}), file=_stream(args))
+        return 0
+    settings = measure.BenchSettings(time_budget=args.budget)
+
+    def payload(kind: str, size: str) -> Any:
+        return PayloadSpec(kind, 64 if kind == "tiny" else parse_size(size))
+
+    if args.local:
+        return _local_transfer(args, cases, measure, BackendSpec, unavailable_reason, payload, settings)
+
+    from pytest_ipcbench.group import MPIGroup
+
+    world = MPIGroup.world()
+    out = _Out(args.out, world.rank == 0)
+    try:
+        for ranks in args.ranks:
+            if ranks > world.size:
+                for b, m, k, s in cases:
+                    out(case=case_key(b, m, k, s, ranks), skip=f"the job has only {world.size} ranks")
+                continue
+            sub = world.split(ranks)
+            if sub is not None:
+                for b, m, k, s in cases:
+                    key = case_key(b, m, k, s, ranks)
+                    reason = unavailable_reason(b, sub)
+                    if reason:
+                        # a backend that does not need MPI may still run between local processes
+                        out(case=key, skip=reason, local=not _needs_mpi(b))
+                        continue
+                    _one(out, key, lambda: measure.bench(sub, BackendSpec(b, m), payload(k, s), "broadcast", settings),
+                         sub.rank == 0)
+            _quiet_barrier(world, measure)
+        out(done=True)
+    finally:
+        out.close()
+    return 0
+
+
+def _local_transfer(args: argparse.Namespace, cases: list[tuple[str, str, str, str]], measure: Any,
+                    BackendSpec: Any, unavailable_reason: Callable[..., str | None],
+                    payload: Callable[[str, str], Any], settings: Any) -> int:
+    """Backends that cannot run between MPI ranks (e.g. mp-queue) run in a local world instead."""
+    from pytest_ipcbench.group import LocalWorld
+
+    out = _Out(args.out, True)
+    try:
+        with LocalWorld(max(args.ranks)) as world:
+            for ranks in args.ranks:
+                group = world.group(ranks)
+                for b, m, k, s in cases:
+                    key = case_key(b, m, k, s, ranks)
+                    reason = unavailable_reason(b, group)
+                    if reason:
+                        out(case=key, skip=reason)
+                        continue
+                    _one(out, key, lambda: measure.run_bench(group, BackendSpec(b, m), payload(k, s),
+                                                             "broadcast", settings), True)
+        out(done=True)
+    finally:
+        out.close()
+    return 0
+
+
+def _needs_mpi(backend: str) -> bool:
+    from pytest_ipcbench.backends.base import BackendUnavailable, get_backend
+
+    try:
+        return bool(get_backend(backend).needs_mpi)
+    except (BackendUnavailable, ValueError):  # cannot even load: a local world will not help
+        return True
+
+
+def _one(out: _Out, key: str, run: Callable[[], Any], is_root: bool) -> None:
+    """Measure one case; record its median completion time (rank 0), or why it has none."""
+    try:
+        result = run()
+    except Exception as exc:  # every rank of the case raises (the harness's verdicts are collective)
+        out(case=key, skip=f"failed: {type(exc).__name__}: {exc}"[:500])
+        return
+    if is_root and result is not None:
+        samples = result.samples.get(result.primary) or []
+        if samples:
+            out(case=key, value=_median(samples), n=len(samples))
+        else:
+            out(case=key, skip=f"no {result.primary} samples")
+
+
+def _quiet_barrier(world: Any, measure: Any) -> None:
+    barrier = getattr(measure, "quiet_barrier", None)
+    barrier(world) if barrier else world.barrier()
+
+
+def _methods_job(args: argparse.Namespace) -> int:
+    try:
+        from pytest_ipcbench import mpi_methods as mm
+        from pytest_ipcbench.group import MPIGroup
+    except ImportError as exc:
+        print(json.dumps({"error": f"this commit has no seed 004 methods: {exc}"}), file=_stream(args))
+        return 0
+    world = MPIGroup.world()
+    out = _Out(args.out, world.rank == 0)
+    plan = mm.Plan(sample_time=0.02, case_time=0.2, min_samples=5, max_samples=7)
+    try:
+        for ranks in args.ranks:
+            sub = world.split(ranks) if ranks <= world.size else None
+            if sub is not None:
+                for config in args.configs:
+                    for shape in SHAPES:
+                        for method in mm.METHOD_NAMES:
+                            key = case_key(method, config, shape, ranks)
+                            try:
+                                results = mm.run_matrix(sub, [config], [method], [shape], plan=plan)
+                            except Exception as exc:
+                                out(case=key, skip=f"failed: {type(exc).__name__}: {exc}"[:500])
+                                continue
+                            for r in results:
+                                out(case=key, value=_median(r.samples["completion"]), n=len(r.samples["completion"]))
+            _quiet_barrier(world, _try_measure())
+        out(done=True)
+    finally:
+        out.close()
+    return 0
+
+
+def _try_measure() -> Any:
+    try:
+        from pytest_ipcbench import measure
+        return measure
+    except ImportError:
+        return None
+
+
+def _stream(args: argparse.Namespace) -> Any:
+    return open(args.out, "a") if args.out else sys.stdout
+
+
+def _csv(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchmarks/_job.py", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="job", required=True)
+    t = sub.add_parser("transfer", help="broadcast: every backend x mode x payload kind x size x ranks")
+    t.add_argument("--backends", type=_csv, default=list(BACKENDS))
+    t.add_argument("--modes", type=_csv, default=list(MODES))
+    t.add_argument("--kinds", type=_csv, default=list(KINDS))
+    t.add_argument("--sizes", type=_csv, default=list(SIZES))
+    t.add_argument("--budget", type=float, default=TIME_BUDGET, help="seconds of timed iterations per case")
+    t.add_argument("--local", action="store_true", help="a local world of processes instead of MPI ranks")
+    m = sub.add_parser("methods", help="seed 004: every MPI method x configuration x shape x ranks")
+    m.add_argument("--configs", type=_csv, default=list(METHOD_CONFIGS))
+    for q in (t, m):
+        q.add_argument("--ranks", type=lambda s: [int(x) for x in _csv(s)], default=list(RANKS))
+        q.add_argument("--out", help="JSON lines file (rank 0 appends)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return _transfer_job(args) if args.job == "transfer" else _methods_job(args)
+
+
+# ------------------------------------------------------------------------- from setup_cache
+
+
+def find_mpiexec() -> list[str] | None:
+    """The launcher of the environment asv runs in (the mpich wheel puts it next to python).
+
+    ``IPCBENCH_MPIEXEC`` overrides it (e.g. ``"mpiexec --oversubscribe"`` for a system Open MPI).
+    """
+    override = os.environ.get("IPCBENCH_MPIEXEC")
+    if override:
+        return override.split()
+    here = Path(sys.executable).parent / "mpiexec"
+    exe = str(here) if here.exists() else shutil.which("mpiexec")
+    if exe is None:
+        return None
+    cmd = [exe]
+    try:
+        version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        version = ""
+    if "Open MPI" in version or "OpenRTE" in version:
+        cmd.append("--oversubscribe")  # 4 ranks on a 2-core runner
+    return cmd
+
+
+def launch(job_args: Sequence[str], out: Path, nprocs: int | None = 4, timeout: float = JOB_TIMEOUT) -> dict[str, Any]:
+    """Run this script (under ``mpiexec -n nprocs``, or alone when ``nprocs`` is None).
+
+    Returns ``{case key: seconds or "skip: why"}``; a job that failed as a whole gives its reason
+    under every case the caller asks for (see :func:`lookup`) through the key ``"*"``.
+    """
+    cmd = [sys.executable, "-u", str(HERE), *job_args, "--out", str(out)]
+    if nprocs is not None:
+        mpiexec = find_mpiexec()
+        if mpiexec is None:
+            return {"*": "skip: no mpiexec in this environment (install the package with the mpi extra)"}
+        cmd = [*mpiexec, "-n", str(nprocs), *cmd]
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # the job imports the package installed in asv's environment
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env)
+    try:
+        log, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        log += f"\n[job killed after {timeout:g} s]"
+    cache = read_lines(out)
+    if proc.returncode != 0 or "!done" not in cache:
+        took = time.monotonic() - started
+        tail = "\n".join(log.splitlines()[-20:])
+        sys.stderr.write(f"job {' '.join(job_args)} ended with {proc.returncode} after {took:.0f} s:\n{tail}\n")
+        cache.setdefault("*", f"skip: the job did not finish (exit {proc.returncode}): {tail[-300:]}")
+    return cache
+
+
+def read_lines(path: Path) -> dict[str, Any]:
+    cache: dict[str, Any] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return cache
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if "error" in rec:
+            cache["*"] = f"skip: {rec['error']}"
+        elif rec.get("done"):
+            cache["!done"] = True
+        elif "case" in rec:
+            cache[rec["case"]] = rec["value"] if "value" in rec else f"skip: {rec.get('skip', '?')}"
+            if rec.get("local"):
+                cache.setdefault("!local", set()).add(rec["case"].split("|")[0])
+    return cache
+
+
+def lookup(cache: dict[str, Any], key: str) -> float:
+    """The measured seconds of ``key``; NotImplementedError (asv: skipped) when there are none."""
+    value = cache.get(key, cache.get("*", "skip: not measured by this commit"))
+    if isinstance(value, str):
+        raise NotImplementedError(value)
+    return float(value)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        sys.exit(1)

@@ -1,0 +1,70 @@
+"""In-process: what the ``bytes`` mode pays on each side, pickling and unpickling each payload kind.
+
+``inband`` is pickle protocol 5 with the data inside the bytes (the fair protocol of seed 000);
+``oob`` keeps numpy buffers out of band (the ``native`` mode's path: no copy into the pickle).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from . import _job
+
+PROTOCOLS = ("inband", "oob")
+
+
+def _payload(kind: str, size: str) -> Any:
+    try:
+        from pytest_ipcbench.payloads import PayloadSpec, parse_size
+    except ImportError as exc:
+        raise NotImplementedError(f"this commit has no payload factories: {exc}") from None
+    return PayloadSpec(kind, 64 if kind == "tiny" else parse_size(size)).build()
+
+
+class Serialize:
+    params = [list(_job.KINDS), list(_job.SIZES), list(PROTOCOLS)]
+    param_names = ["payload", "size", "protocol"]
+    timeout = 120
+
+    def setup(self, kind: str, size: str, protocol: str) -> None:
+        if kind == "tiny" and size != _job.SIZES[0]:
+            raise NotImplementedError("tiny payloads have one size (64 B), listed under the smallest")
+        self.obj = _payload(kind, size)
+        self.buffers: list[pickle.PickleBuffer] = []
+        if protocol == "oob":
+            self.blob = pickle.dumps(self.obj, protocol=5, buffer_callback=self.buffers.append)
+        else:
+            self.blob = pickle.dumps(self.obj, protocol=5)
+
+    def time_dumps(self, kind: str, size: str, protocol: str) -> None:
+        if protocol == "oob":
+            pickle.dumps(self.obj, protocol=5, buffer_callback=[].append)
+        else:
+            pickle.dumps(self.obj, protocol=5)
+
+    def time_loads(self, kind: str, size: str, protocol: str) -> None:
+        pickle.loads(self.blob, buffers=self.buffers)
+
+    def peakmem_roundtrip(self, kind: str, size: str, protocol: str) -> None:
+        """Peak RSS of a dumps + loads round trip (the payload itself included)."""
+        if protocol == "oob":
+            buffers: list[pickle.PickleBuffer] = []
+            pickle.loads(pickle.dumps(self.obj, protocol=5, buffer_callback=buffers.append), buffers=buffers)
+        else:
+            pickle.loads(pickle.dumps(self.obj, protocol=5))
+
+
+class PayloadBuild:
+    """Building a payload happens outside every timed region; this keeps its cost visible."""
+
+    params = [list(_job.KINDS), list(_job.SIZES)]
+    param_names = ["payload", "size"]
+
+    def setup(self, kind: str, size: str) -> None:
+        if kind == "tiny" and size != _job.SIZES[0]:
+            raise NotImplementedError("tiny payloads have one size (64 B), listed under the smallest")
+        _payload(kind, size)  # skips on commits without payloads
+
+    def time_build(self, kind: str, size: str) -> None:
+        _payload(kind, size)

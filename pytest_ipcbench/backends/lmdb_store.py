@@ -1,0 +1,239 @@
+"""``lmdb``: a store in an LMDB environment that the root creates and every reader maps.
+
+The root creates the environment in a private folder (``names.private_dir("lmdb")``, mode 0o700)
+and broadcasts its path; each reader opens its own :class:`lmdb.Environment` in ``setup()`` (an
+environment is never shared across fork or spawn). The writer opens it with ``writemap=True``
+(values are copied straight into the map, one copy instead of two) and ``sync=False,
+metasync=False`` (we measure IPC, not durability; seed 000 used the same settings).
+
+One write is one write transaction: key ``seq`` (sequence number, state, buffer count) and the
+value (``data`` in bytes mode; ``head`` and ``buf<i>`` in native mode). LMDB's MVCC gives a reader
+a consistent snapshot, so a reader polls ``seq`` in a fresh read transaction (with
+:class:`~.base.Backoff`) until it is newer than the last one it read.
+
+Map size: the writer sizes the map before writing (``set_mapsize`` to at least three times the
+value plus slack: a reader may pin the previous version while a new one is written) and grows it
+again on ``MapFullError``. A reader whose map is then too small gets ``MapResizedError`` when it
+begins its next transaction; it adopts the new size with ``set_mapsize(0)`` (allowed because it
+holds no transaction then) and retries.
+
+Modes:
+
+* ``bytes``: pickle at write; a reader copies the bytes out (``buffers=False``), ends the
+  transaction and unpickles.
+* ``native``: pickle protocol 5; header and out-of-band buffers are stored under their own keys
+  (each put copies a buffer once into the map); a reader opens the transaction with
+  ``buffers=True`` and unpickles with zero-copy, read-only views into the map. The reader keeps
+  that transaction open until its next ``read()`` or ``close()``, so the snapshot (and the views)
+  stay valid while the writer writes newer values. **Do not use such an object after the
+  reader's next read() or close()**: LMDB may then reuse the pages, or unmap them when the map
+  grew, and an access can crash the process.
+
+The owner removes the folder at ``close()``; close is local (no collective): readers' open
+environments keep working on unlinked files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from .. import names
+from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+
+STATE_VALUE, STATE_ERROR = 0, 1
+_SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
+_KEY_SEQ, _KEY_DATA, _KEY_HEAD, _KEY_ERROR = b"seq", b"data", b"head", b"error"
+_MIB = 1 << 20
+
+
+def _buf_key(i: int) -> bytes:
+    return b"buf%06d" % i
+
+
+@register
+class LMDBBackend(Backend):
+    """A store in an LMDB environment; see the module docstring."""
+
+    name = "lmdb"
+    kind = "store"
+    #: map size of a new environment; a bigger payload grows it
+    initial_map_size = 64 * _MIB
+    #: a write sizes the map to at least this many times the payload (versions pinned by readers)
+    headroom = 3
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.path: Path | None = None
+        self._env: lmdb.Environment | None = None
+        self._txn: lmdb.Transaction | None = None  # a reader's open snapshot (native mode)
+        self._seq = 0
+        self._owner = False
+
+    # ------------------------------------------------------------------ setup and close
+
+    def setup(self) -> None:
+        group = self.group
+        info: tuple[str, str] | None = None
+        error: BaseException | None = None
+        if group.rank == self.root:
+            try:
+                self._owner = True
+                self.path = names.private_dir("lmdb")
+                self._env = lmdb.open(
+                    str(self.path),
+                    map_size=int(self.initial_map_size),
+                    subdir=True,
+                    writemap=True,
+                    sync=False,
+                    metasync=False,
+                    readahead=False,
+                    meminit=False,
+                    max_dbs=0,
+                )
+                with self._env.begin(write=True) as txn:
+                    txn.put(_KEY_SEQ, _SEQ.pack(0, STATE_VALUE, 0))
+                info = ("ok", str(self.path))
+            except Exception as exc:
+                error = exc
+                info = ("error", f"{type(exc).__name__}: {exc}")
+                self.close()
+        info = group.bcast(info, root=self.root)
+        if error is not None:
+            raise error
+        if info[0] != "ok":
+            raise RuntimeError(f"lmdb: the writer (rank {self.root}) could not create the environment: {info[1]}")
+        status = None
+        if group.rank != self.root:
+            try:
+                self.path = Path(info[1])
+                self._env = lmdb.open(
+                    info[1], subdir=True, readonly=True, create=False, lock=True, readahead=False, max_dbs=0
+                )
+                with self._begin() as txn:
+                    self._seq = _SEQ.unpack(txn.get(_KEY_SEQ))[0]
+            except Exception as exc:
+                status = f"{type(exc).__name__}: {exc}"
+        failed = [(rank, s) for rank, s in enumerate(group.allgather(status)) if s]
+        if failed:
+            self.close()
+            where = "; ".join(f"rank {rank}: {s}" for rank, s in failed)
+            raise RuntimeError(f"lmdb: could not open the environment: {where}")
+
+    def close(self) -> None:
+        if self._txn is not None:
+            self._txn.abort()
+            self._txn = None
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+        if self._owner and self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+        self._owner = False
+
+    @property
+    def map_size(self) -> int:
+        return int(self._env.info()["map_size"]) if self._env is not None else 0
+
+    # ------------------------------------------------------------------ writer
+
+    def write(self, obj: Any) -> None:
+        env = self._env
+        if env is None or not self._owner:
+            raise RuntimeError("lmdb: write() is for the root, after setup()")
+        try:
+            if self.mode == "bytes":
+                items: list[tuple[bytes, Any]] = [(_KEY_DATA, dumps(obj))]
+                nbuf = 0
+            else:
+                head, buffers = dumps_oob(obj)
+                items = [(_KEY_HEAD, head)]
+                try:
+                    items += [(_buf_key(i), b.raw()) for i, b in enumerate(buffers)]
+                except BufferError as exc:
+                    raise PayloadError(f"cannot store a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
+                nbuf = len(buffers)
+        except PayloadError as exc:
+            self._commit([(_KEY_ERROR, str(exc).encode("utf-8", "replace"))], STATE_ERROR, 0)
+            raise
+        self._commit(items, STATE_VALUE, nbuf)
+
+    def _commit(self, items: list[tuple[bytes, Any]], state: int, nbuf: int) -> None:
+        env = self._env
+        assert env is not None
+        nbytes = sum(memoryview(v).nbytes for _, v in items)
+        # every value on its own overflow pages, plus a page each and the tree
+        needed = nbytes + (len(items) + 16) * 4096
+        want = self.headroom * needed + 4 * _MIB
+        if self.map_size < want:
+            env.set_mapsize(_grow(self.map_size, want))
+        seq = self._seq + 1
+        for _attempt in range(8):
+            try:
+                with env.begin(write=True) as txn:
+                    for key, value in items:
+                        txn.put(key, value)
+                    txn.put(_KEY_SEQ, _SEQ.pack(seq, state, nbuf))
+                break
+            except lmdb.MapFullError:
+                env.set_mapsize(_grow(self.map_size, 2 * self.map_size))
+        else:
+            raise PayloadError(f"lmdb: {nbytes} bytes do not fit in a map of {self.map_size} bytes")
+        self._seq = seq
+
+    # ------------------------------------------------------------------ reader
+
+    def _begin(self, buffers: bool = False) -> lmdb.Transaction:
+        """A read transaction; adopts a map the writer grew (only when no transaction is open)."""
+        env = self._env
+        assert env is not None
+        for _attempt in range(8):
+            try:
+                return env.begin(buffers=buffers)
+            except lmdb.MapResizedError:
+                env.set_mapsize(0)
+        return env.begin(buffers=buffers)
+
+    def read(self) -> Any:
+        if self._env is None or self._owner:
+            raise RuntimeError("lmdb: read() is for the readers, after setup()")
+        if self._txn is not None:  # the previous native snapshot: its views end here
+            self._txn.abort()
+            self._txn = None
+        backoff = Backoff(self.timeout)
+        native = self.mode == "native"
+        while True:
+            txn = self._begin(buffers=native)
+            try:
+                seq, state, nbuf = _SEQ.unpack(txn.get(_KEY_SEQ))
+                if seq > self._seq:
+                    self._seq = seq
+                    if state == STATE_ERROR:
+                        raise self.writer_failed(bytes(txn.get(_KEY_ERROR)).decode("utf-8", "replace"))
+                    if not native:
+                        data = txn.get(_KEY_DATA)  # a copy (buffers=False)
+                        txn.abort()
+                        txn = None
+                        return loads(data)
+                    head = txn.get(_KEY_HEAD)
+                    value = loads_oob(head, [txn.get(_buf_key(i)) for i in range(nbuf)])
+                    self._txn, txn = txn, None  # keep the snapshot while the views live
+                    return value
+            finally:
+                if txn is not None:
+                    txn.abort()
+            if not backoff.wait():
+                raise self.timeout_error(f"a value newer than number {self._seq} in LMDB environment {self.path}")
+
+
+def _grow(current: int, want: int) -> int:
+    """A new map size: at least ``want``, at least double, in whole MiB."""
+    size = max(want, 2 * current)
+    return (size + _MIB - 1) // _MIB * _MIB
+
+
+__all__ = ["LMDBBackend"]

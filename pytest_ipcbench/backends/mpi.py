@@ -1,0 +1,353 @@
+"""MPI channels over the group's communicator: ``mpi-bcast``, ``mpi-pkl5``, ``mpi-buffer``,
+``mpi-p2p``. The writer's ``write()`` and the readers' ``read()`` are the two sides of one
+operation, so every rank of the group must take part in every transfer.
+
+======================  ===============================================  ===========================================
+backend                 bytes mode                                       native mode
+======================  ===============================================  ===========================================
+``mpi-bcast``           ``comm.bcast`` of the pickled bytes              ``comm.bcast(obj)`` (mpi4py pickles)
+``mpi-pkl5``            ``pkl5.Intracomm(comm).bcast`` of the bytes      ``pkl5...bcast(obj)`` (pickle-5 out-of-band)
+``mpi-buffer``          size, then ``comm.Bcast`` of the pickled bytes   arrays and lists of arrays: dtype and shape,
+                                                                         then one ``Bcast`` per array, no pickling;
+                                                                         anything else: pickle-5 header + buffers
+``mpi-p2p``             size, then ``Isend``/``Recv`` of the bytes       as mpi-buffer, with ``Isend``/``Recv``
+                        to every reader                                  to every reader
+======================  ===============================================  ===========================================
+
+In every mode an object that cannot be pickled raises PayloadError in ``write()``, after the
+writer has sent an error marker in place of the value, so the readers' ``read()`` raises
+PayloadError too instead of waiting in a collective that never completes. For the native
+``comm.bcast`` (which pickles before it communicates, then unpickles a copy on the root too) the
+writer sends ``(obj, mark)``: the mark is pickled after the object, so whether it was pickled
+tells whether the failure came before any communication.
+
+Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the first (size) message with a
+nonblocking operation polled with :class:`~.base.Backoff` (a reader does not spin while the writer
+is still busy, and gives up after ``timeout`` with TimeoutError); the data itself then moves with
+blocking calls, which progress fastest. ``mpi-bcast`` and ``mpi-pkl5`` block in mpi4py's
+collective (there is no timeout there: the harness's watchdog covers a hang).
+
+``import mpi4py`` at the top only checks that the package exists: MPI itself is initialized when
+a backend is set up on an MPI group.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily)
+import numpy as np
+
+from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+
+_TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
+_OK, _FAILED = 0, 1
+
+
+class _Failed:
+    """Sent by the writer of a pickled bcast in place of a value it could not pickle."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Failed, (self.message,))
+
+
+class _Mark:
+    """Pickled after the object: if pickling failed before it, nothing was sent yet."""
+
+    __slots__ = ("pickled",)
+
+    def __init__(self) -> None:
+        self.pickled = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self.pickled = True
+        return (int, ())
+
+
+class _MPIBackend(Backend):
+    kind = "channel"
+    needs_mpi = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.comm: Any = None
+
+    def setup(self) -> None:
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.comm = self.group.comm  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.comm = None
+
+    def _check(self, writer: bool) -> None:
+        if self.comm is None:
+            raise RuntimeError(f"{self.name}: use it after setup() and before close()")
+        if writer != (self.group.rank == self.root):
+            side = "write() is for the root" if writer else "read() is for the readers"
+            raise RuntimeError(f"{self.name}: {side}")
+
+    # a pickled collective (mpi4py's bcast, pkl5's bcast) guarded against unpicklable objects
+    def _bcast_obj(self, bcast: Any, obj: Any) -> None:
+        if self.mode == "bytes":
+            try:
+                data = dumps(obj)
+            except PayloadError as exc:
+                bcast(_Failed(str(exc)), root=self.root)
+                raise
+            bcast(data, root=self.root)
+            return
+        mark = _Mark()
+        try:
+            bcast((obj, mark), root=self.root)
+        except Exception as exc:
+            if mark.pickled:  # sent; the root's own unpickled copy failed (so will the readers')
+                raise PayloadError(f"{type(obj).__name__} was sent but cannot be unpickled: {exc}") from exc
+            message = f"cannot pickle {type(obj).__name__}: {exc}"
+            bcast(_Failed(message), root=self.root)
+            raise PayloadError(message) from exc
+
+    def _recv_obj(self, bcast: Any) -> Any:
+        got = bcast(None, root=self.root)
+        if isinstance(got, _Failed):
+            raise self.writer_failed(got.message)
+        if self.mode == "bytes":
+            return loads(got)
+        return got[0]
+
+
+@register
+class MPIBcastBackend(_MPIBackend):
+    """``comm.bcast``: mpi4py's pickled broadcast."""
+
+    name = "mpi-bcast"
+
+    def write(self, obj: Any) -> None:
+        self._check(writer=True)
+        self._bcast_obj(self.comm.bcast, obj)
+
+    def read(self) -> Any:
+        self._check(writer=False)
+        return self._recv_obj(self.comm.bcast)
+
+
+@register
+class MPIPkl5Backend(_MPIBackend):
+    """``mpi4py.util.pkl5``: pickle-5 out-of-band buffers, no 2 GiB limit."""
+
+    name = "mpi-pkl5"
+
+    def setup(self) -> None:
+        super().setup()
+        from mpi4py.util import pkl5
+
+        self._pkl5 = pkl5.Intracomm(self.comm)
+
+    def close(self) -> None:
+        self._pkl5 = None
+        super().close()
+
+    def write(self, obj: Any) -> None:
+        self._check(writer=True)
+        self._bcast_obj(self._pkl5.bcast, obj)
+
+    def read(self) -> Any:
+        self._check(writer=False)
+        return self._recv_obj(self._pkl5.bcast)
+
+
+# ----------------------------------------------------------------- buffer-based transports
+
+
+def _plain_array(obj: Any) -> bool:
+    return type(obj) is np.ndarray and not obj.dtype.hasobject and obj.dtype.itemsize > 0
+
+
+def _as_bytes(arr: np.ndarray) -> np.ndarray:
+    """A flat uint8 view of a C-contiguous array (works for every dtype, unlike memoryview)."""
+    return arr.reshape(-1).view(np.uint8)
+
+
+def _encode_array(arr: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
+    if arr.flags.c_contiguous:
+        return (arr.dtype, arr.shape, False), arr
+    if arr.flags.f_contiguous:  # send the C-contiguous transpose; the reader transposes back
+        return (arr.dtype, arr.shape, True), arr.T
+    return (arr.dtype, arr.shape, False), np.ascontiguousarray(arr)
+
+
+def _empty_array(spec: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(value, C-contiguous receive buffer) for an encoded array spec."""
+    dtype, shape, fortran = spec
+    if fortran:
+        buf = np.empty(shape[::-1], dtype)
+        return buf.T, buf
+    buf = np.empty(shape, dtype)
+    return buf, buf
+
+
+def encode(obj: Any, mode: str) -> tuple[bytes, list[Any]]:
+    """(meta, buffers) to move; raises PayloadError if ``obj`` cannot be sent.
+
+    bytes mode: meta is the pickled object, no buffers. native mode: meta is a small pickled
+    description; arrays (and lists or tuples of arrays) are sent as raw buffers without
+    pickling, anything else as a pickle-5 header (in meta) plus its out-of-band buffers.
+    """
+    if mode == "bytes":
+        return dumps(obj), []
+    if _plain_array(obj):
+        spec, arr = _encode_array(obj)
+        return pickle.dumps(("array", spec), protocol=5), [_as_bytes(arr)]
+    if type(obj) in (list, tuple) and all(_plain_array(a) for a in obj):
+        encoded = [_encode_array(a) for a in obj]
+        meta = ("arrays", type(obj) is tuple, [spec for spec, _ in encoded])
+        return pickle.dumps(meta, protocol=5), [_as_bytes(arr) for _, arr in encoded]
+    head, buffers = dumps_oob(obj)
+    try:
+        raws = [b.raw() for b in buffers]
+    except BufferError as exc:
+        raise PayloadError(f"cannot send a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
+    return pickle.dumps(("pickle", head, [r.nbytes for r in raws]), protocol=5), raws
+
+
+def receive_plan(meta: Any, mode: str) -> tuple[Any, list[Any]]:
+    """(how to finish, receive buffers) for ``meta`` as received."""
+    if mode == "bytes":
+        return ("bytes", meta), []
+    desc = pickle.loads(meta)
+    if desc[0] == "array":
+        value, buf = _empty_array(desc[1])
+        return ("value", value), [_as_bytes(buf)]
+    if desc[0] == "arrays":
+        made = [_empty_array(spec) for spec in desc[2]]
+        values = [v for v, _ in made]
+        return ("value", tuple(values) if desc[1] else values), [_as_bytes(b) for _, b in made]
+    _, head, sizes = desc
+    bufs = [bytearray(n) for n in sizes]
+    return ("pickle", head, bufs), bufs
+
+
+def finish(plan: Any) -> Any:
+    if plan[0] == "bytes":
+        return loads(plan[1])
+    if plan[0] == "value":
+        return plan[1]
+    return loads_oob(plan[1], plan[2])
+
+
+class _BufferBackend(_MPIBackend):
+    """Shared by mpi-buffer and mpi-p2p: a head (status, meta length), the meta, the buffers."""
+
+    def write(self, obj: Any) -> None:
+        self._check(writer=True)
+        try:
+            meta, buffers = encode(obj, self.mode)
+            head = np.array([_OK, len(meta)], dtype=np.int64)
+        except PayloadError as exc:
+            meta, buffers = str(exc).encode("utf-8", "replace"), []
+            head = np.array([_FAILED, len(meta)], dtype=np.int64)
+            self._send(head, meta, buffers)
+            raise
+        self._send(head, meta, buffers)
+
+    def read(self) -> Any:
+        self._check(writer=False)
+        head = np.zeros(2, dtype=np.int64)
+        self._recv_head(head)
+        status, size = int(head[0]), int(head[1])
+        meta = bytearray(size)
+        self._recv_bytes(meta)
+        if status == _FAILED:
+            raise self.writer_failed(meta.decode("utf-8", "replace"))
+        plan, buffers = receive_plan(meta, self.mode)
+        self._recv_buffers(buffers)
+        return finish(plan)
+
+    def _wait(self, request: Any, what: str) -> None:
+        """Poll one nonblocking request with backoff until done; TimeoutError after timeout."""
+        backoff = Backoff(self.timeout)
+        while not request.Test():
+            if not backoff.wait():
+                raise self.timeout_error(what)
+
+    # the four steps each subclass provides
+    def _send(self, head: np.ndarray, meta: bytes, buffers: list[Any]) -> None:
+        raise NotImplementedError
+
+    def _recv_head(self, head: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _recv_bytes(self, meta: bytearray) -> None:
+        raise NotImplementedError
+
+    def _recv_buffers(self, buffers: list[Any]) -> None:
+        raise NotImplementedError
+
+
+@register
+class MPIBufferBackend(_BufferBackend):
+    """Size first (``Ibcast``), then ``Bcast`` of raw buffers."""
+
+    name = "mpi-buffer"
+
+    def _send(self, head: np.ndarray, meta: bytes, buffers: list[Any]) -> None:
+        comm, root = self.comm, self.root
+        comm.Ibcast(head, root=root).Wait()
+        if len(meta):
+            comm.Bcast(meta, root=root)
+        for buf in buffers:
+            if len(buf):
+                comm.Bcast(buf, root=root)
+
+    def _recv_head(self, head: np.ndarray) -> None:
+        self._wait(self.comm.Ibcast(head, root=self.root), "the size broadcast (Ibcast)")
+
+    def _recv_bytes(self, meta: bytearray) -> None:
+        if len(meta):
+            self.comm.Bcast(meta, root=self.root)
+
+    def _recv_buffers(self, buffers: list[Any]) -> None:
+        for buf in buffers:
+            if len(buf):
+                self.comm.Bcast(buf, root=self.root)
+
+
+@register
+class MPIP2PBackend(_BufferBackend):
+    """``Isend`` from the writer to each reader (size, meta, buffers), ``Recv`` on the readers."""
+
+    name = "mpi-p2p"
+
+    def _send(self, head: np.ndarray, meta: bytes, buffers: list[Any]) -> None:
+        comm = self.comm
+        requests = []
+        for reader in self.readers:
+            requests.append(comm.Isend(head, dest=reader, tag=_TAG_HEAD))
+            if len(meta):
+                requests.append(comm.Isend(meta, dest=reader, tag=_TAG_META))
+            for buf in buffers:
+                if len(buf):
+                    requests.append(comm.Isend(buf, dest=reader, tag=_TAG_DATA))
+        self.MPI.Request.Waitall(requests)
+
+    def _recv_head(self, head: np.ndarray) -> None:
+        self._wait(self.comm.Irecv(head, source=self.root, tag=_TAG_HEAD), "the size message (Irecv)")
+
+    def _recv_bytes(self, meta: bytearray) -> None:
+        if len(meta):
+            self.comm.Recv(meta, source=self.root, tag=_TAG_META)
+
+    def _recv_buffers(self, buffers: list[Any]) -> None:
+        for buf in buffers:
+            if len(buf):
+                self.comm.Recv(buf, source=self.root, tag=_TAG_DATA)
+
+
+__all__ = ["MPIBcastBackend", "MPIPkl5Backend", "MPIBufferBackend", "MPIP2PBackend", "encode", "receive_plan", "finish"]

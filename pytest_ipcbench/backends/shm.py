@@ -1,0 +1,359 @@
+"""``shm``: a store in POSIX shared memory (files in /dev/shm, mapped by every rank).
+
+Layout: a one-page **control segment** that never moves, and a **data segment** that the writer
+replaces by a bigger one when a payload does not fit.
+
+The control page holds a sequence number ``seq`` (the last value published), ``wseq`` (the last
+value the writer *started* to write), the state (a value, or the writer's error message), the
+length of the value and the name and generation of the current data segment. The writer bumps
+``wseq``, writes (growing the data segment if needed), then sets ``seq``: a seqlock. A reader
+polls ``seq`` (with :class:`~.base.Backoff`, never a pure spin) until it is newer than the last
+value it read, follows the data segment if its generation changed (by name, from the control
+page: no collective inside ``read()``), reads, and checks that ``wseq`` did not move meanwhile.
+
+Growth: the new segment gets a new name; the writer publishes it in the control page and then
+unlinks the old one at once. Readers still mapping the old one keep their mapping (an unlinked
+segment lives until its last mapping goes), and a reader that finds a name already gone re-reads
+the control page. Segments are created with ``O_CREAT | O_EXCL`` mode 0o600, sized with
+``ftruncate`` and ``posix_fallocate`` (a full /dev/shm fails at allocation, not with SIGBUS on
+first touch). We do not use :class:`multiprocessing.shared_memory.SharedMemory`: its resource
+tracker unlinks segments it did not create when a process exits (CPython gh-82300).
+
+Modes:
+
+* ``bytes``: pickle at write, copy the bytes into the segment; a reader copies them out and
+  unpickles them.
+* ``native``: pickle protocol 5 with out-of-band buffers; the buffers are laid out in the segment
+  (64-byte aligned) and a reader unpickles with zero-copy, read-only views of its mapping.
+  **Such an object is valid until the writer's next write** (the writer then overwrites the
+  segment in place); keep a copy if you need it longer. The mapping itself stays alive as long
+  as a view does, so a stale view shows newer data but never crashes.
+
+The owner (the root) unlinks both segments at ``close()``; close is local (no collective), which
+is safe because an unlinked segment stays mapped for readers that still use it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Any
+
+from .. import names
+from .base import (
+    Backend,
+    Backoff,
+    PayloadError,
+    dumps,
+    dumps_oob,
+    loads,
+    loads_oob,
+    register,
+)
+
+CTRL_SIZE = 4096
+MAGIC = b"IPCBSHM1"
+ALIGN = 64
+STATE_VALUE, STATE_ERROR = 0, 1
+
+# control page: magic, seq, wseq, state, reserved, nbytes, gen, name length; then name, message
+_CTRL = struct.Struct("<8sQQIIQQH")
+_SEQ_OFF, _WSEQ_OFF = 8, 16
+_Q = struct.Struct("<Q")
+_NAME_OFF = _CTRL.size
+_NAME_MAX = 200
+_MSG_OFF = 256
+_MSG_LEN = struct.Struct("<I")
+_MSG_MAX = CTRL_SIZE - _MSG_OFF - _MSG_LEN.size
+# native data segment: number of buffers, reserved, header offset, header length; then per
+# buffer (offset, length)
+_TABLE = struct.Struct("<IIQQ")
+_ENTRY = struct.Struct("<QQ")
+
+
+def _align(n: int, to: int = ALIGN) -> int:
+    return (n + to - 1) // to * to
+
+
+def _create_segment(name: str, size: int) -> mmap.mmap:
+    """A new segment of ``size`` bytes in /dev/shm, allocated now, mapped read-write."""
+    path = names.SHM_DIR / name
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, size)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            raise OSError(
+                exc.errno,
+                f"shm: cannot allocate {size} bytes in {names.SHM_DIR} ({exc.strerror}); "
+                f"free space there or use a smaller payload",
+            ) from None
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    except BaseException:
+        _unlink(name)
+        raise
+    finally:
+        os.close(fd)
+
+
+def _attach_segment(name: str) -> mmap.mmap:
+    """Map an existing segment read-only (raises FileNotFoundError when it is gone)."""
+    fd = os.open(names.SHM_DIR / name, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+    finally:
+        os.close(fd)
+
+
+def _unlink(name: str | None) -> None:
+    if name:
+        try:
+            os.unlink(names.SHM_DIR / name)
+        except FileNotFoundError:
+            pass
+
+
+def _close_map(mm: mmap.mmap | None) -> None:
+    """Unmap unless a view still uses the mapping (then it goes with its last view)."""
+    if mm is not None:
+        try:
+            mm.close()
+        except BufferError:
+            pass
+
+
+@register
+class SharedMemoryBackend(Backend):
+    """A store in POSIX shared memory; see the module docstring for the protocol."""
+
+    name = "shm"
+    kind = "store"
+    #: data bytes of the first data segment; a bigger payload makes a bigger one
+    initial_capacity = 1 << 20
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._ctrl_name: str | None = None
+        self._ctrl: mmap.mmap | None = None
+        self._data_name: str | None = None
+        self._data: mmap.mmap | None = None
+        self._old_name: str | None = None  # the replaced data segment, unlinked after publishing
+        self._gen = 0
+        self._seq = 0  # writer: last published; reader: last read
+        self._owner = False
+
+    @classmethod
+    def unavailable(cls, group: Any = None) -> str | None:
+        if not names.SHM_DIR.is_dir():
+            return f"shm needs POSIX shared memory in {names.SHM_DIR} (Linux)"
+        return super().unavailable(group)
+
+    @property
+    def capacity(self) -> int:
+        """Data bytes the current data segment holds (writer side)."""
+        return len(self._data) if self._data is not None else 0
+
+    # ------------------------------------------------------------------ setup and close
+
+    def setup(self) -> None:
+        group = self.group
+        info: tuple[str, str] | None = None
+        error: BaseException | None = None
+        if group.rank == self.root:
+            try:
+                self._create()
+                info = ("ok", self._ctrl_name or "")
+            except Exception as exc:
+                error = exc
+                info = ("error", f"{type(exc).__name__}: {exc}")
+                self.close()
+        info = group.bcast(info, root=self.root)
+        if error is not None:
+            raise error
+        if info[0] != "ok":
+            raise RuntimeError(f"shm: the writer (rank {self.root}) could not create its segment: {info[1]}")
+        status = None
+        if group.rank != self.root:
+            try:
+                self._ctrl_name = info[1]
+                self._ctrl = _attach_segment(self._ctrl_name)
+                if self._ctrl[:8] != MAGIC:
+                    raise RuntimeError(f"{self._ctrl_name} is not an ipcbench control segment")
+                self._seq = _Q.unpack_from(self._ctrl, _SEQ_OFF)[0]
+            except Exception as exc:
+                status = f"{type(exc).__name__}: {exc}"
+        failed = [(rank, s) for rank, s in enumerate(group.allgather(status)) if s]
+        if failed:
+            self.close()
+            where = "; ".join(f"rank {rank}: {s}" for rank, s in failed)
+            raise RuntimeError(f"shm: could not attach the segment: {where}")
+
+    def _create(self) -> None:
+        self._owner = True
+        self._ctrl_name = names.resource_name("shm")
+        self._ctrl = _create_segment(self._ctrl_name, CTRL_SIZE)
+        self._new_data_segment(max(ALIGN, int(self.initial_capacity)))
+        _CTRL.pack_into(self._ctrl, 0, MAGIC, 0, 0, STATE_VALUE, 0, 0, self._gen, 0)
+        self._write_name()
+
+    def _new_data_segment(self, size: int) -> None:
+        name = names.resource_name("shm-data")
+        mm = _create_segment(name, size)
+        old_name, old = self._data_name, self._data
+        self._data_name, self._data, self._gen = name, mm, self._gen + 1
+        _close_map(old)
+        self._old_name = old_name  # unlinked once the new name is published
+
+    def _write_name(self) -> None:
+        assert self._ctrl is not None and self._data_name is not None
+        raw = self._data_name.encode()
+        if len(raw) > _NAME_MAX:
+            raise RuntimeError(f"shm: segment name too long: {self._data_name}")
+        struct.pack_into("<QH", self._ctrl, 40, self._gen, len(raw))
+        self._ctrl[_NAME_OFF : _NAME_OFF + len(raw)] = raw
+
+    def close(self) -> None:
+        if self._owner:
+            _unlink(self._ctrl_name)
+            _unlink(self._data_name)
+            _unlink(self._old_name)
+        _close_map(self._data)
+        _close_map(self._ctrl)
+        self._data = self._ctrl = None
+        self._owner = False
+
+    # ------------------------------------------------------------------ writer
+
+    def write(self, obj: Any) -> None:
+        if self._ctrl is None or not self._owner:
+            raise RuntimeError("shm: write() is for the root, after setup()")
+        try:
+            if self.mode == "bytes":
+                parts: list[Any] = [dumps(obj)]
+                offsets = [0]
+                end = len(parts[0])
+                table = b""
+            else:
+                head, buffers = dumps_oob(obj)
+                try:
+                    raws = [b.raw() for b in buffers]
+                except BufferError as exc:
+                    raise PayloadError(f"cannot lay out a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
+                pos = _align(_TABLE.size + _ENTRY.size * len(raws))
+                head_off, pos = pos, _align(pos + len(head))
+                offsets, parts = [head_off], [head]
+                entries = []
+                for raw in raws:
+                    offsets.append(pos)
+                    parts.append(raw)
+                    entries.append(_ENTRY.pack(pos, raw.nbytes))
+                    pos = _align(pos + raw.nbytes)
+                end = pos
+                table = _TABLE.pack(len(raws), 0, head_off, len(head)) + b"".join(entries)
+        except PayloadError as exc:
+            self._publish_error(str(exc))
+            raise
+        seq = self._seq + 1
+        _Q.pack_into(self._ctrl, _WSEQ_OFF, seq)
+        if end > self.capacity:
+            self._new_data_segment(_align(max(end, 2 * self.capacity), 1 << 20))
+            self._write_name()
+        data = self._data
+        assert data is not None
+        if table:
+            data[: len(table)] = table
+        for off, part in zip(offsets, parts):
+            n = part.nbytes if isinstance(part, memoryview) else len(part)
+            data[off : off + n] = part
+        struct.pack_into("<I", self._ctrl, 24, STATE_VALUE)
+        struct.pack_into("<Q", self._ctrl, 32, end)
+        _Q.pack_into(self._ctrl, _SEQ_OFF, seq)
+        self._seq = seq
+        old, self._old_name = self._old_name, None
+        _unlink(old)
+
+    def _publish_error(self, message: str) -> None:
+        """Tell the readers that this write failed (their read() raises PayloadError)."""
+        assert self._ctrl is not None
+        seq = self._seq + 1
+        raw = message.encode("utf-8", "replace")[:_MSG_MAX]
+        _Q.pack_into(self._ctrl, _WSEQ_OFF, seq)
+        _MSG_LEN.pack_into(self._ctrl, _MSG_OFF, len(raw))
+        self._ctrl[_MSG_OFF + _MSG_LEN.size : _MSG_OFF + _MSG_LEN.size + len(raw)] = raw
+        struct.pack_into("<I", self._ctrl, 24, STATE_ERROR)
+        _Q.pack_into(self._ctrl, _SEQ_OFF, seq)
+        self._seq = seq
+
+    # ------------------------------------------------------------------ reader
+
+    def read(self) -> Any:
+        ctrl = self._ctrl
+        if ctrl is None or self._owner:
+            raise RuntimeError("shm: read() is for the readers, after setup()")
+        backoff = Backoff(self.timeout)
+        while True:
+            seq = _Q.unpack_from(ctrl, _SEQ_OFF)[0]
+            if seq > self._seq:
+                done, value = self._try_read(ctrl, seq)
+                if done:
+                    return value
+            if not backoff.wait():
+                raise self.timeout_error(
+                    f"a value newer than number {self._seq} in shared memory segment {self._ctrl_name}"
+                )
+
+    def _try_read(self, ctrl: mmap.mmap, seq: int) -> tuple[bool, Any]:
+        """Read value ``seq``; (False, None) if the writer moved on meanwhile (then poll again)."""
+        _, _, _, state, _, nbytes, gen, name_len = _CTRL.unpack_from(ctrl, 0)
+        if state == STATE_ERROR:
+            (n,) = _MSG_LEN.unpack_from(ctrl, _MSG_OFF)
+            start = _MSG_OFF + _MSG_LEN.size
+            message = ctrl[start : start + min(n, _MSG_MAX)].decode("utf-8", "replace")
+            if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:
+                return False, None
+            self._seq = seq
+            raise self.writer_failed(message)
+        if gen != self._gen or self._data is None:
+            name = ctrl[_NAME_OFF : _NAME_OFF + name_len].decode()
+            if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:
+                return False, None
+            try:
+                mm = _attach_segment(name)
+            except FileNotFoundError:  # replaced again meanwhile: read the control page again
+                return False, None
+            _close_map(self._data)
+            self._data, self._data_name, self._gen = mm, name, gen
+        data = self._data
+        if nbytes > len(data):
+            return False, None
+        try:
+            if self.mode == "bytes":
+                raw = data[:nbytes]
+                if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:
+                    return False, None
+                value = loads(raw)
+            else:
+                view = memoryview(data)
+                count, _, head_off, head_len = _TABLE.unpack_from(data, 0)
+                if _TABLE.size + count * _ENTRY.size > nbytes or head_off + head_len > nbytes:
+                    return False, None  # a table being rewritten: the writer moved on
+                buffers = []
+                for i in range(count):
+                    off, length = _ENTRY.unpack_from(data, _TABLE.size + i * _ENTRY.size)
+                    buffers.append(view[off : off + length])
+                head = data[head_off : head_off + head_len]
+                if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:
+                    return False, None
+                value = loads_oob(head, buffers)
+        except Exception:
+            if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:  # torn by a newer write: retry
+                return False, None
+            raise
+        self._seq = seq
+        return True, value
+
+
+__all__ = ["SharedMemoryBackend"]

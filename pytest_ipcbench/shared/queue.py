@@ -1,0 +1,84 @@
+"""Queue: a multiprocessing.Queue that pickles on the caller's thread.
+
+``multiprocessing.Queue.put`` returns before its feeder thread pickles the item, so an item that
+cannot be pickled is lost with a traceback on stderr, and a SharedNDArray would take its
+in-transit reference too late (seed 002's pool overwrite).  Here ``put`` pickles first (shared
+arrays become handles, taking their references now), then hands the bytes to an ordinary
+``multiprocessing.Queue``; if pickling or the hand-over fails, ``put`` raises and gives the
+references back.
+
+MPI ranks on one host need no queue of ours: mpi4py's lowercase ``comm.send(arr)`` /
+``comm.recv()`` pickle, so a SharedNDArray already travels as a handle and the receiver maps the
+same memory (tested under ``mpiexec -n 2``).  Uppercase ``comm.Send`` copies the buffer.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.context
+import pickle
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+from .array import collect_sends
+
+BaseContext = multiprocessing.context.BaseContext
+
+
+class Queue:
+    """put/get like multiprocessing.Queue; shared arrays travel by handle, the rest pickled.
+
+    ``ctx`` picks the multiprocessing context of the underlying queue (default ``"spawn"``:
+    its semaphores can be handed to both spawn and fork children; a fork-context queue cannot
+    go to spawn children).  Pass the queue to children as a Process argument, as usual.
+    """
+
+    def __init__(self, maxsize: int = 0, *, ctx: str | BaseContext | None = None) -> None:
+        if ctx is None or isinstance(ctx, str):
+            ctx = multiprocessing.get_context(ctx or "spawn")
+        self._q = ctx.Queue(maxsize)
+
+    def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
+        """Pickle ``obj`` here (errors raise here), then enqueue the bytes."""
+        with collect_sends() as sent:
+            try:
+                data = ForkingPickler.dumps(obj, pickle.HIGHEST_PROTOCOL)
+                self._q.put(bytes(data), block, timeout)
+            except BaseException:
+                for seg in sent:
+                    seg.unsend_ref()
+                raise
+
+    def put_nowait(self, obj: Any) -> None:
+        self.put(obj, False)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        """Next item; shared arrays are mapped (raises queue.Empty like multiprocessing)."""
+        return pickle.loads(self._q.get(block, timeout))
+
+    def get_nowait(self) -> Any:
+        return self.get(False)
+
+    def qsize(self) -> int:
+        return self._q.qsize()
+
+    def empty(self) -> bool:
+        return self._q.empty()
+
+    def full(self) -> bool:
+        return self._q.full()
+
+    def close(self) -> None:
+        self._q.close()
+
+    def join_thread(self) -> None:
+        self._q.join_thread()
+
+    def cancel_join_thread(self) -> None:
+        self._q.cancel_join_thread()
+
+    def __getstate__(self) -> dict:
+        return {"q": self._q}  # multiprocessing checks that this happens while spawning
+
+    def __setstate__(self, state: dict) -> None:
+        self._q = state["q"]

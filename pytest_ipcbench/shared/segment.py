@@ -1,0 +1,534 @@
+"""Shared-memory segments: creation, attach, the cross-process reference count, crash safety.
+
+A segment is the plain POSIX file ``/dev/shm/<name>`` (``name`` from
+:func:`pytest_ipcbench.names.resource_name`, so ``names.find_ours``/``names.clean`` see it),
+opened with ``os.open(O_CREAT | O_EXCL, 0o600)`` and mapped with ``mmap(2)``.  No
+``multiprocessing.shared_memory``: CPython's resource tracker (before 3.13) would unlink a segment
+it did not create when an attaching process exits, behind our reference count.
+
+Layout: a 4096-byte header (so the data is page aligned), then the data.  Header words::
+
+    0  u32 magic       8  u32 refs                  24  u64 capacity (data bytes)
+    4  u16 version    16  u64 transit word:          32  i32 creator pid
+    6  u16 counter          high 32 bits = send seq  36  i32 creator process group
+       back end             low 32 bits  = in transit
+
+Reference count (``refs``).  One reference per *holding process* (one :class:`Segment` object
+per name per process, shared by all arrays and views of it there) plus one per *handle in
+transit*.  Pickling an array (``__reduce__``, on the caller's thread) adds an in-transit
+reference: ``transit += 1, seq += 1`` (one atomic add on the transit word) then ``refs += 1``.
+The receiver adopts it on unpickle: it takes its holder lock, then ``transit -= 1`` and keeps the
+``refs`` unit as its process reference (or drops it if it already holds the segment).  A process
+releases its reference when its last array/view is garbage collected (or at exit):
+``old = refs.fetch_add(-1)``, and **only the process that saw old == 1 unlinks** -- the decision
+is taken on the result of the atomic decrement, never on a later re-read.
+
+Crash safety.  The counter alone cannot tell a dead holder from a live one, so every holding
+process also holds an OFD read lock on byte ``LOCK_BASE + pid`` of the segment file.  The lock
+belongs to the open file description, which the mapping keeps alive after we close the fd: it is
+released by ``munmap`` or by the kernel when the process dies (SIGKILL included).  Every
+legitimate reference is therefore either a live lock or an in-transit handle (a holder takes its
+lock *before* it counts and drops it *after* it uncounted; a receiver locks before it decrements
+``transit``).  So a segment with no lock holders and ``transit == 0`` -- read twice around the
+lock probe, with an unchanged send seq -- is orphaned, whatever ``refs`` says.  That test runs:
+
+* when a process drops its reference and the count stays above zero (survivors of a killed
+  holder reclaim at their last drop);
+* in :func:`reclaim_orphans` (``ipcbench clean``, pool close), which can also treat handles
+  that were pickled but never unpickled as dead (``in_transit=True``);
+* in :meth:`Segment.probe`, which the pool uses: it reuses a segment only when no other process
+  holds a lock, nothing is in transit and no local array exists -- kernel-owned liveness, not a
+  counter alone -- and then resets ``refs`` to its own single reference.
+
+Fork: at fork the child takes its own reference and lock for every segment it inherits (so a
+pool in the parent will not reuse memory the child can still see).  Processes ending through
+``multiprocessing`` or ``atexit`` release their references without unmapping (arrays may still
+be reachable during shutdown).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import errno
+import multiprocessing.util
+import os
+import struct
+import threading
+import weakref
+from pathlib import Path
+from typing import Iterable
+
+from .. import names as _names
+from . import _atomic, _libc
+
+HEADER_SIZE = 4096
+KIND = "nd"
+MAGIC = 0x42435049  # b"IPCB" little-endian
+VERSION = 1
+
+_HDR = struct.Struct("=IHHIIQQii")
+_OFF_REFS = 8
+_OFF_TRANSIT = 16
+_TRANSIT_SEND = (1 << 32) | 1  # seq += 1 and in-transit += 1 in one atomic add
+_LOW32 = (1 << 32) - 1
+
+
+class SharedMemoryFull(OSError):
+    """/dev/shm cannot hold a new segment (raised at allocation, instead of a later SIGBUS)."""
+
+
+class SegmentGone(FileNotFoundError):
+    """A handle names a segment that no longer exists (released or reclaimed before receipt)."""
+
+
+def shm_path(name: str) -> Path:
+    return _names.SHM_DIR / name
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def _full_error(size: int, cause: OSError | None = None) -> SharedMemoryFull:
+    st = os.statvfs(_names.SHM_DIR)
+    free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    return SharedMemoryFull(
+        errno.ENOSPC,
+        f"cannot reserve {_fmt_bytes(size)} in {_names.SHM_DIR} for a shared array: "
+        f"{_fmt_bytes(free)} free of {_fmt_bytes(total)}"
+        + (f" ({cause.strerror})" if cause is not None and cause.strerror else ""),
+    )
+
+
+class _State:
+    """What the finalizer needs to release one mapping; never references the Segment."""
+
+    __slots__ = ("name", "addr", "size", "mode", "fd", "pid", "held", "mapped")
+
+    def __init__(self, name: str, addr: int, size: int, mode: int, fd: int | None) -> None:
+        self.name, self.addr, self.size, self.mode, self.fd = name, addr, size, mode, fd
+        self.pid = os.getpid()
+        self.held = True
+        self.mapped = True
+
+    def add(self, offset: int, delta: int, width: int) -> int:
+        return _atomic.fetch_add(self.mode, self.addr + offset, delta, width, self.fd)
+
+    def load(self, offset: int, width: int) -> int:
+        return _atomic.load(self.mode, self.addr + offset, width)
+
+    def drop_hold(self) -> None:
+        """Give back this process's reference; unlink if it was the last one (or all others died)."""
+        if not self.held or self.pid != os.getpid():
+            self.held = False
+            return
+        self.held = False
+        old = self.add(_OFF_REFS, -1, 4)
+        if old <= 1:
+            if old == 0:  # pragma: no cover - never expected; keep the word sane
+                self.add(_OFF_REFS, 1, 4)
+            _unlink(self.name)
+        elif _orphaned(self.name, exclude_pid=self.pid, state=self) is True:
+            _unlink(self.name)
+
+    def release(self, unmap: bool = True) -> None:
+        self.drop_hold()
+        if unmap and self.mapped:
+            self.mapped = False
+            _libc.munmap(self.addr, self.size)  # releases our holder lock (the OFD goes away)
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+
+
+def _unlink(name: str) -> None:
+    try:
+        os.unlink(shm_path(name))
+    except FileNotFoundError:
+        pass
+
+
+def _orphaned(name: str, exclude_pid: int | None = None, in_transit: bool = False,
+              state: _State | None = None) -> bool | None:
+    """True if nobody (but ``exclude_pid``) holds ``name`` and no handle is in transit.
+
+    ``None`` when the file is gone or is not a complete segment of ours.  With ``in_transit``,
+    handles pickled but never unpickled do not keep it alive.  ``state``: our own mapping of it,
+    read instead of mapping the header again.
+    """
+    try:
+        fd = os.open(shm_path(name), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    addr = None
+    try:
+        if state is not None:
+            mode, word = state.mode, state.addr + _OFF_TRANSIT
+        else:
+            header = os.pread(fd, _HDR.size, 0)
+            if len(header) < _HDR.size or os.fstat(fd).st_size < HEADER_SIZE:
+                return None
+            magic, version, mode, *_ = _HDR.unpack(header)
+            if magic != MAGIC or version != VERSION or not _atomic.available(mode):
+                return None
+            addr = _libc.mmap(fd, HEADER_SIZE)
+            word = addr + _OFF_TRANSIT
+        w1 = _atomic.load(mode, word, 8)
+        holders = _libc.any_holder(fd, exclude_pid)
+        w2 = _atomic.load(mode, word, 8)
+        if holders or w1 != w2:
+            return False
+        return in_transit or (w1 & _LOW32) == 0
+    finally:
+        if addr is not None:
+            _libc.munmap(addr, HEADER_SIZE)
+        os.close(fd)
+
+
+class Anchor:
+    """The ``__array_interface__`` provider every array over a segment hangs from.
+
+    numpy keeps the provider as the array's ``base``; every view (even a plain-ndarray view,
+    whose base chain numpy collapses) ends at an anchor, and the anchor keeps the Segment alive,
+    so the mapping outlives every array that can touch it.
+    """
+
+    __slots__ = ("segment", "__array_interface__", "__weakref__")
+
+    def __init__(self, segment: Segment, interface: dict) -> None:
+        self.segment = segment
+        self.__array_interface__ = interface
+
+
+class Segment:
+    """This process's mapping of one segment and its single reference to it.
+
+    Shared by every array over the segment in this process (see :func:`attach`); released when
+    the last of them is garbage collected.
+    """
+
+    __slots__ = ("_state", "_finalizer", "_anchors", "capacity", "__weakref__")
+
+    def __init__(self, state: _State, capacity: int) -> None:
+        self._state = state
+        self.capacity = capacity
+        self._anchors: weakref.WeakSet[Anchor] = weakref.WeakSet()
+        self._finalizer = weakref.finalize(self, state.release)
+        self._finalizer.atexit = False  # the exit hook releases without unmapping
+        with _registry_lock:
+            _registry[state.name] = self
+        _ensure_exit_hook()
+
+    @property
+    def name(self) -> str:
+        return self._state.name
+
+    @property
+    def data_addr(self) -> int:
+        return self._state.addr + HEADER_SIZE
+
+    @property
+    def held(self) -> bool:
+        return self._state.held and self._state.pid == os.getpid()
+
+    def refs(self) -> int:
+        return self._state.load(_OFF_REFS, 4)
+
+    def in_transit(self) -> int:
+        return self._state.load(_OFF_TRANSIT, 8) & _LOW32
+
+    def anchor(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
+               itemsize: int, readonly: bool = False) -> Anchor:
+        """An array-interface provider of raw ``V<itemsize>`` items at data ``offset``.
+
+        The caller views it with the real dtype (same itemsize), which keeps any dtype exact.
+        Raises ValueError if the items would fall outside the segment.
+        """
+        lo = hi = 0
+        for n, s in zip(shape, strides):
+            if n == 0:
+                lo = hi = 0
+                break
+            if s < 0:
+                lo += (n - 1) * s
+            else:
+                hi += (n - 1) * s
+        else:
+            hi += itemsize
+        if offset + lo < 0 or offset + hi > self.capacity:
+            raise ValueError(f"array outside segment {self.name}")
+        a = Anchor(self, {
+            "version": 3, "shape": tuple(shape), "strides": tuple(strides),
+            "typestr": f"|V{itemsize}", "data": (self.data_addr + offset, readonly),
+        })
+        self._anchors.add(a)
+        return a
+
+    def send_ref(self) -> None:
+        """Take the in-transit reference for one pickled handle (caller's thread, before sending)."""
+        if not self.held:
+            raise SegmentGone(errno.ENOENT, f"this process no longer holds segment {self.name}")
+        self._state.add(_OFF_TRANSIT, _TRANSIT_SEND, 8)
+        self._state.add(_OFF_REFS, 1, 4)
+
+    def unsend_ref(self) -> None:
+        """Give back an in-transit reference whose handle was never sent (failed put)."""
+        self._state.add(_OFF_REFS, -1, 4)  # we still hold ours: cannot reach zero
+        self._state.add(_OFF_TRANSIT, -1, 8)
+
+    def release(self) -> None:
+        """Drop this process's reference now; the mapping stays until the last local array dies.
+
+        Afterwards arrays over it still work locally but travel by value, not by handle.
+        """
+        with _registry_lock:
+            if _registry.get(self.name) is self:
+                del _registry[self.name]
+        self._state.drop_hold()
+
+    def probe(self) -> str:
+        """``"free"`` if no local array, no other process and no in-transit handle uses it;
+        ``"gone"`` if its file was removed behind our back; ``"busy"`` otherwise."""
+        if len(self._anchors) or not self.held:
+            return "busy"
+        verdict = _orphaned(self.name, exclude_pid=self._state.pid, state=self._state)
+        return "gone" if verdict is None else "free" if verdict else "busy"
+
+    def claim_for_reuse(self) -> bool:
+        """If free (see :meth:`probe`), reset the count to our one reference and return True.
+
+        Counts left by killed holders are dropped here: their locks are gone, so the kernel
+        says they no longer hold it.  Nobody can add a reference meanwhile: that needs a local
+        array, a live holder elsewhere or a handle in transit, all excluded.
+        """
+        if self.probe() != "free":
+            return False
+        extra = self.refs() - 1
+        if extra:
+            self._state.add(_OFF_REFS, -extra, 4)
+        return True
+
+
+_registry: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
+_registry_lock = threading.RLock()
+
+
+def _check_free(size: int) -> None:
+    st = os.statvfs(_names.SHM_DIR)
+    if size > st.f_bavail * st.f_frsize:
+        raise _full_error(size)
+
+
+def create(nbytes: int) -> Segment:
+    """A new segment with ``nbytes`` of data, pages reserved now (``posix_fallocate``)."""
+    if nbytes < 0:
+        raise ValueError("negative size")
+    size = HEADER_SIZE + nbytes
+    _check_free(size)
+    name = _names.resource_name(KIND)
+    path = shm_path(name)
+    mode = _atomic.DEFAULT_MODE
+    pid = os.getpid()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    addr = None
+    try:
+        _libc.hold_lock(fd, pid)  # before anything else: a locked file is never an orphan
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
+                raise _full_error(size, exc) from None
+            raise
+        addr = _libc.mmap(fd, size, populate=True)
+        hdr = (ctypes.c_char * _HDR.size).from_address(addr)
+        _HDR.pack_into(hdr, 0, 0, VERSION, mode, 1, 0, 0, nbytes, pid, os.getpgid(0))
+        ctypes.c_uint32.from_address(addr).value = MAGIC  # written last: header complete
+    except BaseException:
+        _unlink(name)
+        if addr is not None:
+            _libc.munmap(addr, size)
+        os.close(fd)
+        raise
+    if mode != _atomic.FCNTL:
+        os.close(fd)  # the mapping keeps the open file description (and our lock) alive
+        fd = None
+    return Segment(_State(name, addr, size, mode, fd), nbytes)
+
+
+def attach(name: str, adopt: bool = True) -> Segment:
+    """This process's Segment for ``name``, adopting one in-transit reference if ``adopt``."""
+    with _registry_lock:
+        seg = _registry.get(name)
+        if seg is not None and seg.held:
+            if adopt:  # we already hold one: give the in-transit reference back
+                seg.unsend_ref()
+            return seg
+        seg = _map_existing(name)
+        if adopt:
+            seg._state.add(_OFF_TRANSIT, -1, 8)  # after our lock is in place
+        return seg
+
+
+def _map_existing(name: str) -> Segment:
+    path = shm_path(name)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise SegmentGone(
+            errno.ENOENT,
+            f"shared array segment {path} no longer exists: it was released or reclaimed before "
+            "this handle was received (was the sender's pool closed, or `ipcbench clean` run, "
+            "while it was in flight?)",
+        ) from None
+    try:
+        _libc.hold_lock(fd, os.getpid())
+        size = os.fstat(fd).st_size
+        header = os.pread(fd, _HDR.size, 0)
+        magic, version, mode, _refs, _pad, _transit, capacity, _pid, _pgid = _HDR.unpack(header)
+        if size < HEADER_SIZE or magic != MAGIC or version != VERSION:
+            raise ValueError(f"{path} is not a complete shared array segment")
+        if not _atomic.available(mode):
+            raise RuntimeError(f"{path} uses a counter back end unavailable here (libatomic missing)")
+        addr = _libc.mmap(fd, size)
+    except BaseException:
+        os.close(fd)
+        raise
+    if mode != _atomic.FCNTL:
+        os.close(fd)
+        fd = None
+    return Segment(_State(name, addr, size, mode, fd), capacity)
+
+
+def reclaim_orphans(*, in_transit: bool = True, names: Iterable[str] | None = None) -> list[str]:
+    """Unlink our segments that no live process holds; return their names.
+
+    A holder is a process with the segment mapped (its OFD lock is alive), so segments of
+    SIGKILLed holders qualify once every survivor dropped theirs.  With ``in_transit=True``
+    (the default, for ``ipcbench clean`` and pool close: nothing is in flight any more) handles
+    that were pickled but never unpickled count as dead too; pass ``False`` while messages may
+    still be queued.  Incomplete files (creator died before writing the header) go when their
+    creator pid is dead.  ``names`` restricts the scan.
+    """
+    if names is None:
+        try:
+            candidates = [p.name for p in _names.SHM_DIR.iterdir()]
+        except OSError:
+            return []
+    else:
+        candidates = list(names)
+    removed = []
+    for name in candidates:
+        owner = _names.owner_pid(name)
+        if owner is None or not name.endswith(f"-{KIND}"):
+            continue
+        verdict = _orphaned(name, in_transit=in_transit)
+        if verdict is None:
+            verdict = _incomplete_and_dead(name, owner)
+        if verdict:
+            _unlink(name)
+            removed.append(name)
+    return removed
+
+
+def _incomplete_and_dead(name: str, owner: int) -> bool:
+    if _names.pid_alive(owner):
+        return False
+    try:
+        fd = os.open(shm_path(name), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        return not _libc.any_holder(fd)
+    finally:
+        os.close(fd)
+
+
+def creator_pgid(name: str) -> int | None:
+    """The process group recorded by the creator of segment ``name`` (None if unreadable)."""
+    try:
+        with open(shm_path(name), "rb") as f:
+            header = f.read(_HDR.size)
+    except OSError:
+        return None
+    if len(header) < _HDR.size:
+        return None
+    fields = _HDR.unpack(header)
+    return fields[8] if fields[0] == MAGIC else None
+
+
+# ----------------------------------------------------------------------------- process events
+def _release_all() -> None:
+    """Exit hook: give back every reference this process holds, keep the mappings."""
+    for seg in list(_registry.values()):
+        seg._state.release(unmap=False)
+
+
+_hook_pid: int | None = None
+
+
+def _ensure_exit_hook() -> None:
+    """Run :func:`_release_all` at exit, including multiprocessing children (they os._exit)."""
+    global _hook_pid
+    if _hook_pid == os.getpid():
+        return
+    _hook_pid = os.getpid()
+    multiprocessing.util.Finalize(None, _release_all, exitpriority=-1)
+
+
+atexit.register(_release_all)
+
+
+class _AfterFork:
+    """multiprocessing clears its finalizers in a child; this re-arms ours after that."""
+
+    def __call__(self, _obj: object) -> None:
+        global _hook_pid
+        _hook_pid = None
+        if len(_registry):
+            _ensure_exit_hook()
+
+
+_after_fork_marker = _AfterFork()
+multiprocessing.util.register_after_fork(_after_fork_marker, _after_fork_marker)
+
+
+def _rehold_in_child() -> None:
+    """After fork: take the child's own reference and lock for every inherited segment."""
+    pid = os.getpid()
+    for seg in list(_registry.values()):
+        st = seg._state
+        if not st.held or st.pid == pid:
+            continue
+        st.held = False
+        st.pid = pid
+        inherited_fd, st.fd = st.fd, None
+        if inherited_fd is not None:
+            os.close(inherited_fd)
+        try:
+            fd = os.open(shm_path(st.name), os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            _libc.hold_lock(fd, pid)
+            old = _atomic.fetch_add(st.mode, st.addr + _OFF_REFS, 1, 4, fd)
+            if old == 0:  # the parent dropped the last reference meanwhile: do not revive
+                _atomic.fetch_add(st.mode, st.addr + _OFF_REFS, -1, 4, fd)
+                os.close(fd)
+                continue
+        except OSError:
+            os.close(fd)
+            continue
+        st.fd = fd  # the lock lives on this new open file description: keep it
+        st.held = True
+    global _hook_pid
+    _hook_pid = None
+    if len(_registry):
+        _ensure_exit_hook()
+
+
+os.register_at_fork(after_in_child=_rehold_in_child)
