@@ -315,6 +315,30 @@ def launch(job_args: Sequence[str], out: Path, nprocs: int | None = 4, timeout: 
     return cache
 
 
+def run_json(cmd: Sequence[str], timeout: float) -> Any:
+    """Run a command that prints one JSON document; the document, or ``"skip: why"``."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return f"skip: {' '.join(cmd[1:4])} did not finish within {timeout:g} s"
+    if proc.returncode != 0:
+        last = (err.strip().splitlines() or ["?"])[-1]
+        if "No module named" in err:
+            return f"skip: this commit cannot run it: {last}"
+        sys.stderr.write(err[-3000:])
+        return f"skip: failed (exit {proc.returncode}): {last}"
+    try:
+        return json.loads(out)
+    except ValueError:
+        return f"skip: no JSON in the output: {out[-200:]!r}"
+
+
 def read_lines(path: Path) -> dict[str, Any]:
     cache: dict[str, Any] = {}
     try:

@@ -8,9 +8,12 @@ two-process experiment (``pytest_ipcbench.shared.experiment``) when the commit h
 from __future__ import annotations
 
 import pickle
+import sys
 from typing import Any
 
 import numpy as np
+
+from . import _job
 
 # float32 rows x 602 columns (seed 002's GNN batch) of about these sizes
 SIZES = ("1MB", "100MB")
@@ -72,48 +75,48 @@ class SharedArray:
         x.release()
 
 
-class Seed002Experiment:
-    """Seed 002's producer -> consumer transfer of a batch, by the experiment module's own timing."""
+# seed 002's batch: ROWS x 602 float32 (25000 rows: 60 MB; 250000 rows: the seed's 602 MB)
+EXPERIMENT_ROWS = {"60MB": 25_000, "602MB": 250_000}
+EXPERIMENT_PATHS = ("mpqueue", "fresh", "pool", "handle", "copy")
 
-    timeout = 600
+
+class Seed002Experiment:
+    """Seed 002's producer -> consumer transfer of one batch, timed by the experiment itself.
+
+    From just before the put until the consumer holds the array and acknowledged it: through
+    multiprocessing.Queue, a fresh segment, a pooled segment, a premade array's handle, and a
+    plain copy for reference. Run in a process of its own (it spawns its consumer).
+    """
+
+    params = [list(EXPERIMENT_ROWS), list(EXPERIMENT_PATHS)]
+    param_names = ["size", "path"]
+    timeout = 120
 
     def setup_cache(self) -> dict[str, Any]:
-        try:
-            from pytest_ipcbench.shared import experiment
-        except ImportError as exc:
-            return {"*": f"skip: this commit has no seed 002 experiment: {exc}"}
-        run = getattr(experiment, "run_seed002", None)
-        if run is None:
-            return {"*": "skip: pytest_ipcbench.shared.experiment has no run_seed002"}
-        return _flatten(run(quick=True))
+        cache: dict[str, Any] = {}
+        for size, rows in EXPERIMENT_ROWS.items():
+            got = _job.run_json([sys.executable, "-m", "pytest_ipcbench.shared.experiment", "--rows", str(rows),
+                                 "--repeats", "3", "--json"], timeout=600)
+            if isinstance(got, str):
+                cache[size] = got
+                continue
+            for path, seconds in got.get("median", {}).items():
+                cache[f"{size}|{path}"] = float(seconds)
+        return cache
 
-    def setup(self, cache: dict[str, Any], path: str) -> None:
-        _lookup(cache, path)
+    setup_cache.timeout = 1300  # type: ignore[attr-defined]
 
-    def track_transfer(self, cache: dict[str, Any], path: str) -> float:
-        return _lookup(cache, path)
+    def setup(self, cache: dict[str, Any], size: str, path: str) -> None:
+        self.value = _lookup(cache, size, path)
+
+    def track_transfer(self, cache: dict[str, Any], size: str, path: str) -> float:
+        return _lookup(cache, size, path)
 
     track_transfer.unit = "seconds"  # type: ignore[attr-defined]
-    params = [["mp-queue", "new-segment", "pooled-segment", "handle-only"]]
-    param_names = ["path"]
 
 
-def _flatten(outcome: Any) -> dict[str, Any]:
-    """``{path: seconds}`` from what run_seed002 returns (a mapping, or records with a median)."""
-    items = outcome.items() if isinstance(outcome, dict) else ((getattr(r, "key", None), r) for r in outcome)
-    cache: dict[str, Any] = {}
-    for key, value in items:
-        if isinstance(value, (int, float)):
-            cache[str(key)] = float(value)
-        elif hasattr(value, "samples"):
-            samples = value.samples.get(value.primary) if isinstance(value.samples, dict) else value.samples
-            if samples:
-                cache[str(getattr(value, "backend", key))] = float(np.median(samples))
-    return cache
-
-
-def _lookup(cache: dict[str, Any], key: str) -> float:
-    value = cache.get(key, cache.get("*", f"skip: no figure for {key}"))
+def _lookup(cache: dict[str, Any], size: str, path: str) -> float:
+    value = cache.get(f"{size}|{path}", cache.get(size, f"skip: no figure for {path} at {size}"))
     if isinstance(value, str):
         raise NotImplementedError(value)
     return float(value)

@@ -233,7 +233,18 @@ def ipc_bench(request: pytest.FixtureRequest) -> BenchRunner:
     def default_group() -> Group:
         return request.getfixturevalue("ipc_group")
 
-    record = session.record if session is not None else None
+    record = None
+    if session is not None:
+
+        def record(result: Result) -> None:
+            results = getattr(session, "results", None)
+            if results is not None and not results.env:  # the report's header: this machine, MPI, ...
+                from .envinfo import collect
+
+                world = getattr(session, "world_size", None)  # MPI world size (None: local groups)
+                results.env = collect(world, group_kind=result.extra.get("group", ""))
+            session.record(result)
+
     return BenchRunner(default_group, record, bm, clock, skip=pytest.skip)
 
 

@@ -61,13 +61,19 @@ def leaked_segments(before: Iterable[str | os.PathLike[str]], wait: float = 0.0)
     before_names = {os.path.basename(os.fspath(b)) for b in before}
     me, pgid = os.getpid(), os.getpgid(0)
     deadline = time.monotonic() + wait
+    collected = False
     while True:
-        gc.collect()
         new = sorted(snapshot() - before_names)
         kids = _descendants() if new else set()
         leaked = [n for n in new
                   if names.owner_pid(n) in kids | {me} or _segment.creator_pgid(n) == pgid]
-        if not leaked or time.monotonic() >= deadline:
+        if not leaked:
+            return leaked
+        if not collected:  # arrays kept only by reference cycles: collect once, look again
+            gc.collect()
+            collected = True
+            continue
+        if time.monotonic() >= deadline:
             return leaked
         time.sleep(0.05)
 
@@ -126,7 +132,6 @@ def shared_array(request: pytest.FixtureRequest) -> Iterator[Callable[..., Share
         return arr
 
     def cleanup() -> None:
-        gc.collect()
         for ref in made:
             seg = ref()
             if seg is not None:
@@ -144,7 +149,6 @@ def shared_pool(request: pytest.FixtureRequest) -> Iterator[SharedNumpyPool]:
     pool = SharedNumpyPool()
 
     def cleanup() -> None:
-        gc.collect()
         pool.close()
 
     _register_cleanup(request, cleanup)

@@ -210,6 +210,10 @@ def _bench_case(group: Group, case: Case, settings: BenchSettings) -> Result | N
     return bench(group, BackendSpec(case.backend, case.mode), case.payload(), case.scenario, s)
 
 
+def _noop(group: Group) -> None:
+    return None
+
+
 def run_case_local(world: LocalWorld, case: Case, settings: BenchSettings) -> Result:
     ranks = 2 if case.scenario in PAIR_SCENARIOS else case.ranks
     return world.run(_bench_case, case, settings, ranks=ranks)[0]
@@ -574,6 +578,7 @@ class Runner:
         if not cases:
             return
         with LocalWorld(self.args.ranks, timeout=self.case_timeout) as world:
+            world.run(_noop)  # start the workers: their mailboxes exist from now on
             for case in cases:
                 group = world.group(2 if case.scenario in PAIR_SCENARIOS else case.ranks)
                 reason = _case_unavailable(case, group)

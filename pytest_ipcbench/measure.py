@@ -53,6 +53,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .backends.base import BackendSpec
+from .envinfo import cores as _cores
 from .group import Group, MPIGroup
 from .payloads import PayloadSpec, format_size
 from .results import Result
@@ -70,6 +71,7 @@ STATIC_PLAN = (
     (math.inf, 20, 1),
 )
 perf_counter = time.perf_counter
+_CORES = _cores()
 
 
 class VerificationError(AssertionError):
@@ -349,6 +351,8 @@ class _Case:
             extra={
                 "plan": asdict(plan),
                 "group": "mpi" if self.group.is_mpi else "local",
+                "cores": _CORES,
+                "oversubscribed": self.group.size > _CORES,
                 "verified": {"checked": checked, "failed": failed},
                 "units": "s",
                 **self.extra,
@@ -715,7 +719,11 @@ def _bench_on(
     opened: list[_Case] = []
     try:
         for case in cases:
-            case.open()
+            try:
+                case.open()
+            except BaseException:
+                case.close()  # what it opened before failing (the failure is the same on every rank)
+                raise
             opened.append(case)
         gc.collect()
         gc_was = gc.isenabled()

@@ -20,11 +20,10 @@ from typing import Any, Generator
 import pytest
 
 from .backends.base import BACKEND_NAMES, MODES, BackendSpec
-from .group import Group, in_mpi_job
+from .group import Group
 from .payloads import KINDS, PayloadSpec
 from .session import (
     BACKEND_FIXTURES,
-    MARKER_KEYS,
     IpcSession,
     SESSION_KEY,
     describe,
@@ -32,6 +31,8 @@ from .session import (
     marker_kwargs,
     resolve_settings,
 )
+from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
+from .watchdog import Watchdog
 
 # fixtures written in their own modules, registered with this plugin (a module not there yet is skipped)
 FIXTURE_MODULES = (
@@ -299,10 +300,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 # -------------------------------------------------------------------------------- MPI hygiene
 
-from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call  # noqa: E402
-from .watchdog import Watchdog  # noqa: E402
-
-
 class MpiHygiene:
     """Hooks active under --with-mpi: quiet ranks, collective verdicts, the watchdog, lockstep checks."""
 
@@ -410,4 +407,4 @@ class MpiHygiene:
         self.channel.close()
 
 
-__all__ = ["get_session", "is_ipc_test", "in_mpi_job"]
+__all__ = ["MpiHygiene", "get_session", "is_ipc_test"]

@@ -19,9 +19,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
-from .backends.base import BACKEND_NAMES, MODES, BackendSpec, unavailable_reason
-from .names import find_ours, remove
+from .backends.base import BACKEND_NAMES, MODES, unavailable_reason
 from .group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
+from .names import find_ours, remove
 from .payloads import KINDS, TINY_BYTES, PayloadSpec, format_size, parse_size
 from .results import Result, ResultSet
 

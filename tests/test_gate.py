@@ -21,7 +21,7 @@ from pytest_ipcbench.cli import main
 from pytest_ipcbench.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
-KINDS = ("dict", "ndarray", "array1d", "ragged2d")
+KINDS = ("dict", "ndarray")
 SIZES = (1_000, 1_000_000)
 SAMPLES = 30
 SPREAD = 0.05  # relative dispersion of the samples of one case, as on a quiet machine
@@ -146,7 +146,7 @@ def test_metric_option_compares_another_metric(tmp_path: Path) -> None:
 
 
 def test_threshold_and_confidence_change_the_decision() -> None:
-    victim = "bcast/lmdb/bytes/ragged2d/1000000/r2"
+    victim = "bcast/lmdb/bytes/dict/1000000/r2"
     base, head = make_set(seed=1), make_set(seed=2, factors={victim: 1.25})
     assert gate.compare_sets(base, head, threshold=0.10).exit_code == 1
     assert gate.compare_sets(base, head, threshold=0.40).exit_code == 0
@@ -169,12 +169,63 @@ def test_merge_rounds_pools_samples_per_metric() -> None:
     assert len(merged.results) == len(a.results)
     first = merged.by_key()[a.results[0].key]
     assert len(first.samples["completion"]) == 9 and len(first.samples["write"]) == 9
+    assert first.extra[gate.ROUNDS_KEY] == {"completion": [4, 5], "write": [4, 5]}
     assert merged.env["gate_rounds"] == 2
     assert len(a.results[0].samples["completion"]) == 4  # inputs untouched
 
 
 def test_round_order_alternates() -> None:
     assert gate.round_order(3) == [(0, "base"), (0, "head"), (1, "head"), (1, "base"), (2, "base"), (2, "head")]
+    assert gate.round_order(1, first=3) == [(3, "head"), (3, "base")]  # confirmation rounds go on
+
+
+def _rounds(seed: int, swings: list[float], factor: float = 1.0, n: int = 40) -> list[ResultSet]:
+    """One result set per round; every sample of round i is scaled by the machine's swing i."""
+    sets = []
+    for i, swing in enumerate(swings):
+        rs = make_set(seed=seed * 100 + i, factors={"*": factor * swing}, n=n)
+        sets.append(rs)
+    return sets
+
+
+def test_merged_rounds_are_compared_round_by_round() -> None:
+    """A runner that swings by 20-35% between rounds: pooled samples would cry wolf, rounds do not."""
+    base = gate.merge_rounds(_rounds(1, [1.0, 1.0, 1.0]))
+    head = gate.merge_rounds(_rounds(2, [1.35, 1.2, 1.0]))  # same code, a busy machine in 2 rounds
+    pooled = gate.compare_sets(_strip_rounds(base), _strip_rounds(head))
+    assert pooled.exit_code == 1  # the naive interval is far too narrow
+    by_round = gate.compare_sets(base, head)
+    assert by_round.exit_code == 0, gate.format_table(by_round)
+
+
+def test_slowdown_is_caught_through_round_to_round_swings() -> None:
+    victim = "bcast/mpi-pkl5/bytes/dict/1000000/r4"
+    swings_b, swings_h = [1.0, 0.9, 1.1], [1.1, 1.0, 0.9]
+    base = gate.merge_rounds(_rounds(1, swings_b))
+    head_sets = _rounds(2, swings_h)
+    for rs in head_sets:
+        for r in rs.results:
+            if r.key == victim:
+                r.samples["completion"] = [x * 1.5 for x in r.samples["completion"]]
+    comparison = gate.compare_sets(base, gate.merge_rounds(head_sets))
+    assert [c.key for c in comparison.regressions] == [victim], gate.format_table(comparison)
+
+
+def test_rounds_interval_pairs_rounds_and_contains_the_ratio() -> None:
+    rng = np.random.default_rng(5)
+    a = [list(rng.lognormal(0, 0.05, 30) * 2.0) for _ in range(4)]
+    b = [list(rng.lognormal(0, 0.05, 30)) for _ in range(4)]
+    iv = gate.rounds_ratio_interval(a, b)
+    assert iv.low < iv.ratio < iv.high and 1.8 < iv.ratio < 2.2
+    with pytest.raises(ValueError):
+        gate.rounds_ratio_interval([[1.0], []], [[1.0]])
+
+
+def _strip_rounds(rs: ResultSet) -> ResultSet:
+    out = ResultSet(env=dict(rs.env))
+    for r in rs.results:
+        out.add(Result.from_dict({**r.to_dict(), "extra": {}}))
+    return out
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,12 @@ def fail_on(group, bad_rank):
     return group.rank
 
 
+def raise_on(group, bad_rank):
+    if group.rank == bad_rank:
+        raise ValueError(f"broken on purpose on {group.rank}")
+    return group.rank
+
+
 def sleep_on(group, bad_rank, seconds):
     if group.rank == bad_rank:
         time.sleep(seconds)
@@ -170,6 +176,6 @@ def test_mpi_split_leaves_the_others_out() -> None:
         assert sub.allreduce(sub.rank + 1) == 3
         assert world.split(2) is sub  # cached
         with pytest.raises(GroupError, match=r"failed on rank 1: rank 1: ValueError: broken on purpose on 1"):
-            sub.run(fail_on, 1)
+            sub.run(raise_on, 1)
     whole = world.split(world.size)
     assert whole is not None and whole.allgather(world.rank) == list(range(world.size))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import textwrap
 import time
 from pathlib import Path
 

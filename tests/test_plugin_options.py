@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from pytest_ipcbench.backends.base import BACKEND_NAMES
-from pytest_ipcbench.payloads import PayloadSpec
 from pytest_ipcbench.session import (
     BACKEND_FIXTURES,
     IpcSession,

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_ipcbench import names
 from pytest_ipcbench.fixtures_shared import shared_array, shm_leak_guard  # noqa: F401  (fixtures)
-from pytest_ipcbench.shared import INLINE_BELOW, SharedMemoryFull, SharedNDArray
+from pytest_ipcbench.shared import INLINE_BELOW, SharedMemoryFull, SharedNDArray, reclaim_orphans
 from pytest_ipcbench.shared.segment import shm_path
 
 
@@ -159,6 +159,18 @@ def test_full_dev_shm_raises_clear_error_and_leaves_nothing():
     assert {p.name for p in names.SHM_DIR.iterdir()} - before == set()
 
 
+def test_full_dev_shm_caught_at_fallocate_too(monkeypatch):
+    """Without the statvfs pre-check, posix_fallocate's ENOSPC gives the same error, no file."""
+    from pytest_ipcbench.shared import segment
+
+    monkeypatch.setattr(segment, "_check_free", lambda size: None)
+    before = {p.name for p in names.SHM_DIR.iterdir()}
+    st = os.statvfs(names.SHM_DIR)
+    with pytest.raises(SharedMemoryFull, match="free of"):
+        SharedNDArray.empty(st.f_blocks * st.f_frsize + (1 << 30), np.uint8, inline_below=0)
+    assert {p.name for p in names.SHM_DIR.iterdir()} - before == set()
+
+
 def test_fixture_factory_releases_at_teardown(shared_array):
     a = shared_array((300, 300), np.float32)
     b = shared_array(np.arange(20000))
@@ -174,14 +186,15 @@ def test_fixture_teardown_released_kept_array():
     assert _KEPT is not None and not shm_path(_KEPT._ipcb_seg.name).exists()
 
 
-def test_fcntl_counter_fallback_is_atomic_across_processes():
-    """With IPCB_ATOMIC=fcntl, 2 processes x 1000 pickles/adopts keep the counts exact."""
+@pytest.mark.parametrize("backend", ["libatomic", "fcntl"])
+def test_counter_is_atomic_across_processes(backend):
+    """2 processes x 1000 pickles/adopts on one segment keep the counts exact (both back ends)."""
     code = textwrap.dedent("""
         import os, pickle, sys
         import numpy as np
         from pytest_ipcbench.shared import SharedNDArray
         from pytest_ipcbench.shared import _atomic
-        assert _atomic.DEFAULT_MODE == _atomic.FCNTL
+        assert _atomic.DEFAULT_MODE == (_atomic.FCNTL if sys.argv[1] == "fcntl" else _atomic.LIBATOMIC)
         arr = SharedNDArray.from_numpy_array(np.ones(100), inline_below=0)
         seg = arr._ipcb_seg
         r, w = os.pipe()
@@ -193,9 +206,24 @@ def test_fcntl_counter_fallback_is_atomic_across_processes():
         os.waitpid(pid, 0)
         print(seg.refs() - 1, seg.in_transit())  # the child re-held at fork and dropped nothing
     """)
-    env = dict(os.environ, IPCB_ATOMIC="fcntl", PYTHONPATH=os.getcwd())
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    env = dict(os.environ, IPCB_ATOMIC=backend, PYTHONPATH=os.getcwd())
+    out = subprocess.run([sys.executable, "-c", code, backend], env=env, capture_output=True, text=True,
+                         timeout=60)
     assert out.returncode == 0, out.stderr
     extra, transit = map(int, out.stdout.split())
     assert transit == 0
     assert extra == 1  # the os._exit child leaked exactly its own reference, nothing was lost
+
+
+def test_reclaim_orphans_incomplete_file_only_if_creator_dead():
+    dead = names.resource_name("nd", pid=99_999_999)  # above any pid_max: never alive
+    alive = names.resource_name("nd")
+    for n in (dead, alive):
+        with open(shm_path(n), "wb") as f:
+            f.write(bytes(4096))  # header never written
+    try:
+        assert reclaim_orphans(names=[dead, alive]) == [dead]
+        assert shm_path(alive).exists()
+    finally:
+        names.remove(shm_path(alive))
+        names.remove(shm_path(dead))

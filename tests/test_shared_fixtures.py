@@ -31,7 +31,7 @@ def test_leaked_segments_sees_ours_only_after_before():
     gc.collect()
     assert leaked_segments(before) == [name]
     assert leaked_segments(before | {name}) == []
-    assert reclaim_orphans(names=[name]) == [name]
+    assert reclaim_orphans(in_transit=True, names=[name]) == [name]
     assert leaked_segments(before) == []
 
 

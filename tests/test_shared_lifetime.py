@@ -170,6 +170,19 @@ def test_pickled_never_unpickled_handle():
     assert reclaim_orphans(in_transit=True, names=[name]) == [name]
 
 
+def test_lost_handle_of_dead_creator_reclaimed_by_default():
+    """Default reclaim: in-transit-only segments go once their creator is dead, not before."""
+    w = Worker("spawn")
+    try:
+        name = w.call("make", "x", N)
+        w.call("leak_handle", "x")
+        assert reclaim_orphans(names=[name]) == []  # creator alive: the handle may still arrive
+    finally:
+        w.close()  # exits normally, releasing its own reference
+    assert shm_path(name).exists()  # kept by the lost in-transit reference
+    assert reclaim_orphans(names=[name]) == [name]
+
+
 def test_handle_received_after_sender_dropped():
     """The in-transit reference alone keeps the segment alive for the receiver."""
     arr = _make(7.0)
@@ -191,7 +204,7 @@ def test_handle_after_reclaim_gives_clear_error():
     name = arr.segment_name
     del arr
     gc.collect()
-    reclaim_orphans(names=[name])  # nothing alive holds it, only in transit
+    reclaim_orphans(in_transit=True, names=[name])  # nothing alive holds it, only in transit
     with pytest.raises(SegmentGone, match="no longer exists"):
         pickle.loads(data)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import pickle
 
 import numpy as np
@@ -83,6 +84,29 @@ def test_other_process_holding_blocks_reuse(shared_pool, consumer):
     for _ in range(2):  # both kept segments are free again
         names_now.add(shared_pool.from_numpy_array(np.ones(N)).segment_name)
     assert name in names_now or shared_pool.hits >= 1
+
+
+def _wait_for(q):
+    q.get(timeout=30)
+
+
+def test_fork_child_without_arrays_does_not_pin_free_pool_segments(shared_pool):
+    a = shared_pool.from_numpy_array(np.ones(N))
+    name = a.segment_name
+    del a  # free, kept by the pool
+    gate = Queue(ctx="fork")
+    p = multiprocessing.get_context("fork").Process(target=_wait_for, args=(gate,))
+    p.start()
+    try:
+        b = shared_pool.from_numpy_array(np.ones(N))
+        assert b.segment_name == name  # the child inherited no array: it holds nothing
+        held = shared_pool.from_numpy_array(np.ones(N))
+    finally:
+        gate.put(None)
+        p.join(30)
+    assert p.exitcode == 0
+    del b, held
+    gate.close()
 
 
 def test_size_matching_and_inline(shared_pool):

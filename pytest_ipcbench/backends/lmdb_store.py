@@ -160,7 +160,14 @@ class LMDBBackend(Backend):
         except PayloadError as exc:
             self._commit([(_KEY_ERROR, str(exc).encode("utf-8", "replace"))], STATE_ERROR, 0)
             raise
-        self._commit(items, STATE_VALUE, nbuf)
+        try:
+            self._commit(items, STATE_VALUE, nbuf)
+        except Exception as exc:  # e.g. a full disk: tell the readers, if that still works
+            try:
+                self._commit([(_KEY_ERROR, f"{type(exc).__name__}: {exc}".encode())], STATE_ERROR, 0)
+            except Exception:
+                pass
+            raise
 
     def _commit(self, items: list[tuple[bytes, Any]], state: int, nbuf: int) -> None:
         env = self._env

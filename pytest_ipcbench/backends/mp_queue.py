@@ -6,7 +6,9 @@ workers. The writer puts one message into every reader's mailbox; a reader gets 
 (``get(timeout=...)``). Under MPI there are no such queues: :meth:`unavailable` says so.
 
 Every backend instance draws a token in ``setup()`` and tags its messages with it; a reader drops
-messages with another token (left in a mailbox by an earlier instance that failed).
+messages with another token (left in a mailbox by an earlier instance that failed), and empties
+its mailbox in ``setup()``. So a rank can be the reader of only one live mp-queue instance at a
+time (a ping-pong's two instances, 0 -> 1 and 1 -> 0, read from different mailboxes: fine).
 
 Modes:
 

@@ -24,8 +24,11 @@ tells whether the failure came before any communication.
 Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the first (size) message with a
 nonblocking operation polled with :class:`~.base.Backoff` (a reader does not spin while the writer
 is still busy, and gives up after ``timeout`` with TimeoutError); the data itself then moves with
-blocking calls, which progress fastest. ``mpi-bcast`` and ``mpi-pkl5`` block in mpi4py's
-collective (there is no timeout there: the harness's watchdog covers a hang).
+blocking calls, which progress fastest. A timed-out ``mpi-p2p`` receive is cancelled, so the
+communicator stays usable; a timed-out ``mpi-buffer`` Ibcast cannot be cancelled (MPI has no
+cancel for collectives), so after that TimeoutError the group's communicator is unusable.
+``mpi-bcast`` and ``mpi-pkl5`` block in mpi4py's collective (there is no timeout there: the
+harness's watchdog covers a hang).
 
 ``import mpi4py`` at the top only checks that the package exists: MPI itself is initialized when
 a backend is set up on an MPI group.
@@ -270,11 +273,21 @@ class _BufferBackend(_MPIBackend):
         self._recv_buffers(buffers)
         return finish(plan)
 
-    def _wait(self, request: Any, what: str) -> None:
-        """Poll one nonblocking request with backoff until done; TimeoutError after timeout."""
+    def _wait(self, request: Any, what: str, cancel: bool = False) -> None:
+        """Poll one nonblocking request with backoff until done; TimeoutError after timeout.
+
+        With ``cancel`` (a receive) the request is cancelled on timeout, so that it cannot steal
+        a later message; if the message arrived meanwhile, the wait succeeds after all.
+        """
         backoff = Backoff(self.timeout)
         while not request.Test():
             if not backoff.wait():
+                if cancel:
+                    request.Cancel()
+                    status = self.MPI.Status()
+                    request.Wait(status)
+                    if not status.Is_cancelled():
+                        return
                 raise self.timeout_error(what)
 
     # the four steps each subclass provides
@@ -338,7 +351,8 @@ class MPIP2PBackend(_BufferBackend):
         self.MPI.Request.Waitall(requests)
 
     def _recv_head(self, head: np.ndarray) -> None:
-        self._wait(self.comm.Irecv(head, source=self.root, tag=_TAG_HEAD), "the size message (Irecv)")
+        request = self.comm.Irecv(head, source=self.root, tag=_TAG_HEAD)
+        self._wait(request, "the size message (Irecv)", cancel=True)
 
     def _recv_bytes(self, meta: bytearray) -> None:
         if len(meta):

@@ -205,6 +205,7 @@ class SharedMemoryBackend(Backend):
         old_name, old = self._data_name, self._data
         self._data_name, self._data, self._gen = name, mm, self._gen + 1
         _close_map(old)
+        _unlink(self._old_name)  # an older one never published (a write that failed)
         self._old_name = old_name  # unlinked once the new name is published
 
     def _write_name(self) -> None:
@@ -258,16 +259,20 @@ class SharedMemoryBackend(Backend):
             raise
         seq = self._seq + 1
         _Q.pack_into(self._ctrl, _WSEQ_OFF, seq)
-        if end > self.capacity:
-            self._new_data_segment(_align(max(end, 2 * self.capacity), 1 << 20))
-            self._write_name()
-        data = self._data
-        assert data is not None
-        if table:
-            data[: len(table)] = table
-        for off, part in zip(offsets, parts):
-            n = part.nbytes if isinstance(part, memoryview) else len(part)
-            data[off : off + n] = part
+        try:
+            if end > self.capacity:
+                self._new_data_segment(_align(max(end, 2 * self.capacity), 1 << 20))
+                self._write_name()
+            data = self._data
+            assert data is not None
+            if table:
+                data[: len(table)] = table
+            for off, part in zip(offsets, parts):
+                n = part.nbytes if isinstance(part, memoryview) else len(part)
+                data[off : off + n] = part
+        except Exception as exc:  # e.g. /dev/shm full: the readers fail too, instead of waiting
+            self._publish_error(f"{type(exc).__name__}: {exc}")
+            raise
         struct.pack_into("<I", self._ctrl, 24, STATE_VALUE)
         struct.pack_into("<Q", self._ctrl, 32, end)
         _Q.pack_into(self._ctrl, _SEQ_OFF, seq)

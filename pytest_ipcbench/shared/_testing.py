@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import time
 from typing import Any
 
 import numpy as np
 
+from .array import SharedNDArray
 from .queue import Queue
 
 
@@ -41,6 +43,14 @@ def _handle(cmd: str, args: tuple, held: dict, inboxes: list[Queue], index: int)
         key, obj = args
         held[key] = obj
         return getattr(obj, "segment_name", None)
+    if cmd == "make":
+        key, n = args
+        held[key] = SharedNDArray.from_numpy_array(np.zeros(n))
+        return held[key].segment_name
+    if cmd == "leak_handle":
+        (key,) = args
+        pickle.dumps(held[key])  # an in-transit reference nobody will adopt
+        return None
     if cmd == "drop":
         (key,) = args
         held.pop(key, None)  # refcounting releases it now

@@ -24,8 +24,8 @@ Object dtypes are refused (TypeError): their items are pointers into one process
 from __future__ import annotations
 
 import contextlib
-import math
 import contextvars
+import math
 from typing import Any, Iterator
 
 import numpy as np

@@ -21,6 +21,9 @@ from .pool import SharedNumpyPool
 from .queue import Queue
 
 PATHS = ("mpqueue", "fresh", "pool", "handle", "copy")
+#: Extra path, not run by default: ``None`` through our Queue -- the IPC latency floor that
+#: ``handle`` adds its map/unmap work to.
+EXTRA_PATHS = ("ping",)
 
 
 def _consumer_main(conn: Any, mpq: Any, q: Queue) -> None:
@@ -30,7 +33,8 @@ def _consumer_main(conn: Any, mpq: Any, q: Queue) -> None:
         if cmd == "exit":
             return
         x = (mpq if cmd == "mp" else q).get()
-        x.flat[0]  # touch: the mapping is usable (one page fault)
+        if x is not None:
+            x.flat[0]  # touch: the mapping is usable (one page fault)
         conn.send("ack")
         del x
         conn.send("released")
@@ -73,9 +77,9 @@ class _Consumer:
 def measure(array: np.ndarray, paths: Sequence[str] = PATHS, repeats: int = 5,
             consumer: _Consumer | None = None) -> dict[str, list[float]]:
     """Samples (seconds) per path, rounds interleaved; one discarded warm-up round first."""
-    unknown = set(paths) - set(PATHS)
+    unknown = set(paths) - set(PATHS) - set(EXTRA_PATHS)
     if unknown:
-        raise ValueError(f"unknown paths {sorted(unknown)}; choose from {PATHS}")
+        raise ValueError(f"unknown paths {sorted(unknown)}; choose from {PATHS + EXTRA_PATHS}")
     own_consumer = consumer is None
     consumer = consumer or _Consumer()
     pool = SharedNumpyPool(max_bytes=max(4 * array.nbytes, 1 << 20))
@@ -93,6 +97,8 @@ def measure(array: np.ndarray, paths: Sequence[str] = PATHS, repeats: int = 5,
             return consumer.transfer("q", lambda: _put(consumer.q, pool.from_numpy_array(array)))
         if path == "handle":
             return consumer.transfer("q", lambda: consumer.q.put(premade))
+        if path == "ping":
+            return consumer.transfer("q", lambda: consumer.q.put(None))
         t0 = time.perf_counter()
         np.copyto(dst, array)
         return time.perf_counter() - t0
@@ -106,7 +112,7 @@ def measure(array: np.ndarray, paths: Sequence[str] = PATHS, repeats: int = 5,
                 samples[p].append(run(p))
                 gc.collect()
     finally:
-        del premade
+        premade = None  # noqa: F841  (drop our reference before the pool closes)
         pool.close()
         if own_consumer:
             consumer.close()
@@ -128,7 +134,8 @@ def run_seed002(nbytes_rows: int = 250000, cols: int = 602, repeats: int = 5,
     * ``fresh``   -- ``SharedNDArray.from_numpy_array`` (new segment + copy) + our Queue;
     * ``pool``    -- ``SharedNumpyPool.from_numpy_array`` (reused, already touched segment) + Queue;
     * ``handle``  -- a premade shared array: only its handle passes;
-    * ``copy``    -- reference: one ``np.copyto`` into a preallocated, touched array (no IPC).
+    * ``copy``    -- reference: one ``np.copyto`` into a preallocated, touched array (no IPC);
+    * ``ping``    -- (only if asked for) ``None`` through our Queue: the IPC latency floor.
 
     Time of one sample: from just before the put (including the copy into shared memory for
     fresh/pool) until the consumer has got the item, has it mapped, has read one element and

@@ -14,6 +14,7 @@ same memory (tested under ``mpiexec -n 2``).  Uppercase ``comm.Send`` copies the
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import multiprocessing.context
 import pickle
@@ -42,8 +43,9 @@ class Queue:
         """Pickle ``obj`` here (errors raise here), then enqueue the bytes."""
         with collect_sends() as sent:
             try:
-                data = ForkingPickler.dumps(obj, pickle.HIGHEST_PROTOCOL)
-                self._q.put(bytes(data), block, timeout)
+                buf = io.BytesIO()
+                ForkingPickler(buf, pickle.HIGHEST_PROTOCOL).dump(obj)
+                self._q.put(buf.getvalue(), block, timeout)  # getvalue() does not copy
             except BaseException:
                 for seg in sent:
                     seg.unsend_ref()

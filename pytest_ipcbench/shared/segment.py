@@ -35,20 +35,27 @@ lock probe, with an unchanged send seq -- is orphaned, whatever ``refs`` says.  
 * when a process drops its reference and the count stays above zero (survivors of a killed
   holder reclaim at their last drop);
 * in :func:`reclaim_orphans` (``ipcbench clean``, pool close), which can also treat handles
-  that were pickled but never unpickled as dead (``in_transit=True``);
+  that were pickled but never unpickled as dead (``in_transit``; by default when their
+  creator is dead);
 * in :meth:`Segment.probe`, which the pool uses: it reuses a segment only when no other process
   holds a lock, nothing is in transit and no local array exists -- kernel-owned liveness, not a
   counter alone -- and then resets ``refs`` to its own single reference.
 
-Fork: at fork the child takes its own reference and lock for every segment it inherits (so a
-pool in the parent will not reuse memory the child can still see).  Processes ending through
-``multiprocessing`` or ``atexit`` release their references without unmapping (arrays may still
-be reachable during shutdown).
+Fork: at fork the child takes its own reference and lock for every inherited segment that an
+inherited array can reach (so a pool in the parent will not reuse memory the child can still
+see) and unmaps the others.  Processes ending through ``multiprocessing`` or ``atexit`` release
+their references without unmapping (arrays may still be reachable during shutdown); a process
+that ends with ``os._exit`` or a signal leaves its count, which the lock test above discounts.
+
+Costs: no file descriptor stays open per segment (the mapping holds the lock), except with the
+fcntl counter fallback or for segments re-held after fork.  Attach = open + fcntl + mmap + close;
+the liveness probe = open + two ``F_OFD_GETLK`` + close.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import errno
 import multiprocessing.util
@@ -83,7 +90,15 @@ class SegmentGone(FileNotFoundError):
 
 
 def shm_path(name: str) -> Path:
+    """Where segment ``name`` lives (``/dev/shm/<name>``)."""
     return _names.SHM_DIR / name
+
+
+_SHM_DIR = str(_names.SHM_DIR)
+
+
+def _path(name: str) -> str:
+    return f"{_SHM_DIR}/{name}"  # a plain string: pathlib costs more than the syscall
 
 
 def _fmt_bytes(n: float) -> str:
@@ -105,6 +120,9 @@ def _full_error(size: int, cause: OSError | None = None) -> SharedMemoryFull:
     )
 
 
+_flip_lock = threading.RLock()
+
+
 class _State:
     """What the finalizer needs to release one mapping; never references the Segment."""
 
@@ -124,10 +142,11 @@ class _State:
 
     def drop_hold(self) -> None:
         """Give back this process's reference; unlink if it was the last one (or all others died)."""
-        if not self.held or self.pid != os.getpid():
+        with _flip_lock:  # explicit release() and a finalizer may race on another thread
+            if not self.held or self.pid != os.getpid():
+                self.held = False
+                return
             self.held = False
-            return
-        self.held = False
         old = self.add(_OFF_REFS, -1, 4)
         if old <= 1:
             if old == 0:  # pragma: no cover - never expected; keep the word sane
@@ -148,7 +167,7 @@ class _State:
 
 def _unlink(name: str) -> None:
     try:
-        os.unlink(shm_path(name))
+        os.unlink(_path(name))
     except FileNotFoundError:
         pass
 
@@ -162,7 +181,7 @@ def _orphaned(name: str, exclude_pid: int | None = None, in_transit: bool = Fals
     read instead of mapping the header again.
     """
     try:
-        fd = os.open(shm_path(name), os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(_path(name), os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     addr = None
@@ -331,7 +350,7 @@ def create(nbytes: int) -> Segment:
     size = HEADER_SIZE + nbytes
     _check_free(size)
     name = _names.resource_name(KIND)
-    path = shm_path(name)
+    path = _path(name)
     mode = _atomic.DEFAULT_MODE
     pid = os.getpid()
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -375,7 +394,7 @@ def attach(name: str, adopt: bool = True) -> Segment:
 
 
 def _map_existing(name: str) -> Segment:
-    path = shm_path(name)
+    path = _path(name)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -404,15 +423,18 @@ def _map_existing(name: str) -> Segment:
     return Segment(_State(name, addr, size, mode, fd), capacity)
 
 
-def reclaim_orphans(*, in_transit: bool = True, names: Iterable[str] | None = None) -> list[str]:
+def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | None = None) -> list[str]:
     """Unlink our segments that no live process holds; return their names.
 
     A holder is a process with the segment mapped (its OFD lock is alive), so segments of
-    SIGKILLed holders qualify once every survivor dropped theirs.  With ``in_transit=True``
-    (the default, for ``ipcbench clean`` and pool close: nothing is in flight any more) handles
-    that were pickled but never unpickled count as dead too; pass ``False`` while messages may
-    still be queued.  Incomplete files (creator died before writing the header) go when their
-    creator pid is dead.  ``names`` restricts the scan.
+    SIGKILLed holders qualify once every survivor dropped theirs; so do segments whose last
+    holder died between its final decrement and the unlink.  Segments kept alive only by
+    handles pickled but never unpickled (in transit) are reclaimed when ``in_transit`` is True
+    (nothing can be in flight any more: pool close, cleaning after a run), never when False,
+    and by default (None) only if their creator process is dead -- the same rule as
+    ``names.clean``, but a segment some live process still maps is never touched.  Incomplete
+    files (creator died before writing the header) go when their creator is dead.  Safe to run
+    while other sessions work.  ``names`` restricts the scan.
     """
     if names is None:
         try:
@@ -426,7 +448,8 @@ def reclaim_orphans(*, in_transit: bool = True, names: Iterable[str] | None = No
         owner = _names.owner_pid(name)
         if owner is None or not name.endswith(f"-{KIND}"):
             continue
-        verdict = _orphaned(name, in_transit=in_transit)
+        transit_ok = in_transit if in_transit is not None else not _names.pid_alive(owner)
+        verdict = _orphaned(name, in_transit=transit_ok)
         if verdict is None:
             verdict = _incomplete_and_dead(name, owner)
         if verdict:
@@ -439,7 +462,7 @@ def _incomplete_and_dead(name: str, owner: int) -> bool:
     if _names.pid_alive(owner):
         return False
     try:
-        fd = os.open(shm_path(name), os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(_path(name), os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
     try:
@@ -451,7 +474,7 @@ def _incomplete_and_dead(name: str, owner: int) -> bool:
 def creator_pgid(name: str) -> int | None:
     """The process group recorded by the creator of segment ``name`` (None if unreadable)."""
     try:
-        with open(shm_path(name), "rb") as f:
+        with open(_path(name), "rb") as f:
             header = f.read(_HDR.size)
     except OSError:
         return None
@@ -498,19 +521,30 @@ multiprocessing.util.register_after_fork(_after_fork_marker, _after_fork_marker)
 
 
 def _rehold_in_child() -> None:
-    """After fork: take the child's own reference and lock for every inherited segment."""
+    """After fork: hold every inherited segment some inherited array can reach; unmap the rest.
+
+    A segment with live arrays gets the child's own reference and lock (a pool in the parent
+    must not reuse memory the child can still see).  One without (e.g. kept free by a pool)
+    is unmapped in the child at once, so the child neither pins it nor keeps the parent's lock.
+    """
     pid = os.getpid()
     for seg in list(_registry.values()):
         st = seg._state
-        if not st.held or st.pid == pid:
+        if st.pid == pid:
             continue
-        st.held = False
-        st.pid = pid
+        was_held, st.held, st.pid = st.held, False, pid
         inherited_fd, st.fd = st.fd, None
         if inherited_fd is not None:
             os.close(inherited_fd)
+        if not was_held or not len(seg._anchors):
+            with contextlib.suppress(KeyError):
+                del _registry[st.name]
+            if st.mapped and not len(seg._anchors):
+                st.mapped = False
+                _libc.munmap(st.addr, st.size)
+            continue
         try:
-            fd = os.open(shm_path(st.name), os.O_RDWR | os.O_CLOEXEC)
+            fd = os.open(_path(st.name), os.O_RDWR | os.O_CLOEXEC)
         except OSError:
             continue
         try:
