@@ -40,11 +40,12 @@ HERE = Path(__file__).resolve()
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
 MODES = ("bytes", "native")
 KINDS = ("dict", "ndarray", "array1d", "ragged2d", "tiny")
-SIZES = ("1KB", "100KB", "10MB")  # below and above zmq's copy threshold (64 KiB), and large
+SIZES = ("1KB", "1MB")  # small (latency-bound) and large (bandwidth-bound); `ipcbench run` goes bigger
 RANKS = (2, 4)
 METHOD_CONFIGS = ("Small", "Medium", "Large")
 SHAPES = ("1d", "2d")
-TIME_BUDGET = 0.15  # seconds of timed iterations per case: asv wants a suite, not a survey
+TIME_BUDGET = 0.1  # seconds of timed iterations per case: asv wants a suite, not a survey
+MAX_ITERATIONS = 500
 JOB_TIMEOUT = 1500.0
 
 
@@ -97,7 +98,7 @@ def _transfer_job(args: argparse.Namespace) -> int:
     except ImportError as exc:  # an older commit: no harness yet
         print(json.dumps({"error": f"this commit cannot be measured: {exc}"}), file=_stream(args))
         return 0
-    settings = measure.BenchSettings(time_budget=args.budget)
+    settings = measure.BenchSettings(time_budget=args.budget, min_iterations=5, max_iterations=MAX_ITERATIONS)
 
     def payload(kind: str, size: str) -> Any:
         return PayloadSpec(kind, 64 if kind == "tiny" else parse_size(size))

@@ -235,10 +235,11 @@ def _resampled_medians(rounds: Sequence[Sequence[float]], picks: np.ndarray, rng
 def _env_warnings(base: ResultSet, head: ResultSet) -> list[str]:
     """Differences of environment that make a ratio mean something else than the code's change."""
     warnings = []
-    for key in ("hostname", "host", "machine", "cpu", "cpu_model", "mpi_vendor", "mpi_library", "python"):
+    for key in ("host", "hostname", "cpu", "cores", "python", "mpi"):
         a, b = base.env.get(key), head.env.get(key)
         if a is not None and b is not None and a != b:
-            warnings.append(f"base and head differ in {key} ({a!r} vs {b!r}): the ratio includes that difference")
+            shown = f"{str(a)[:60]!r} vs {str(b)[:60]!r}"
+            warnings.append(f"base and head differ in {key} ({shown}): the ratio includes that difference")
     return warnings
 
 
@@ -634,11 +635,14 @@ def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: b
         stamp.write_text(side.commit + "\n")
 
 
-def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log: Path, timeout: float) -> ResultSet:
-    """One ``ipcbench run`` of a side into ``out``; its ResultSet.
+def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log: Path,
+              timeout: float) -> tuple[ResultSet, str]:
+    """One ``ipcbench run`` of a side into ``out``: its ResultSet, and a warning ("" if none).
 
     The command runs in a scratch folder, never in the repository: there ``python -m`` would
-    import the working tree's package instead of the side's installed one.
+    import the working tree's package instead of the side's installed one. Exit 1 with a
+    results file means some cases failed (their results are missing): the others still count,
+    and the report says so.
     """
     assert side.venv is not None
     cmd = [side.bin / "ipcbench", "run", *run_args, "--out", out]
@@ -646,14 +650,21 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
     code = _run_logged(cmd, log, timeout, cwd=scratch, env=_side_env(side.venv))
     took = time.monotonic() - started
     results = out / "results.json"
-    if code != 0 or not results.is_file():
+    if code not in (0, 1) or not results.is_file():
         why = f"exited with {code}" if code != -1 else f"did not finish within {timeout:g} s"
         raise GateError(f"`ipcbench run` of {side.name} {why} after {took:.0f} s; see {log}:\n{_tail(log)}")
-    print(f"[gate]   {side.name}: {took:.1f} s", flush=True)
     try:
-        return ResultSet.load(results)
+        rs = ResultSet.load(results)
     except ValueError as exc:
         raise GateError(f"{side.name}: {exc}") from None
+    failed = rs.env.get("failures") or []
+    warning = ""
+    if code != 0:
+        warning = (f"{side.name}, round {out.name.split('-')[0]}: `ipcbench run` reported "
+                   f"{len(failed) or 'some'} failed case(s), e.g. {str(failed[:1])[:200]} (see {out / 'run.log'})")
+    print(f"[gate]   {side.name}: {took:.1f} s, {len(rs.results)} cases" + (" (with failures)" if code else ""),
+          flush=True)
+    return rs, warning
 
 
 def round_order(rounds: int, first: int = 0) -> list[tuple[int, str]]:
@@ -758,21 +769,27 @@ def _gate(args: argparse.Namespace) -> int:
 
     sides = {"base": base, "head": head}
     sets: dict[str, list[ResultSet]] = {"base": [], "head": []}
+    warnings: list[str] = []
     scratch = names.private_dir("gate-run")
 
     def run_rounds(count: int) -> Comparison:
         for i, name in round_order(count, first=len(sets["base"])):
             print(f"[gate] round {i + 1}: {name}", flush=True)
             dest = out / "rounds" / f"{i + 1}-{name}"
-            sets[name].append(run_round(sides[name], dest, run_args, scratch, log, args.timeout))
+            rs, warning = run_round(sides[name], dest, run_args, scratch, log, args.timeout)
+            sets[name].append(rs)
+            if warning:
+                warnings.append(warning)
         merged = {name: merge_rounds(s) for name, s in sets.items()}
         for name, rs in merged.items():
             rs.env["gate_side"] = sides[name].label
             rs.save(out / f"{name}.json")
         try:
-            return compare_sets(merged["base"], merged["head"], args.threshold, args.confidence, args.metric)
+            comparison = compare_sets(merged["base"], merged["head"], args.threshold, args.confidence, args.metric)
         except ValueError as exc:
             raise GateError(str(exc)) from None
+        comparison.warnings.extend(warnings)
+        return comparison
 
     try:
         comparison = run_rounds(args.rounds)

@@ -46,7 +46,8 @@ from typing import Any, Callable, Iterable, Sequence
 from .backends.base import BACKEND_NAMES, MODES, BackendSpec, get_backend, unavailable_reason
 from .envinfo import collect as collect_env, describe as describe_env, mpi_info
 from .group import Group, GroupError, LocalWorld, in_mpi_job
-from .measure import PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload, copy_result, annotate_efficiency, quiet_barrier
+from .measure import (PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload, annotate_efficiency, copy_result,
+                      payload_bytes, quiet_barrier)
 from .payloads import PayloadSpec, format_size, parse_size
 from .results import Result, ResultSet
 
@@ -56,6 +57,7 @@ LOCAL_ONLY = ("mp-queue",)
 CHANNEL_BACKENDS = ("zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
 MB = 10**6
 KB = 10**3
+MEMORY_COPY_BYTES = 64 * MB  # the copy bandwidth shown in the environment: twice the L3 of our machines
 
 
 # ---------------------------------------------------------------------------------- the matrix
@@ -122,7 +124,7 @@ LEVEL_SPECS: dict[str, Level] = {
         stream_modes=("native",),
         settings=BenchSettings(time_budget=0.12, min_iterations=5, max_iterations=2000),
         mpi_method_configs=("Small", "Medium"),
-        mpi_method_case_time=0.1,
+        mpi_method_case_time=0.05,
         case_timeout=90.0,
     ),
     "default": Level(
@@ -429,7 +431,7 @@ class Runner:
 
     # ------------------------------------------------------------------ phases
     def copy_phase(self, cases: Sequence[Case], progress: Progress) -> dict[int, float]:
-        sizes = sorted({c.payload().nbytes for c in cases if c.scenario != "granularity"})
+        sizes = sorted({payload_bytes(c.payload()) for c in cases if c.scenario != "granularity"} | {MEMORY_COPY_BYTES})
         table: dict[int, float] = {}
         progress.start("copy bandwidth (numpy)")
         for n in sizes:
@@ -449,9 +451,8 @@ class Runner:
                 progress.finish(c.label, "no mpiexec", ok=False)
             return
         start = 0
-        attempts = 0
+        stalls = 0
         while start < len(cases) or methods:
-            attempts += 1
             spec = {"cases": [asdict(c) for c in cases], "start": start, "settings": asdict(self.settings),
                     "mpi_methods": methods}
             path = self.out / ".cases.json"
@@ -463,9 +464,13 @@ class Runner:
                 methods = None
             if finished:
                 break
-            start = next_start
-            if attempts > len(cases) + 2:
+            stalls = stalls + 1 if next_start <= start else 0
+            if stalls >= 2:  # the job dies before its first case: give up on the rest
+                for c in cases[start:]:
+                    self.fail(c.label, "not run: the MPI job failed twice before reaching it (see run.log)")
+                    progress.finish(c.label, "not run", ok=False)
                 break
+            start = next_start
         try:
             (self.out / ".cases.json").unlink()
         except FileNotFoundError:
@@ -528,6 +533,10 @@ class Runner:
         while open_streams:
             try:
                 name, line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except KeyboardInterrupt:
+                _kill_group(proc)  # it runs in a session of its own: Ctrl-C does not reach it
+                self._clean_after(proc)
+                raise
             except queue.Empty:
                 what = st["label"] or "start-up of the MPI job"
                 self.fail(what, f"no progress for {self.case_timeout:g} s: the MPI job was killed")
@@ -715,10 +724,9 @@ class Runner:
                 annotate_efficiency(r, copies[r.nbytes])
         if self.mpi_env.get("mpi"):
             env["mpi"] = self.mpi_env["mpi"]
-        big = max(copies) if copies else 0
-        if big:
-            env["copy_bandwidth_MBps"] = copies[big] / 1e6
-            env["copy_bandwidth_size"] = big
+        if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
+            env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
+            env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
         env.update(wall_s=round(wall, 1), cases=n_cases, failures=self.failures,
                    settings=asdict(self.settings), case_timeout_s=self.case_timeout)
         self.results.env = env

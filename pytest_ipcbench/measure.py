@@ -55,7 +55,8 @@ import numpy as np
 from .backends.base import BackendSpec
 from .envinfo import cores as _cores
 from .group import Group, MPIGroup
-from .payloads import PayloadSpec, format_size
+from .payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec,
+                       format_size)
 from .results import Result
 
 SCENARIOS = ("broadcast", "pingpong", "stream", "granularity")
@@ -72,6 +73,7 @@ STATIC_PLAN = (
 )
 perf_counter = time.perf_counter
 _CORES = _cores()
+WARMUP_SHARE = 0.5  # at most this share of the time budget goes to warm-up beyond its first iteration
 
 
 class VerificationError(AssertionError):
@@ -205,6 +207,17 @@ Payload = Any  # PayloadSpec or BufferPayload: kind, size, id, nbytes, build(see
 
 
 def payload_bytes(payload: Payload) -> int:
+    """Bytes of data a payload holds (``PayloadSpec.nbytes``), without building a large one."""
+    if isinstance(payload, PayloadSpec):
+        kind, size = payload.kind, payload.size
+        if kind == "ndarray":
+            return max(1, size // (NDARRAY_COLS * 4)) * NDARRAY_COLS * 4
+        if kind in ("array1d", "ragged2d"):
+            return max(1, size // (SEED004_ELEMENTS_PER_BASE * 4)) * SEED004_ELEMENTS_PER_BASE * 4
+        if kind == "dict":
+            return max(1, size // DICT_ENTRY_BYTES) * DICT_ENTRY_BYTES
+        if kind == "tiny":
+            return TINY_BYTES
     return int(payload.nbytes)
 
 
@@ -323,6 +336,9 @@ class _Case:
     @property
     def per_iteration_bytes(self) -> int:
         return self.nbytes
+
+    def static_plan(self) -> Plan:
+        return static_plan(self.nbytes, self.settings, self.per_iteration_bytes)
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         raise NotImplementedError
@@ -537,6 +553,19 @@ class _Stream(_Case):
     def per_iteration_bytes(self) -> int:
         return self.nbytes * self.window
 
+    def static_plan(self) -> Plan:
+        """The size rules count messages; an iteration here is a window of them."""
+        per_message = static_plan(self.nbytes, replace(self.settings, volume_cap=10**30, min_iterations=1))
+        windows = max(1, per_message.iterations // self.window)
+        by_volume = self.settings.volume_cap // max(1, self.per_iteration_bytes)
+        n, limited = (windows, per_message.limited_by)
+        if by_volume < n:
+            n, limited = by_volume, "volume"
+        if n < self.settings.min_iterations:
+            n, limited = self.settings.min_iterations, "min"
+        warm = self.settings.warmup if self.settings.warmup is not None else -(-per_message.warmup // self.window)
+        return Plan(warmup=max(1, warm), iterations=int(n), limited_by=limited)
+
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         backend, rec, w = self.live_backend, self.record, self.window
         quiet_barrier(self.group) if self.settings.quiet_waits else self.group.barrier()
@@ -599,12 +628,29 @@ def _format_seconds(s: float) -> str:
 
 
 def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
-    """Collective: static plan from rank 0, warm-up on every rank, timed plan from rank 0."""
-    static = group.bcast(static_plan(case.nbytes, settings, case.per_iteration_bytes) if group.rank == 0 else None)
+    """Collective: static plan from rank 0; warm-up on every rank; timed plan from rank 0.
+
+    The warm-up starts with one iteration; rank 0 then caps the rest of the static warm-up count
+    by time (half the time budget; unless ``settings.warmup`` fixes the count) and broadcasts it.
+    """
+    static = group.bcast(case.static_plan() if group.rank == 0 else None)
     quiet_barrier(group)
     t0 = perf_counter()
-    case.block(0, static.warmup, False, lambda i: True)
-    wall = (perf_counter() - t0) / static.warmup
+    case.block(0, 1, False, lambda i: True)
+    first = perf_counter() - t0
+    firsts = group.gather(first)
+    if group.rank == 0:
+        more = static.warmup - 1
+        if settings.warmup is None:
+            more = min(more, int(WARMUP_SHARE * settings.time_budget / max(max(firsts), 1e-9)))
+        static = replace(static, warmup=1 + max(0, more))
+    static = group.bcast(static if group.rank == 0 else None)
+    t1 = perf_counter()
+    if static.warmup > 1:
+        case.block(1, static.warmup - 1, False, lambda i: True)
+    # seconds per iteration: the later warm-up iterations if there are any (the first pays for
+    # first touches and connections), else the first
+    wall = (perf_counter() - t1) / (static.warmup - 1) if static.warmup > 1 else first
     rec = case.record
     verify_cost = max(rec.verify_times) if rec.verify_times else 0.0
     costs = group.gather((wall, verify_cost))

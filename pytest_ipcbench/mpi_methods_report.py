@@ -441,6 +441,17 @@ def _method_key(name: str) -> tuple[int, str]:
     return (order.index(name), name) if name in order else (len(order), name)
 
 
+def methods_table() -> str:
+    """What each method does for 1D and for 2D (from the method classes)."""
+    from .mpi_methods import METHODS
+
+    return _table(
+        ("Method", "1D", "2D (ragged rows)"),
+        ((name, cls.notes_1d, cls.notes_2d) for name, cls in METHODS.items()),
+        ("---", "---", "---"),
+    )
+
+
 # ------------------------------------------------------------------------------------- report
 
 
@@ -463,6 +474,10 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
         seed_comparison_table(results),
         "## Methods ranked, per configuration",
         ranking_tables(results),
+        "## What each method does",
+        "Receivers know the dtype, the 1D length and the number of 2D rows beforehand; the 2D row "
+        "lengths are sent inside every timed transfer.",
+        methods_table(),
     ]
     return "\n\n".join(parts) + "\n"
 
@@ -489,6 +504,7 @@ __all__ = [
     "SEED_EQUIVALENT",
     "best_pairs",
     "comparison_1d_2d_table",
+    "methods_table",
     "plot_time_vs_size",
     "ranking_tables",
     "report_markdown",

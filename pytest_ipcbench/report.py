@@ -311,7 +311,7 @@ def _series(results: Iterable[Result], value: Callable[[Result], float | None]) 
 
 def _save(fig: Any, canvas_cls: Any, path: Path) -> Path:
     canvas_cls(fig)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    fig.savefig(path, dpi=100)
     return path
 
 
@@ -332,7 +332,7 @@ def plot_by_kind(
         return None
     Figure, Canvas = _mpl()
     rows, cols = _panels(kinds)
-    fig = Figure(figsize=(5.2 * cols + 2.2, 4.0 * rows))
+    fig = Figure(figsize=(5.2 * cols + 2.4, 4.0 * rows + 0.4), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
     handles: dict[str, Any] = {}
     for ax, kind in zip(axes.flat, kinds):
@@ -360,13 +360,11 @@ def plot_by_kind(
             _log_labels(ax.yaxis, fmt(), ax.get_ylim())
         _log_labels(ax.xaxis, _bytes_formatter(), ax.get_xlim())
         ax.grid(True, which="major", alpha=0.35)
-        ax.grid(True, which="minor", alpha=0.12)
     for ax in list(axes.flat)[len(kinds):]:
         ax.set_visible(False)
     fig.suptitle(title + (f"\n{subtitle}" if subtitle else ""), fontsize=12)
-    fig.legend(list(handles.values()), list(handles.keys()), loc="center left", bbox_to_anchor=(1.0, 0.5),
+    fig.legend(list(handles.values()), list(handles.keys()), loc="outside right center",
                fontsize=9, title="backend (mode)\nsolid native, dashed bytes", title_fontsize=9, frameon=False)
-    fig.tight_layout()
     return _save(fig, Canvas, path)
 
 
@@ -375,7 +373,7 @@ def plot_granularity(results: Sequence[Result], path: Path) -> Path | None:
     if not res:
         return None
     Figure, Canvas = _mpl()
-    fig = Figure(figsize=(12.5, 4.2))
+    fig = Figure(figsize=(13.5, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
     for r in res:
@@ -401,9 +399,8 @@ def plot_granularity(results: Sequence[Result], path: Path) -> Path | None:
     ax2.set_ylabel("efficiency = work / round trip")
     ax2.set_title("how small can a task be (seed 003)")
     handles, labels = ax1.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9, frameon=False,
+    fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
                title="backend (mode)", title_fontsize=9)
-    fig.tight_layout()
     return _save(fig, Canvas, path)
 
 
@@ -412,7 +409,7 @@ def plot_stream(results: Sequence[Result], path: Path) -> Path | None:
     if not res:
         return None
     Figure, Canvas = _mpl()
-    fig = Figure(figsize=(12.5, 4.2))
+    fig = Figure(figsize=(13.5, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     for metric, ax, what in (("delivered", ax1, "delivered (acknowledged)"), ("send", ax2, "send-only (write() returned)")):
         for (backend, mode), pts in _series(res, lambda r, m=metric: (r.nbytes / _median(r, m)) if _median(r, m) else None).items():
@@ -427,9 +424,8 @@ def plot_stream(results: Sequence[Result], path: Path) -> Path | None:
         ax.yaxis.set_major_formatter(_rate_formatter())
         ax.grid(True, alpha=0.35)
     handles, labels = ax1.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9, frameon=False,
+    fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
                title="backend (mode)\nsolid native, dashed bytes", title_fontsize=9)
-    fig.tight_layout()
     return _save(fig, Canvas, path)
 
 
@@ -654,7 +650,16 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                 ""]
     if any(r.scenario == "mpi-method" for r in results):
         out += ["## MPI methods (seed 004)", "", "See [mpi-methods.md](mpi-methods.md).", ""]
-    other = sorted({r.scenario for r in results} - {"broadcast", "pingpong", "stream", "granularity", "copy", "mpi-method"})
+    s2 = sorted(by_scenario(results, "seed002"), key=lambda r: _median(r, r.primary) or 0)
+    if s2:
+        copy = next((_median(r, r.primary) for r in s2 if r.backend == "copy"), None)
+        out += [f"## Seed 002: a {fmt_size(s2[0].nbytes)} array from one process to another", "",
+                "From the put until the consumer holds the array (see seed002.json).", "",
+                _table(["Path", "Median", "Samples", "x one copy"],
+                       [[r.backend, fmt_time(_median(r, r.primary)), len(r.samples[r.primary]),
+                         f"{(_median(r, r.primary) or 0) / copy:.2f}x" if copy else "-"] for r in s2], "lrrr"), ""]
+    other = sorted({r.scenario for r in results}
+                   - {"broadcast", "pingpong", "stream", "granularity", "copy", "mpi-method", "seed002"})
     if other:
         out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]
     failures = rs.env.get("failures") if rs.env else None

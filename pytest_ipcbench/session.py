@@ -369,7 +369,8 @@ class IpcSession:
         if self._mpi_world is not None:
             return self._mpi_world
         n = ranks or max(self.settings.ranks)
-        return LocalGroup(0, n, {})
+        # stands for a running local group, which has one mailbox per rank (mp-queue checks them)
+        return LocalGroup(0, n, {}, mailboxes=[None] * n)
 
     def backend_unavailable(self, name: str, ranks: int | None = None) -> str | None:
         """Why backend ``name`` cannot run in this mode (cached), or None."""

@@ -42,9 +42,13 @@ def deliver(group: Group, backend: BackendSpec, payload: PayloadSpec, rounds: in
             group.barrier()
             expected = payload.build(seed=round_)
             if group.rank == live.root:
-                live.write(expected)
-                if live.kind == "store":
-                    group.barrier()
+                try:
+                    live.write(expected)
+                finally:
+                    # a failed write left an error record in the store: still meet the readers
+                    # at the barrier so they read it and raise too, instead of hanging here
+                    if live.kind == "store":
+                        group.barrier()
             else:
                 if live.kind == "store":
                     group.barrier()

@@ -32,7 +32,7 @@ def make_set(seed: int = 0, factors: dict[str, float] | None = None, spread: flo
     """Every backend x kind x size x ranks; sample times ~ lognormal around a per-case median."""
     rng = np.random.default_rng(seed)
     factors = factors or {}
-    rs = ResultSet(env={"hostname": "test", "python": "3"})
+    rs = ResultSet(env={"host": "test", "python": "3"})
     for backend in BACKENDS:
         for kind in KINDS:
             for size in SIZES:
@@ -297,10 +297,10 @@ def test_zero_times_are_reported_not_crashed(tmp_path: Path) -> None:
 
 def test_environment_difference_is_warned() -> None:
     base, head = make_set(seed=1), make_set(seed=2)
-    head.env["hostname"] = "another-runner"
+    head.env["host"] = "another-runner"
     comparison = gate.compare_sets(base, head)
-    assert any("hostname" in w for w in comparison.warnings)
-    assert "warning: base and head differ in hostname" in gate.format_table(comparison)
+    assert any("host" in w for w in comparison.warnings)
+    assert "warning: base and head differ in host" in gate.format_table(comparison)
 
 
 # ------------------------------------------------------------------------------ gate, no runs

@@ -210,6 +210,13 @@ def test_buffer_payload_has_the_exact_size_and_seeds_differ():
         BufferPayload(0)
 
 
+@pytest.mark.parametrize("kind", ["dict", "ndarray", "array1d", "ragged2d", "tiny"])
+@pytest.mark.parametrize("size", [1, 1000, 123_457, 2_000_000])
+def test_payload_bytes_without_building(kind, size):
+    spec = PayloadSpec(kind, size)
+    assert measure.payload_bytes(spec) == spec.nbytes
+
+
 def test_touch_reads_every_buffer():
     a = np.ones(10_000, dtype=np.uint8)
     assert measure.touch(a) == len(range(0, 10_000, 64))

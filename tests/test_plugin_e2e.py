@@ -2,15 +2,20 @@
 
 These launch ``mpiexec`` themselves, so they run in the plain ``pytest`` phase and are skipped
 inside an MPI job (they carry no ``mpi`` marker, so ``-m mpi`` does not select them either).
+The hung-rank run mostly waits for its watchdog, so it starts in the background with the first
+test of this module and is checked last.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -18,6 +23,7 @@ from pytest_ipcbench.group import in_mpi_job
 
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 SUMMARY = re.compile(r"^=+ .*\b(passed|failed|error|errors|skipped|no tests ran)\b.* in [\d.]+s.* =+$")
+HANG_TEST = "test_a_hung_rank_ends_the_run_within_the_timeout"
 
 # they start processes of their own: never nested inside an MPI job
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="runs pytest in a subprocess: not inside an MPI job")
@@ -26,24 +32,71 @@ needs_mpiexec = pytest.mark.skipif(
 )
 
 
-def mpi_run(pytester: pytest.Pytester, n: int, *args: str, timeout: float = 90) -> pytest.RunResult:
+def mpi_command(n: int, *args: str) -> list[str]:
+    return [str(MPIEXEC), "-n", str(n), sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--with-mpi", *args]
+
+
+def mpi_run(pytester: pytest.Pytester, n: int, *args: str, timeout: float = 120) -> pytest.RunResult:
     """``mpiexec -n N python -m pytest --with-mpi ARGS`` in the pytester folder."""
     pytest.importorskip("mpi4py")
-    return pytester.run(
-        str(MPIEXEC), "-n", str(n), sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--with-mpi",
-        *args, timeout=timeout,
+    return pytester.run(*mpi_command(n, *args), timeout=timeout)
+
+
+def summaries(lines: list[str]) -> list[str]:
+    return [line for line in lines if SUMMARY.match(line.strip())]
+
+
+def session_starts(lines: list[str]) -> int:
+    return sum("test session starts" in line for line in lines)
+
+
+# ------------------------------------------------------------------- the hung rank, in background
+
+HANGS = """
+    import time
+    from mpi4py import MPI
+
+    def test_first():
+        pass
+
+    def test_rank_2_hangs():
+        if MPI.COMM_WORLD.Get_rank() == 2:
+            time.sleep(600)
+
+    def test_never_reached():
+        pass
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hang_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Start ``mpiexec -n 4`` on a test where rank 2 sleeps forever, if the hang test was selected."""
+    run: dict = {}
+    wanted = any(item.name == HANG_TEST for item in request.session.items)
+    if not wanted or not MPIEXEC.exists() or in_mpi_job():
+        yield run
+        return
+    folder = tmp_path_factory.mktemp("hang")
+    (folder / "test_hang.py").write_text(textwrap.dedent(HANGS))
+    out, err = open(folder / "stdout", "w+"), open(folder / "stderr", "w+")
+    run.update(start=time.monotonic(), out=out, err=err)
+    run["proc"] = subprocess.Popen(
+        mpi_command(4, "--ipc-timeout", "10"), cwd=folder, stdout=out, stderr=err, stdin=subprocess.DEVNULL
     )
+    try:
+        yield run
+    finally:
+        if run["proc"].poll() is None:
+            run["proc"].kill()
+            run["proc"].wait(10)
+        out.close()
+        err.close()
 
 
-def summaries(result: pytest.RunResult) -> list[str]:
-    return [line for line in result.outlines if SUMMARY.match(line.strip())]
-
-
-def session_starts(result: pytest.RunResult) -> int:
-    return sum("test session starts" in line for line in result.outlines)
-
+# ----------------------------------------------------------------------------------- MPI runs
 
 RANK_2_FAILS = """
+    import os, secrets
     from mpi4py import MPI
 
     RANK = MPI.COMM_WORLD.Get_rank()
@@ -60,6 +113,10 @@ RANK_2_FAILS = """
     def test_group_of_each_size(ipc_group):
         assert RANK < ipc_group.size  # ranks outside a smaller group sit this one out
         assert ipc_group.allreduce(1) == ipc_group.size
+
+    def test_leaves_a_file_on_rank_1():
+        if RANK == 1:
+            open(f"/dev/shm/ipcb-{os.getpid()}-{secrets.token_hex(8)}-leak", "w").close()
 """
 
 
@@ -68,52 +125,23 @@ def test_a_failure_on_rank_2_fails_the_test_on_every_rank_and_the_run_goes_on(py
     pytester.makepyfile(test_rank2=RANK_2_FAILS)
     result = mpi_run(pytester, 4, "-rf")
     assert result.ret == 1, result.stdout.str() + result.stderr.str()
-    assert summaries(result) == [
-        line for line in result.outlines if "1 failed, 4 passed" in line
+    # one summary, from rank 0; every other test ran (r2 and r4 of the group test)
+    assert [line for line in summaries(result.outlines)] == [
+        line for line in result.outlines if "1 failed, 5 passed" in line
     ], result.stdout.str()
-    assert len(summaries(result)) == 1 and session_starts(result) == 1  # only rank 0 prints
+    assert len(summaries(result.outlines)) == 1 and session_starts(result.outlines) == 1
     result.stdout.fnmatch_lines(
         [
             "*ipcbench: call failed on rank 2 of 4:*",
             "*rank 2: AssertionError: rank 2 disagrees*",
+            "*ipcbench: resources left behind (removed now; the run fails)*",
+            "rank 1: /dev/shm/ipcb-*-leak (owner pid *)",
             "*FAILED test_rank2.py::test_rank_2_fails - failed on rank 2*",
         ]
     )
     assert "idle" not in result.stdout.str()
-
-
-@needs_mpiexec
-def test_a_hung_rank_ends_the_run_within_the_timeout(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_hang="""
-        import time
-        from mpi4py import MPI
-
-        def test_first():
-            pass
-
-        def test_rank_2_hangs():
-            if MPI.COMM_WORLD.Get_rank() == 2:
-                time.sleep(600)
-
-        def test_never_reached():
-            pass
-        """
-    )
-    start = time.monotonic()
-    result = mpi_run(pytester, 4, "--ipc-timeout", "10", timeout=120)
-    took = time.monotonic() - start
-    assert result.ret != 0
-    assert took < 60, took
-    result.stderr.fnmatch_lines(
-        [
-            "ipcbench: test_hang.py::test_rank_2_hangs did not finish within 10 s on rank 2 "
-            "— a rank hung or died; aborting the MPI job",
-            "*rank 2 was still in call*",
-            "*test_hang.py*line 9 in test_rank_2_hangs*",  # the stuck rank's traceback
-        ]
-    )
-    assert "test_never_reached" not in result.stdout.str()
+    leaked = re.search(r"(/dev/shm/ipcb-\d+-[0-9a-f]+-leak)", result.stdout.str())
+    assert leaked and not os.path.exists(leaked.group(1))
 
 
 @needs_mpiexec
@@ -135,10 +163,10 @@ def test_a_dead_rank_ends_the_run(pytester: pytest.Pytester) -> None:
         """
     )
     start = time.monotonic()
-    result = mpi_run(pytester, 4, "--ipc-timeout", "10", timeout=120)
+    result = mpi_run(pytester, 4, "--ipc-timeout", "10")
     assert result.ret != 0
     assert time.monotonic() - start < 60
-    assert not summaries(result)
+    assert not summaries(result.outlines)
 
 
 @needs_mpiexec
@@ -155,37 +183,17 @@ def test_user_example_under_mpiexec_prints_one_summary(pytester: pytest.Pytester
         pytester, 4, "-v", "--ipc-backends", "mpi-bcast,shm", "--ipc-payloads", "ndarray,tiny", "--ipc-sizes", "1MB"
     )
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
-    (summary,) = summaries(result)
+    (summary,) = summaries(result.outlines)
     assert "16 passed" in summary and "skipped" not in summary
     result.stdout.fnmatch_lines(["*test_every_reader_gets_it[[]shm-ndarray-1MB-r4-native[]] PASSED*"])
-    assert session_starts(result) == 1
-
-
-@needs_mpiexec
-def test_leftovers_under_mpi_fail_the_run_and_name_the_rank(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        test_leak_mpi="""
-        import os, secrets
-        from mpi4py import MPI
-
-        def test_leaks_on_rank_1():
-            if MPI.COMM_WORLD.Get_rank() == 1:
-                open(f"/dev/shm/ipcb-{os.getpid()}-{secrets.token_hex(8)}-leak", "w").close()
-        """
-    )
-    result = mpi_run(pytester, 2)
-    assert result.ret == 1
-    result.stdout.fnmatch_lines(
-        ["*ipcbench: resources left behind (removed now; the run fails)*", "rank 1: /dev/shm/ipcb-*-leak (owner pid *)"]
-    )
-    assert len(summaries(result)) == 1
+    assert session_starts(result.outlines) == 1
 
 
 @needs_mpiexec
 def test_all_ranks_output_and_usage_errors_under_mpi(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_two="def test_x():\n    pass\n")
     loud = mpi_run(pytester, 2, "--ipc-all-ranks-output")
-    assert loud.ret == 0 and len(summaries(loud)) == 2 and session_starts(loud) == 2
+    assert loud.ret == 0 and len(summaries(loud.outlines)) == 2 and session_starts(loud.outlines) == 2
     bad = mpi_run(pytester, 2, "--ipc-backends", "shmm")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert sum("--ipc-backends: unknown backend 'shmm'" in line for line in bad.errlines) == 1, bad.errlines
@@ -218,7 +226,7 @@ def test_local_run_collects_readable_ids_and_passes(pytester: pytest.Pytester) -
 def test_local_leftovers_fail_the_run_and_are_removed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_leak="""
-        import os, secrets, glob
+        import os, secrets
 
         def leave_one(group=None):
             path = f"/dev/shm/ipcb-{os.getpid()}-{secrets.token_hex(8)}-leak"
@@ -253,3 +261,30 @@ def test_what_was_there_before_the_run_is_not_blamed(pytester: pytest.Pytester) 
         assert result.ret == 0 and old.exists()
     finally:
         old.unlink()
+
+
+# ---------------------------------------------------------------- last: the hung-rank run's verdict
+
+
+@needs_mpiexec
+def test_a_hung_rank_ends_the_run_within_the_timeout(hang_run: dict) -> None:
+    proc = hang_run["proc"]
+    try:
+        proc.wait(timeout=max(1.0, 120 - (time.monotonic() - hang_run["start"])))
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run with a hung rank did not end within 120 s")
+    took = time.monotonic() - hang_run["start"]
+    hang_run["out"].seek(0)
+    hang_run["err"].seek(0)
+    out, err = hang_run["out"].read(), hang_run["err"].read()
+    assert proc.returncode != 0
+    assert took < 60, took
+    lines = err.splitlines()
+    expected = [
+        "ipcbench: test_hang.py::test_rank_2_hangs did not finish within 10 s on rank 2 "
+        "— a rank hung or died; aborting the MPI job",
+        "*rank 2 was still in call*",
+        "*test_hang.py*line 10 in test_rank_2_hangs*",  # the stuck rank's traceback
+    ]
+    pytest.LineMatcher(lines).fnmatch_lines(expected)
+    assert "test_never_reached" not in out and not summaries(out.splitlines())

@@ -113,6 +113,13 @@ def test_matrix_skips_what_cannot_run_with_the_reason() -> None:
     assert mark.name == "skip" and "mpi" in mark.kwargs["reason"].lower()
 
 
+def test_matrix_keeps_the_local_backends_locally() -> None:
+    s = IpcSession(Settings(backends=("mp-queue", "shm", "lmdb", "zmq"), ranks=(2, 4), modes=("bytes",)))
+    matrix = s.matrix(["ipc_backend", "ipc_mode", "ipc_ranks"], {})
+    assert matrix is not None and len(matrix.ids) == 8
+    assert [list(p.marks) for p in matrix.values] == [[]] * 8
+
+
 def test_matrix_marker_that_excludes_everything_gives_one_skipped_item() -> None:
     s = IpcSession(Settings(backends=("shm",)))
     matrix = s.matrix(["ipc_backend", "ipc_mode"], {"backends": ("zmq",)})

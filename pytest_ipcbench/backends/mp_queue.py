@@ -14,13 +14,13 @@ Modes:
 
 * ``bytes``: pickle at write, put the bytes (the queue's feeder thread pickles that bytes
   object again, a copy); a reader gets the bytes and unpickles them.
-* ``native``: put the object itself, as users of mp.Queue do; the feeder thread pickles it once
-  per reader. ``write()`` returns when the object was serialized for the first reader (a
-  ``put()`` alone returns before any work is done, which would time nothing; METHOD.md rule 11),
-  so an object that cannot be pickled raises PayloadError in ``write()``. For that the writer
-  installs an error hook on the mailbox before its feeder thread starts (the documented-private
-  ``Queue._on_queue_feeder_error``, the hook concurrent.futures overrides); if a feeder thread
-  was already running without it, ``write()`` checks by pickling once itself, then puts.
+* ``native``: put the object itself, as users of mp.Queue do; the queue's feeder thread pickles
+  it (once per reader) after ``put()`` returned, so ``write()`` is send-only and never waits for
+  a reader (METHOD.md rule 11: the delivered time is the reader's). Because the feeder thread
+  would only print a traceback for an object it cannot pickle (and the reader would wait),
+  ``write()`` first checks that the object pickles: a pickling pass into a null sink with
+  protocol 5, whose out-of-band buffers are not copied, so the check costs microseconds for
+  arrays and about one pickling of the structure for dicts and other containers.
 
 Either way a failed write puts an error marker to every reader, whose ``read()`` then raises
 PayloadError instead of waiting. ``close()`` has nothing to release: the mailboxes belong to
@@ -29,62 +29,37 @@ the world.
 
 from __future__ import annotations
 
+import copyreg
+import pickle
 import queue
 import secrets
-import threading
 import time
-from multiprocessing.queues import Queue as _MPQueue
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from .base import Backend, PayloadError, dumps, loads, register
 
 _BYTES, _NATIVE, _ERROR = "B", "N", "E"
-_original_feeder_error = _MPQueue._on_queue_feeder_error
 
 
-class _Ticket:
-    """Travels last in a native message: pickling it means the payload before it was pickled."""
-
-    __slots__ = ("done", "error")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        self.done.set()
-        return (int, ())
-
-    def fail(self, error: BaseException) -> None:
-        self.error = error
-        self.done.set()
+class _NullSink:
+    def write(self, data: Any) -> int:
+        return len(data)
 
 
-class _Envelope:
-    """A native message as put: the feeder thread pickles it as ``(N, token, seq, obj, 0)``."""
-
-    __slots__ = ("token", "seq", "obj", "ticket", "box")
-
-    def __init__(self, token: str, seq: int, obj: Any, box: Any) -> None:
-        self.token, self.seq, self.obj, self.box = token, seq, obj, box
-        self.ticket = _Ticket()
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (tuple, ((_NATIVE, self.token, self.seq, self.obj, self.ticket),))
+def _discard(buffer: pickle.PickleBuffer) -> None:
+    return None  # out-of-band: not serialized, not copied
 
 
-def _feeder_error(error: BaseException, obj: Any) -> None:
-    """Feeder-thread hook: a native message that cannot be pickled fails its write() and its
-    reader (an error marker goes into the same mailbox); anything else as the stdlib does."""
-    if isinstance(obj, _Envelope):
-        message = f"cannot pickle {type(obj.obj).__name__}: {error}"
-        try:
-            obj.box.put((_ERROR, obj.token, obj.seq, message))
-        finally:
-            obj.ticket.fail(PayloadError(message))
-    else:
-        _original_feeder_error(error, obj)
+def check_picklable(obj: Any) -> None:
+    """Raise PayloadError unless the queue's feeder thread will be able to pickle ``obj``."""
+    pickler = pickle.Pickler(_NullSink(), protocol=5, buffer_callback=_discard)
+    # the reducers the queue's ForkingPickler adds (connections, sockets, ...)
+    pickler.dispatch_table = {**copyreg.dispatch_table, **getattr(ForkingPickler, "_extra_reducers", {})}
+    try:
+        pickler.dump(obj)
+    except Exception as exc:
+        raise PayloadError(f"cannot pickle {type(obj).__name__}: {exc}") from exc
 
 
 @register
@@ -99,7 +74,6 @@ class MPQueueBackend(Backend):
         self._token = ""
         self._seq = 0
         self._boxes: list[Any] = []
-        self._hooked = False
 
     @classmethod
     def unavailable(cls, group: Any = None) -> str | None:
@@ -118,12 +92,6 @@ class MPQueueBackend(Backend):
         self._seq = 0
         if group.rank == self.root:
             self._boxes = [group.mailboxes[rank] for rank in self.readers]
-            hooked = True
-            for box in self._boxes:
-                if getattr(box, "_thread", None) is None:
-                    box._on_queue_feeder_error = _feeder_error  # taken when the thread starts
-                hooked = hooked and box.__dict__.get("_on_queue_feeder_error") is _feeder_error
-            self._hooked = hooked
         else:
             box = group.mailboxes[group.rank]
             try:  # drop what an earlier instance left behind
@@ -143,31 +111,15 @@ class MPQueueBackend(Backend):
         try:
             if self.mode == "bytes":
                 message = (_BYTES, self._token, seq, dumps(obj))
-                for box in self._boxes:
-                    box.put(message)
-                return
-            if not self._hooked:
-                try:
-                    ForkingPickler.dumps(obj)
-                except Exception as exc:
-                    raise PayloadError(f"cannot pickle {type(obj).__name__}: {exc}") from exc
-            envelopes = [_Envelope(self._token, seq, obj, box) for box in self._boxes]
-            for box, envelope in zip(self._boxes, envelopes):
-                box.put(envelope)
-            if self._hooked and envelopes:
-                first = envelopes[0].ticket
-                if not first.done.wait(self.timeout):
-                    raise TimeoutError(
-                        f"mp-queue: the queue's feeder thread did not serialize the object "
-                        f"within {self.timeout:g} s"
-                    )
-                if first.error is not None:
-                    raise first.error
+            else:
+                check_picklable(obj)
+                message = (_NATIVE, self._token, seq, obj)
         except PayloadError as exc:
-            if self.mode == "bytes" or not self._hooked:
-                for box in self._boxes:
-                    box.put((_ERROR, self._token, seq, str(exc)))
+            for box in self._boxes:
+                box.put((_ERROR, self._token, seq, str(exc)))
             raise
+        for box in self._boxes:
+            box.put(message)
 
     # ------------------------------------------------------------------ reader
 
