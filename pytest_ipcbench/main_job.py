@@ -417,6 +417,7 @@ class Runner:
         self.case_timeout = args.case_timeout or self.level.case_timeout
         self.out = Path(args.out) if args.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
         self.results = ResultSet()
+        self.copies: dict[int, Result] = {}
         self.failures: list[str] = []
         self.log_lines: list[str] = []
         self.mpi_env: dict[str, Any] = {}
@@ -430,16 +431,25 @@ class Runner:
         self.log(f"FAILED {label}: {message}")
 
     # ------------------------------------------------------------------ phases
-    def copy_phase(self, cases: Sequence[Case], progress: Progress) -> dict[int, float]:
+    def copy_phase(self, cases: Sequence[Case], progress: Progress | None) -> dict[int, float]:
+        """numpy copy bandwidth at every payload size (and 64 MB). Called before and after the
+        other phases: per size the faster measurement is kept (a copy is never faster than the
+        machine allows, only slowed down by what else runs), so one busy moment does not skew
+        every efficiency."""
         sizes = sorted({payload_bytes(c.payload()) for c in cases if c.scenario != "granularity"} | {MEMORY_COPY_BYTES})
-        table: dict[int, float] = {}
-        progress.start("copy bandwidth (numpy)")
+        if progress is not None:
+            progress.start("copy bandwidth (numpy)")
         for n in sizes:
             r = copy_result(n, time_budget=0.05 if self.args.level == "quick" else 0.2)
-            self.results.add(r)
-            table[n] = r.throughput()
-        progress.finish("copy bandwidth (numpy)", f"{len(sizes)} sizes")
-        return table
+            old = self.copies.get(n)
+            r.extra["passes"] = 1 if old is None else old.extra.get("passes", 1) + 1
+            if old is None or r.throughput() > old.throughput():
+                self.copies[n] = r
+            else:
+                old.extra["passes"] = r.extra["passes"]
+        if progress is not None:
+            progress.finish("copy bandwidth (numpy)", f"{len(sizes)} sizes")
+        return {n: r.throughput() for n, r in self.copies.items()}
 
     def mpi_phase(self, cases: list[Case], progress: Progress, methods: dict[str, Any] | None) -> None:
         if not cases and not methods:
@@ -707,6 +717,8 @@ class Runner:
                 self.local_phase(local_cases, progress)
                 if seed002:
                     self.seed002_phase(progress)
+            if rank0:
+                copies = self.copy_phase(mpi_cases + local_cases, None)  # again: the faster one counts
             if world is not None:
                 quiet_barrier(world)
         except KeyboardInterrupt:
@@ -719,6 +731,7 @@ class Runner:
 
     def finish(self, env: dict[str, Any], copies: dict[int, float], wall: float, n_cases: int) -> int:
         """Efficiency, environment, results.json, the report, the summary on the terminal."""
+        self.results.extend(self.copies[n] for n in sorted(self.copies))
         for r in self.results.results:
             if r.scenario in ("broadcast", "pingpong", "stream") and r.nbytes in copies:
                 annotate_efficiency(r, copies[r.nbytes])

@@ -794,7 +794,6 @@ def measure(
     on every rank; without it, the receivers are checked against nothing (``verified=None``)
     and the caller can check ``received``. ``keep=False`` drops the received data.
     """
-    MPI = _mpi()
     comm = _comm_of(comm)
     plan = plan or Plan()
     method = get_method(method) if isinstance(method, str) else method

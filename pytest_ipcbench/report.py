@@ -673,9 +673,9 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
 # ------------------------------------------------------------------------------------- API
 
 
-def write_report(resultset: ResultSet, out_dir: str | Path) -> Path:
-    """Write CSVs, PNGs, summary.md (and seed 004's report if there are MPI method cases) into
-    ``out_dir``; return the path of summary.md."""
+def write_report(resultset: ResultSet, out_dir: str | Path, plots: bool = True) -> Path:
+    """Write CSVs, PNGs (unless ``plots`` is False), summary.md (and seed 004's report if there
+    are MPI method cases) into ``out_dir``; return the path of summary.md."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = list(resultset.results)
@@ -684,8 +684,9 @@ def write_report(resultset: ResultSet, out_dir: str | Path) -> Path:
         p = _write_csv(out / name, rows)
         if p:
             files.append(p)
-    files.extend(write_plots(results, out))
-    if any(r.scenario == "mpi-method" for r in results):
+    if plots:
+        files.extend(write_plots(results, out))
+    if plots and any(r.scenario == "mpi-method" for r in results):
         try:
             from .mpi_methods_report import write_mpi_method_report
         except ImportError:
@@ -700,12 +701,13 @@ def write_report(resultset: ResultSet, out_dir: str | Path) -> Path:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", help="a results JSON file (ipcbench run, pytest --ipc-report)")
     parser.add_argument("--out", help="folder for the report (default: beside the results file)")
+    parser.add_argument("--no-plots", action="store_true", help="tables and CSV only (no matplotlib)")
 
 
 def run(args: argparse.Namespace) -> int:
     rs = ResultSet.load(args.results)
     out = Path(args.out) if args.out else Path(args.results).resolve().parent
-    summary = write_report(rs, out)
+    summary = write_report(rs, out, plots=not args.no_plots)
     print(headline(rs.results) or "(no broadcast or ping-pong results)")
     print(f"\nreport: {summary}")
     return 0

@@ -356,24 +356,32 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.skipif(os.environ.get("IPCBENCH_SLOW_TESTS") != "1", reason="slow: set IPCBENCH_SLOW_TESTS=1")
 @pytest.mark.timeout(1800)
 def test_gate_end_to_end(tmp_path: Path) -> None:
-    """``ipcbench gate --base HEAD`` on this repository: two installs, interleaved quick runs.
+    """``ipcbench gate`` on this repository: HEAD installed as base, the working tree as head.
 
-    Base and head are the same code, so the gate must pass (exit 0) and print its table.
+    Proves the mechanics (worktree, two installs, interleaved runs, merged files, report,
+    clean-up); the verdicts themselves are proven on synthetic sets above. Two backends and two
+    rounds keep it to a few minutes.
     """
     if not (REPO / ".git").exists() or not (REPO / gate.RUN_MODULE).is_file():
         pytest.skip("needs a git checkout of the project with pytest_ipcbench/main_job.py")
     proc = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"HEAD:{gate.RUN_MODULE}"])
     if proc.returncode != 0:
         pytest.skip("HEAD has no committed `ipcbench run` yet")
-    cache = tmp_path / "cache"
+    report = tmp_path / "report"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest_ipcbench", "gate", "--base", "HEAD", "--head", "HEAD",
-         "--rounds", "2", "--cache-dir", str(cache), "--out", str(tmp_path / "report")],
+        [sys.executable, "-m", "pytest_ipcbench", "gate", "--base", "HEAD", "--rounds", "2", "--confirm-rounds", "0",
+         "--run-args", "--quick --backends shm,mpi-bcast --scenarios broadcast --no-extras",
+         "--cache-dir", str(tmp_path / "cache"), "--out", str(report)],
         cwd=REPO, capture_output=True, text=True, env=env, timeout=1700,
     )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "OK: no case slower" in proc.stdout
-    assert (tmp_path / "report" / "compare.md").is_file()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode in (0, 1), out[-4000:]  # 1 would be a (noisy) verdict, never a crash
+    assert "2 interleaved rounds" in proc.stdout and "head / base median time" in proc.stdout
+    for name in ("base.json", "head.json", "compare.md", "compare.txt", "gate.log"):
+        assert (report / name).is_file(), name
+    assert sorted(p.name for p in (report / "rounds").iterdir()) == ["1-base", "1-head", "2-base", "2-head"]
+    merged = ResultSet.load(report / "head.json")
+    assert merged.results and all(r.extra[gate.ROUNDS_KEY] for r in merged.results)
     assert not [w for w in _git(REPO, "worktree", "list").splitlines()[1:] if "gate-" in w]
-    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)

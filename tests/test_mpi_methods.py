@@ -14,13 +14,8 @@ import numpy as np
 import pytest
 
 from pytest_ipcbench import mpi_methods as mm
-from pytest_ipcbench.fixtures_mpi_methods import (  # noqa: F401  (fixtures; the plugin registers them too)
-    MethodRunner,
-    contiguous_payload,
-    mpi_method,
-    mpi_unavailable_reason,
-    ragged_payload,
-)
+# the fixtures mpi_method, ragged_payload and contiguous_payload come from the plugin
+from pytest_ipcbench.fixtures_mpi_methods import MethodRunner, SeedPayload, mpi_unavailable_reason
 
 QUICK = mm.QUICK_PLAN
 
@@ -37,7 +32,7 @@ def _comm():
 
 
 @pytest.mark.mpi(min_size=2)
-def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload) -> None:
+def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: SeedPayload) -> None:
     comm = _comm()
     data = ragged_payload.data
     m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, plan=QUICK)
@@ -49,7 +44,7 @@ def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload) -> None:
 
 
 @pytest.mark.mpi(min_size=2)
-def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload) -> None:
+def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload: SeedPayload) -> None:
     comm = _comm()
     data = contiguous_payload.data
     m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, plan=QUICK)

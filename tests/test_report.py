@@ -139,8 +139,9 @@ def test_cli_report(tmp_path, capsys):
     full = synthetic()
     rs = ResultSet(env=full.env, results=[r for r in full.results if r.scenario == "broadcast" and r.size == 1_000])
     path = rs.save(tmp_path / "results.json")
-    assert cli_main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
-    assert (tmp_path / "out" / "summary.md").exists()
+    assert cli_main(["report", str(path), "--out", str(tmp_path / "out"), "--no-plots"]) == 0
+    assert (tmp_path / "out" / "summary.md").exists() and (tmp_path / "out" / "read_summary.csv").exists()
+    assert not list((tmp_path / "out").glob("*.png"))
     assert "baseline (1.00x)" in capsys.readouterr().out
     assert cli_main(["report", str(tmp_path / "missing.json")]) == 2
 

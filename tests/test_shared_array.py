@@ -173,8 +173,8 @@ def test_full_dev_shm_caught_at_fallocate_too(monkeypatch):
 
 def test_fixture_factory_releases_at_teardown(shared_array):
     a = shared_array((300, 300), np.float32)
-    b = shared_array(np.arange(20000))
-    assert a.is_shared and b.is_shared and b[-1] == 19999
+    b = shared_array(np.arange(200_000))
+    assert a.is_shared and b.is_shared and b[-1] == 199_999
     global _KEPT
     _KEPT = a  # still referenced after the test: the fixture drops our reference anyway
 

@@ -110,11 +110,12 @@ def test_fork_child_without_arrays_does_not_pin_free_pool_segments(shared_pool):
 
 
 def test_size_matching_and_inline(shared_pool):
-    a = shared_pool.empty((N,), np.float64)
+    a = shared_pool.empty((4 * N,), np.float64)
     name = a.segment_name
     del a
     gc.collect()
-    assert shared_pool.empty((N // 4,), np.float64).segment_name != name  # too big to waste
+    smaller = shared_pool.empty((N,), np.float64)
+    assert smaller.is_shared and smaller.segment_name != name  # 4x too big: not wasted on it
     small = shared_pool.empty((10,), np.float64)
     assert small.segment_name is None  # below the inline threshold
 
@@ -173,7 +174,7 @@ def test_hammer_no_in_flight_overwrite(consumer):
     with SharedNumpyPool(max_bytes=64 << 20) as pool:
         w._conn.send(("consume", (count, 30.0, 0.0005)))
         for seq in range(count):
-            arr = pool.empty((N // 4,), np.int64)
+            arr = pool.empty((N // 2,), np.int64)  # 400 kB: above the inline threshold
             arr[:] = seq
             inbox.put((seq, arr))
             del arr
