@@ -21,7 +21,13 @@ def run(args: argparse.Namespace) -> int:
             reclaim_orphans = None
         if reclaim_orphans is not None:
             reclaimed = list(reclaim_orphans())
-    found = [item for item in names.find_ours() if args.all or not item.alive]
+    # shared-array segments ("-nd") are counted by their holders: only reclaim_orphans() may
+    # judge them (a dead creator does not mean nobody maps it any more)
+    found = [
+        item
+        for item in names.find_ours()
+        if (args.all or not item.alive) and not item.path.name.endswith("-nd")
+    ]
     for item in found:
         state = "alive" if item.alive else "dead"
         print(f"{'would remove' if args.dry_run else 'removed'} {item.path} (owner {item.pid}, {state})")

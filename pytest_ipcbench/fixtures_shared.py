@@ -46,7 +46,8 @@ def _descendants() -> set[int]:
             parent_of[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-    found, frontier = set(), {os.getpid()}
+    found: set[int] = set()
+    frontier = {os.getpid()}
     while frontier:
         frontier = {pid for pid, ppid in parent_of.items() if ppid in frontier} - found
         found |= frontier

@@ -469,6 +469,7 @@ class Runner:
             path.write_text(json.dumps(spec))
             cmd = [exe, "-n", str(self.args.ranks), sys.executable, "-m", "pytest_ipcbench.main_job",
                    "--worker", "--cases", str(path)]
+            progress.start(f"starting mpiexec -n {self.args.ranks}")
             next_start, finished, methods_done = self._run_job(cmd, cases, start, progress)
             if methods_done:
                 methods = None

@@ -37,9 +37,13 @@ Scenarios (:data:`SCENARIOS`):
   ``work`` seconds (sleeps) before it answers; ``overhead`` = round trip - work (primary).
 
 Times are ``time.perf_counter`` durations in seconds (never timestamps compared across ranks).
+Every rank starts its clock when it leaves the same barrier: under MPI they leave within
+microseconds; a local group's barrier goes through rank 0's pipes, so readers leave it some tens
+of microseconds after the writer and a local completion under ~100 µs reads somewhat short.
 Payloads are built outside the timed region; two payloads (seeds 1 and 2) alternate, so a reader
-that gets a stale value fails verification. A verification failure on any rank fails every rank
-(:class:`VerificationError`) after the case has ended cleanly.
+that gets a stale value fails verification (``alternate=False`` sends one, as mpi4py.bench does:
+the self-check uses it, so that both hold the same bytes in the caches). A verification failure
+on any rank fails every rank (:class:`VerificationError`) after the case has ended cleanly.
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ class BenchSettings:
     window_bytes: int = 64 * 10**6  # stream: at most this many bytes in flight per window
     work: float = 0.0  # granularity: seconds of work per task on the echo side
     quiet_waits: bool = True  # the harness's own MPI waits sleep instead of spinning
+    alternate: bool = True  # two payloads alternate (a stale read fails); False: one, every time
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -333,6 +338,12 @@ class _Case:
         self.live.append(backend)
         return backend
 
+    def _payloads(self) -> list[Any]:
+        """Two payloads (seeds 1 and 2) that alternate, so a stale value fails verification; or
+        one sent every time (``alternate=False``: what mpi4py.bench and OSU do)."""
+        first = self.payload.build(seed=1)
+        return [first, self.payload.build(seed=2) if self.settings.alternate else first]
+
     @property
     def per_iteration_bytes(self) -> int:
         return self.nbytes
@@ -386,7 +397,7 @@ class _Broadcast(_Case):
         self.live_backend = self._open(self.spec)
         self.kind = self.live_backend.kind
         self.is_writer = self.group.rank == self.live_backend.root
-        self.objs = [self.payload.build(seed=s) for s in (1, 2)]  # writer: sent; readers: expected
+        self.objs = self._payloads()  # writer: sent; readers: expected
         self.extra.update(kind=self.kind, readers=len(self.live_backend.readers), root=self.live_backend.root,
                           touched=self.settings.touch)
 
@@ -470,7 +481,7 @@ class _PingPong(_Case):
             raise ValueError(f"{self.scenario} needs a group of 2 ranks, got {self.group.size}")
         self.fwd = self._open(replace(self.spec, root=0))
         self.back = self._open(replace(self.spec, root=1))
-        self.objs = [self.payload.build(seed=s) for s in (1, 2)] if self.group.rank == 0 else []
+        self.objs = self._payloads() if self.group.rank == 0 else []
         self.extra.update(kind=self.fwd.kind, work_s=self.settings.work)
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
@@ -547,7 +558,7 @@ class _Stream(_Case):
             )
         self.is_writer = self.group.rank == self.live_backend.root
         self.window = max(1, min(self.settings.window, self.settings.window_bytes // max(1, self.nbytes)))
-        self.objs = [self.payload.build(seed=s) for s in (1, 2)]
+        self.objs = self._payloads()
         self.extra.update(kind="channel", window=self.window, readers=len(self.live_backend.readers))
 
     @property

@@ -97,7 +97,7 @@ class Worker:
     """A child process obeying commands; ``call`` raises RuntimeError with the child's error."""
 
     def __init__(self, ctx: str = "spawn", inboxes: list[Queue] | None = None, index: int = 0) -> None:
-        mp = multiprocessing.get_context(ctx)
+        mp: Any = multiprocessing.get_context(ctx)
         self._conn, child = mp.Pipe()
         self.process = mp.Process(target=_worker_main, args=(child, inboxes or [], index), daemon=True)
         self.process.start()

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal, SupportsIndex, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -75,7 +75,7 @@ def _over(seg: Segment, offset: int, shape: tuple[int, ...], strides: tuple[int,
           dtype: np.dtype, readonly: bool = False, cls: type | None = None) -> SharedNDArray:
     """An array of ``cls`` over ``seg`` whose base chain ends at an anchor of the segment."""
     raw = np.asarray(seg.anchor(offset, shape, strides, dtype.itemsize, readonly))
-    arr = raw.view(dtype=dtype, type=cls or SharedNDArray)
+    arr = cast(SharedNDArray, raw.view(dtype=dtype, type=cls or SharedNDArray))
     arr._ipcb_seg = seg
     return arr
 
@@ -85,14 +85,17 @@ def _use_inline(nbytes: int, dtype: np.dtype, inline_below: int | None) -> bool:
     return nbytes < limit or dtype.itemsize == 0
 
 
-def _new_shared(shape: tuple[int, ...], dtype: np.dtype, order: str,
+Order = Literal["C", "F"]
+
+
+def _new_shared(shape: tuple[int, ...], dtype: np.dtype, order: Order,
                 segment: Segment | None = None) -> SharedNDArray:
     nbytes = math.prod(shape) * dtype.itemsize
     seg = segment if segment is not None else _segment.create(nbytes)
     return _over(seg, 0, shape, _strides(shape, dtype.itemsize, order), dtype)
 
 
-def _layout(a: np.ndarray) -> str:
+def _layout(a: np.ndarray) -> Order:
     return "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
 
 
@@ -119,7 +122,7 @@ class SharedNDArray(np.ndarray):
         return out if cls is SharedNDArray else out.view(cls)
 
     @classmethod
-    def empty(cls, shape: int | tuple[int, ...], dtype: DTypeLike = float, order: str = "C",
+    def empty(cls, shape: int | tuple[int, ...], dtype: DTypeLike = float, order: Order = "C",
               *, inline_below: int | None = None) -> SharedNDArray:
         """An uninitialised shared array to fill in place (segments start zeroed)."""
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
@@ -172,7 +175,7 @@ class SharedNDArray(np.ndarray):
         return offset if 0 <= offset < max(seg.capacity, 1) else None
 
     # ------------------------------------------------------------------ pickling
-    def __reduce_ex__(self, protocol: int) -> tuple:
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
         seg = self._ipcb_seg
         offset = self._offset()
         if seg is not None and offset is not None and seg.held:
@@ -221,9 +224,9 @@ def _rebuild(name: str, offset: int, shape: tuple[int, ...], strides: tuple[int,
 
 
 def _by_value(a: np.ndarray, cls: type = SharedNDArray) -> SharedNDArray:
-    return a.view(cls)
+    return cast(SharedNDArray, a.view(cls))
 
 
-def from_segment(seg: Segment, shape: tuple[int, ...], dtype: np.dtype, order: str) -> SharedNDArray:
+def from_segment(seg: Segment, shape: tuple[int, ...], dtype: np.dtype, order: Order) -> SharedNDArray:
     """A fresh array over the start of ``seg`` (used by the pool)."""
     return _new_shared(shape, dtype, order, segment=seg)

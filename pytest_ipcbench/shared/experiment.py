@@ -7,7 +7,6 @@ Run it: ``python -m pytest_ipcbench.shared.experiment [--rows 250000 --cols 602 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import multiprocessing
 import statistics
@@ -44,7 +43,7 @@ class _Consumer:
     """One spawned consumer kept alive for every round (spawning costs more than a transfer)."""
 
     def __init__(self, ctx: str = "spawn") -> None:
-        mp = multiprocessing.get_context(ctx)
+        mp: Any = multiprocessing.get_context(ctx)
         self.mpq = mp.Queue()
         self.q = Queue(ctx=mp)
         self.conn, child = mp.Pipe()
@@ -99,6 +98,7 @@ def measure(array: np.ndarray, paths: Sequence[str] = PATHS, repeats: int = 5,
             return consumer.transfer("q", lambda: consumer.q.put(premade))
         if path == "ping":
             return consumer.transfer("q", lambda: consumer.q.put(None))
+        assert dst is not None
         t0 = time.perf_counter()
         np.copyto(dst, array)
         return time.perf_counter() - t0
@@ -109,8 +109,7 @@ def measure(array: np.ndarray, paths: Sequence[str] = PATHS, repeats: int = 5,
             run(p)
         for _ in range(repeats):
             for p in paths:
-                samples[p].append(run(p))
-                gc.collect()
+                samples[p].append(run(p))  # arrays are freed by refcounting: no gc pass here
     finally:
         premade = None  # noqa: F841  (drop our reference before the pool closes)
         pool.close()

@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from . import array as _array
 from . import segment as _segment
-from .array import SharedNDArray
+from .array import Order, SharedNDArray
 from .segment import Segment
 
 _PAGE = 4096
@@ -66,7 +66,7 @@ class SharedNumpyPool:
         np.copyto(out.view(np.ndarray), src, casting="no")
         return out
 
-    def empty(self, shape: int | tuple[int, ...], dtype: DTypeLike = float, order: str = "C") -> SharedNDArray:
+    def empty(self, shape: int | tuple[int, ...], dtype: DTypeLike = float, order: Order = "C") -> SharedNDArray:
         """An array over a pooled segment to fill in place (a reused one holds old data)."""
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
         dt = np.dtype(dtype)
@@ -117,7 +117,7 @@ class SharedNumpyPool:
         self.close()
 
     # ------------------------------------------------------------------ internals
-    def _make(self, shape: tuple[int, ...], dtype: np.dtype, order: str) -> SharedNDArray:
+    def _make(self, shape: tuple[int, ...], dtype: np.dtype, order: Order) -> SharedNDArray:
         if os.getpid() != self._pid:
             raise RuntimeError("a SharedNumpyPool is used only by the process that created it")
         nbytes = math.prod(shape) * dtype.itemsize

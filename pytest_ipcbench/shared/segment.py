@@ -313,7 +313,7 @@ class Segment:
     def probe(self) -> str:
         """``"free"`` if no local array, no other process and no in-transit handle uses it;
         ``"gone"`` if its file was removed behind our back; ``"busy"`` otherwise."""
-        if len(self._anchors) or not self.held:
+        if len(self._anchors) or not self.held or self.in_transit():  # cheap checks first
             return "busy"
         verdict = _orphaned(self.name, exclude_pid=self._state.pid, state=self._state)
         return "gone" if verdict is None else "free" if verdict else "busy"
@@ -373,10 +373,7 @@ def create(nbytes: int) -> Segment:
             _libc.munmap(addr, size)
         os.close(fd)
         raise
-    if mode != _atomic.FCNTL:
-        os.close(fd)  # the mapping keeps the open file description (and our lock) alive
-        fd = None
-    return Segment(_State(name, addr, size, mode, fd), nbytes)
+    return Segment(_State(name, addr, size, mode, _keep_fd(fd, mode)), nbytes)
 
 
 def attach(name: str, adopt: bool = True) -> Segment:
@@ -417,10 +414,16 @@ def _map_existing(name: str) -> Segment:
     except BaseException:
         os.close(fd)
         raise
-    if mode != _atomic.FCNTL:
-        os.close(fd)
-        fd = None
-    return Segment(_State(name, addr, size, mode, fd), capacity)
+    return Segment(_State(name, addr, size, mode, _keep_fd(fd, mode)), capacity)
+
+
+def _keep_fd(fd: int, mode: int) -> int | None:
+    """Close ``fd`` unless the fcntl counter needs it: the mapping keeps the open file
+    description (and our holder lock) alive."""
+    if mode == _atomic.FCNTL:
+        return fd
+    os.close(fd)
+    return None
 
 
 def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | None = None) -> list[str]:
