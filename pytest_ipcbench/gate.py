@@ -82,6 +82,11 @@ class Comparison:
     confidence: float
     metric: str | None
     warnings: list[str] = field(default_factory=list)
+    per_case_confidence: float = 0.0  # the confidence of each case's interval (family-wise: higher)
+
+    @property
+    def family_wise(self) -> bool:
+        return self.per_case_confidence > self.confidence
 
     def with_status(self, status: str) -> list[CaseVerdict]:
         return [c for c in self.cases if c.status == status]
@@ -113,8 +118,13 @@ def compare_sets(
     threshold: float = DEFAULT_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
     metric: str | None = None,
+    family_wise: bool = True,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base`` (``metric``: each case's primary).
+
+    ``confidence`` is family-wise by default: with ``m`` cases decided, each case's interval is
+    taken at ``1 - (1 - confidence) / m`` (Bonferroni), so that a report of 150 cases does not
+    carry 7 false alarms at 95% each. ``family_wise=False`` uses ``confidence`` per case.
 
     Raises ValueError when the two sets have no case in common that can be compared: a gate that
     compared nothing must not pass.
@@ -125,6 +135,7 @@ def compare_sets(
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     old, new = base.by_key(), head.by_key()
     cases: list[CaseVerdict] = []
+    todo: list[tuple[str, str, list[float], list[float]]] = []
     for key in sorted(old.keys() | new.keys()):
         if key not in new:
             cases.append(CaseVerdict(key, "removed", note="only in base"))
@@ -145,17 +156,28 @@ def compare_sets(
                             f"too few samples to decide (base {n_base}, head {n_head}; need {MIN_SAMPLES})")
             )
             continue
+        todo.append((key, m, a, b))
+    per_case = 1 - (1 - confidence) / max(1, len(todo)) if family_wise else confidence
+    resamples = DEFAULT_RESAMPLES if per_case <= 0.99 else 2 * DEFAULT_RESAMPLES
+    for key, m, a, b in todo:
         try:
             split_a, split_b = round_split(new[key], m), round_split(old[key], m)
             if split_a and split_b and (len(split_a) > 1 or len(split_b) > 1):
-                interval = rounds_ratio_interval(_chunks(a, split_a), _chunks(b, split_b), confidence)
+                interval = rounds_ratio_interval(_chunks(a, split_a), _chunks(b, split_b), per_case, resamples)
             else:
-                interval = ratio_interval(a, b, confidence=confidence)
+                interval = ratio_interval(a, b, confidence=per_case, resamples=resamples)
         except ValueError as exc:  # zero or negative times: a broken measurement, say so
-            cases.append(CaseVerdict(key, "undecided", m, None, n_base, n_head, str(exc)))
+            cases.append(CaseVerdict(key, "undecided", m, None, len(b), len(a), str(exc)))
             continue
-        cases.append(CaseVerdict(key, verdict(interval, threshold), m, interval, n_base, n_head))
-    comparison = Comparison(cases, threshold, confidence, metric, _env_warnings(base, head))
+        cases.append(CaseVerdict(key, verdict(interval, threshold), m, interval, len(b), len(a)))
+    cases.sort(key=lambda c: c.key)
+    comparison = Comparison(cases, threshold, confidence, metric, _env_warnings(base, head), per_case)
+    noise = round_noise(old, new, metric)
+    if noise is not None and noise > 1 + threshold:
+        comparison.warnings.append(
+            f"noisy machine: between its own rounds the same code moved by a median factor of {noise:.2f} "
+            f"(max / min of round medians, per case); verdicts at the {threshold:.0%} level are fragile here"
+        )
     if not comparison.compared:
         undecided = comparison.with_status("undecided")
         why = f"; e.g. {undecided[0].key}: {undecided[0].note}" if undecided else ""
@@ -172,6 +194,20 @@ def round_split(result: Result, metric: str) -> list[int] | None:
     if not counts or sum(counts) != len(result.samples.get(metric, ())) or min(counts) < 1:
         return None
     return [int(c) for c in counts]
+
+
+def round_noise(old: dict[str, Result], new: dict[str, Result], metric: str | None = None) -> float | None:
+    """Median over cases of max / min of one side's round medians: how much rounds alone move."""
+    spreads = []
+    for key in old.keys() & new.keys():
+        for r in (old[key], new[key]):
+            m = _metric_of(r, metric)
+            split = round_split(r, m)
+            if split and len(split) > 1:
+                medians = [float(np.median(c)) for c in _chunks(r.samples[m], split) if c]
+                if medians and min(medians) > 0:
+                    spreads.append(max(medians) / min(medians))
+    return float(np.median(spreads)) if spreads else None
 
 
 def _chunks(samples: Sequence[float], counts: Sequence[int]) -> list[list[float]]:
@@ -279,21 +315,39 @@ def _headline(comparison: Comparison) -> str:
     counts = comparison.counts()
     parts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     pct = round(comparison.threshold * 100, 1)
-    conf = round(comparison.confidence * 100, 1)
+    conf = f"{round(comparison.confidence * 100, 1):g}%" + (" family-wise" if comparison.family_wise else "")
     if comparison.regressions:
         slow = ", ".join(c.key for c in comparison.regressions)
         verdict_line = (
             f"REGRESSION: {len(comparison.regressions)} case(s) slower than +{pct:g}% "
-            f"with {conf:g}% confidence: {slow}"
+            f"with {conf} confidence: {slow}"
         )
     else:
-        verdict_line = f"OK: no case slower than +{pct:g}% with {conf:g}% confidence"
+        verdict_line = f"OK: no case slower than +{pct:g}% with {conf} confidence"
     return f"{parts}\n{verdict_line}"
 
 
+def _ci_label(comparison: Comparison) -> str:
+    return f"{_pct(comparison.per_case_confidence or comparison.confidence)} CI"
+
+
+def _pct(x: float) -> str:
+    """0.95 -> '95%', 0.99966 -> '99.97%'."""
+    return f"{float(f'{x * 100:.4g}'):g}%"
+
+
+def _decision_note(comparison: Comparison) -> str:
+    pct = round(comparison.threshold * 100, 1)
+    rule = (f"a case is slower only when its whole {_ci_label(comparison)} of head / base lies above "
+            f"{1 + comparison.threshold:.3g} (+{pct:g}%), faster only when below {1 / (1 + comparison.threshold):.3g}")
+    if comparison.family_wise:
+        rule += (f"; each case at {_pct(comparison.per_case_confidence)} so that all {comparison.compared} "
+                 f"together hold at {_pct(comparison.confidence)} (Bonferroni)")
+    return rule
+
+
 def _columns(comparison: Comparison) -> list[str]:
-    conf = round(comparison.confidence * 100, 1)
-    return ["case", "base median", "head median", "head/base", f"{conf:g}% CI", "verdict", "notes"]
+    return ["case", "base median", "head median", "head/base", _ci_label(comparison), "verdict", "notes"]
 
 
 def format_table(comparison: Comparison) -> str:
@@ -303,12 +357,8 @@ def format_table(comparison: Comparison) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1] for r in rows]
     lines = [line.rstrip() for line in lines]
     lines.insert(1, "-" * max(len(line) for line in lines))
-    pct = round(comparison.threshold * 100, 1)
     metric = comparison.metric or "each case's primary metric (completion)"
-    intro = (
-        f"head / base median time of {metric}; slower or faster only when the whole interval "
-        f"is beyond {pct:g}%"
-    )
+    intro = f"head / base median time of {metric}; {_decision_note(comparison)}"
     out = [intro, *lines, "", *(f"warning: {w}" for w in comparison.warnings), _headline(comparison)]
     return "\n".join(out)
 
@@ -327,13 +377,8 @@ def format_markdown(comparison: Comparison, title: str = "ipcbench performance c
         if case.status == "slower":
             cells[5] = "**slower**"
         out.append("| " + " | ".join(f"`{cells[0]}`" if i == 0 else c for i, c in enumerate(cells)) + " |")
-    pct = round(comparison.threshold * 100, 1)
-    out += [
-        "",
-        f"A case is *slower* only when the whole {round(comparison.confidence * 100, 1):g}% bootstrap "
-        f"interval of the ratio of medians lies above {1 + comparison.threshold:.3g} (+{pct:g}%).",
-        "",
-    ]
+    note = _decision_note(comparison)
+    out += ["", note[0].upper() + note[1:] + " (bootstrap of the ratio of medians).", ""]
     return "\n".join(out)
 
 
@@ -387,6 +432,10 @@ def _add_decision_options(parser: argparse.ArgumentParser) -> None:
         "--metric", default=None,
         help="metric to compare (default: each case's primary metric, 'completion')",
     )
+    parser.add_argument(
+        "--per-case", action="store_true",
+        help="take --confidence per case (default: family-wise over all cases, Bonferroni)",
+    )
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
 
 
@@ -415,7 +464,7 @@ def run_compare(args: argparse.Namespace) -> int:
     try:
         base = _load(args.base, "base")
         head = _load(args.head, "head")
-        comparison = compare_sets(base, head, args.threshold, args.confidence, args.metric)
+        comparison = compare_sets(base, head, args.threshold, args.confidence, args.metric, not args.per_case)
     except (GateError, ValueError) as exc:
         print(f"ipcbench compare: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -785,7 +834,8 @@ def _gate(args: argparse.Namespace) -> int:
             rs.env["gate_side"] = sides[name].label
             rs.save(out / f"{name}.json")
         try:
-            comparison = compare_sets(merged["base"], merged["head"], args.threshold, args.confidence, args.metric)
+            comparison = compare_sets(merged["base"], merged["head"], args.threshold, args.confidence, args.metric,
+                                      not args.per_case)
         except ValueError as exc:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)

@@ -624,8 +624,8 @@ class Runner:
             from .shared.experiment import run_seed002  # type: ignore[import-not-found]
         except ImportError:
             return
-        label = "seed 002: 600 MB array between two processes"
         rows = {"quick": 25_000, "default": 250_000, "full": 250_000}[self.args.level]
+        label = f"seed 002: {rows * 602 * 4 / 1e6:.0f} MB array between two processes"
         repeats = {"quick": 3, "default": 3, "full": 7}[self.args.level]
         params = inspect.signature(run_seed002).parameters
         kwargs = {k: v for k, v in (("nbytes_rows", rows), ("repeats", repeats)) if k in params}

@@ -322,31 +322,43 @@ class SeedComparison:
         return self.python / self.cpp
 
 
-def seed_comparisons(results: Iterable[Result]) -> list[SeedComparison]:
-    """Every measured case that has a counterpart in seed 004's tables (4-rank seed numbers)."""
+def seed_comparisons(results: Iterable[Result], ranks: int | None = SEED_CPP_RANKS) -> list[SeedComparison]:
+    """Every measured case with a counterpart in seed 004's tables; by default only the runs
+    with as many ranks as the seed's (4), since its numbers are for 4 processes."""
     out = []
     for row in rows_of(results):
+        if ranks is not None and row.ranks != ranks:
+            continue
         seed_name = SEED_EQUIVALENT.get(row.shape, {}).get(row.method)
         cpp_us = SEED_CPP_US.get(row.shape, {}).get(row.config, {}).get(seed_name or "")
         if seed_name and cpp_us:
             out.append(SeedComparison(row.config, row.shape, row.method, seed_name, row.ranks, row.median, cpp_us * 1e-6))
-    out.sort(key=lambda c: (c.ranks, c.shape != "2d", _config_key(c.config), c.ratio))
+    out.sort(key=lambda c: (c.ranks, c.shape != "2d", _config_key(c.config), _method_key(c.method)))
     return out
 
 
-def seed_comparison_table(results: Iterable[Result]) -> str:
-    """Python median against the seed's C++ time, per case with a counterpart (ratio Python/C++)."""
-    comps = seed_comparisons(results)
+def seed_comparison_table(results: Iterable[Result], ranks: int | None = SEED_CPP_RANKS) -> str:
+    """Python against the seed's C++: one row per configuration and shape, one column per method
+    with a counterpart; each cell is the Python median and the ratio Python/C++."""
+    comps = seed_comparisons(results, ranks)
     if not comps:
         return "_No measured case has a counterpart in seed 004's tables._"
-    return _table(
-        ("Config", "Shape", "Ranks", "Method", "Seed method", "Python", "Seed C++", "Python/C++"),
-        (
-            (c.config, c.shape.upper(), str(c.ranks), c.method, c.seed_method, fmt_time(c.python), fmt_time(c.cpp), _ratio(c.ratio))
-            for c in comps
-        ),
-        ("---", "---", "---:", "---", "---", "---:", "---:", "---:"),
-    )
+    methods = sorted({c.method for c in comps}, key=_method_key)
+    cells: dict[tuple[int, str, str], dict[str, SeedComparison]] = defaultdict(dict)
+    for c in comps:
+        cells[(c.ranks, c.shape, c.config)][c.method] = c
+    header = ["Config", "Shape", "Ranks"] + [
+        f"{m} (C++ {', '.join(sorted({SEED_EQUIVALENT[s][m] for s in SEED_EQUIVALENT if m in SEED_EQUIVALENT[s]}, key=len)[:1])})"
+        for m in methods
+    ]
+    rows = []
+    for (r, shape, config), by_method in cells.items():
+        row = [config, shape.upper(), str(r)]
+        for m in methods:
+            c = by_method.get(m)
+            row.append(f"{fmt_time(c.python)} vs {fmt_time(c.cpp)}: **{_ratio(c.ratio)}**" if c else "")
+        rows.append(row)
+    return _table(header, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
 
 
 def winners_table(results: Iterable[Result]) -> str:
@@ -368,7 +380,7 @@ def winners_table(results: Iterable[Result]) -> str:
             )
         )
     return _table(
-        ("Config", "Shape", "Ranks", "Fastest (Python)", "Runner-up", "Seed's fastest (C++)"),
+        ("Config", "Shape", "Ranks", "Fastest (Python)", "Runner-up", "Seed's fastest (C++, 4 processes)"),
         rows,
         ("---", "---", "---:", "---", "---", "---"),
     )

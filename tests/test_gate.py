@@ -64,7 +64,7 @@ def test_same_set_is_unchanged(base_file: str, capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out
     n = len(make_set().results)
     assert f"{n} unchanged" in out
-    assert "OK: no case slower than +10% with 95% confidence" in out
+    assert "OK: no case slower than +10% with 95% family-wise confidence" in out
     assert "slower" not in out.split("notes", 1)[1].split("\n\n")[0]  # no row says slower
 
 
@@ -76,7 +76,7 @@ def test_one_case_50_percent_slower_fails_and_is_named(
     md = tmp_path / "summary.md"
     assert main(["compare", base_file, head, "--markdown", str(md)]) == 1
     out = capsys.readouterr().out
-    assert f"REGRESSION: 1 case(s) slower than +10% with 95% confidence: {victim}" in out
+    assert f"REGRESSION: 1 case(s) slower than +10% with 95% family-wise confidence: {victim}" in out
     row = next(line for line in out.splitlines() if line.startswith(victim))
     assert "slower" in row and "1.5" in row  # ratio ~1.5x printed
     text = md.read_text()
@@ -143,6 +143,19 @@ def test_metric_option_compares_another_metric(tmp_path: Path) -> None:
     b, h = save(base, tmp_path / "b.json"), save(head, tmp_path / "h.json")
     assert main(["compare", b, h]) == 0
     assert main(["compare", b, h, "--metric", "write"]) == 1
+
+
+def test_family_wise_is_stricter_than_per_case() -> None:
+    """A case at the edge: per case it passes as slower, over 64 cases the evidence is not enough."""
+    base = make_set(seed=1, n=8)
+    head = make_set(seed=2, n=8, factors={"bcast/zmq/bytes/ndarray/1000/r2": 1.16})
+    per_case = gate.compare_sets(base, head, family_wise=False)
+    family = gate.compare_sets(base, head)
+    assert family.per_case_confidence > 0.999 and per_case.per_case_confidence == 0.95
+    assert len(family.regressions) <= len(per_case.regressions)
+    edge = [c for c in family.cases if c.key == "bcast/zmq/bytes/ndarray/1000/r2"][0]
+    edge_pc = [c for c in per_case.cases if c.key == edge.key][0]
+    assert edge.interval and edge_pc.interval and edge.interval.low < edge_pc.interval.low
 
 
 def test_threshold_and_confidence_change_the_decision() -> None:

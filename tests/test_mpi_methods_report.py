@@ -120,7 +120,17 @@ def test_seed_comparison_uses_the_seed_numbers(results: list[Result]) -> None:
     c = comps[("Medium", "1d", "p2p")]
     assert c.seed_method == "Raw MPI 1D" and c.cpp == pytest.approx(26.9e-6)
     md = rep.seed_comparison_table(results)
-    assert "| Small | 2D | 4 | pack | Pack MPI | 25.0 µs | 7.5 µs | 3.33x |" in md
+    header = md.splitlines()[0]
+    assert "pack (C++ Pack MPI)" in header and "rma-lock" not in header
+    small_2d = next(line for line in md.splitlines() if line.startswith("| Small | 2D | 4 |"))
+    assert "25.0 µs vs 7.5 µs: **3.33x**" in small_2d
+
+
+def test_seed_comparison_only_for_the_seeds_rank_count(results: list[Result]) -> None:
+    two = [result("Small", "1d", "bcast", 5e-6, ranks=2)]
+    assert rep.seed_comparisons(two) == []
+    assert [c.ranks for c in rep.seed_comparisons(two, ranks=None)] == [2]
+    assert "No measured case" in rep.seed_comparison_table(two)
 
 
 def test_seed_data_matches_the_seed_tables() -> None:
