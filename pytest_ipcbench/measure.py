@@ -639,6 +639,14 @@ def _format_seconds(s: float) -> str:
 # ------------------------------------------------------------------------------- the driver
 
 
+def _wait(group: Group, settings: BenchSettings) -> None:
+    """The harness's own barrier: quiet (no spinning) unless ``settings.quiet_waits`` is off."""
+    if settings.quiet_waits:
+        quiet_barrier(group)
+    else:
+        group.barrier()
+
+
 def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
     """Collective: static plan from rank 0; warm-up on every rank; timed plan from rank 0.
 
@@ -646,7 +654,7 @@ def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
     by time (half the time budget; unless ``settings.warmup`` fixes the count) and broadcasts it.
     """
     static = group.bcast(case.static_plan() if group.rank == 0 else None)
-    quiet_barrier(group)
+    _wait(group, settings)
     t0 = perf_counter()
     case.block(0, 1, False, lambda i: True)
     first = perf_counter() - t0
@@ -760,7 +768,7 @@ def bench_interleaved(
                     return [None] * len(backends)
                 return _bench_on(sub, backends, payload, scenario, settings, rounds)
             finally:
-                quiet_barrier(outer)  # the ranks left out wait here, asleep
+                _wait(outer, settings)  # the ranks left out wait here, asleep
     return _bench_on(group, backends, payload, scenario, settings, rounds)
 
 
@@ -792,7 +800,7 @@ def _bench_on(
                 case.record.warm_times.clear()
             if rounds == 1 or len(cases) == 1:
                 for case, plan in zip(cases, plans):
-                    quiet_barrier(group)
+                    _wait(group, settings)
                     _run_iterations(case, plan, 0, plan.iterations)
             else:
                 # every case gets the same number of rounds; a case's iterations are spread evenly
@@ -801,7 +809,7 @@ def _bench_on(
                     for k, (case, plan) in enumerate(zip(cases, plans)):
                         n = plan.iterations * (r + 1) // rounds - done[k]
                         if n:
-                            quiet_barrier(group)
+                            _wait(group, settings)
                             _run_iterations(case, plan, done[k], n)
                             done[k] += n
         finally:

@@ -250,6 +250,28 @@ def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d
     return "\n\n".join(parts)
 
 
+def pivot_table(results: Iterable[Result], ranks: int | None = None) -> str:
+    """One row per configuration and shape, one column per method: median time, fastest in bold."""
+    groups = _group(rows_of(results))
+    keys = sorted(
+        (k for k in groups if ranks is None or k[0] == ranks),
+        key=lambda k: (k[0], k[1] != "2d", _config_key(k[2])),
+    )
+    if not keys:
+        return "_No results._"
+    methods = sorted({r.method for k in keys for r in groups[k]}, key=_method_key)
+    rows = []
+    for k in keys:
+        by = {r.method: r for r in groups[k]}
+        best = groups[k][0].method
+        cells = []
+        for m in methods:
+            r = by.get(m)
+            cells.append("" if r is None else f"**{fmt_time(r.median)}**" if m == best else fmt_time(r.median))
+        rows.append([k[2], k[1].upper(), str(k[0])] + cells)
+    return _table(["Config", "Shape", "Ranks"] + methods, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
+
+
 @dataclass(frozen=True)
 class BestPair:
     ranks: int
@@ -421,13 +443,13 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_seed: bo
                     ax.plot(x, y, marker="o", ms=3.5, lw=1.4, label=m, color=colors[m])
             if with_seed:
                 seed_pts = []
-                for config, size in _config_sizes(rows, shape).items():
+                for config, size in _config_sizes([r for r in rows if r.ranks == ranks], shape).items():
                     best = _seed_best(shape, config)
                     if best:
                         seed_pts.append((size, best[1] * 1e-6))
                 if seed_pts:
                     x, y = zip(*sorted(seed_pts))
-                    ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="seed C++ fastest")
+                    ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="seed C++ fastest (4 procs)")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("payload size (bytes)")
@@ -478,6 +500,8 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
     if plot_name:
         parts.append(f"![time vs size]({plot_name})")
     parts += [
+        "## Median time per method",
+        pivot_table(results),
         "## Fastest method per size",
         winners_table(results),
         "## 1D vs 2D",
@@ -517,6 +541,7 @@ __all__ = [
     "best_pairs",
     "comparison_1d_2d_table",
     "methods_table",
+    "pivot_table",
     "plot_time_vs_size",
     "ranking_tables",
     "report_markdown",

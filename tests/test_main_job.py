@@ -183,8 +183,13 @@ def test_selfcheck_agrees_with_mpi4py_bench_and_numpy(tmp_path):
     proc = _run(["selfcheck", "--rounds", "1", "--json", str(out)], timeout=240)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a figure outside 15% (shared machine)
     assert "mpi4py.bench pingpong" in proc.stdout and "timeit np.copyto" in proc.stdout
-    figures = {f["name"]: f for f in json.loads(out.read_text())["figures"]}
+    data = json.loads(out.read_text())
+    figures = {f["name"]: f for f in data["figures"]}
     assert set(figures) == {"MPI ping-pong latency, 1 B", "MPI ping-pong bandwidth, 16 MiB", "copy bandwidth, 64 MB"}
-    # The command holds the harness to 15%; on a machine shared with other jobs the test allows 50%.
-    for f in figures.values():
-        assert abs(f["deviation"]) < 0.5, f
+    assert "machine load" in proc.stdout
+    # The command holds the harness to 15%. Here: 50%, and only on a machine not busy with other
+    # jobs (a shared runner's load swings the 1 B latency from 3 µs to a millisecond between blocks).
+    off = {name: f["deviation"] for name, f in figures.items() if abs(f["deviation"]) >= 0.5}
+    if off and max(x for x in data["load"] if x is not None) > data["cores"]:
+        pytest.skip(f"machine busy (load {data['load']} on {data['cores']} cores): {off}")
+    assert not off, off

@@ -189,3 +189,14 @@ def test_write_report_without_method_results(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     assert rep.plot_time_vs_size([], tmp_path / "x.png") is None
     assert "No configuration" in rep.comparison_1d_2d_table([])
+
+
+def test_pivot_table(results: list[Result]) -> None:
+    md = rep.pivot_table(results)
+    header = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
+    assert header[:3] == ["Config", "Shape", "Ranks"]
+    assert header[3:] == ["p2p", "bcast", "pack", "datatype", "rma-lock", "pickle"]  # the seed-style order
+    small_2d = next(line for line in md.splitlines() if line.startswith("| Small | 2D |"))
+    cells = [c.strip() for c in small_2d.strip("|").split("|")]
+    assert cells[3:] == ["", "40.0 µs", "**25.0 µs**", "", "90.0 µs", ""]
+    assert rep.pivot_table(results, ranks=2) == "_No results._"

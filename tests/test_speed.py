@@ -5,6 +5,8 @@ Every claim here is a ratio measured in the same test, with a wide margin: no ab
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,10 @@ from pytest_ipcbench.measure import BenchSettings, run_interleaved
 from pytest_ipcbench.payloads import PayloadSpec
 from pytest_ipcbench.results import Result
 from pytest_ipcbench.speed import SpeedAssertionError, assert_faster, assert_not_slower, assert_ratio, compare
+
+# CPU-bound claims are timed in CPU time: a machine shared with other jobs slices wall time
+# unevenly between the samples, but not the work a sample does.
+CPU = {"timer": time.process_time, "min_time": 0.004}
 
 
 def work(n: int) -> int:
@@ -34,7 +40,7 @@ def big() -> int:
 
 
 def test_a_real_10x_gap_passes():
-    c = assert_faster(small, big, at_least=3)
+    c = assert_faster(small, big, at_least=3, **CPU)
     assert c.speedup > 3 and c.interleaved and c.name_a == "small" and c.name_b == "big"
     lo, hi = c.speedup_interval
     assert lo <= c.speedup <= hi
@@ -42,7 +48,7 @@ def test_a_real_10x_gap_passes():
 
 def test_a_real_inversion_fails_and_says_why():
     with pytest.raises(SpeedAssertionError) as info:
-        assert_faster(big, small, at_least=1.0)
+        assert_faster(big, small, at_least=1.0, **CPU)
     text = str(info.value)
     assert "median big" in text and "median small" in text  # both medians
     assert "big / small =" in text and "95% CI" in text  # the ratio and its interval
@@ -51,15 +57,16 @@ def test_a_real_inversion_fails_and_says_why():
     assert c.ratio > 1 and c.interval.low > 1
 
 
-@pytest.mark.parametrize("attempt", range(3))
+@pytest.mark.parametrize("attempt", range(2))
 def test_equal_cases_stay_quiet(attempt):
-    assert_not_slower(small, small, by_more_than=1.5)
-    assert_faster(small, small, at_least=1.0)  # no evidence against: benefit of the doubt
+    assert_not_slower(small, small, by_more_than=1.5, **CPU)
+    assert_faster(small, small, at_least=1.0, **CPU)  # no evidence against: benefit of the doubt
+    assert_not_slower(small, small, by_more_than=1.5)  # wall time too
 
 
 def test_assert_not_slower_fails_on_a_clear_slowdown():
     with pytest.raises(SpeedAssertionError, match="more than 2x as slow"):
-        assert_not_slower(big, small, by_more_than=2)
+        assert_not_slower(big, small, by_more_than=2, **CPU)
 
 
 def test_pre_collected_samples():
@@ -98,13 +105,18 @@ def test_bad_arguments():
         speed.measure_interleaved(small, big, rounds=2)
 
 
+def test_cpu_timer_is_used():
+    c = compare(small, big, rounds=5, timer=time.process_time, min_time=0.005)
+    assert c.interleaved and len(c.a) == 5 and c.ratio < 1
+
+
 # ------------------------------------------------------------ bounds that physics backs
 
 
 def test_zero_copy_view_beats_a_copy():
     buf = np.ones(20 * 10**6, dtype=np.uint8).tobytes()
     assert_faster(lambda: np.frombuffer(buf, dtype=np.uint8), lambda: bytearray(buf), at_least=10,
-                  names=("view", "copy"))
+                  names=("view", "copy"), **CPU)
 
 
 def test_a_touched_view_still_beats_unpickling_a_copy():
@@ -116,7 +128,7 @@ def test_a_touched_view_still_beats_unpickling_a_copy():
     from pytest_ipcbench.measure import touch
 
     assert_faster(lambda: touch(view), lambda: touch(pickle.loads(data)), at_least=1.5,
-                  names=("touch a view", "unpickle + touch"))
+                  names=("touch a view", "unpickle + touch"), **CPU)
 
 
 @pytest.mark.skipif(in_mpi_job(), reason="local process groups")

