@@ -37,15 +37,14 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from .backends.base import BACKEND_NAMES, MODES, BackendSpec, get_backend, unavailable_reason
 from .envinfo import collect as collect_env, describe as describe_env, mpi_info
-from .group import Group, GroupError, LocalWorld, in_mpi_job
+from .group import Group, LocalWorld, in_mpi_job
 from .measure import (PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload, annotate_efficiency, copy_result,
                       payload_bytes, quiet_barrier)
 from .payloads import PayloadSpec, format_size, parse_size
