@@ -1,10 +1,59 @@
-"""``ipcbench clean``: remove our OS resources left by dead processes."""
+"""``ipcbench clean``: remove our OS resources left by dead processes.
+
+Also MPICH's own segments (``/dev/shm/mpich_shm_*``) that an aborted job left: MPICH unlinks them
+when a job ends normally, not after ``MPI_Abort`` (which our watchdog uses). One is stale when
+no live process maps it and it is older than a minute (a job being set up maps it at once).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import time
+from pathlib import Path
 
 from . import names
+
+MPICH_PREFIX = "mpich_shm_"
+MPICH_MIN_AGE = 60.0
+
+
+def mapped_shm_names() -> set[str]:
+    """Names of the /dev/shm files that some live process has mapped (from /proc/*/maps)."""
+    mapped: set[str] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/maps", "rb") as f:
+                for line in f:
+                    i = line.find(b"/dev/shm/")
+                    if i >= 0:
+                        mapped.add(line[i + 9 :].split(b" ")[0].strip().decode(errors="replace"))
+        except OSError:
+            continue
+    return mapped
+
+
+def stale_mpich_segments(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozenset[str] = frozenset()) -> list[Path]:
+    """MPICH segments no live process maps, older than ``min_age`` seconds."""
+    try:
+        candidates = [p for p in names.SHM_DIR.iterdir() if p.name.startswith(MPICH_PREFIX) and p.name not in ignore]
+    except OSError:
+        return []
+    if not candidates:
+        return []
+    mapped = mapped_shm_names()
+    now = time.time()
+    stale = []
+    for path in candidates:
+        try:
+            age = now - path.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if path.name not in mapped and age >= min_age:
+            stale.append(path)
+    return sorted(stale)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,14 +77,20 @@ def run(args: argparse.Namespace) -> int:
         for item in names.find_ours()
         if (args.all or not item.alive) and not item.path.name.endswith("-nd")
     ]
+    verb = "would remove" if args.dry_run else "removed"
     for item in found:
         state = "alive" if item.alive else "dead"
-        print(f"{'would remove' if args.dry_run else 'removed'} {item.path} (owner {item.pid}, {state})")
+        print(f"{verb} {item.path} (owner {item.pid}, {state})")
         if not args.dry_run:
             names.remove(item.path)
+    mpich = stale_mpich_segments()
+    for path in mpich:
+        print(f"{verb} {path} (MPICH segment of an aborted job, mapped by no process)")
+        if not args.dry_run:
+            names.remove(path)
     for name in reclaimed:
         print(f"reclaimed shared array {name}")
-    if not found and not reclaimed:
+    if not found and not reclaimed and not mpich:
         print("nothing of ours is left")
     return 0
 

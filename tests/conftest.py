@@ -1,1 +1,23 @@
+import pytest
+
+from pytest_ipcbench.cleanup import stale_mpich_segments
+from pytest_ipcbench.group import in_mpi_job
+from pytest_ipcbench.names import remove
+
 pytest_plugins = ["pytester"]
+
+_MPICH_BEFORE = pytest.StashKey[set]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_MPICH_BEFORE] = {p.name for p in stale_mpich_segments(min_age=0)}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # our watchdog tests end MPI jobs with MPI_Abort, after which MPICH leaves its segment in
+    # /dev/shm: remove the ones this session's jobs left (mapped by nobody, new since the start)
+    if in_mpi_job():  # the jobs that abort are launched from the plain run
+        return
+    before = session.config.stash.get(_MPICH_BEFORE, set())
+    for path in stale_mpich_segments(min_age=0, ignore=before):
+        remove(path)
