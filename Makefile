@@ -9,6 +9,7 @@ MPIEXEC := $(BIN)/mpiexec
 MPI_RUN_TIMEOUT ?= 1200
 BENCH_ARGS ?=
 BASE ?= HEAD~1
+GATE_ARGS ?=
 
 .PHONY: test test-plain test-mpi bench perf-gate clean-venv
 
@@ -32,7 +33,7 @@ bench: $(STAMP)
 	$(BIN)/ipcbench run $(BENCH_ARGS)
 
 perf-gate: $(STAMP)
-	$(BIN)/ipcbench gate --base $(BASE)
+	$(BIN)/ipcbench gate --base $(BASE) $(GATE_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -147,7 +147,9 @@ def _local_transfer(args: argparse.Namespace, cases: list[tuple[str, str, str, s
                 group = world.group(ranks)
                 for b, m, k, s in cases:
                     key = case_key(b, m, k, s, ranks)
-                    reason = unavailable_reason(b, group)
+                    # the world starts its workers (and their queues) at the first run: ask the
+                    # backend about this machine only, the harness checks the group itself
+                    reason = unavailable_reason(b, None)
                     if reason:
                         out(case=key, skip=reason)
                         continue

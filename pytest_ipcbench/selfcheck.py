@@ -366,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "selfcheck": (
-        "check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%)",
+        "check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%%)",
         configure,
         run,
     )

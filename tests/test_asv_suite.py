@@ -119,3 +119,15 @@ def test_lookup_skips_what_was_not_measured() -> None:
     with pytest.raises(NotImplementedError, match="no harness"):
         job.lookup({"*": "skip: no harness"}, "shm|bytes|dict|1KB|2")
     assert job.lookup({"a": 0.5}, "a") == 0.5
+
+
+@pytest.mark.timeout(120)
+def test_local_job_measures_mp_queue(tmp_path: Path) -> None:
+    """Backends that cannot cross MPI ranks (mp-queue) are measured by a plain launch in a local world."""
+    job = _job_module()
+    out = tmp_path / "local.jsonl"
+    cache = job.launch(["transfer", "--local", "--backends", "mp-queue", "--modes", "bytes", "--kinds", "tiny",
+                        "--ranks", "2", "--budget", "0.05"], out, nprocs=None, timeout=100)
+    assert cache.get("!done") is True, out.read_text() if out.exists() else "no output"
+    value = cache[job.case_key("mp-queue", "bytes", "tiny", job.SIZES[0], 2)]
+    assert isinstance(value, float) and 0 < value < 1, value
