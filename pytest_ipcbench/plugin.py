@@ -11,7 +11,6 @@ where they also get pytest-mpi's ``mpi`` marker (so ``-m mpi`` selects them).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 import traceback
@@ -34,13 +33,12 @@ from .session import (
 from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
 from .watchdog import Watchdog
 
-# fixtures written in their own modules, registered with this plugin (a module not there yet is skipped)
-FIXTURE_MODULES = (
+# fixtures written in their own modules (one concern each), registered with this plugin
+pytest_plugins = [
     "pytest_ipcbench.fixtures_shared",
     "pytest_ipcbench.fixtures_bench",
     "pytest_ipcbench.fixtures_mpi_methods",
-)
-pytest_plugins = [name for name in FIXTURE_MODULES if importlib.util.find_spec(name) is not None]
+]
 
 IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode", *BACKEND_FIXTURES})
 MARKER_HELP = (
