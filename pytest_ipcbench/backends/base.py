@@ -27,7 +27,7 @@ import pickle
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 if TYPE_CHECKING:
     from ..group import Group
@@ -163,6 +163,40 @@ class Backend(ABC):
     @abstractmethod
     def read(self) -> Any:
         """On a reader: the next object written (waits up to ``timeout``)."""
+
+    def open_collectively(self, create: Callable[[], Any], attach: Callable[[Any], None], what: str) -> Any:
+        """The setup every backend shares: the root creates, the others attach, all agree.
+
+        ``create()`` runs on the root and returns what the readers need (a path, a name); it is
+        broadcast, then ``attach(info)`` runs on every rank (the root too, for handshakes). A
+        failure anywhere closes this rank's part and raises on every rank, naming the ranks.
+        """
+        group = self.group
+        info: tuple[str, Any] | None = None
+        error: BaseException | None = None
+        if group.rank == self.root:
+            try:
+                info = ("ok", create())
+            except Exception as exc:
+                error = exc
+                info = ("error", f"{type(exc).__name__}: {exc}")
+                self.close()
+        info = group.bcast(info, root=self.root)
+        if error is not None:
+            raise error
+        if info[0] != "ok":
+            raise RuntimeError(f"{self.name}: the writer (rank {self.root}) could not {what}: {info[1]}")
+        status = None
+        try:
+            attach(info[1])
+        except Exception as exc:
+            status = f"{type(exc).__name__}: {exc}"
+        failed = [(rank, s) for rank, s in enumerate(group.allgather(status)) if s]
+        if failed:
+            self.close()
+            where = "; ".join(f"rank {rank}: {s}" for rank, s in failed)
+            raise RuntimeError(f"{self.name}: setup failed after the writer could {what}: {where}")
+        return info[1]
 
     def close(self) -> None:
         """Collective: release everything this rank holds; the owner removes OS resources."""

@@ -77,52 +77,33 @@ class LMDBBackend(Backend):
     # ------------------------------------------------------------------ setup and close
 
     def setup(self) -> None:
-        group = self.group
-        info: tuple[str, str] | None = None
-        error: BaseException | None = None
-        if group.rank == self.root:
-            try:
-                self._owner = True
-                self.path = names.private_dir("lmdb")
-                self._env = lmdb.open(
-                    str(self.path),
-                    map_size=int(self.initial_map_size),
-                    subdir=True,
-                    writemap=True,
-                    sync=False,
-                    metasync=False,
-                    readahead=False,
-                    meminit=False,
-                    max_dbs=0,
-                )
-                with self._env.begin(write=True) as txn:
-                    txn.put(_KEY_SEQ, _SEQ.pack(0, STATE_VALUE, 0))
-                info = ("ok", str(self.path))
-            except Exception as exc:
-                error = exc
-                info = ("error", f"{type(exc).__name__}: {exc}")
-                self.close()
-        info = group.bcast(info, root=self.root)
-        if error is not None:
-            raise error
-        if info[0] != "ok":
-            raise RuntimeError(f"lmdb: the writer (rank {self.root}) could not create the environment: {info[1]}")
-        status = None
-        if group.rank != self.root:
-            try:
-                self.path = Path(info[1])
-                self._env = lmdb.open(
-                    info[1], subdir=True, readonly=True, create=False, lock=True, readahead=False, max_dbs=0
-                )
-                with self._begin() as txn:
-                    self._seq = _SEQ.unpack(txn.get(_KEY_SEQ))[0]
-            except Exception as exc:
-                status = f"{type(exc).__name__}: {exc}"
-        failed = [(rank, s) for rank, s in enumerate(group.allgather(status)) if s]
-        if failed:
-            self.close()
-            where = "; ".join(f"rank {rank}: {s}" for rank, s in failed)
-            raise RuntimeError(f"lmdb: could not open the environment: {where}")
+        self.open_collectively(self._create, self._attach, "create the environment")
+
+    def _create(self) -> str:
+        self._owner = True
+        self.path = names.private_dir("lmdb")
+        self._env = lmdb.open(
+            str(self.path),
+            map_size=int(self.initial_map_size),
+            subdir=True,
+            writemap=True,
+            sync=False,
+            metasync=False,
+            readahead=False,
+            meminit=False,
+            max_dbs=0,
+        )
+        with self._env.begin(write=True) as txn:
+            txn.put(_KEY_SEQ, _SEQ.pack(0, STATE_VALUE, 0))
+        return str(self.path)
+
+    def _attach(self, path: str) -> None:
+        if self.group.rank == self.root:
+            return
+        self.path = Path(path)
+        self._env = lmdb.open(path, subdir=True, readonly=True, create=False, lock=True, readahead=False, max_dbs=0)
+        with self._begin() as txn:
+            self._seq = _SEQ.unpack(txn.get(_KEY_SEQ))[0]
 
     def close(self) -> None:
         if self._txn is not None:

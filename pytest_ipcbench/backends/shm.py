@@ -159,37 +159,20 @@ class SharedMemoryBackend(Backend):
     # ------------------------------------------------------------------ setup and close
 
     def setup(self) -> None:
-        group = self.group
-        info: tuple[str, str] | None = None
-        error: BaseException | None = None
-        if group.rank == self.root:
-            try:
-                self._create()
-                info = ("ok", self._ctrl_name or "")
-            except Exception as exc:
-                error = exc
-                info = ("error", f"{type(exc).__name__}: {exc}")
-                self.close()
-        info = group.bcast(info, root=self.root)
-        if error is not None:
-            raise error
-        if info[0] != "ok":
-            raise RuntimeError(f"shm: the writer (rank {self.root}) could not create its segment: {info[1]}")
-        status = None
-        if group.rank != self.root:
-            try:
-                self._ctrl_name = info[1]
-                self._ctrl = _attach_segment(self._ctrl_name)
-                if self._ctrl[:8] != MAGIC:
-                    raise RuntimeError(f"{self._ctrl_name} is not an ipcbench control segment")
-                self._seq = _Q.unpack_from(self._ctrl, _SEQ_OFF)[0]
-            except Exception as exc:
-                status = f"{type(exc).__name__}: {exc}"
-        failed = [(rank, s) for rank, s in enumerate(group.allgather(status)) if s]
-        if failed:
-            self.close()
-            where = "; ".join(f"rank {rank}: {s}" for rank, s in failed)
-            raise RuntimeError(f"shm: could not attach the segment: {where}")
+        self.open_collectively(self._create_named, self._attach, "create its segment")
+
+    def _create_named(self) -> str:
+        self._create()
+        return self._ctrl_name or ""
+
+    def _attach(self, ctrl_name: str) -> None:
+        if self.group.rank == self.root:
+            return
+        self._ctrl_name = ctrl_name
+        self._ctrl = _attach_segment(ctrl_name)
+        if self._ctrl[:8] != MAGIC:
+            raise RuntimeError(f"{ctrl_name} is not an ipcbench control segment")
+        self._seq = _Q.unpack_from(self._ctrl, _SEQ_OFF)[0]
 
     def _create(self) -> None:
         self._owner = True

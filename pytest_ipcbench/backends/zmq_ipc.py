@@ -62,56 +62,37 @@ class ZMQBackend(Backend):
     # ------------------------------------------------------------------ setup and close
 
     def setup(self) -> None:
-        group = self.group
-        info: tuple[str, str, str] | None = None
-        error: BaseException | None = None
-        token = ""
-        if group.rank == self.root:
-            try:
-                self._owner = True
-                self.path = names.private_dir("zmq")
-                sock_path = self.path / "router"
-                if len(str(sock_path)) > _UNIX_PATH_MAX:
-                    raise RuntimeError(
-                        f"zmq: socket path {sock_path} is longer than {_UNIX_PATH_MAX} bytes; "
-                        f"set TMPDIR to a shorter folder"
-                    )
-                self._ctx = zmq.Context()
-                self._sock = self._ctx.socket(zmq.ROUTER)
-                self._sock.setsockopt(zmq.LINGER, 0)
-                self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-                self.endpoint = f"ipc://{sock_path}"
-                self._sock.bind(self.endpoint)
-                token = secrets.token_hex(8)
-                info = ("ok", self.endpoint, token)
-            except Exception as exc:
-                error = exc
-                info = ("error", f"{type(exc).__name__}: {exc}", "")
-                self.close()
-        info = group.bcast(info, root=self.root)
-        if error is not None:
-            raise error
-        if info[0] != "ok":
-            raise RuntimeError(f"zmq: the writer (rank {self.root}) could not bind: {info[1]}")
-        _, self.endpoint, token = info
-        status = None
-        try:
-            if group.rank == self.root:
-                self._handshake(token)
-            else:
-                self._ctx = zmq.Context()
-                self._sock = self._ctx.socket(zmq.DEALER)
-                self._sock.setsockopt(zmq.LINGER, 0)
-                self._sock.setsockopt(zmq.ROUTING_ID, _routing_id(group.rank))
-                self._sock.connect(self.endpoint)
-                self._sock.send_multipart([_HELLO, token.encode()])
-        except Exception as exc:
-            status = f"{type(exc).__name__}: {exc}"
-        failed = [(rank, s) for rank, s in enumerate(group.allgather(status)) if s]
-        if failed:
-            self.close()
-            where = "; ".join(f"rank {rank}: {s}" for rank, s in failed)
-            raise RuntimeError(f"zmq: the handshake failed: {where}")
+        self.open_collectively(self._bind, self._connect, "bind")
+
+    def _bind(self) -> tuple[str, str]:
+        self._owner = True
+        self.path = names.private_dir("zmq")
+        sock_path = self.path / "router"
+        if len(str(sock_path)) > _UNIX_PATH_MAX:
+            raise RuntimeError(
+                f"zmq: socket path {sock_path} is longer than {_UNIX_PATH_MAX} bytes; "
+                f"set TMPDIR to a shorter folder"
+            )
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.ROUTER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.endpoint = f"ipc://{sock_path}"
+        self._sock.bind(self.endpoint)
+        return self.endpoint, secrets.token_hex(8)
+
+    def _connect(self, info: tuple[str, str]) -> None:
+        # readers say hello; the writer waits for every hello (no slow joiner at the first write)
+        self.endpoint, token = info
+        if self.group.rank == self.root:
+            self._handshake(token)
+            return
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.ROUTING_ID, _routing_id(self.group.rank))
+        self._sock.connect(self.endpoint)
+        self._sock.send_multipart([_HELLO, token.encode()])
 
     def _handshake(self, token: str) -> None:
         """Wait for a hello from every reader: then every connection is up."""
