@@ -47,6 +47,7 @@ from .envinfo import collect as collect_env, describe as describe_env, mpi_info
 from .group import Group, LocalWorld, in_mpi_job
 from .measure import (PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload, annotate_efficiency, copy_result,
                       payload_bytes, quiet_barrier)
+from .mpi_methods import CONFIG_NAMES, config_nbytes
 from .payloads import PayloadSpec, format_size, parse_size
 from .results import Result, ResultSet
 
@@ -109,9 +110,7 @@ class Level:
     case_timeout: float
 
 
-SEED004 = {name: base * 55 * 4 for name, base in
-           (("Small", 50), ("Medium", 500), ("Large", 5_000), ("XLarge", 50_000), ("XXLarge", 500_000),
-            ("XXXLarge", 2_000_000))}
+SEED004 = {name: config_nbytes(name) for name in CONFIG_NAMES}  # seed 004's sizes, 11 KB .. 440 MB
 
 LEVEL_SPECS: dict[str, Level] = {
     "quick": Level(
