@@ -1,7 +1,8 @@
 """``ipcbench clean``: remove our OS resources left by dead processes.
 
-Also MPICH's own segments (``/dev/shm/mpich_shm_*``) that an aborted job left: MPICH unlinks them
-when a job ends normally, not after ``MPI_Abort`` (which our watchdog uses). One is stale when
+Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
+segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
+``/tmp/hydra_hwloc_xmlfile_*``. One is stale when
 no live process maps it and it is older than a minute (a job being set up maps it at once).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,6 +58,38 @@ def stale_mpich_segments(min_age: float = MPICH_MIN_AGE, ignore: set[str] | froz
     return sorted(stale)
 
 
+def _launcher_running() -> bool:
+    """Is an MPICH launcher (mpiexec / hydra proxy) running on this machine?"""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm.startswith(("mpiexec", "hydra_pmi_proxy", "mpirun")):
+            return True
+    return False
+
+
+def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozenset[str] = frozenset()) -> list[Path]:
+    """The hwloc topology files (``/tmp/hydra_hwloc_xmlfile_*``) that Hydra leaves after an abort.
+
+    They carry no owner, so they count as stale only while no MPICH launcher runs at all.
+    """
+    tmp = Path(tempfile.gettempdir())
+    now = time.time()
+    try:
+        found = [p for p in tmp.glob("hydra_hwloc_xmlfile_*") if p.name not in ignore]
+    except OSError:
+        return []
+    found = [p for p in found if p.exists() and now - p.stat().st_mtime >= min_age]
+    if not found or _launcher_running():
+        return []
+    return sorted(found)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="also remove resources of live owners")
     parser.add_argument("--dry-run", action="store_true", help="list what would be removed")
@@ -88,9 +122,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{verb} {path} (MPICH segment of an aborted job, mapped by no process)")
         if not args.dry_run:
             names.remove(path)
+    hydra = stale_hydra_files()
+    for path in hydra:
+        print(f"{verb} {path} (Hydra file of an aborted MPICH job)")
+        if not args.dry_run:
+            names.remove(path)
     for name in reclaimed:
         print(f"reclaimed shared array {name}")
-    if not found and not reclaimed and not mpich:
+    if not found and not reclaimed and not mpich and not hydra:
         print("nothing of ours is left")
     return 0
 

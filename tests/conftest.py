@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_ipcbench.cleanup import stale_mpich_segments
+from pytest_ipcbench.cleanup import stale_hydra_files, stale_mpich_segments
 from pytest_ipcbench.group import in_mpi_job
 from pytest_ipcbench.names import remove
 
@@ -10,14 +10,16 @@ _MPICH_BEFORE = pytest.StashKey[set]()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[_MPICH_BEFORE] = {p.name for p in stale_mpich_segments(min_age=0)}
+    session.config.stash[_MPICH_BEFORE] = {p.name for p in stale_mpich_segments(min_age=0)} | {
+        p.name for p in stale_hydra_files(min_age=0)
+    }
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     # our watchdog tests end MPI jobs with MPI_Abort, after which MPICH leaves its segment in
-    # /dev/shm: remove the ones this session's jobs left (mapped by nobody, new since the start)
+    # /dev/shm and Hydra its topology file in /tmp: remove what this session's jobs left
     if in_mpi_job():  # the jobs that abort are launched from the plain run
         return
     before = session.config.stash.get(_MPICH_BEFORE, set())
-    for path in stale_mpich_segments(min_age=0, ignore=before):
+    for path in stale_mpich_segments(min_age=0, ignore=before) + stale_hydra_files(min_age=0, ignore=before):
         remove(path)

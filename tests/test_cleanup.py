@@ -62,3 +62,22 @@ def test_an_old_unmapped_mpich_segment_is_stale_a_mapped_one_is_not() -> None:
     finally:
         for path in (stale, mapped):
             Path(path).unlink(missing_ok=True)
+
+
+def test_a_hydra_file_left_by_an_aborted_job_is_stale_only_when_no_launcher_runs() -> None:
+    import pytest
+
+    from pytest_ipcbench import cleanup
+
+    if cleanup._launcher_running():
+        pytest.skip("an MPICH launcher is running on this machine")
+    left = Path(cleanup.tempfile.gettempdir()) / f"hydra_hwloc_xmlfile_ipcbtest{os.getpid()}"
+    try:
+        left.write_text("<topology/>")
+        old = time.time() - 3600
+        os.utime(left, (old, old))
+        assert left in cleanup.stale_hydra_files()
+        assert left not in cleanup.stale_hydra_files(ignore={left.name})
+        assert left not in cleanup.stale_hydra_files(min_age=7200)
+    finally:
+        left.unlink(missing_ok=True)
