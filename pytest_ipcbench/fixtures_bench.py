@@ -219,11 +219,13 @@ def _session(config: pytest.Config) -> Any:
 
 
 @pytest.fixture
-def ipc_bench(request: pytest.FixtureRequest) -> BenchRunner:
+def ipc_bench(request: pytest.FixtureRequest, ipc_ranks: int) -> BenchRunner:
     """Measure ``(backend, payload, scenario)`` with the harness; returns the Result.
 
     ``ipc_bench(backend, payload, scenario="broadcast", group=None, *, mode=None, settings=None,
     **BenchSettings fields)``. Records into the ipcbench session and pytest-benchmark (see module).
+    It takes ``ipc_ranks`` so that a test is parametrized by rank count (and MPI ranks outside the
+    group are idle, not skipped) even when it does not name ``ipc_group`` itself.
     """
     session = _session(request.config)
     rank0 = session is None or getattr(session, "rank", 0) == 0

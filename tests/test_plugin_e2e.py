@@ -190,6 +190,22 @@ def test_user_example_under_mpiexec_prints_one_summary(pytester: pytest.Pytester
 
 
 @needs_mpiexec
+def test_ipc_bench_without_ipc_group_runs_on_a_smaller_group_instead_of_skipping(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_bench_only="""
+        def test_shm(ipc_bench, shm_backend, ipc_payload):
+            result = ipc_bench(shm_backend, ipc_payload, time_budget=0.05)
+            assert result.extra["verified"]["failed"] == 0
+        """
+    )
+    result = mpi_run(pytester, 4, "-v", "--ipc-ranks", "2,4", "--ipc-payloads", "tiny", "--ipc-modes", "bytes")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    (summary,) = summaries(result.outlines)
+    assert "2 passed" in summary and "skipped" not in summary, summary
+    result.stdout.fnmatch_lines(["*test_shm[[]*r2*[]] PASSED*"])
+
+
+@needs_mpiexec
 def test_all_ranks_output_and_usage_errors_under_mpi(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_two="def test_x():\n    pass\n")
     loud = mpi_run(pytester, 2, "--ipc-all-ranks-output")
