@@ -62,6 +62,7 @@ from .group import Group, MPIGroup
 from .payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec,
                        format_size)
 from .results import Result
+from .transfer import describe_object
 
 SCENARIOS = ("broadcast", "pingpong", "stream", "granularity")
 VERIFY_MODES = ("auto", "every", "ends")
@@ -273,16 +274,6 @@ def quiet_barrier(group: Group, spin: float = 50e-6, max_sleep: float = 1e-3, fr
     comm.Barrier()
 
 
-def _describe(obj: Any) -> str:
-    shape = getattr(obj, "shape", None)
-    if shape is not None:
-        return f"{type(obj).__name__}(shape={shape}, dtype={getattr(obj, 'dtype', '?')})"
-    try:
-        return f"{type(obj).__name__}(len={len(obj)})"
-    except TypeError:
-        return type(obj).__name__
-
-
 @dataclass
 class _Record:
     """One rank's samples and verification record for one case."""
@@ -438,7 +429,7 @@ class _Broadcast(_Case):
             v0 = perf_counter()
             ok = self.payload.equal(got, obj)
             rec.verify_times.append(perf_counter() - v0)
-            rec.check(ok, f"iteration {i}: received {_describe(got)}, expected {_describe(obj)}")
+            rec.check(ok, f"iteration {i}: received {describe_object(got)}, expected {describe_object(obj)}")
         del got
 
     def result(self, records: list[_Record], plan: Plan) -> Result:
@@ -505,7 +496,7 @@ class _PingPong(_Case):
                     v0 = perf_counter()
                     ok = equal(got, obj)
                     rec.verify_times.append(perf_counter() - v0)
-                    rec.check(ok, f"iteration {i}: echo is {_describe(got)}, sent {_describe(obj)}")
+                    rec.check(ok, f"iteration {i}: echo is {describe_object(got)}, sent {describe_object(obj)}")
                 del got
             return
         read, write, work = self.fwd.read, self.back.write, self.settings.work

@@ -56,7 +56,7 @@ def deliver(group: Group, backend: BackendSpec, payload: PayloadSpec, rounds: in
                 if payload.equal(got, expected):
                     verified += 1
                 elif not problem:
-                    problem = f"round {round_}: received {_summary(got)}, expected {_summary(expected)}"
+                    problem = f"round {round_}: received {describe_object(got)}, expected {describe_object(expected)}"
                 del got
         group.barrier()
     role = "writer" if group.rank == backend.root else "reader"
@@ -73,7 +73,8 @@ def assert_delivered(deliveries: Sequence[Delivery]) -> None:
         raise AssertionError("no reader took part: a transfer needs at least 2 ranks")
 
 
-def _summary(obj: Any) -> str:
+def describe_object(obj: Any) -> str:
+    """A short, data-free description of a received object for error messages."""
     shape = getattr(obj, "shape", None)
     dtype = getattr(obj, "dtype", None)
     if shape is not None:
