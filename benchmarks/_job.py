@@ -92,9 +92,9 @@ def _median(xs: Sequence[float]) -> float:
 def _transfer_job(args: argparse.Namespace) -> int:
     cases = transfer_cases(args.backends, args.modes, args.kinds, args.sizes)
     try:
-        from pytest_ipcbench import measure
+        from pytest_ipcbench.harness import measure
         from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
-        from pytest_ipcbench.payloads import PayloadSpec, parse_size
+        from pytest_ipcbench.core.payloads import PayloadSpec, parse_size
     except ImportError as exc:  # an older commit: no harness yet
         print(json.dumps({"error": f"this commit cannot be measured: {exc}"}), file=_stream(args))
         return 0
@@ -106,7 +106,7 @@ def _transfer_job(args: argparse.Namespace) -> int:
     if args.local:
         return _local_transfer(args, cases, measure, BackendSpec, unavailable_reason, payload, settings)
 
-    from pytest_ipcbench.group import MPIGroup
+    from pytest_ipcbench.core.group import MPIGroup
 
     world = MPIGroup.world()
     out = _Out(args.out, world.rank == 0)
@@ -138,7 +138,7 @@ def _local_transfer(args: argparse.Namespace, cases: list[tuple[str, str, str, s
                     BackendSpec: Any, unavailable_reason: Callable[..., str | None],
                     payload: Callable[[str, str], Any], settings: Any) -> int:
     """Backends that cannot run between MPI ranks (e.g. mp-queue) run in a local world instead."""
-    from pytest_ipcbench.group import LocalWorld
+    from pytest_ipcbench.core.group import LocalWorld
 
     out = _Out(args.out, True)
     try:
@@ -192,8 +192,8 @@ def _quiet_barrier(world: Any, measure: Any) -> None:
 
 def _methods_job(args: argparse.Namespace) -> int:
     try:
-        from pytest_ipcbench import mpi_methods as mm
-        from pytest_ipcbench.group import MPIGroup
+        from pytest_ipcbench.seed004 import methods as mm
+        from pytest_ipcbench.core.group import MPIGroup
     except ImportError as exc:
         print(json.dumps({"error": f"this commit has no seed 004 methods: {exc}"}), file=_stream(args))
         return 0
@@ -224,7 +224,7 @@ def _methods_job(args: argparse.Namespace) -> int:
 
 def _try_measure() -> Any:
     try:
-        from pytest_ipcbench import measure
+        from pytest_ipcbench.harness import measure
         return measure
     except ImportError:
         return None

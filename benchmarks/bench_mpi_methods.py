@@ -1,6 +1,6 @@
 """Seed 004's MPI methods: method x configuration (Small, Medium, Large) x shape (1d, 2d) x ranks.
 
-One ``mpiexec -n 4`` launch (``setup_cache``) runs ``pytest_ipcbench.mpi_methods`` on sub-groups
+One ``mpiexec -n 4`` launch (``setup_cache``) runs ``pytest_ipcbench.seed004.methods`` on sub-groups
 of 2 and 4 ranks; ``track_transfer`` is the median time per transfer, max over ranks, in seconds.
 """
 

@@ -16,7 +16,7 @@ PROTOCOLS = ("inband", "oob")
 
 def _payload(kind: str, size: str) -> Any:
     try:
-        from pytest_ipcbench.payloads import PayloadSpec, parse_size
+        from pytest_ipcbench.core.payloads import PayloadSpec, parse_size
     except ImportError as exc:
         raise NotImplementedError(f"this commit has no payload factories: {exc}") from None
     return PayloadSpec(kind, 64 if kind == "tiny" else parse_size(size)).build()

@@ -1,7 +1,7 @@
 """Broadcast through every backend: backend x mode x payload kind x size x ranks (2 and 4).
 
 One ``mpiexec -n 4`` launch (``setup_cache``) measures the whole matrix with the project's
-harness (``pytest_ipcbench.measure``); each ``track_completion`` returns one case's median
+harness (``pytest_ipcbench.harness.measure``); each ``track_completion`` returns one case's median
 completion time (max over readers per iteration), in seconds. Backends that cannot run between
 MPI ranks are measured in a local world of processes by a second, plain launch. A case the
 commit cannot run (module missing, backend unavailable) is skipped, not failed.

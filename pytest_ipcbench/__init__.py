@@ -1,9 +1,9 @@
 """pytest-ipcbench: fixtures, harness and reports for IPC regression benchmarking."""
 
 from .backends import BACKEND_NAMES, MODES, BackendSpec
-from .group import Group, GroupError, LocalWorld, MPIGroup
-from .payloads import PayloadSpec, make_payload, parse_size
-from .transfer import Delivery, assert_delivered, deliver
+from .core.group import Group, GroupError, LocalWorld, MPIGroup
+from .core.payloads import PayloadSpec, make_payload, parse_size
+from .harness.transfer import Delivery, assert_delivered, deliver
 
 __version__ = "0.1.0"
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ipcbench.cleanup import stale_hydra_files, stale_mpich_segments
-from pytest_ipcbench.group import in_mpi_job
-from pytest_ipcbench.names import SHM_DIR, remove
+from pytest_ipcbench.core.cleanup import stale_hydra_files, stale_mpich_segments
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.names import SHM_DIR, remove
 
 pytest_plugins = ["pytester"]
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import lmdb
 
-from .. import names
+from ..core import names
 from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
 
 STATE_VALUE, STATE_ERROR = 0, 1

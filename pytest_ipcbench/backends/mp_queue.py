@@ -1,7 +1,7 @@
 """``mp-queue``: the :class:`multiprocessing.Queue` baseline, one message per reader per write.
 
 A queue can only be shared by inheritance, so this backend uses the group's mailboxes: one
-queue per rank, made by :class:`~pytest_ipcbench.group.LocalWorld` and inherited by its
+queue per rank, made by :class:`~pytest_ipcbench.core.group.LocalWorld` and inherited by its
 workers. The writer puts one message into every reader's mailbox; a reader gets from its own
 (``get(timeout=...)``). Under MPI there are no such queues: :meth:`unavailable` says so.
 

@@ -40,7 +40,7 @@ import os
 import struct
 from typing import Any
 
-from .. import names
+from ..core import names
 from .base import (
     Backend,
     Backoff,

@@ -35,7 +35,7 @@ from typing import Any
 
 import zmq
 
-from .. import names
+from ..core import names
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob, register
 
 _BYTES, _NATIVE, _ERROR, _HELLO = b"B", b"N", b"E", b"H"

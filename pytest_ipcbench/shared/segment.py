@@ -1,7 +1,7 @@
 """Shared-memory segments: creation, attach, the cross-process reference count, crash safety.
 
 A segment is the plain POSIX file ``/dev/shm/<name>`` (``name`` from
-:func:`pytest_ipcbench.names.resource_name`, so ``names.find_ours``/``names.clean`` see it),
+:func:`pytest_ipcbench.core.names.resource_name`, so ``names.find_ours``/``names.clean`` see it),
 opened with ``os.open(O_CREAT | O_EXCL, 0o600)`` and mapped with ``mmap(2)``.  No
 ``multiprocessing.shared_memory``: CPython's resource tracker (before 3.13) would unlink a segment
 it did not create when an attaching process exits, behind our reference count.
@@ -66,7 +66,7 @@ import weakref
 from pathlib import Path
 from typing import Iterable
 
-from .. import names as _names
+from ..core import names as _names
 from . import _atomic, _libc
 
 HEADER_SIZE = 4096

@@ -1,0 +1,408 @@
+"""The pytest plugin (entry point ``ipcbench``): options, markers, fixtures and MPI hygiene hooks.
+
+Hooks and fixtures only; the logic lives in :mod:`.session` (settings, groups, parameters),
+:mod:`.verdict` (collective outcomes) and :mod:`.watchdog` (hang detection).
+
+Tests that use the ipcbench fixtures run in both modes with the same code: under plain ``pytest``
+over local worker processes, and under ``mpiexec -n N python -m pytest --with-mpi`` over MPI,
+where they also get pytest-mpi's ``mpi`` marker (so ``-m mpi`` selects them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import traceback
+from typing import Any, Generator
+
+import pytest
+
+from ..backends.base import BACKEND_NAMES, MODES, BackendSpec
+from ..core.group import Group
+from ..core.payloads import KINDS, PayloadSpec
+from .session import (
+    BACKEND_FIXTURES,
+    IpcSession,
+    SESSION_KEY,
+    describe,
+    get_session,
+    marker_kwargs,
+    resolve_settings,
+)
+from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
+from .watchdog import Watchdog
+
+# fixtures written in their own modules (one concern each), registered with this plugin
+pytest_plugins = [
+    "pytest_ipcbench.plugin.fixtures.shared",
+    "pytest_ipcbench.plugin.fixtures.bench",
+    "pytest_ipcbench.plugin.fixtures.seed004",
+]
+
+IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode", *BACKEND_FIXTURES})
+MARKER_HELP = (
+    "ipcbench(backends=, modes=, payloads=, sizes=, ranks=, timeout=): restrict (backends, modes, "
+    "payloads) or set (sizes, ranks, timeout in s) what this test runs over"
+)
+
+
+# ----------------------------------------------------------------------------------- options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ipcbench", "IPC benchmarks (pytest-ipcbench)")
+    group.addoption(
+        "--ipc-backends",
+        dest="ipc_backends",
+        metavar="LIST",
+        help=f"backends to test, comma-separated, or 'all' (default): {', '.join(BACKEND_NAMES)}",
+    )
+    group.addoption("--ipc-sizes", dest="ipc_sizes", metavar="LIST", help="payload sizes (default 1KB,1MB)")
+    group.addoption(
+        "--ipc-ranks",
+        dest="ipc_ranks",
+        metavar="LIST",
+        help="rank counts (default: 2,4 locally; 2 and the world size under MPI)",
+    )
+    group.addoption("--ipc-modes", dest="ipc_modes", metavar="LIST", help=f"modes (default {','.join(MODES)})")
+    group.addoption(
+        "--ipc-payloads",
+        dest="ipc_payloads",
+        metavar="LIST",
+        help=f"payload kinds, or 'all' (default): {', '.join(KINDS)}",
+    )
+    group.addoption(
+        "--ipc-timeout",
+        dest="ipc_timeout",
+        metavar="SECONDS",
+        help="seconds a test may take before the run is ended as hung (default 300; 0 = no watchdog)",
+    )
+    group.addoption("--ipc-report", dest="ipc_report", metavar="DIR", help="write the results report into DIR")
+    group.addoption(
+        "--ipc-all-ranks-output",
+        dest="ipc_all_ranks_output",
+        action="store_true",
+        default=None,
+        help="under MPI, let every rank print its pytest output (default: rank 0 only)",
+    )
+    for key, text in (
+        ("ipc_backends", "backends to test (comma list or all)"),
+        ("ipc_sizes", "payload sizes (e.g. 1KB,1MB)"),
+        ("ipc_ranks", "rank counts (e.g. 2,4)"),
+        ("ipc_modes", "modes (bytes,native)"),
+        ("ipc_payloads", "payload kinds (comma list or all)"),
+        ("ipc_timeout", "seconds per test before a hung run is ended"),
+        ("ipc_report", "folder for the results report"),
+        ("ipc_all_ranks_output", "every MPI rank prints its output (true/false)"),
+    ):
+        parser.addini(key, f"ipcbench: {text}", default="")
+
+
+# --------------------------------------------------------------------------------- configure
+
+
+def _mpi_mode(config: pytest.Config) -> bool:
+    return bool(config.getoption("with_mpi", default=False) or config.getoption("only_mpi", default=False))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    comm = None
+    if _mpi_mode(config):
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            raise pytest.UsageError("--with-mpi: the ipcbench plugin needs mpi4py (pip install 'pytest-ipcbench[mpi]')")
+        comm = MPI.COMM_WORLD
+    rank = comm.Get_rank() if comm is not None else 0
+    try:
+        settings = resolve_settings(config, comm.Get_size() if comm is not None else None)
+    except pytest.UsageError as exc:
+        if rank > 0 and not _all_ranks_flag(config):
+            # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
+            raise pytest.UsageError() from exc
+        raise
+    session = IpcSession(settings, comm)
+    config.stash[SESSION_KEY] = session
+    if comm is not None:
+        quiet = rank > 0 and not settings.all_ranks_output
+        config.pluginmanager.register(MpiHygiene(config, session, comm, quiet), MpiHygiene.NAME)
+
+
+def _all_ranks_flag(config: pytest.Config) -> bool:
+    return bool(config.getoption("ipc_all_ranks_output", default=None))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = get_session(config)
+    lines = [describe(session.settings)]
+    if session.mpi:
+        quiet = "every rank prints" if session.settings.all_ranks_output else "only rank 0 prints"
+        lines.append(f"ipcbench: MPI world of {session.world_size} ranks ({quiet})")
+    return lines
+
+
+# -------------------------------------------------------------------------------- collection
+
+
+def _marker(node: Any) -> dict[str, Any]:
+    return marker_kwargs(node.get_closest_marker("ipcbench"), node.nodeid)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    session = get_session(metafunc.config)
+    matrix = session.matrix(metafunc.fixturenames, _marker(metafunc.definition))
+    if matrix is not None:
+        metafunc.parametrize(matrix.argnames, matrix.values, ids=matrix.ids, indirect=True)
+
+
+def is_ipc_test(item: pytest.Item) -> bool:
+    """A test that uses an ipcbench fixture or carries the ipcbench marker."""
+    names = getattr(item, "fixturenames", ())
+    return bool(IPC_FIXTURES.intersection(names)) or item.get_closest_marker("ipcbench") is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Before -m is applied: under MPI our tests are MPI tests (so `-m mpi` picks them); without
+    # --with-mpi they are not, or pytest-mpi would skip them, and they run over local processes.
+    if get_session(config).mpi:
+        for item in items:
+            if is_ipc_test(item) and item.get_closest_marker("mpi") is None:
+                item.add_marker(pytest.mark.mpi)
+
+
+def item_ranks(item: pytest.Item) -> int | None:
+    """The rank count of a parametrized ipcbench test (None if it has none)."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("ipc_ranks") if callspec is not None else None
+    return value if isinstance(value, int) else None
+
+
+def item_timeout(item: pytest.Item) -> float:
+    return get_session(item.config).timeout_for(_marker(item).get("timeout"))
+
+
+# ---------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def ipc_ranks(request: pytest.FixtureRequest) -> int:
+    """The number of ranks of this test's group (parametrized by --ipc-ranks)."""
+    return int(getattr(request, "param", None) or get_session(request.config).settings.ranks[0])
+
+
+@pytest.fixture
+def ipc_mode(request: pytest.FixtureRequest) -> str:
+    """``bytes`` or ``native`` (parametrized by --ipc-modes)."""
+    return str(getattr(request, "param", None) or get_session(request.config).settings.modes[0])
+
+
+@pytest.fixture
+def ipc_payload(request: pytest.FixtureRequest) -> PayloadSpec:
+    """What to send: a PayloadSpec over --ipc-payloads x --ipc-sizes (``tiny`` once)."""
+    spec = getattr(request, "param", None)
+    if spec is None:
+        s = get_session(request.config).settings
+        spec = PayloadSpec(s.payloads[0], s.sizes[0])
+    return spec
+
+
+@pytest.fixture
+def ipc_backend(request: pytest.FixtureRequest, ipc_mode: str) -> BackendSpec:
+    """A BackendSpec over every selected backend that can run here, in ``ipc_mode``."""
+    name = getattr(request, "param", None) or get_session(request.config).settings.backends[0]
+    return _backend_spec(request, name, ipc_mode)
+
+
+def _backend_spec(request: pytest.FixtureRequest, name: str, mode: str) -> BackendSpec:
+    reason = get_session(request.config).backend_unavailable(name)
+    if reason:  # collection marks these skipped already; this covers getfixturevalue()
+        pytest.skip(reason)
+    return BackendSpec(name, mode)
+
+
+def _backend_fixture(name: str) -> Any:
+    def fixture(request: pytest.FixtureRequest, ipc_mode: str) -> BackendSpec:
+        return _backend_spec(request, name, ipc_mode)
+
+    fixture.__doc__ = f"A BackendSpec of the {name} backend in ``ipc_mode`` (skipped with the reason where it cannot run)."
+    fixture.__name__ = f"{name.replace('-', '_')}_backend"
+    return pytest.fixture(name=fixture.__name__)(fixture)
+
+
+lmdb_backend = _backend_fixture("lmdb")
+shm_backend = _backend_fixture("shm")
+zmq_backend = _backend_fixture("zmq")
+mpi_bcast_backend = _backend_fixture("mpi-bcast")
+mpi_pkl5_backend = _backend_fixture("mpi-pkl5")
+mpi_buffer_backend = _backend_fixture("mpi-buffer")
+mpi_p2p_backend = _backend_fixture("mpi-p2p")
+mp_queue_backend = _backend_fixture("mp-queue")
+
+
+@pytest.fixture
+def ipc_group(request: pytest.FixtureRequest, ipc_ranks: int) -> Group:
+    """A group of ``ipc_ranks`` ranks: an MPI sub-communicator under --with-mpi, else local processes.
+
+    ``ipc_group.run(fn, *args)`` runs ``fn(group, *args)`` on every rank and returns the results by rank.
+    """
+    session = get_session(request.config)
+    group = session.world_group(ipc_ranks, timeout=item_timeout(request.node))
+    if group is None:  # an MPI rank outside the group: the plugin skips its setup, so only by misuse
+        pytest.skip(f"rank {session.rank} is not in this test's group of {ipc_ranks}")
+    return group
+
+
+# ------------------------------------------------------------------------------- session end
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the local workers, check that nothing of ours was left, write the report."""
+    config = session.config
+    ipc = get_session(config)
+    ipc.close()
+    leftovers = ipc.sweep()
+    hygiene = config.pluginmanager.get_plugin(MpiHygiene.NAME)
+    if isinstance(hygiene, MpiHygiene):
+        leftovers = hygiene.finish(session, leftovers)
+    notes = config.stash.setdefault(NOTES_KEY, [])
+    if leftovers:
+        notes.append(("red", "ipcbench: resources left behind (removed now; the run fails)", leftovers))
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
+        try:
+            from ..report.tables import write_report
+
+            written = write_report(ipc.results, ipc.settings.report_dir)
+            notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
+        except Exception:
+            notes.append(("red", "ipcbench: could not write the report", traceback.format_exc().splitlines()))
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+NOTES_KEY = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    for color, title, lines in config.stash.get(NOTES_KEY, []):
+        terminalreporter.section(title, sep="-", **{color: True})
+        for line in lines:
+            terminalreporter.line(line)
+
+
+# -------------------------------------------------------------------------------- MPI hygiene
+
+class MpiHygiene:
+    """Hooks active under --with-mpi: quiet ranks, collective verdicts, the watchdog, lockstep checks."""
+
+    NAME = "ipcbench-mpi"
+
+    def __init__(self, config: pytest.Config, session: IpcSession, comm: Any, quiet: bool) -> None:
+        self.config = config
+        self.session = session
+        self.rank = session.rank
+        self.size = session.world_size or 1
+        self.quiet = quiet
+        self._stdout = sys.stdout
+        if quiet:
+            # The terminal reporter is made right after this hook (we run first) from sys.stdout:
+            # give it /dev/null; sys.stdout itself comes back at session start. stderr stays.
+            sys.stdout = open(os.devnull, "w")
+        self.watchdog = Watchdog(self.rank, comm.Abort)
+        self.watchdog.arm("pytest start-up", session.settings.timeout, "start-up")
+        self.channel = WorldChannel.open(comm)
+        self.watchdog.disarm()
+        self._pending: dict[str, str] = {}  # idle rank: call failures of others, shown at teardown
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.quiet:  # the reporter keeps its /dev/null; the test code gets the real stdout
+            sys.stdout = self._stdout
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Every rank must run the same tests in the same order: check it once."""
+        ids = [item.nodeid for item in session.items]
+        self.watchdog.arm("collection", self.session.settings.timeout, "collection")
+        try:
+            digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()
+            everyone = self.channel.allgather((len(ids), digest, ids[:3]))
+        finally:
+            self.watchdog.disarm()
+        if len({(n, h) for n, h, _ in everyone}) > 1:
+            detail = "; ".join(f"rank {r}: {n} tests" for r, (n, _, _) in enumerate(everyone))
+            message = (
+                f"ipcbench: the MPI ranks collected different tests ({detail}); every rank must run "
+                "the same tests in the same order (same files, options and seeds on every rank)"
+            )
+            raise pytest.UsageError(*([] if self.quiet else [message]))  # printed by rank 0 only
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        ranks = item_ranks(item)
+        if self.session.is_idle(ranks):
+            pytest.skip(f"idle: rank {self.rank} is not in this test's group of {ranks} ranks")
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        self.watchdog.arm(item.nodeid, item_timeout(item), "setup")
+        try:
+            return (yield)
+        finally:
+            self.watchdog.disarm()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report = yield
+        idle = self.session.is_idle(item_ranks(item))
+        if idle and report.when == "setup" and report.skipped and not hasattr(report, "wasxfail"):
+            path, line, reason = report.longrepr if isinstance(report.longrepr, tuple) else ("", 0, "")
+            report.longrepr = (str(item.location[0]), (item.location[1] or 0) + 1, reason)
+        self.watchdog.phase(report.when, waiting=True)
+        verdict = exchange_and_apply(self.channel, report, idle)
+        if idle and report.when == "setup" and verdict.outcome == "passed" and not item.config.getoption("setuponly"):
+            # the others run the body now: take part in their call-phase verdict
+            call_verdict, outcomes = idle_call(self.channel, item.nodeid)
+            if call_verdict.outcome == "failed":
+                self._pending[item.nodeid] = failure_text(outcomes, call_verdict.ranks, self.size, "call")
+        if report.when == "teardown" and item.nodeid in self._pending:
+            text = self._pending.pop(item.nodeid)
+            if report.outcome != "failed":  # count the failure on this rank too (exit code, -x)
+                report.outcome = "failed"
+                report.longrepr = text
+        following = {"setup": "call", "call": "teardown"}.get(report.when, "teardown")
+        self.watchdog.phase(following, waiting=False)
+        return report
+
+    def finish(self, session: pytest.Session, leftovers: list[str]) -> list[str]:
+        """Session end: everyone's leftovers and exit status, known on every rank."""
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            return leftovers  # the ranks may be at different places: no more exchanges
+        self.watchdog.arm("session end", self.session.settings.timeout, "session end")
+        try:
+            everyone = self.channel.allgather((int(session.exitstatus), leftovers))
+        finally:
+            self.watchdog.disarm()
+        mine = int(session.exitstatus)
+        worst = [status for status, _ in everyone if status not in (0, 5)]
+        if mine in (0, 5) and worst:
+            session.exitstatus = worst[0]
+        return [f"rank {r}: {line}" for r, (_, lines) in enumerate(everyone) for line in lines]
+
+    def pytest_internalerror(self, excrepr: Any, excinfo: Any) -> None:
+        if self.quiet:  # the terminal reporter of this rank writes to /dev/null: a crash must show
+            for line in str(excrepr).splitlines():
+                sys.stderr.write(f"ipcbench rank {self.rank}: INTERNALERROR> {line}\n")
+            sys.stderr.flush()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.watchdog.close()
+        self.channel.close()
+
+
+__all__ = ["MpiHygiene", "get_session", "is_ipc_test"]

@@ -1,0 +1,553 @@
+"""Report of the MPI method matrix (scenario ``mpi-method``): seed 004's tables, a plot, a C++ comparison.
+
+Every function takes a list of :class:`~.results.Result` (others than ``mpi-method`` are ignored)
+and works without MPI. :func:`write_mpi_method_report` writes ``mpi-methods.md`` and
+``mpi-methods.png`` into a folder; ``report.write_report`` calls it when the results hold any
+``mpi-method`` case.
+
+Times are the median over the samples of the ``completion`` metric (seconds per transfer, the
+max over ranks of each sample). Sizes: MB = 10**6 bytes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..history.results import Result
+
+SCENARIO = "mpi-method"
+CONFIG_ORDER = ("Small", "Medium", "Large", "XLarge", "XXLarge", "XXXLarge")
+SHAPE_OF_PAYLOAD = {"array1d": "1d", "ragged2d": "2d"}
+SHAPE_TITLES = {"2d": "2D (ragged rows)", "1d": "1D (contiguous)"}
+
+# Seed 004 (shared/seeds/004_38d19fb6032b7bb8.txt, "Performance Results"): C++ with Google
+# Benchmark, GCC -O3, 4 processes, average time per operation, converted here to microseconds.
+# The seed's size labels (11 KB .. 420 MB) are KiB/MiB of the same data (e.g. 440e6 B = 420 MiB).
+SEED_SIZE_LABELS = {
+    "Small": "11 KB",
+    "Medium": "107 KB",
+    "Large": "1.05 MB",
+    "XLarge": "10.5 MB",
+    "XXLarge": "105 MB",
+    "XXXLarge": "420 MB",
+}
+SEED_CPP_US: dict[str, dict[str, dict[str, float]]] = {
+    "2d": {
+        "Small": {
+            "Pack MPI": 7.5, "Raw MPI": 7.6, "RDMA MPI": 8.4, "Bcast MPI": 8.5,
+            "Datatype MPI": 8.7, "Boost Packed MPI": 12.3, "Boost MPI": 20.8,
+        },
+        "Medium": {
+            "Bcast MPI": 24.9, "Datatype MPI": 25.3, "Raw MPI": 27.2, "RDMA MPI": 42.2,
+            "Pack MPI": 45.4, "Boost Packed MPI": 61.1, "Boost MPI": 103.0,
+        },
+        "Large": {
+            "Datatype MPI": 188.0, "Bcast MPI": 193.0, "Pack MPI": 282.0, "RDMA MPI": 306.0,
+            "Raw MPI": 510.0, "Boost Packed MPI": 542.0, "Boost MPI": 821.0,
+        },
+        "XLarge": {
+            "Bcast MPI": 4_000.0, "Datatype MPI": 5_900.0, "Pack MPI": 6_200.0, "RDMA MPI": 6_300.0,
+            "Raw MPI": 10_500.0, "Boost Packed MPI": 18_400.0, "Boost MPI": 25_400.0,
+        },
+        "XXLarge": {
+            "Raw MPI": 85_000.0, "Bcast MPI": 86_000.0, "Datatype MPI": 99_000.0,
+            "Pack MPI": 179_000.0, "RDMA MPI": 268_000.0, "Boost Packed MPI": 452_000.0,
+            "Boost MPI": 705_000.0,
+        },
+        "XXXLarge": {
+            "Bcast MPI": 496_000.0, "Raw MPI": 501_000.0, "Datatype MPI": 522_000.0,
+            "Pack MPI": 829_000.0, "Boost Packed MPI": 2_162_000.0, "Boost MPI": 3_268_000.0,
+            "RDMA MPI": 3_428_000.0,
+        },
+    },
+    "1d": {
+        "Small": {"Bcast MPI 1D": 4.2, "Raw MPI 1D": 4.2, "Boost MPI 1D": 7.2, "RDMA MPI 1D": 7.5},
+        "Medium": {"Bcast MPI 1D": 26.7, "Raw MPI 1D": 26.9, "RDMA MPI 1D": 33.9, "Boost MPI 1D": 46.4},
+        "Large": {"Bcast MPI 1D": 212.0, "RDMA MPI 1D": 219.0, "Raw MPI 1D": 256.0, "Boost MPI 1D": 329.0},
+        "XLarge": {
+            "Raw MPI 1D": 3_700.0, "RDMA MPI 1D": 4_500.0, "Bcast MPI 1D": 5_100.0, "Boost MPI 1D": 8_500.0,
+        },
+        "XXLarge": {
+            "Raw MPI 1D": 52_800.0, "Bcast MPI 1D": 70_800.0, "Boost MPI 1D": 180_000.0,
+            "RDMA MPI 1D": 211_000.0,
+        },
+        "XXXLarge": {
+            "Raw MPI 1D": 205_000.0, "Bcast MPI 1D": 359_000.0, "Boost MPI 1D": 891_000.0,
+            "RDMA MPI 1D": 3_050_000.0,
+        },
+    },
+}
+SEED_CPP_RANKS = 4
+
+# Our method -> the seed's method it corresponds to. pickle (lowercase comm.bcast) is the
+# analogue of Boost.MPI's serialization; the seed's RDMA used fences. ibcast, rma-lock and pkl5
+# have no counterpart in the seed's tables (its "Bcast MPI" row covers MPI_Bcast).
+SEED_EQUIVALENT: dict[str, dict[str, str]] = {
+    "2d": {
+        "p2p": "Raw MPI",
+        "bcast": "Bcast MPI",
+        "pack": "Pack MPI",
+        "datatype": "Datatype MPI",
+        "rma-fence": "RDMA MPI",
+        "pickle": "Boost MPI",
+    },
+    "1d": {
+        "p2p": "Raw MPI 1D",
+        "bcast": "Bcast MPI 1D",
+        "rma-fence": "RDMA MPI 1D",
+        "pickle": "Boost MPI 1D",
+    },
+}
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+@dataclass(frozen=True)
+class Row:
+    """One case reduced to what the tables need."""
+
+    config: str
+    shape: str
+    method: str
+    ranks: int
+    nbytes: int
+    median: float  # seconds
+    q1: float
+    q3: float
+    n: int
+
+
+def method_results(results: Iterable[Result]) -> list[Result]:
+    return [r for r in results if r.scenario == SCENARIO]
+
+
+def _config_of(r: Result) -> str:
+    config = r.extra.get("config")
+    if config:
+        return str(config)
+    base = r.size // (55 * 4)
+    return {50: "Small", 500: "Medium", 5000: "Large", 50000: "XLarge", 500000: "XXLarge",
+            2000000: "XXXLarge"}.get(base, f"base {base}")
+
+
+def _config_key(config: str) -> tuple[int, str]:
+    return (CONFIG_ORDER.index(config), config) if config in CONFIG_ORDER else (len(CONFIG_ORDER), config)
+
+
+def rows_of(results: Iterable[Result]) -> list[Row]:
+    """One :class:`Row` per case; a later result with the same key replaces an earlier one."""
+    latest: dict[str, Result] = {}
+    for r in method_results(results):
+        latest[r.key] = r
+    rows = []
+    for r in latest.values():
+        samples = np.asarray(r.samples.get(r.primary) or r.samples.get("completion") or [], dtype=float)
+        if samples.size == 0:
+            continue
+        q1, med, q3 = np.percentile(samples, [25, 50, 75])
+        rows.append(
+            Row(
+                config=_config_of(r),
+                shape=SHAPE_OF_PAYLOAD.get(r.payload, str(r.extra.get("shape", r.payload))),
+                method=r.backend,
+                ranks=r.ranks,
+                nbytes=r.nbytes or r.size,
+                median=float(med),
+                q1=float(q1),
+                q3=float(q3),
+                n=int(samples.size),
+            )
+        )
+    return rows
+
+
+def _group(rows: Iterable[Row]) -> dict[tuple[int, str, str], list[Row]]:
+    """(ranks, shape, config) -> rows sorted fastest first."""
+    out: dict[tuple[int, str, str], list[Row]] = defaultdict(list)
+    for row in rows:
+        out[(row.ranks, row.shape, row.config)].append(row)
+    for key in out:
+        out[key].sort(key=lambda r: (r.median, r.method))
+    return dict(out)
+
+
+def fmt_time(seconds: float) -> str:
+    """Seed-style: microseconds below 1 ms, milliseconds below 10 s, else seconds."""
+    if not np.isfinite(seconds):
+        return "n/a"
+    us = seconds * 1e6
+    if us < 1_000:
+        return f"{us:.1f} µs" if us < 100 else f"{us:.0f} µs"
+    if us < 10_000_000:
+        ms = us / 1e3
+        return f"{ms:.2f} ms" if ms < 10 else f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_bytes(nbytes: int) -> str:
+    """MB = 10**6: 11000 -> ``11 KB``, 1100000 -> ``1.1 MB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            v = nbytes / scale
+            return f"{v:.3g} {unit}"
+    return f"{nbytes} B"
+
+
+def _ratio(x: float) -> str:
+    return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:.0f}x"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _size_label(config: str, nbytes: int) -> str:
+    return f"{config}, {fmt_bytes(nbytes)}"
+
+
+# ------------------------------------------------------------------------------------- tables
+
+
+def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d")) -> str:
+    """Seed 004's per-configuration tables: the methods ranked by median time, 2D then 1D."""
+    groups = _group(rows_of(results))
+    parts: list[str] = []
+    for ranks in sorted({k[0] for k in groups}):
+        for shape in shapes:
+            configs = sorted({k[2] for k in groups if k[0] == ranks and k[1] == shape}, key=_config_key)
+            if not configs:
+                continue
+            parts.append(f"### {SHAPE_TITLES.get(shape, shape)}, {ranks} ranks")
+            for config in configs:
+                rows = groups[(ranks, shape, config)]
+                best = rows[0].median
+                parts.append(f"#### {_size_label(config, rows[0].nbytes)} (seed: {SEED_SIZE_LABELS.get(config, '?')})")
+                parts.append(
+                    _table(
+                        ("Rank", "Method", "Time", "vs best", "IQR / median", "samples"),
+                        (
+                            (
+                                str(i + 1),
+                                f"**{r.method}**" if i == 0 else r.method,
+                                fmt_time(r.median),
+                                _ratio(r.median / best) if best > 0 else "n/a",
+                                f"{(r.q3 - r.q1) / r.median:.0%}" if r.median > 0 else "n/a",
+                                str(r.n),
+                            )
+                            for i, r in enumerate(rows)
+                        ),
+                        (":---:", "---", "---:", "---:", "---:", "---:"),
+                    )
+                )
+    return "\n\n".join(parts)
+
+
+def pivot_table(results: Iterable[Result], ranks: int | None = None) -> str:
+    """One row per configuration and shape, one column per method: median time, fastest in bold."""
+    groups = _group(rows_of(results))
+    keys = sorted(
+        (k for k in groups if ranks is None or k[0] == ranks),
+        key=lambda k: (k[0], k[1] != "2d", _config_key(k[2])),
+    )
+    if not keys:
+        return "_No results._"
+    methods = sorted({r.method for k in keys for r in groups[k]}, key=_method_key)
+    rows = []
+    for k in keys:
+        by = {r.method: r for r in groups[k]}
+        best = groups[k][0].method
+        cells = []
+        for m in methods:
+            r = by.get(m)
+            cells.append("" if r is None else f"**{fmt_time(r.median)}**" if m == best else fmt_time(r.median))
+        rows.append([k[2], k[1].upper(), str(k[0])] + cells)
+    return _table(["Config", "Shape", "Ranks"] + methods, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
+
+
+@dataclass(frozen=True)
+class BestPair:
+    ranks: int
+    config: str
+    nbytes: int
+    best_2d: Row
+    best_1d: Row
+
+    @property
+    def ratio(self) -> float:
+        return self.best_2d.median / self.best_1d.median if self.best_1d.median > 0 else float("nan")
+
+
+def best_pairs(results: Iterable[Result]) -> list[BestPair]:
+    """Per (ranks, configuration) with both shapes measured: the fastest 2D and 1D methods."""
+    groups = _group(rows_of(results))
+    out = []
+    for ranks, config in sorted({(k[0], k[2]) for k in groups}, key=lambda rc: (rc[0], _config_key(rc[1]))):
+        two, one = groups.get((ranks, "2d", config)), groups.get((ranks, "1d", config))
+        if two and one:
+            out.append(BestPair(ranks, config, one[0].nbytes, two[0], one[0]))
+    return out
+
+
+def _seed_best(shape: str, config: str) -> tuple[str, float] | None:
+    table = SEED_CPP_US.get(shape, {}).get(config)
+    if not table:
+        return None
+    name = min(table, key=lambda k: table[k])
+    return name, table[name]
+
+
+def comparison_1d_2d_table(results: Iterable[Result]) -> str:
+    """Seed 004's "1D vs 2D" table: best 2D method, best 1D method, 2D/1D ratio (+ the seed's)."""
+    rows = []
+    for p in best_pairs(results):
+        s2, s1 = _seed_best("2d", p.config), _seed_best("1d", p.config)
+        seed_ratio = _ratio(s2[1] / s1[1]) if s2 and s1 else "n/a"
+        rows.append(
+            (
+                _size_label(p.config, p.nbytes),
+                str(p.ranks),
+                f"{p.best_2d.method} ({fmt_time(p.best_2d.median)})",
+                f"{p.best_1d.method} ({fmt_time(p.best_1d.median)})",
+                _ratio(p.ratio),
+                seed_ratio,
+            )
+        )
+    if not rows:
+        return "_No configuration has both 1D and 2D results._"
+    return _table(
+        ("Data size", "Ranks", "Best 2D method", "Best 1D method", "2D/1D ratio", "Seed C++ 2D/1D"),
+        rows,
+        ("---", "---:", "---", "---", "---:", "---:"),
+    )
+
+
+@dataclass(frozen=True)
+class SeedComparison:
+    config: str
+    shape: str
+    method: str
+    seed_method: str
+    ranks: int
+    python: float  # seconds
+    cpp: float  # seconds
+
+    @property
+    def ratio(self) -> float:
+        return self.python / self.cpp
+
+
+def seed_comparisons(results: Iterable[Result], ranks: int | None = SEED_CPP_RANKS) -> list[SeedComparison]:
+    """Every measured case with a counterpart in seed 004's tables; by default only the runs
+    with as many ranks as the seed's (4), since its numbers are for 4 processes."""
+    out = []
+    for row in rows_of(results):
+        if ranks is not None and row.ranks != ranks:
+            continue
+        seed_name = SEED_EQUIVALENT.get(row.shape, {}).get(row.method)
+        cpp_us = SEED_CPP_US.get(row.shape, {}).get(row.config, {}).get(seed_name or "")
+        if seed_name and cpp_us:
+            out.append(SeedComparison(row.config, row.shape, row.method, seed_name, row.ranks, row.median, cpp_us * 1e-6))
+    out.sort(key=lambda c: (c.ranks, c.shape != "2d", _config_key(c.config), _method_key(c.method)))
+    return out
+
+
+def seed_comparison_table(results: Iterable[Result], ranks: int | None = SEED_CPP_RANKS) -> str:
+    """Python against the seed's C++: one row per configuration and shape, one column per method
+    with a counterpart; each cell is the Python median and the ratio Python/C++."""
+    comps = seed_comparisons(results, ranks)
+    if not comps:
+        return "_No measured case has a counterpart in seed 004's tables._"
+    methods = sorted({c.method for c in comps}, key=_method_key)
+    cells: dict[tuple[int, str, str], dict[str, SeedComparison]] = defaultdict(dict)
+    for c in comps:
+        cells[(c.ranks, c.shape, c.config)][c.method] = c
+    header = ["Config", "Shape", "Ranks"] + [
+        f"{m} (C++ {', '.join(sorted({SEED_EQUIVALENT[s][m] for s in SEED_EQUIVALENT if m in SEED_EQUIVALENT[s]}, key=len)[:1])})"
+        for m in methods
+    ]
+    rows = []
+    for (r, shape, config), by_method in cells.items():
+        row = [config, shape.upper(), str(r)]
+        for m in methods:
+            c = by_method.get(m)
+            row.append(f"{fmt_time(c.python)} vs {fmt_time(c.cpp)}: **{_ratio(c.ratio)}**" if c else "")
+        rows.append(row)
+    return _table(header, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
+
+
+def winners_table(results: Iterable[Result]) -> str:
+    """Per configuration and shape: our fastest method against the seed's fastest."""
+    groups = _group(rows_of(results))
+    rows = []
+    for (ranks, shape, config) in sorted(groups, key=lambda k: (k[0], k[1] != "2d", _config_key(k[2]))):
+        ours = groups[(ranks, shape, config)]
+        runner = ours[1] if len(ours) > 1 else None
+        seed = _seed_best(shape, config)
+        rows.append(
+            (
+                config,
+                shape.upper(),
+                str(ranks),
+                f"{ours[0].method} ({fmt_time(ours[0].median)})",
+                f"{runner.method} ({fmt_time(runner.median)})" if runner else "",
+                f"{seed[0]} ({fmt_time(seed[1] * 1e-6)})" if seed else "n/a",
+            )
+        )
+    return _table(
+        ("Config", "Shape", "Ranks", "Fastest (Python)", "Runner-up", "Seed's fastest (C++, 4 processes)"),
+        rows,
+        ("---", "---", "---:", "---", "---", "---"),
+    )
+
+
+# --------------------------------------------------------------------------------------- plot
+
+
+def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_seed: bool = True) -> Path | None:
+    """Log-log plot of median time against size, one line per method, a panel per shape.
+
+    With ``with_seed``, the seed's fastest C++ method per size is drawn as a dashed grey line.
+    Returns the PNG path, or None when there is nothing to plot.
+    """
+    rows = rows_of(results)
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ranks_list = sorted({r.ranks for r in rows})
+    shapes = [s for s in ("1d", "2d") if any(r.shape == s for r in rows)]
+    methods = sorted({r.method for r in rows}, key=_method_key)
+    cmap = plt.get_cmap("tab10")
+    colors = {m: cmap(i % 10) for i, m in enumerate(methods)}
+    fig, axes = plt.subplots(
+        len(ranks_list), len(shapes), figsize=(6.2 * len(shapes), 4.6 * len(ranks_list)), squeeze=False
+    )
+    for i, ranks in enumerate(ranks_list):
+        for j, shape in enumerate(shapes):
+            ax = axes[i][j]
+            for m in methods:
+                pts = sorted((r.nbytes, r.median) for r in rows if r.ranks == ranks and r.shape == shape and r.method == m)
+                if pts:
+                    x, y = zip(*pts)
+                    ax.plot(x, y, marker="o", ms=3.5, lw=1.4, label=m, color=colors[m])
+            if with_seed:
+                seed_pts = []
+                for config, size in _config_sizes([r for r in rows if r.ranks == ranks], shape).items():
+                    best = _seed_best(shape, config)
+                    if best:
+                        seed_pts.append((size, best[1] * 1e-6))
+                if seed_pts:
+                    x, y = zip(*sorted(seed_pts))
+                    ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="seed C++ fastest (4 procs)")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("payload size (bytes)")
+            ax.set_ylabel("time per transfer (s, max over ranks)")
+            ax.set_title(f"{SHAPE_TITLES.get(shape, shape)}, {ranks} ranks")
+            ax.grid(True, which="both", alpha=0.25)
+            ax.legend(fontsize=7.5, ncol=2)
+    fig.suptitle("MPI methods, seed 004 matrix (median time per transfer)")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _config_sizes(rows: Sequence[Row], shape: str) -> dict[str, int]:
+    return {r.config: r.nbytes for r in rows if r.shape == shape}
+
+
+def _method_key(name: str) -> tuple[int, str]:
+    order = ("p2p", "bcast", "ibcast", "pack", "datatype", "rma-fence", "rma-lock", "pickle", "pkl5")
+    return (order.index(name), name) if name in order else (len(order), name)
+
+
+def methods_table() -> str:
+    """What each method does for 1D and for 2D (from the method classes)."""
+    from ..seed004.methods import METHODS
+
+    return _table(
+        ("Method", "1D", "2D (ragged rows)"),
+        ((name, cls.notes_1d, cls.notes_2d) for name, cls in METHODS.items()),
+        ("---", "---", "---"),
+    )
+
+
+# ------------------------------------------------------------------------------------- report
+
+
+def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-methods.png") -> str:
+    results = method_results(results)
+    parts = [
+        "# MPI methods (seed 004's matrix)",
+        "Median time per transfer from rank 0 to every rank; each sample is the max over ranks of "
+        "the mean over an inner loop (MPI.Wtime). MB = 10^6 bytes. Seed C++ numbers: seed 004, "
+        f"{SEED_CPP_RANKS} processes.",
+    ]
+    if plot_name:
+        parts.append(f"![time vs size]({plot_name})")
+    parts += [
+        "## Median time per method",
+        pivot_table(results),
+        "## Fastest method per size",
+        winners_table(results),
+        "## 1D vs 2D",
+        comparison_1d_2d_table(results),
+        "## Python against seed 004's C++",
+        seed_comparison_table(results),
+        "## Methods ranked, per configuration",
+        ranking_tables(results),
+        "## What each method does",
+        "Receivers know the dtype, the 1D length and the number of 2D rows beforehand; the 2D row "
+        "lengths are sent inside every timed transfer.",
+        methods_table(),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def write_mpi_method_report(results: Iterable[Result], out_dir: str | Path) -> list[Path]:
+    """Write ``mpi-methods.md`` and ``mpi-methods.png`` into ``out_dir``; return the paths written."""
+    results = method_results(results)
+    if not results:
+        return []
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    png = plot_time_vs_size(results, out / "mpi-methods.png")
+    md = out / "mpi-methods.md"
+    md.write_text(report_markdown(results, plot_name=png.name if png else None))
+    written.append(md)
+    if png:
+        written.append(png)
+    return written
+
+
+__all__ = [
+    "SEED_CPP_US",
+    "SEED_EQUIVALENT",
+    "best_pairs",
+    "comparison_1d_2d_table",
+    "methods_table",
+    "pivot_table",
+    "plot_time_vs_size",
+    "ranking_tables",
+    "report_markdown",
+    "rows_of",
+    "seed_comparison_table",
+    "seed_comparisons",
+    "winners_table",
+    "write_mpi_method_report",
+]

@@ -1,0 +1,62 @@
+"""stats.py: summaries, the bootstrap interval of a ratio of medians, verdicts (no timing here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_ipcbench.history.stats import RatioInterval, ratio_interval, summarize, verdict
+
+
+def test_summarize():
+    s = summarize([3.0, 1.0, 2.0, 4.0])
+    assert (s.n, s.median, s.mean, s.min, s.max) == (4, 2.5, 2.5, 1.0, 4.0)
+    assert s.q1 == pytest.approx(1.75) and s.q3 == pytest.approx(3.25) and s.iqr == pytest.approx(1.5)
+    assert s.stddev == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
+    assert summarize([5.0]).stddev == 0.0
+    assert set(s.as_dict()) >= {"median", "iqr", "n"}
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_ratio_interval_contains_the_ratio_and_is_reproducible():
+    rng = np.random.default_rng(1)
+    a = 2.0 + 0.1 * rng.standard_normal(40)
+    b = 1.0 + 0.05 * rng.standard_normal(40)
+    ri = ratio_interval(a, b)
+    assert ri.low <= ri.ratio <= ri.high
+    assert ri.ratio == pytest.approx(np.median(a) / np.median(b))
+    assert 1.8 < ri.low and ri.high < 2.2
+    assert ratio_interval(a, b) == ri  # seeded
+    assert "95% CI" in str(ri)
+
+
+def test_ratio_interval_widens_with_noise_and_narrows_with_samples():
+    rng = np.random.default_rng(2)
+    quiet = ratio_interval(1 + 0.01 * rng.random(30), 1 + 0.01 * rng.random(30))
+    noisy = ratio_interval(1 + rng.random(30), 1 + rng.random(30))
+    assert (noisy.high - noisy.low) > (quiet.high - quiet.low)
+    few = ratio_interval(1 + rng.random(8), 1 + rng.random(8))
+    many = ratio_interval(1 + rng.random(800), 1 + rng.random(800))
+    assert (many.high - many.low) < (few.high - few.low)
+
+
+def test_ratio_interval_rejects_bad_input():
+    with pytest.raises(ValueError):
+        ratio_interval([], [1.0])
+    with pytest.raises(ValueError):
+        ratio_interval([1.0], [0.0])
+    with pytest.raises(ValueError):
+        ratio_interval([1.0], [1.0], confidence=1.5)
+
+
+def test_verdict_needs_the_whole_interval_past_the_threshold():
+    def iv(low: float, high: float) -> RatioInterval:
+        return RatioInterval((low + high) / 2, low, high, 0.95, 1.0, 1.0)
+
+    assert verdict(iv(1.2, 1.4), 0.1) == "slower"
+    assert verdict(iv(1.05, 1.4), 0.1) == "unchanged"  # could be within 10%
+    assert verdict(iv(0.7, 0.85), 0.1) == "faster"
+    assert verdict(iv(0.7, 0.95), 0.1) == "unchanged"
+    with pytest.raises(ValueError):
+        verdict(iv(1, 1), -0.1)

@@ -1,0 +1,266 @@
+"""Options, ini keys and markers of the ipcbench plugin: parsing, layers, errors, test ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_ipcbench.backends.base import BACKEND_NAMES
+from pytest_ipcbench.plugin.session import (
+    BACKEND_FIXTURES,
+    IpcSession,
+    Settings,
+    default_ranks,
+    parse_backends,
+    parse_bool,
+    parse_modes,
+    parse_payloads,
+    parse_ranks,
+    parse_sizes,
+    parse_timeout,
+    payload_specs,
+)
+
+# ------------------------------------------------------------------------------- parse_*
+
+
+def test_parse_lists_keep_order_and_drop_repeats() -> None:
+    assert parse_backends("shm, lmdb,shm", "x") == ("shm", "lmdb")
+    assert parse_backends("all", "x") == BACKEND_NAMES
+    assert parse_backends(["zmq", "mp-queue"], "x") == ("zmq", "mp-queue")
+    assert parse_modes("both", "x") == ("bytes", "native")
+    assert parse_modes("native", "x") == ("native",)
+    assert parse_payloads("tiny,ndarray", "x") == ("tiny", "ndarray")
+    assert parse_sizes("1KB, 1MB,64KiB", "x") == (1000, 10**6, 65536)
+    assert parse_sizes(["600MB"], "x") == (600 * 10**6,)
+    assert parse_ranks("2,4", "x") == (2, 4)
+    assert parse_ranks(3, "x") == (3,)
+    assert parse_timeout("10", "x") == 10.0
+    assert parse_timeout("2.5s", "x") == 2.5
+    assert parse_bool("yes", "x") is True and parse_bool("false", "x") is False
+
+
+@pytest.mark.parametrize(
+    ("parse", "value", "expected"),
+    [
+        (parse_backends, "shmm", "--opt: unknown backend 'shmm' (choose from lmdb, shm"),
+        (parse_backends, "", "--opt: no backend given"),
+        (parse_modes, "fast", "--opt: unknown mode 'fast'"),
+        (parse_payloads, "json", "--opt: unknown payload kind 'json'"),
+        (parse_sizes, "1QB", "--opt: bad size '1QB'"),
+        (parse_sizes, "0", "--opt: bad size '0' (must be more than 0 bytes)"),
+        (parse_ranks, "two", "--opt: bad rank count 'two'"),
+        (parse_ranks, "0", "--opt: bad rank count '0' (at least 1)"),
+        (parse_timeout, "soon", "--opt: bad timeout 'soon'"),
+        (parse_timeout, "-1", "--opt: bad timeout '-1'"),
+        (parse_bool, "maybe", "--opt: bad boolean 'maybe'"),
+    ],
+)
+def test_parse_errors_name_the_value_and_its_source(parse, value, expected) -> None:
+    with pytest.raises(pytest.UsageError) as info:
+        parse(value, "--opt")
+    assert str(info.value).startswith(expected)
+
+
+def test_default_ranks() -> None:
+    assert default_ranks(None) == (2, 4)  # local
+    assert default_ranks(4) == (2, 4)
+    assert default_ranks(2) == (2,)
+    assert default_ranks(3) == (2, 3)
+    assert default_ranks(1) == (2,)  # skipped with a reason, not silently nothing
+
+
+def test_tiny_appears_once_not_per_size() -> None:
+    specs = payload_specs(["ndarray", "tiny"], [1000, 10**6])
+    assert [s.id for s in specs] == ["ndarray-1KB", "ndarray-1MB", "tiny-64B"]
+
+
+# ---------------------------------------------------------------------------- the matrix
+
+
+def _ids(session: IpcSession, names: list[str], marker: dict | None = None) -> list[str]:
+    matrix = session.matrix(names, marker or {})
+    assert matrix is not None
+    return matrix.ids
+
+
+def test_matrix_ids_read_backend_payload_size_ranks_mode() -> None:
+    s = IpcSession(Settings(backends=("shm", "zmq"), sizes=(10**6,), ranks=(4,), payloads=("ndarray",)))
+    ids = _ids(s, ["ipc_group", "ipc_ranks", "ipc_backend", "ipc_mode", "ipc_payload"])
+    assert ids == [
+        "shm-ndarray-1MB-r4-bytes",
+        "shm-ndarray-1MB-r4-native",
+        "zmq-ndarray-1MB-r4-bytes",
+        "zmq-ndarray-1MB-r4-native",
+    ]
+
+
+def test_matrix_per_backend_fixture_and_marker() -> None:
+    s = IpcSession(Settings(sizes=(1000,), payloads=("dict", "tiny")))
+    names = ["shm_backend", "ipc_mode", "ipc_payload"]
+    assert _ids(s, names, {"modes": ("native",)}) == ["shm-dict-1KB-native", "shm-tiny-64B-native"]
+    assert _ids(s, names, {"modes": ("native",), "sizes": (2000,), "payloads": ("dict",)}) == [
+        "shm-dict-2KB-native"
+    ]
+    assert s.matrix(["tmp_path"], {}) is None
+
+
+def test_matrix_skips_what_cannot_run_with_the_reason() -> None:
+    s = IpcSession(Settings(backends=("mpi-bcast",), ranks=(2,), modes=("bytes",)))
+    matrix = s.matrix(["ipc_backend", "ipc_mode", "ipc_ranks"], {})
+    assert matrix is not None and matrix.ids == ["mpi-bcast-r2-bytes"]
+    (param,) = matrix.values
+    (mark,) = param.marks
+    assert mark.name == "skip" and "mpi" in mark.kwargs["reason"].lower()
+
+
+def test_matrix_keeps_the_local_backends_locally() -> None:
+    s = IpcSession(Settings(backends=("mp-queue", "shm", "lmdb", "zmq"), ranks=(2, 4), modes=("bytes",)))
+    matrix = s.matrix(["ipc_backend", "ipc_mode", "ipc_ranks"], {})
+    assert matrix is not None and len(matrix.ids) == 8
+    assert [list(p.marks) for p in matrix.values] == [[]] * 8
+
+
+def test_matrix_marker_that_excludes_everything_gives_one_skipped_item() -> None:
+    s = IpcSession(Settings(backends=("shm",)))
+    matrix = s.matrix(["ipc_backend", "ipc_mode"], {"backends": ("zmq",)})
+    assert matrix is not None and matrix.ids == ["unselected"]
+    assert "nothing selected for ipc_backend" in matrix.values[0].marks[0].kwargs["reason"]
+
+
+def test_backend_fixture_names() -> None:
+    assert BACKEND_FIXTURES["mpi_pkl5_backend"] == "mpi-pkl5"
+    assert BACKEND_FIXTURES["mp_queue_backend"] == "mp-queue"
+    assert len(BACKEND_FIXTURES) == len(BACKEND_NAMES) == 8
+
+
+# ------------------------------------------------------------------- through pytest itself
+
+
+def test_bad_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest("--ipc-backends", "shm,shmm")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--ipc-backends: unknown backend 'shmm' (choose from lmdb, shm, zmq*"])
+
+
+def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nipc_sizes = 1KB, 1QB\n")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini ipc_sizes: bad size '1QB'*"])
+
+
+def test_bad_environment_value_names_the_variable(pytester: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.setenv("IPCBENCH_RANKS", "2,x")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*env IPCBENCH_RANKS: bad rank count 'x'*"])
+
+
+def test_layers_command_line_over_env_over_ini(pytester: pytest.Pytester, monkeypatch) -> None:
+    pytester.makeini("[pytest]\nipc_sizes = 1KB\nipc_modes = native\nipc_ranks = 3\n")
+    monkeypatch.setenv("IPCBENCH_MODES", "bytes")
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.plugin.session import get_session
+        def test_settings(request):
+            s = get_session(request.config).settings
+            assert s.sizes == (2000,) and s.sources["sizes"] == "--ipc-sizes"
+            assert s.modes == ("bytes",) and s.sources["modes"] == "env IPCBENCH_MODES"
+            assert s.ranks == (3,) and s.sources["ranks"] == "ini ipc_ranks"
+            assert s.timeout == 300 and s.sources["timeout"] == "default"
+        """
+    )
+    result = pytester.runpytest("--ipc-sizes", "2KB")
+    result.assert_outcomes(passed=1)
+
+
+def test_marker_keywords_are_checked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.ipcbench(size="1MB")
+        def test_x(ipc_payload): pass
+        """
+    )
+    result = pytester.runpytest()
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*@pytest.mark.ipcbench got unknown keyword 'size' (allowed: backends, modes*"])
+
+
+def test_marker_sets_sizes_and_ranks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.ipcbench(sizes=["3KB"], ranks=3, payloads="array1d")
+        def test_x(ipc_payload, ipc_ranks):
+            assert ipc_payload.size == 3000 and ipc_ranks == 3
+        """
+    )
+    result = pytester.runpytest("-v")
+    result.stdout.fnmatch_lines(["*test_x[[]array1d-3KB-r3[]] PASSED*"])
+    result.assert_outcomes(passed=1)
+
+
+def test_without_mpi_the_tests_are_not_marked_mpi(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_x(ipc_ranks, request):
+            assert request.node.get_closest_marker("mpi") is None
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=2)  # r2, r4: run locally, not skipped by pytest-mpi
+
+
+def test_fixture_modules_of_the_package_are_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--fixtures")
+    listed = result.stdout.str()
+    for name in ("ipc_group", "ipc_backend", "mp_queue_backend", "shared_array", "mpi_method"):
+        assert f"\n{name} -- " in listed, name
+
+
+def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytester, monkeypatch) -> None:
+    import sys
+    import types
+
+    calls: list[tuple[object, object]] = []
+    fake = types.ModuleType("pytest_ipcbench.report.tables")
+    fake.write_report = lambda resultset, folder: calls.append((resultset, folder))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pytest_ipcbench.report.tables", fake)
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.plugin.session import get_session
+
+        def test_records(request):
+            get_session(request.config).record(
+                Result("bcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [0.1, 0.2]})
+            )
+        """
+    )
+    result = pytester.runpytest("--ipc-report", "out")
+    result.assert_outcomes(passed=1)
+    ((resultset, folder),) = calls
+    assert [r.key for r in resultset.results] == ["bcast/shm/bytes/ndarray/1000/r2"]
+    assert str(folder) == "out"
+    calls.clear()
+    pytester.makepyfile("def test_records():\n    pass\n")
+    pytester.runpytest("--ipc-report", "out").assert_outcomes(passed=1)
+    assert calls == []  # nothing recorded: no report
+
+
+def test_get_session_without_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_ipcbench.plugin.session import get_session
+
+        def test_x(request):
+            with pytest.raises(RuntimeError, match="not active"):
+                get_session(request.config)
+        """
+    )
+    pytester.runpytest("-p", "no:ipcbench").assert_outcomes(passed=1)

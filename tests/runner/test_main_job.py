@@ -1,0 +1,195 @@
+"""main_job.py: the matrix, the job supervisor (timeouts, resume) and ``ipcbench run`` end to end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_ipcbench.runner import job as main_job
+from pytest_ipcbench.backends.base import unavailable_reason
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.runner.job import Case, Runner, build_matrix, find_mpiexec, seed002_results
+from pytest_ipcbench.history.results import SCHEMA, Result, ResultSet
+
+pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
+MPIEXEC = find_mpiexec()
+
+
+def test_matrix_levels_grow_and_filters_apply():
+    quick, default, full = (build_matrix(level) for level in ("quick", "default", "full"))
+    assert len(quick) < len(default) < len(full)
+    assert max(c.size for c in full if c.kind == "ndarray") == 602 * 10**6  # seed 002's batch
+    assert max(c.size for c in full if c.kind == "dict") >= 10**6  # 10000 entries and more
+    assert max(c.size for c in full if c.kind == "ragged2d") == 2_000_000 * 55 * 4  # seed 004 XXXLarge
+    assert all(c.backend in main_job.CHANNEL_BACKENDS for c in default if c.scenario == "stream")
+    phases = [c.phase for c in default]
+    assert phases == sorted(phases, key=lambda p: p != "mpi")  # the MPI job first, then the local phase
+    assert {c.phase for c in default if c.backend == "mp-queue"} == {"local"}
+    some = build_matrix("quick", backends=["shm"], modes=["native"], kinds=["ndarray"], scenarios=["broadcast"])
+    assert [c.label for c in some] == ["broadcast shm/native ndarray-10KB r4", "broadcast shm/native ndarray-1MB r4"]
+    assert [c.label for c in build_matrix("quick", only=["*pingpong zmq/bytes*1MB*"])] == [
+        "pingpong zmq/bytes buffer-1MB r2"]
+    g = build_matrix("quick", backends=["zmq"], scenarios=["granularity"])
+    assert [c.label for c in g] == ["granularity zmq/bytes tiny-64B r2 work=0", "granularity zmq/bytes tiny-64B r2 work=1ms"]
+
+
+def test_case_payloads():
+    assert Case("pingpong", "zmq", "bytes", "buffer", 1, 4).payload().nbytes == 1
+    assert Case("broadcast", "zmq", "bytes", "dict", 10_000, 4).payload().kind == "dict"
+
+
+def test_seed002_dictionary_becomes_results():
+    got = {"nbytes": 100, "shape": (5, 5), "samples": {"pool": [0.1, 0.2], "mpqueue": [1.0]}, "ratios": {"a": 1}}
+    rs = seed002_results(got)
+    assert {r.backend for r in rs} == {"pool", "mpqueue"} and all(r.scenario == "seed002" for r in rs)
+    assert seed002_results(None) == []
+
+
+def test_find_mpiexec_prefers_the_one_next_to_python():
+    if MPIEXEC is None:
+        pytest.skip("no mpiexec")
+    expected = Path(sys.executable).parent / "mpiexec"
+    assert MPIEXEC == str(expected) if expected.exists() else MPIEXEC.endswith("mpiexec")
+
+
+# ------------------------------------------------------------------- the job supervisor
+
+FAKE_JOB = """
+    import json, sys, time
+    from pytest_ipcbench.history.results import Result
+    start = int(sys.argv[1])
+    def emit(**ev):
+        print("@@ipcbench " + json.dumps(ev), flush=True)
+    print("noise on stdout", flush=True)
+    print("noise on stderr", file=sys.stderr, flush=True)
+    for i in range(start, 3):
+        emit(event="start", index=i, label=f"case {i}")
+        if i == 1:
+            time.sleep(60)  # a hung case
+        r = Result("broadcast", "fake", "bytes", "dict", 1000, 4, {"completion": [0.1, 0.2]}, nbytes=1000)
+        emit(event="result", index=i, label=f"case {i}", result=r.to_dict())
+    emit(event="done")
+"""
+
+
+def _runner(tmp_path: Path, timeout: float) -> Runner:
+    ns = argparse.Namespace(level="quick", time_budget=None, case_timeout=timeout, out=str(tmp_path))
+    return Runner(ns)
+
+
+def test_a_hung_case_is_killed_and_the_job_resumes_after_it(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(FAKE_JOB))
+    runner = _runner(tmp_path, timeout=2.0)
+    progress = main_job.Progress(3, "none")
+    cases = [Case("broadcast", "fake", "bytes", "dict", 1000, 4)] * 3
+    t0 = time.monotonic()
+    resume, finished, _ = runner._run_job([sys.executable, str(script), "0"], cases, 0, progress)
+    assert (resume, finished) == (2, False)
+    assert time.monotonic() - t0 < 60  # killed at the timeout (plus start-up grace), not at the end
+    assert len(runner.results.results) == 1 and "case 1" in runner.failures[0]
+    assert "no progress" in runner.failures[0]
+    resume, finished, _ = runner._run_job([sys.executable, str(script), str(resume)], cases, resume, progress)
+    assert finished and len(runner.results.results) == 2
+    assert any("noise on stderr" in line for line in runner.log_lines)
+    assert any("noise on stdout" in line for line in runner.log_lines)
+
+
+def test_a_job_that_dies_is_reported(tmp_path):
+    runner = _runner(tmp_path, timeout=30)
+    code = "import sys; print('@@ipcbench {\"event\": \"start\", \"index\": 0, \"label\": \"c0\"}', flush=True); sys.exit(3)"
+    resume, finished, _ = runner._run_job([sys.executable, "-c", code], [Case("broadcast", "f", "bytes", "dict", 1, 4)] * 2,
+                                          0, main_job.Progress(2, "none"))
+    assert (resume, finished) == (1, False)
+    assert "exit code 3" in runner.failures[0]
+
+
+# ---------------------------------------------------------------------------- end to end
+
+
+def _run(args: list[str], timeout: float = 150) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_ipcbench", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_run_list():
+    proc = _run(["run", "--quick", "--list"])
+    assert proc.returncode == 0 and "broadcast shm/native ndarray-1MB r4" in proc.stdout
+    assert "cases" in proc.stdout.splitlines()[-1]
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (install pytest-ipcbench[mpi])")
+def test_ipcbench_run_quick_end_to_end(tmp_path):
+    if unavailable_reason("shm"):
+        pytest.skip("no shm backend")
+    out = tmp_path / "res"
+    args = ["run", "--quick", "--out", str(out), "--ranks", "3", "--backends", "shm,mp-queue", "--kinds",
+            "ndarray,buffer", "--scenarios", "broadcast,pingpong", "--sizes", "10KB", "--modes", "native",
+            "--time-budget", "0.03", "--no-extras", "--progress", "plain"]
+    proc = _run(args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("[1/") and "copy bandwidth" in line for line in lines)  # progress: n/total, elapsed
+    assert any("broadcast shm/native ndarray-10KB r3" in line and "ok" in line for line in lines)
+    assert "baseline (1.00x)" in proc.stdout  # the summary table
+    data = json.loads((out / "results.json").read_text())
+    assert data["schema"] == SCHEMA
+    env = data["env"]
+    assert env["ranks"] == 3 and "oversubscribed" in env and env["mpi"].get("vendor") and env["copy_bandwidth_MBps"] > 0
+    rs = ResultSet.load(out / "results.json")
+    keys = {r.key for r in rs.results}
+    assert "broadcast/shm/native/ndarray/10000/r3" in keys and "pingpong/shm/native/buffer/10000/r2" in keys
+    assert any(r.scenario == "copy" for r in rs.results)
+    shm = next(r for r in rs.results if r.key == "broadcast/shm/native/ndarray/10000/r3")
+    assert shm.extra["group"] == "mpi" and shm.extra["efficiency"] > 0
+    if not unavailable_reason("mp-queue"):
+        assert "broadcast/mp-queue/native/ndarray/10000/r3" in keys
+        assert next(r for r in rs.results if r.backend == "mp-queue").extra["group"] == "local"
+    for name in ("summary.md", "read_summary.csv", "write_summary.csv", "throughput_summary.csv",
+                 "latency_summary.csv", "read_performance.png", "latency.png", "run.log"):
+        assert (out / name).exists(), name
+
+
+# ------------------------------------------------------------------------------- selfcheck
+
+BENCH_OUTPUT = """\
+# MPI PingPong Test
+# Size [B]  Bandwidth [MB/s] | Time Mean [s] \u00b1 StdDev [s]  Samples
+         1              0.37 | 2.7068758e-06 \u00b1 1.0173e-05    10000
+  16777216           9095.84 | 1.8444928e-03 \u00b1 5.2069e-05       10
+"""
+
+
+def test_parse_mpi4py_bench_output():
+    from pytest_ipcbench.harness.selfcheck import parse_pingpong
+
+    rows = parse_pingpong(BENCH_OUTPUT)
+    assert rows[1]["mean_s"] == pytest.approx(2.7068758e-06) and rows[1]["samples"] == 10000
+    assert rows[16777216]["bandwidth_MBps"] == pytest.approx(9095.84)
+    no_stats = parse_pingpong("# MPI PingPong Test\n# Size [B]  Bandwidth [MB/s]\n       1024    512.00\n")
+    assert no_stats[1024]["mean_s"] == pytest.approx(1024 / 512e6)
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (install pytest-ipcbench[mpi])")
+def test_selfcheck_agrees_with_mpi4py_bench_and_numpy(tmp_path):
+    out = tmp_path / "selfcheck.json"
+    proc = _run(["selfcheck", "--rounds", "1", "--json", str(out)], timeout=240)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a figure outside 15% (shared machine)
+    assert "mpi4py.bench pingpong" in proc.stdout and "timeit np.copyto" in proc.stdout
+    data = json.loads(out.read_text())
+    figures = {f["name"]: f for f in data["figures"]}
+    assert set(figures) == {"MPI ping-pong latency, 1 B", "MPI ping-pong bandwidth, 16 MiB", "copy bandwidth, 64 MB"}
+    assert "machine load" in proc.stdout
+    # The command holds the harness to 15%. Here: 50%, and only on a machine not busy with other
+    # jobs (a shared runner's load swings the 1 B latency from 3 µs to a millisecond between blocks).
+    off = {name: f["deviation"] for name, f in figures.items() if abs(f["deviation"]) >= 0.5}
+    if off and max(x for x in data["load"] if x is not None) > data["cores"]:
+        pytest.skip(f"machine busy (load {data['load']} on {data['cores']} cores): {off}")
+    assert not off, off

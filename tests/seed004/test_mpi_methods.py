@@ -1,0 +1,199 @@
+"""The MPI method matrix (seed 004): every method x shape x configuration up to Large.
+
+The MPI tests are marked ``mpi`` (pytest-mpi) and skipped by plain pytest; run them with::
+
+    mpiexec -n 4 python -m pytest -p no:cacheprovider --with-mpi -m mpi tests/seed004/test_mpi_methods.py
+    mpiexec -n 2 python -m pytest -p no:cacheprovider --with-mpi -m mpi tests/seed004/test_mpi_methods.py
+
+The unmarked tests at the end need no MPI.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_ipcbench.seed004 import methods as mm
+# the fixtures mpi_method, ragged_payload and contiguous_payload come from the plugin
+from pytest_ipcbench.plugin.fixtures.seed004 import MethodRunner, SeedPayload, mpi_unavailable_reason
+
+QUICK = mm.QUICK_PLAN
+
+
+def _comm():
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.Get_size() < 2:  # pytest-mpi's min_size does this when it is loaded
+        pytest.skip("needs at least 2 MPI ranks")
+    return MPI.COMM_WORLD
+
+
+# ------------------------------------------------------------------------------------ MPI
+
+
+@pytest.mark.mpi(min_size=2)
+def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: SeedPayload) -> None:
+    comm = _comm()
+    data = ragged_payload.data
+    m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, plan=QUICK)
+    assert m.verified is True
+    assert m.shape == "2d" and m.nbytes == ragged_payload.nbytes == ragged_payload.base * 55 * 4
+    assert [r.size for r in m.received] == [ragged_payload.base * (i + 1) ** 2 for i in range(5)]
+    assert len(m.samples) == 1 and m.samples[0] > 0
+    assert m.ranks == comm.size
+
+
+@pytest.mark.mpi(min_size=2)
+def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload: SeedPayload) -> None:
+    comm = _comm()
+    data = contiguous_payload.data
+    m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, plan=QUICK)
+    assert m.verified is True
+    assert m.shape == "1d" and m.received.dtype == np.int32
+    assert m.received.size == contiguous_payload.base * 55
+    assert m.samples[0] > 0
+
+
+def _own_rows(rank: int) -> list[np.ndarray]:
+    # not seed 004's data: float64, three rows of unrelated lengths, root-dependent values
+    return [np.linspace(rank, rank + 1, n) for n in (7, 1, 4099)]
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("name", mm.METHOD_NAMES)
+def test_own_ragged_data_from_last_rank(name: str) -> None:
+    """Any dtype, any row count; the root need not be rank 0; transfer() is one untimed move."""
+    comm = _comm()
+    root = comm.size - 1
+    expected = _own_rows(root)
+    got = MethodRunner(name).transfer(comm, expected if comm.rank == root else None, root=root)
+    assert mm.data_equal(got, expected)
+    one = np.arange(10_001, dtype=np.float32) * (root + 1)
+    got1 = MethodRunner(name).transfer(comm, one if comm.rank == root else None, root=root)
+    assert mm.data_equal(got1, one)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_timing_loop_and_repeated_lengths() -> None:
+    """Several samples with an inner loop; the same method object reused for a changed layout."""
+    comm = _comm()
+    data = mm.build_data("Small", "2d")
+    plan = mm.Plan(inner=5, samples=3)
+    m = mm.measure(comm, "datatype", data if comm.rank == 0 else None, expected=data, plan=plan)
+    assert (m.inner, len(m.samples)) == (5, 3) and m.warmup >= 1
+    assert all(s > 0 for s in m.samples)
+    # samples are the max over ranks: the same list on every rank
+    assert comm.allgather(m.samples) == [m.samples] * comm.size
+
+
+class _Corrupting(mm.Bcast):
+    """A Bcast whose last receiver damages what it got."""
+
+    name = "corrupting"
+
+    def _transfer_1d(self) -> None:
+        super()._transfer_1d()
+        if self.comm.Get_rank() == self.comm.Get_size() - 1:
+            self._rows[0][-1] += 1
+
+
+@pytest.mark.mpi(min_size=2)
+def test_verification_fails_on_every_rank() -> None:
+    comm = _comm()
+    data = mm.build_data("Small", "1d")
+    with pytest.raises(mm.VerificationError, match=rf"ranks \[{comm.size - 1}\]"):
+        mm.measure(comm, _Corrupting(), data if comm.rank == 0 else None, expected=data, plan=QUICK)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_free_releases_mpi_objects() -> None:
+    comm = _comm()
+    for shape in mm.SHAPES:
+        data = mm.build_data("Small", shape)
+        info = mm.ShapeInfo.of(data)
+        for name in mm.METHOD_NAMES:
+            m = mm.get_method(name)
+            m.prepare(comm, data if comm.rank == 0 else None, info)
+            m.transfer()
+            m.free()
+            assert m.comm is None
+            assert getattr(m, "win", None) is None
+            assert getattr(m, "_attached", []) == []
+
+
+@pytest.mark.mpi(min_size=2)
+def test_run_matrix_results() -> None:
+    from pytest_ipcbench.core.group import MPIGroup
+
+    comm = _comm()
+    lines: list[str] = []
+    results = mm.run_matrix(
+        MPIGroup(comm), configs=("Small",), methods=("bcast", "pkl5"), plan=QUICK, progress=lines.append
+    )
+    if comm.rank != 0:
+        assert results == [] and lines == []
+        return
+    assert [(r.backend, r.payload) for r in results] == [
+        ("bcast", "array1d"),
+        ("pkl5", "array1d"),
+        ("bcast", "ragged2d"),
+        ("pkl5", "ragged2d"),
+    ]
+    for r in results:
+        assert (r.scenario, r.mode, r.size, r.nbytes, r.ranks) == ("mpi-method", "native", 11_000, 11_000, comm.size)
+        assert r.extra["config"] == "Small" and r.extra["base"] == 50 and r.extra["verified"] is True
+        assert list(r.samples) == ["completion"] and r.samples["completion"][0] > 0
+    assert len(lines) == 4
+
+
+# -------------------------------------------------------------------------------- no MPI
+
+
+def test_configurations_follow_the_seed() -> None:
+    assert mm.CONFIGS == {
+        "Small": 50, "Medium": 500, "Large": 5000, "XLarge": 50000, "XXLarge": 500000, "XXXLarge": 2000000,
+    }
+    assert mm.config_nbytes("Small") == 11_000
+    assert mm.config_nbytes("XXXLarge") == 440_000_000  # the seed's "420 MB" (MiB)
+    rows = mm.build_data("Medium", "2d")
+    assert [r.size for r in rows] == [500, 2000, 4500, 8000, 12500]
+    assert max(r.size for r in rows) // min(r.size for r in rows) == 25
+    flat = mm.build_data("Medium", "1d")
+    assert flat.dtype == np.int32 and flat.size == 27_500
+    assert mm.parse_configs("small,XLARGE") == ("Small", "XLarge")
+    assert mm.parse_configs("all") == mm.CONFIG_NAMES
+    with pytest.raises(ValueError, match="unknown configuration"):
+        mm.parse_configs("Huge")
+    with pytest.raises(ValueError, match="unknown MPI method"):
+        mm.parse_methods("bcast,carrier-pigeon")
+
+
+def test_shape_info_rejects_what_mpi_cannot_send() -> None:
+    assert mm.ShapeInfo.of(np.zeros(3, np.int32)) == mm.ShapeInfo("1d", "<i4", 3)
+    assert mm.ShapeInfo.of([np.zeros(3), np.ones(5)]) == mm.ShapeInfo("2d", "<f8", 2)
+    with pytest.raises(ValueError, match="one dtype"):
+        mm.ShapeInfo.of([np.zeros(3), np.ones(5, np.int32)])
+    with pytest.raises(ValueError, match="1-D C-contiguous"):
+        mm.ShapeInfo.of(np.zeros((3, 3))[:, 0])
+    with pytest.raises(ValueError, match="at least one row"):
+        mm.ShapeInfo.of([])
+    with pytest.raises(TypeError):
+        mm.ShapeInfo.of({"a": 1})
+
+
+def test_plan_scales_iterations_down_with_size() -> None:
+    plan = mm.Plan()
+    k_small, n_small = plan.choose(11_000, 20e-6)
+    k_large, n_large = plan.choose(11_000_000, 5e-3)
+    k_huge, n_huge = plan.choose(440_000_000, 0.5)
+    assert k_small > k_large > k_huge == 1
+    assert k_small <= 10_000 and k_large <= 10
+    assert plan.min_samples <= n_huge <= n_large <= plan.max_samples
+    assert mm.Plan(inner=7, samples=2).choose(10, 1.0) == (7, 2)
+    assert plan.choose(110_000_000, 1e-6)[0] <= plan.volume_cap // 110_000_000
+
+
+def test_fixtures_skip_without_mpi(pytestconfig: pytest.Config) -> None:
+    reason = mpi_unavailable_reason(pytestconfig)
+    if not pytestconfig.getoption("with_mpi", default=False):
+        assert reason is not None and ("--with-mpi" in reason or "mpi4py" in reason)

@@ -1,0 +1,154 @@
+"""Queue between spawn/fork children, errors on the caller, MPI ranks, relative speed."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import queue as std_queue
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+from pytest_ipcbench.shared import Queue, SharedNDArray
+from pytest_ipcbench.shared.experiment import _Consumer, measure
+from pytest_ipcbench.shared.segment import shm_path
+
+N = 100_000
+
+
+@pytest.fixture(autouse=True)
+def _no_leaks(shm_leak_guard: None) -> None:
+    """Every test here must leave /dev/shm clean of our segments."""
+
+
+def _echo_doubled(inbox: Queue, outbox: Queue) -> None:
+    """Child: get an array, double it in place, send it back with a plain object."""
+    arr = inbox.get(timeout=30)
+    arr *= 2
+    outbox.put(("done", arr.segment_name, arr))
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_queue_roundtrip_with_child(method):
+    ctx = multiprocessing.get_context(method)
+    inbox, outbox = Queue(), Queue()  # default (spawn) context queues work with both
+    p = ctx.Process(target=_echo_doubled, args=(inbox, outbox))
+    p.start()
+    arr = SharedNDArray.from_numpy_array(np.arange(N, dtype=np.float64))
+    inbox.put(arr)
+    tag, name, back = outbox.get(timeout=30)
+    p.join(30)
+    assert p.exitcode == 0 and tag == "done" and name == arr.segment_name
+    assert arr[3] == 6.0 and back[3] == 6.0
+    assert np.shares_memory(np.asarray(arr), np.asarray(back))
+    del arr, back
+    gc.collect()
+    assert not shm_path(name).exists()
+    inbox.close()
+    outbox.close()
+
+
+def test_plain_objects_and_small_arrays_travel_by_value():
+    q = Queue()
+    small = SharedNDArray.from_numpy_array(np.arange(10))
+    q.put({"x": 1, "a": small, "n": np.ones(3)})
+    got = q.get(timeout=10)
+    assert got["x"] == 1 and got["a"].segment_name is None and list(got["a"]) == list(range(10))
+    with pytest.raises(std_queue.Empty):
+        q.get(timeout=0.05)
+    q.close()
+
+
+def test_unpicklable_put_raises_on_caller_and_returns_references():
+    q = Queue()
+    arr = SharedNDArray.from_numpy_array(np.ones(N))
+    seg = arr._ipcb_seg
+    with pytest.raises((TypeError, AttributeError, pickle_error())):
+        q.put([arr, threading.Lock()])  # the array pickles first, then the lock fails
+    assert seg.refs() == 1 and seg.in_transit() == 0  # its in-transit reference was returned
+    with pytest.raises(Exception):
+        q.put(lambda: 1)
+    assert q.empty()
+    q.close()
+
+
+def pickle_error():
+    import pickle
+    return pickle.PicklingError
+
+
+def test_put_full_queue_timeout_returns_references():
+    q = Queue(maxsize=1)
+    arr = SharedNDArray.from_numpy_array(np.ones(N))
+    q.put(1)
+    with pytest.raises(std_queue.Full):
+        q.put(arr, timeout=0.05)
+    assert arr._ipcb_seg.refs() == 1 and arr._ipcb_seg.in_transit() == 0
+    assert q.get(timeout=5) == 1
+    q.close()
+
+
+MPI_SCRIPT = textwrap.dedent("""
+    import gc, os, sys
+    import numpy as np
+    from mpi4py import MPI
+    from pytest_ipcbench.shared import SharedNDArray
+    comm = MPI.COMM_WORLD
+    assert comm.size == 2
+    if comm.rank == 0:
+        arr = SharedNDArray.from_numpy_array(np.arange(200_000, dtype=np.float64))
+        path = "/dev/shm/" + arr.segment_name
+        comm.send(arr, dest=1)                       # lowercase send: pickles -> handle
+        assert comm.recv(source=1) == "written"
+        assert arr[0] == -1.0, "rank 1 wrote through its mapping"
+        comm.barrier()                               # rank 1 dropped its array
+        assert os.path.exists(path)
+        del arr
+        gc.collect()
+        assert not os.path.exists(path), "last drop unlinks"
+        print("MPI-OK", flush=True)
+    else:
+        got = comm.recv(source=0)
+        assert isinstance(got, SharedNDArray) and got.is_shared
+        assert got[12345] == 12345.0
+        got[0] = -1.0
+        comm.send("written", dest=0)
+        del got
+        gc.collect()
+        comm.barrier()
+""")
+
+
+def test_mpi_ranks_share_memory_through_lowercase_send(tmp_path):
+    pytest.importorskip("mpi4py")
+    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec not found")
+    script = tmp_path / "mpi_shared.py"
+    script.write_text(MPI_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([mpiexec, "-n", "2", sys.executable, str(script)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "MPI-OK" in out.stdout
+
+
+def test_pool_and_queue_at_least_10x_faster_than_mp_queue_for_64mb():
+    """Medians of interleaved rounds, same consumer for both paths (spawned once)."""
+    array = np.ones((16 << 20) // 4, dtype=np.float32).reshape(-1, 1024)  # 64 MiB
+    consumer = _Consumer()
+    try:
+        for attempt in range(2):  # one retry: the machine may be shared
+            s = measure(array, ("mpqueue", "pool"), repeats=3, consumer=consumer)
+            ratio = np.median(s["mpqueue"]) / np.median(s["pool"])
+            if ratio >= 10:
+                break
+    finally:
+        consumer.close()
+    assert ratio >= 10, f"mp.Queue {s['mpqueue']} vs pool {s['pool']}: only {ratio:.1f}x"
