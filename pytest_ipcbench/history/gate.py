@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -320,6 +321,7 @@ def run_gate(opts: GateOptions) -> int:
     sets: dict[str, list[ResultSet]] = {"base": [], "head": []}
     warnings: list[str] = []
     scratch = names.private_dir("gate-run")
+    job = uuid.uuid4().hex
 
     def run_rounds(count: int) -> Comparison:
         for i, name in round_order(count, first=len(sets["base"])):
@@ -332,10 +334,12 @@ def run_gate(opts: GateOptions) -> int:
         merged = {name: merge_rounds(s) for name, s in sets.items()}
         for name, rs in merged.items():
             rs.env["gate_side"] = sides[name].label
+            rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
             rs.save(out / f"{name}.json")
         try:
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
-                                      opts.decision.confidence, opts.decision.metric, opts.decision.family_wise)
+                                      opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
+                                      paired=True)
         except ValueError as exc:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)
