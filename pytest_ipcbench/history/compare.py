@@ -42,6 +42,9 @@ REFERENCE_SCENARIOS = ("copy", "reference")
 MIN_RUN_NOISE = 0.05
 FALLBACK_RUN_NOISE = 0.15
 MIN_CASES_FOR_NOISE = 8
+#: A single-run case whose interval, once widened, could not show a slowdown this large gets no
+#: verdict ("undecided": the runs are too noisy to compare); more than half such: not comparable.
+MAX_RUN_FLOOR = 2.0
 #: Load averages of the two runs further apart than this (and than a quarter of it): warned.
 LOAD_GAP = 1.0
 
@@ -82,16 +85,20 @@ class RunDrift:
     """How two files from different runs were made comparable (METHOD rule 19).
 
     ``factor``: head / base of the in-run references (geometric median), divided out of every
-    case; ``noise``: the between-run scatter (log-scale standard deviation) allowed on top of each
-    case's interval when a file holds one run (0 when both hold several rounds, whose bootstrap
-    already covers it); ``widen``: the factor each interval was widened by on each side.
+    case. ``noise``: per group of cases (scenario and ranks), the between-run scatter (log-scale
+    standard deviation) allowed on top of a single-run case's interval; ``z``: the normal
+    quantile of the per-case confidence, so a case's interval is widened by ``exp(z * noise)`` on
+    each side. A group so noisy that a slowdown of :data:`MAX_RUN_FLOOR` could not be seen gets no
+    verdict.
     """
 
     factor: float
     references: int
-    noise: float
-    widen: float
-    noise_source: str
+    noise: dict[str, float]
+    z: float
+
+    def widen(self, group: str) -> float:
+        return math.exp(self.z * self.noise.get(group, self.noise.get("*", FALLBACK_RUN_NOISE)))
 
 
 @dataclass
@@ -107,7 +114,8 @@ class Comparison:
 
     def __repr__(self) -> str:  # short: a comparison holds every case's interval
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
-        how = "paired" if self.paired else f"across runs, load factor {self.drift.factor:.3g}" if self.drift else "across runs"
+        how = "paired" if self.paired else (f"across runs, load factor {self.drift.factor:.3g}" if self.drift
+                                            else "across runs")
         return (f"<Comparison {len(self.cases)} cases ({counts}); threshold {self.threshold:.0%}, "
                 f"{_pct(self.confidence)}; {how}; exit {self.exit_code}>")
 
@@ -285,20 +293,39 @@ def compare_sets(
         intervals.append((key, m, a, b, interval, rounds))
     drift = None
     if not paired:
-        drift = _run_drift(factor, len(ref_ratios), [(iv, rounds) for *_, iv, rounds in intervals], per_case)
+        drift = _run_drift(factor, len(ref_ratios), [(new[key], iv, rounds) for key, _, _, _, iv, rounds in intervals],
+                           per_case)
+    too_noisy: list[str] = []
     for key, m, a, b, interval, rounds in intervals:
         note = ""
         if drift is not None:
-            widen = 1.0 if rounds else drift.widen
+            widen = 1.0 if rounds else drift.widen(case_group(new[key]))
             interval = replace(interval, ratio=interval.ratio / drift.factor,
                                low=interval.low / drift.factor / widen, high=interval.high / drift.factor * widen)
             note = f"/{drift.factor:.3g} load" + (f", ±{widen:.2f}x runs" if widen > 1 else "")
+            if (1 + threshold) * widen > MAX_RUN_FLOOR:
+                too_noisy.append(key)
+                cases.append(CaseVerdict(
+                    key, "undecided", m, interval, len(b), len(a),
+                    f"{note}: too noisy across runs ({case_group(new[key])} cases scatter so much that a "
+                    f"{MAX_RUN_FLOOR:g}x slowdown could not be seen)"))
+                continue
         cases.append(CaseVerdict(key, verdict(interval, threshold), m, interval, len(b), len(a), note))
+    if drift is not None and too_noisy and len(too_noisy) * 2 > len(intervals):
+        groups = sorted({case_group(new[k]) for k in too_noisy})
+        raise NotComparable(
+            f"these two runs are not comparable: {len(too_noisy)} of {len(intervals)} cases ({', '.join(groups)}) "
+            f"scatter between runs of the same code by more than a {MAX_RUN_FLOOR:g}x slowdown would show "
+            f"(between-run scatter per group: {_noise_text(drift)}; load factor of the references "
+            f"{drift.factor:.3g}). Rerun both on a quiet machine, or measure base and head interleaved in one "
+            f"job with `ipcbench gate`"
+        )
     cases.sort(key=lambda c: c.key)
     comparison = Comparison(cases, threshold, confidence, metric, _env_warnings(base, head), per_case,
                             paired=paired, drift=drift)
     if drift is not None:
-        comparison.warnings.extend(_drift_notes(drift, ref_ratios, threshold))
+        single = any(not rounds for *_, rounds in intervals)
+        comparison.warnings.extend(_drift_notes(drift, ref_ratios, threshold, single))
         load = _load_warning(base, head)
         if load:
             comparison.warnings.append(load)
@@ -318,40 +345,51 @@ def compare_sets(
     return comparison
 
 
-def _run_drift(factor: float, references: int, intervals: Sequence[tuple[RatioInterval, bool]],
+def case_group(result: Result) -> str:
+    """Cases that share their between-run scatter: a scenario at a rank count."""
+    return f"{result.scenario} r{result.ranks}"
+
+
+def _run_drift(factor: float, references: int, intervals: Sequence[tuple[Result, RatioInterval, bool]],
                per_case: float) -> RunDrift:
-    """The load factor, and the between-run scatter allowed to single-run cases.
+    """The load factor, and the between-run scatter allowed to single-run cases, per group.
 
     The scatter is estimated from the cases themselves: 1.4826 x the median of |log(ratio /
-    factor)| (a standard deviation that a few truly changed cases do not move, and that grows
-    when the references missed part of the drift). A case's interval is widened on each side by
-    ``exp(z * noise)``, ``z`` the normal quantile of the per-case confidence.
+    factor)| over a group (a standard deviation that a few truly changed cases do not move, and
+    that grows when the references missed part of the drift); a group of fewer than
+    :data:`MIN_CASES_FOR_NOISE` cases takes the estimate over all cases ("*").
     """
-    single = [iv for iv, rounds in intervals if not rounds]
-    if not single:
-        return RunDrift(factor, references, 0.0, 1.0, "every case holds several rounds")
-    logs = [abs(math.log(iv.ratio / factor)) for iv, _ in intervals if iv.ratio > 0]
-    if len(logs) >= MIN_CASES_FOR_NOISE:
-        noise = max(MIN_RUN_NOISE, 1.4826 * float(np.median(logs)))
-        source = f"the scatter of {len(logs)} cases"
-    else:
-        noise = FALLBACK_RUN_NOISE
-        source = f"assumed: {len(logs)} cases are too few to estimate it"
+    logs: dict[str, list[float]] = {}
+    for result, iv, _ in intervals:
+        if iv.ratio > 0:
+            logs.setdefault(case_group(result), []).append(abs(math.log(iv.ratio / factor)))
+    everything = [x for xs in logs.values() for x in xs]
+
+    def scatter(xs: list[float]) -> float:
+        return max(MIN_RUN_NOISE, 1.4826 * float(np.median(xs)))
+
+    noise = {"*": scatter(everything) if len(everything) >= MIN_CASES_FOR_NOISE else FALLBACK_RUN_NOISE}
+    for group, xs in logs.items():
+        noise[group] = scatter(xs) if len(xs) >= MIN_CASES_FOR_NOISE else noise["*"]
     z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
-    return RunDrift(factor, references, noise, math.exp(z * noise), source)
+    return RunDrift(factor, references, noise, z)
 
 
-def _drift_notes(drift: RunDrift, ref_ratios: Sequence[tuple[str, float]], threshold: float) -> list[str]:
+def _noise_text(drift: RunDrift) -> str:
+    return ", ".join(f"{g} {math.exp(s) - 1:.0%}" for g, s in sorted(drift.noise.items()) if g != "*")
+
+
+def _drift_notes(drift: RunDrift, ref_ratios: Sequence[tuple[str, float]], threshold: float,
+                 single_run: bool) -> list[str]:
     shown = ", ".join(f"{k.split('/')[0]}/{k.split('/')[1]} {k.split('/')[4]} B {r:.2f}x" for k, r in ref_ratios[:6])
     more = f", ... ({len(ref_ratios)} in all)" if len(ref_ratios) > 6 else ""
     notes = [f"base and head come from different runs (not one interleaved experiment): every ratio is divided "
              f"by {drift.factor:.3f}, the geometric median of head/base of the in-run references ({shown}{more})"]
-    if drift.noise > 0:
-        floor = (1 + threshold) * drift.widen
-        notes.append(f"a file holds a single run: each interval is widened {drift.widen:.2f}x on each side for "
-                     f"the between-run scatter ({math.exp(drift.noise) - 1:.0%} per case, from {drift.noise_source}); "
-                     f"a slowdown below about {floor:.2f}x cannot be told from drift here; measure base and head "
-                     f"interleaved (`ipcbench gate`) to see smaller ones")
+    if single_run:
+        notes.append(f"a file holds a single run: each interval is widened on each side by exp({drift.z:.2f} x the "
+                     f"between-run scatter of its group of cases), estimated from the cases themselves: "
+                     f"{_noise_text(drift)}; a slowdown smaller than that cannot be told from drift here "
+                     f"(measure base and head interleaved with `ipcbench gate` to see smaller ones)")
     return notes
 
 
