@@ -42,7 +42,7 @@ from ..core import names
 from ..core.envinfo import collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
 from ..core.procs import find_mpiexec, has_module, kill_group
-from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, annotate_efficiency, copy_result, payload_bytes, quiet_barrier
+from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, with_copy_reference, copy_result, payload_bytes, quiet_barrier
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from .matrix import LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix
@@ -416,7 +416,7 @@ class Runner:
         self.results.extend(self.copies[n] for n in sorted(self.copies))
         for r in self.results.results:
             if r.scenario in ("broadcast", "pingpong", "stream") and r.nbytes in copies:
-                annotate_efficiency(r, copies[r.nbytes])
+                with_copy_reference(r, copies[r.nbytes])
         if self.mpi_env.get("mpi"):
             env["mpi"] = self.mpi_env["mpi"]
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
