@@ -24,7 +24,6 @@ and every failure).
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import queue
@@ -45,6 +44,7 @@ from ..core.procs import find_mpiexec, has_module, kill_group
 from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, with_copy_reference, copy_result, payload_bytes, quiet_barrier
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
+from ..shared.experiment import run_seed002
 from .matrix import LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix
 from .progress import Progress, summary_note
 from .worker import MARK, case_unavailable, error_text, noop, run_case_local, run_mpi_cases
@@ -302,19 +302,13 @@ class Runner:
                 progress.finish(case.label, summary_note(r))
 
     def seed002_phase(self, progress: Progress) -> None:
-        """The hook for seed 002's shared-array experiment (``shared.experiment.run_seed002``)."""
-        try:
-            from ..shared.experiment import run_seed002
-        except ImportError:
-            return
+        """Seed 002's shared-array experiment (``shared.experiment.run_seed002``)."""
         rows = {"quick": 25_000, "default": 250_000, "full": 250_000}[self.options.level]
         label = f"seed 002: {rows * 602 * 4 / 1e6:.0f} MB array between two processes"
         repeats = {"quick": 3, "default": 3, "full": 7}[self.options.level]
-        params = inspect.signature(run_seed002).parameters
-        kwargs = {k: v for k, v in (("nbytes_rows", rows), ("repeats", repeats)) if k in params}
         progress.start(label)
         try:
-            got = run_seed002(**kwargs)
+            got = run_seed002(nbytes_rows=rows, repeats=repeats)
         except Exception as exc:
             self.fail(label, error_text(exc))
             progress.finish(label, error_text(exc)[:160], ok=False)
