@@ -155,9 +155,9 @@ def share_packages(python: Path) -> Path:
     # sys.prefix): show the gate's there too
     lib = Path(sys.prefix) / "lib"
     side_lib = site_dir.parents[1]  # <venv>/lib/pythonX.Y/site-packages -> <venv>/lib
-    for item in lib.iterdir() if lib.is_dir() and Path(sys.prefix) != Path(sys.base_prefix) else ():
+    for item in sorted(lib.glob("libmpi*")) + sorted(lib.glob("mpich*")) if lib.is_dir() else ():
         link = side_lib / item.name
-        if not item.name.startswith("python") and not link.exists() and not link.is_symlink():
+        if not link.exists() and not link.is_symlink():
             link.symlink_to(item)
     return pth
 
