@@ -5,7 +5,7 @@ Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv su
     [tool.ipcbench]
     backends = ["fifo", "shm"]         # its own backend (an entry point) and a built-in to compare with
     modes = ["bytes", "native"]
-    payloads = ["records", "ndarray"]  # payload kinds ("kinds" is accepted too)
+    payloads = ["records", "ndarray"]  # broadcast payload kinds (ping-pong, stream: bytes as always)
     sizes = ["1KB", "1MB"]
     scenarios = ["broadcast", "pingpong"]
     ranks = 2
@@ -36,6 +36,9 @@ else:  # pragma: no cover - Python 3.10
 from ..core.units import parse_size
 
 TABLE = "[tool.ipcbench]"
+#: payloads of the scenarios that do not take a declared one (ping-pong and stream move bytes,
+#: granularity a tiny object): ``payloads`` adds them, ``kinds`` (the run option as it is) does not
+FIXED_KINDS = ("buffer", "tiny")
 
 #: table key -> (RunOptions field, what it must be)
 KEYS: dict[str, tuple[str, str]] = {
@@ -127,6 +130,8 @@ def parse_table(table: Any, path: Path) -> ProjectConfig:
     for key, value in table.items():
         name, kind = KEYS[key]
         options[name] = _convert(key, kind, value, f"{path}: {TABLE} {key}")
+    if "payloads" in table:  # the broadcast payloads; ping-pong, stream, granularity keep their own
+        options["kinds"] = [*options["kinds"], *(k for k in FIXED_KINDS if k not in options["kinds"])]
     return ProjectConfig(path, options, dict(table))
 
 
