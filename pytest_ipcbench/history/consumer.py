@@ -2,7 +2,7 @@
 
 In a project that is not pytest-ipcbench itself, ``ipcbench gate``
 
-* reads each side's ``[tool.ipcbench]`` table (:mod:`..runner.config`) from that side's own
+* reads each side's ``[tool.ipcbench]`` table (:mod:`..core.project`) from that side's own
   pyproject.toml (base from its commit, head from the working tree or its commit): each side
   measures the matrix *it* declares; cases only one side declares are listed as added or removed,
   never decided;
@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner.config import ProjectConfig, parse_table, tomllib
+from ..core.project import ProjectConfig, parse_table, tomllib
 from .compare import GateError
 
 SELF = "pytest-ipcbench"

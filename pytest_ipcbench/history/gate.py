@@ -31,7 +31,7 @@ from typing import Sequence
 
 from ..core import names
 from ..core.procs import kill_group
-from ..runner.config import find_pyproject
+from ..core.project import find_pyproject
 from . import consumer
 from .compare import Comparison, Decision, GateError, compare_sets, format_markdown, format_table, merge_rounds
 from .results import ResultSet

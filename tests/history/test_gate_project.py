@@ -138,6 +138,23 @@ def test_init_ci_writes_an_actionlint_clean_workflow_and_the_asv_suite(
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_example_declares_its_matrix_and_ships_the_written_files() -> None:
+    if not (EXAMPLE / "pyproject.toml").is_file():
+        pytest.skip("examples/consumer is not here yet")
+    from pytest_ipcbench.core.project import read_config
+
+    config = read_config(EXAMPLE / "pyproject.toml")
+    assert config is not None and "fifo" in config.options["backends"]
+    workflow = EXAMPLE / ".github" / "workflows" / "perf-gate.yml"
+    assert "--skip-unadopted-base" in workflow.read_text()
+    assert (EXAMPLE / "asv.conf.json").is_file() and (EXAMPLE / "benchmarks" / "bench_ipcbench.py").is_file()
+    exe = _actionlint()
+    if exe is None:
+        pytest.skip("actionlint not found (make .venv/.installed-stamp builds it with Go)")
+    proc = subprocess.run([exe, "-no-color", str(workflow)], capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.timeout(600)
 def test_asv_suite_times_every_declared_case(consumer: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (consumer / "pyproject.toml").write_text(PYPROJECT + TABLE.replace('scenarios = ["pingpong"]',

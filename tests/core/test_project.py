@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.commands import main
-from pytest_ipcbench.runner.config import discover, parse_table, read_config
+from pytest_ipcbench.core.project import discover, parse_table, read_config
 
 TABLE = """
 [project]

@@ -16,7 +16,7 @@ Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv su
     case-timeout = 120
 
 Every key is optional; the command line overrides the table key by key. Names are checked by
-:class:`~.job.RunOptions` against the registry (built-ins and plugins), so a typo is an error
+:class:`~..runner.job.RunOptions` against the registry (built-ins and plugins), so a typo is an error
 that names the file. A file without the table declares nothing (None), which the gate reports as
 "predates the adoption".
 """
@@ -33,7 +33,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from ..core.units import parse_size
+from .units import parse_size
 
 TABLE = "[tool.ipcbench]"
 #: payloads of the scenarios that do not take a declared one (ping-pong and stream move bytes,
