@@ -1,5 +1,8 @@
 """``ipcbench clean``: remove our OS resources left by dead processes.
 
+Ours: every ``ipcb-<pid>-*`` name (core/names.py) and whatever matches the ``resources`` patterns
+that installed backends declare (entry points; a conftest.py's registrations are not seen here).
+
 Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
 segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
 ``/tmp/hydra_hwloc_xmlfile_*``. One is stale when
@@ -104,11 +107,15 @@ def run(args: argparse.Namespace) -> int:
             reclaim_orphans = None
         if reclaim_orphans is not None:
             reclaimed = list(reclaim_orphans())
+    from ..backends.base import declared_resources
+
+    # plugin backends' own names (Backend.resources) count as ours too: load every backend to read them
+    patterns = declared_resources(load_all=True)
     # shared-array segments ("-nd") are counted by their holders: only reclaim_orphans() may
     # judge them (a dead creator does not mean nobody maps it any more)
     found = [
         item
-        for item in names.find_ours()
+        for item in names.find_ours(patterns=patterns)
         if (args.all or not item.alive) and not item.path.name.endswith("-nd")
     ]
     verb = "would remove" if args.dry_run else "removed"

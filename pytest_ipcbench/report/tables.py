@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..backends.base import BACKEND_NAMES
+from ..backends.base import backend_names
 from ..core.envinfo import describe as describe_env
 from ..core.payloads import format_size
 from ..history.results import Result, ResultSet
@@ -81,7 +81,8 @@ def _label(r: Result) -> str:
 
 
 def _backend_order(name: str) -> tuple[int, str]:
-    return (BACKEND_NAMES.index(name) if name in BACKEND_NAMES else len(BACKEND_NAMES), name)
+    known = backend_names()
+    return (known.index(name) if name in known else len(known), name)
 
 
 def _kind_order(kind: str) -> tuple[int, str]:

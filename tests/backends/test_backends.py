@@ -15,7 +15,7 @@ import pytest
 
 from pytest_ipcbench.core import names
 from pytest_ipcbench.backends import BackendSpec, BackendUnavailable, PayloadError, get_backend
-from pytest_ipcbench.backends.base import BACKEND_NAMES, unavailable_reason
+from pytest_ipcbench.backends.base import backend_names, unavailable_reason
 from pytest_ipcbench.core.group import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness.transfer import assert_delivered, deliver
@@ -208,11 +208,15 @@ def test_mpi_backends_are_unavailable_on_a_local_group(world: LocalWorld, name: 
         BackendSpec(name).open(group)
 
 
-def test_every_backend_registers() -> None:
-    for name in BACKEND_NAMES:
+BUILT_INS = LOCAL + MPI_ONLY
+
+
+def test_every_built_in_backend_is_an_entry_point() -> None:
+    assert set(BUILT_INS) <= set(backend_names())
+    for name in BUILT_INS:
         assert get_backend(name).name == name
     assert {get_backend(n).kind for n in STORES} == {"store"}
-    assert {get_backend(n).kind for n in BACKEND_NAMES if n not in STORES} == {"channel"}
+    assert {get_backend(n).kind for n in BUILT_INS if n not in STORES} == {"channel"}
 
 
 def test_mp_queue_needs_mailboxes() -> None:
