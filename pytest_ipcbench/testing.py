@@ -165,6 +165,7 @@ class BackendConformance:
 
     backend: ClassVar[str] = ""
     rounds: ClassVar[int] = 3  # transfers in a row per delivery check (each with another seed)
+    timeout: ClassVar[float] = 60.0  # the backend's read timeout in every check but the timeout one
     read_timeout: ClassVar[float] = 0.5  # seconds a reader waits in the timeout check
 
     @pytest.fixture
@@ -180,7 +181,7 @@ class BackendConformance:
         reason = get_session(request.config).backend_unavailable(name, ipc_ranks)
         if reason:
             pytest.skip(reason)
-        return BackendSpec(name, ipc_mode)
+        return BackendSpec(name, ipc_mode, timeout=self.timeout)
 
     def test_delivers_every_payload_kind(
         self, ipc_group: Group, ipc_payload: PayloadSpec, conformance_backend: BackendSpec
