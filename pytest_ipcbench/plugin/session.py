@@ -22,7 +22,8 @@ import pytest
 from ..backends.base import MODES, backend_names, declared_resources, unavailable_reason
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
-from ..core.payloads import PayloadSpec, format_size, get_kind, parse_size, payload_kinds
+from ..core.units import size_label
+from ..core.payloads import PayloadSpec, get_kind, parse_size, payload_kinds
 from ..history.results import Result, ResultSet
 
 DEFAULT_SIZES = "1KB,1MB"
@@ -512,7 +513,7 @@ def get_session(config: pytest.Config) -> IpcSession:
 def describe(settings: Settings) -> str:
     """One line for the pytest header."""
     return (
-        f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(format_size(s) for s in settings.sizes)} "
+        f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(size_label(s) for s in settings.sizes)} "
         f"ranks={','.join(map(str, settings.ranks))} modes={','.join(settings.modes)} "
         f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s"
     )
