@@ -123,6 +123,8 @@ class Backend(ABC):
     name: ClassVar[str]
     kind: ClassVar[str]  # "store" or "channel"
     needs_mpi: ClassVar[bool] = False
+    # connects only processes started by one parent (a LocalWorld), never mpiexec ranks (mp-queue)
+    local_only: ClassVar[bool] = False
     # OS resources this backend creates under names of its own (not through core/names.py, whose
     # ipcb-<pid>-* names are found anyway): glob patterns with {pid} (the owner's pid, in the last
     # path component) and optionally {tmp} / {shm}, e.g. "{tmp}/myfifo-{pid}-*". The session-end
@@ -324,10 +326,3 @@ class BackendSpec:
             raise BackendUnavailable(reason)
         return cls(group, self.mode, self.root, self.timeout)
 
-
-def __getattr__(name: str) -> Any:
-    # TEMPORARY: runner/job.py still imports BACKEND_NAMES; it moves to backend_names() once the
-    # lead's split of runner/job.py lands (then this goes)
-    if name == "BACKEND_NAMES":
-        return backend_names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -126,6 +126,11 @@ class Registry(Generic[T]):
         if name not in self:
             raise self.unknown(name)
 
+    def builtin(self, name: str) -> bool:
+        """True for the names pytest-ipcbench itself declares."""
+        ep = self.entry_points().get(name)
+        return name not in self._added and ep is not None and _dist_name(ep) == OWN_DISTRIBUTION
+
     def origin(self, name: str) -> str:
         """Where ``name`` comes from, for messages: an entry point or a registration."""
         if name in self._refs:

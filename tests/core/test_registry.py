@@ -170,11 +170,10 @@ class _Declared(FileStore):
 
 
 def test_declared_resources_are_found_and_cleaned(clean_registry: None, tmp_path, capsys) -> None:
-    import argparse
     import tempfile
 
     from pytest_ipcbench.backends.base import declared_resources
-    from pytest_ipcbench.core import cleanup
+    from pytest_ipcbench.commands import main
 
     register_backend(_Declared)
     assert "{tmp}/ipcbtest-declared-{pid}-*" in declared_resources()
@@ -189,11 +188,41 @@ def test_declared_resources_are_found_and_cleaned(clean_registry: None, tmp_path
         assert found[mine].pid == os.getpid() and found[mine].alive
         assert found[orphan].pid == dead_pid and not found[orphan].alive
         assert [str(x.path) for x in names.find_ours(os.getpid(), declared_resources())] == [mine]
-        cleanup.run(argparse.Namespace(dry_run=True, all=False))
+        # a dry run only: a real one would remove other dead processes' leftovers on this machine
+        assert main(["clean", "--dry-run"]) == 0
         out = capsys.readouterr().out
         assert f"would remove {orphan} (owner {dead_pid}, dead)" in out and mine not in out
-        cleanup.run(argparse.Namespace(dry_run=False, all=False))
-        assert not os.path.exists(orphan) and os.path.exists(mine)
     finally:
         names.remove(names.Path(mine))
         names.remove(names.Path(orphan))
+
+
+# ----------------------------------------------------------------------------- ipcbench run
+
+
+def test_ipcbench_run_checks_names_against_the_registry_and_runs_plugins(clean_registry: None, capsys) -> None:
+    from pytest_ipcbench.commands import main
+    from pytest_ipcbench.runner.job import RunOptions
+    from pytest_ipcbench.runner.matrix import build_matrix
+
+    with pytest.raises(ValueError, match=r"unknown backend 'fifo'; choose from lmdb, .*, zmq"):
+        RunOptions(backends=["fifo"])
+    with pytest.raises(ValueError, match=r"unknown payload kind 'json'; choose from array1d, .*, tiny, or buffer"):
+        RunOptions(kinds=["json"])
+    assert main(["run", "--backends", "shm,fifo", "--list"]) == 2
+    assert "ipcbench run: unknown backend 'fifo'; choose from lmdb" in capsys.readouterr().err
+
+    register_backend(FileStore)
+    register_payload("test-records", records_kind)
+    assert "test-filestore" in RunOptions().backends  # the default: every registered backend
+    ours = build_matrix("quick", backends=["test-filestore"], kinds=["test-records", "buffer"],
+                        scenarios=["broadcast", "stream", "pingpong"], modes=["native"])
+    assert [c.label for c in ours] == [  # the level's ndarray sizes; no stream: a store
+        "broadcast test-filestore/native test-records-10KB r4",
+        "broadcast test-filestore/native test-records-1MB r4",
+        "pingpong test-filestore/native buffer-1B r2",
+        "pingpong test-filestore/native buffer-1MB r2",
+    ]
+    default = build_matrix("quick", scenarios=["broadcast"], modes=["bytes"])
+    assert {c.kind for c in default} == {"dict", "ndarray", "test-records"}  # a plugin kind runs by default
+    assert {"test-filestore", "shm"} <= {c.backend for c in default}
