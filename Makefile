@@ -15,6 +15,8 @@ BENCH_ARGS ?=
 BASE ?= HEAD~1
 GATE_ARGS ?=
 EXAMPLE_VENV ?= .venv-example
+# what test-example installs as pytest-ipcbench: this checkout (non-editable), or e.g. a built wheel
+EXAMPLE_INSTALL ?= .[mpi]
 EXAMPLE := examples/consumer
 EXAMPLE_PY := $(abspath $(EXAMPLE_VENV))/bin/python
 
@@ -41,10 +43,13 @@ test-example:
 	rm -rf $(EXAMPLE_VENV)
 	$(PYTHON) -m venv $(EXAMPLE_VENV)
 	$(EXAMPLE_PY) -m pip install --quiet --upgrade pip
-	$(EXAMPLE_PY) -m pip install --quiet '.[mpi]'
+	$(EXAMPLE_PY) -m pip install --quiet '$(EXAMPLE_INSTALL)'
 	$(EXAMPLE_PY) -m pip install --quiet ./$(EXAMPLE)
 	cd $(EXAMPLE) && $(EXAMPLE_PY) -m pytest
 	cd $(EXAMPLE) && timeout $(MPI_RUN_TIMEOUT) $(dir $(EXAMPLE_PY))mpiexec -n 2 $(EXAMPLE_PY) -m pytest --with-mpi -m mpi
+	@# the plugin in the main job too: its MPI phase (mpiexec -n 2) and its local phase
+	cd $(EXAMPLE) && $(dir $(EXAMPLE_PY))ipcbench run --quick --ranks 2 --backends fifo,shm --kinds records,buffer \
+		--scenarios broadcast,pingpong --no-extras --progress plain --out $(abspath $(EXAMPLE_VENV))/run
 	$(dir $(EXAMPLE_PY))ipcbench clean --dry-run
 
 dist: $(STAMP)
