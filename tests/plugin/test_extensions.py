@@ -9,7 +9,9 @@ them behind in this one).
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -140,16 +142,28 @@ def test_a_conftest_backend_and_payload_get_everything_a_built_in_gets(pytester:
     assert "ipcbench: backends=test-filestore,shm" in result.stdout.str()
 
 
-def test_a_conftest_defined_backend_reaches_workers_in_importlib_mode(pytester: pytest.Pytester) -> None:
-    """The classes of CONFTEST are defined in conftest.py itself, which --import-mode=importlib
-    does not make importable by name: workers load the file."""
-    _project(pytester, test_conf="from pytest_ipcbench.testing import BackendConformance\n\n"
-             "class TestStaleDelivery(BackendConformance):\n    backend = 'stale'\n    rounds = 1\n")
-    result = pytester.runpytest_subprocess(
-        *FAST, "--import-mode=importlib", "--ipc-payloads", "records", "--ipc-ranks", "3",
-        "-k", "delivers or writer_error",
+def test_a_conftest_defined_backend_reaches_workers_in_importlib_mode(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The classes of CONFTEST are defined in conftest.py itself. Under --import-mode=importlib and
+    the ``pytest`` script (the current folder is not on sys.path), a worker cannot import that
+    conftest by its module name: it loads the file."""
+    lib = pytester.mkdir("lib")
+    (lib / "storeplugin.py").write_text(inspect.getsource(plugin_support))
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    folder = pytester.mkdir("my-tests")
+    (folder / "conftest.py").write_text(CONFTEST)
+    (folder / "test_conf.py").write_text("from pytest_ipcbench.testing import BackendConformance\n\n"
+                                         "class TestStaleDelivery(BackendConformance):\n    backend = 'stale'\n    rounds = 1\n")
+    # not pytester.run: it would put the current folder on PYTHONPATH
+    env = {**os.environ, "PYTHONPATH": str(lib)}
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("pytest")), *FAST, "--import-mode=importlib", "--ipc-payloads", "records",
+         "--ipc-ranks", "3", "-k", "delivers or writer_error", "my-tests"],
+        cwd=pytester.path, env=env, capture_output=True, text=True, timeout=240,
     )
-    result.assert_outcomes(passed=2)  # one round: a stale reader is not caught yet, but it ran
+    # one round: a stale reader is not caught yet, but it ran on the workers
+    assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout + result.stderr
 
 
 @pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")
