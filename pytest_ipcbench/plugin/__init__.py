@@ -105,6 +105,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # --------------------------------------------------------------------------------- configure
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def _mpi_mode(config: pytest.Config) -> bool:
     return bool(config.getoption("with_mpi", default=False) or config.getoption("only_mpi", default=False))
 
@@ -127,7 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
             # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
             raise pytest.UsageError() from exc
         raise
-    session = IpcSession(settings, comm)
+    session = IpcSession(settings, comm, config)
     config.stash[SESSION_KEY] = session
     if comm is not None:
         quiet = rank > 0 and not settings.all_ranks_output
