@@ -111,7 +111,7 @@ def test_marker(ipc_backend, ipc_payload):
 
 def test_bench(ipc_bench, ipc_backend, ipc_payload, ipc_group):
     result = ipc_bench(ipc_backend, ipc_payload, time_budget=0.05)
-    assert result.extra["verified"]["failed"] == 0
+    assert result.verified.failed == 0
 """
 
 

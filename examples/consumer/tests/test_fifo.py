@@ -29,7 +29,7 @@ def test_the_fifo_fixture(ipc_group, fifo_backend) -> None:
 @pytest.mark.ipcbench(payloads="records", sizes="1MB", ranks=2)
 def test_fifo_is_benchmarked(ipc_bench, ipc_group, fifo_backend, ipc_payload) -> None:
     result = ipc_bench(fifo_backend, ipc_payload, time_budget=0.2)
-    assert result.extra["verified"]["failed"] == 0
+    assert result.verified.failed == 0
     assert result.backend == "fifo" and result.payload == "records"
 
 
