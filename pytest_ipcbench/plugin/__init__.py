@@ -257,7 +257,13 @@ def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: pytest.Pyte
     small plugin module of their own.
     """
     made = _FIXTURES_MADE.setdefault(manager, set())
-    new = [name for name in backend_names() if name not in made]
+    taken = set(IPC_FIXTURES) | {backend_fixture_name(name) for name in made}
+    new = []
+    for name in backend_names():
+        # a name whose fixture name is taken (backend "ipc", or "a-b" next to "a_b") gets none: ipc_backend serves it
+        if name not in made and backend_fixture_name(name) not in taken:
+            new.append(name)
+            taken.add(backend_fixture_name(name))
     if not new:
         return
     made.update(new)
