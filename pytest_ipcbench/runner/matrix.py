@@ -14,7 +14,7 @@ from ..backends.base import BACKEND_NAMES, MODES
 from ..core.payloads import PayloadSpec
 from ..core.units import duration_label, size_label
 from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload
-from ..seed004.methods import CONFIG_NAMES, config_nbytes
+from ..seed004.configs import CONFIG_NAMES, config_nbytes
 
 LEVELS = ("quick", "default", "full")
 LOCAL_ONLY = ("mp-queue",)
