@@ -170,6 +170,22 @@ def test_run_matrix_results() -> None:
     assert len(lines) == 4
 
 
+@pytest.mark.mpi(min_size=2)
+def test_methods_run_in_the_broadcast_scenario_only() -> None:
+    """A method is one collective transfer: the harness's pair scenarios get a clear error."""
+    from pytest_ipcbench.backends.base import BackendSpec
+    from pytest_ipcbench.core.group import MPIGroup
+    from pytest_ipcbench.harness.measure import bench
+
+    comm = _comm()
+    spec = BackendSpec(mm.backend_name("bcast"), "native")
+    pair = MPIGroup(comm).split(2)  # the ranks of a pingpong (the others have no part)
+    if pair is not None:
+        with pytest.raises(RuntimeError, match="broadcast scenario"):
+            bench(pair, spec, mm.payload_spec("Small", "1d"), "pingpong", QUICK)
+    comm.Barrier()
+
+
 # -------------------------------------------------------------------------------- no MPI
 
 
