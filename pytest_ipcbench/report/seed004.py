@@ -5,8 +5,9 @@ and works without MPI. :func:`write_mpi_method_report` writes ``mpi-methods.md``
 ``mpi-methods.png`` into a folder; ``report.write_report`` calls it when the results hold any
 ``mpi-method`` case.
 
-Times are the median over the samples of the ``completion`` metric (seconds per transfer, the
-max over readers of each transfer, timed by the harness). Sizes: MB = 10**6 bytes. The
+Times are the median over the samples of each result's primary metric (``transfer``: seconds
+per transfer, the max over every rank of each transfer, timed by the harness; ``completion`` in
+files written before seed 004 ran on the harness). Sizes: MB = 10**6 bytes. The
 configurations, shapes and method names come from :mod:`pytest_ipcbench.seed004`.
 """
 
@@ -461,7 +462,7 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
     parts = [
         "# MPI methods (seed 004's matrix)",
         "Median time per transfer from rank 0 to every rank; each sample is one transfer timed by "
-        "the harness after a barrier, the max over the receiving ranks. MB = 10^6 bytes. Seed C++ numbers: seed 004, "
+        "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. Seed C++ numbers: seed 004, "
         f"{SEED_CPP_RANKS} processes.",
     ]
     if plot_name:

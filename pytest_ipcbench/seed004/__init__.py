@@ -9,6 +9,7 @@
 
 from .backend import (
     DEFAULT_SETTINGS,
+    METRIC,
     QUICK_SETTINGS,
     DataPayload,
     Measurement,
@@ -17,6 +18,7 @@ from .backend import (
     bench_method,
     method_backend,
     transfer_once,
+    with_transfer_metric,
 )
 from .configs import (
     CONFIG_NAMES,
@@ -49,10 +51,10 @@ from .methods import METHOD_NAMES, METHODS, Method, get_method, parse_methods
 
 __all__ = [
     "CONFIGS", "CONFIG_NAMES", "CONFIG_OF_BASE", "CONFIG_ORDER", "DEFAULT_CASE_TIME", "DEFAULT_CONFIGS",
-    "DEFAULT_ROUNDS", "DEFAULT_SETTINGS", "FIXTURE_CONFIGS", "FULL_CONFIGS", "METHODS", "METHOD_NAMES",
+    "DEFAULT_ROUNDS", "DEFAULT_SETTINGS", "METRIC", "FIXTURE_CONFIGS", "FULL_CONFIGS", "METHODS", "METHOD_NAMES",
     "MODE", "PAYLOAD_KINDS", "QUICK_SETTINGS", "SCENARIO", "SHAPES", "SHAPE_OF_PAYLOAD", "SHAPE_TITLES",
     "Data", "DataPayload", "Measurement", "Method", "MethodBackend", "ShapeInfo", "backend_name",
     "bench_method", "build_data", "case_line", "config_base", "config_nbytes", "config_of_size",
     "data_equal", "data_nbytes", "get_method", "matrix_settings", "method_backend", "parse_configs",
-    "parse_methods", "parse_shapes", "payload_spec", "run_matrix", "transfer_once",
+    "parse_methods", "parse_shapes", "payload_spec", "run_matrix", "transfer_once", "with_transfer_metric",
 ]

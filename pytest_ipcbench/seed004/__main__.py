@@ -31,6 +31,7 @@ class MatrixOptions:
     out: str | None = None
     case_time: float = DEFAULT_CASE_TIME
     rounds: int = DEFAULT_ROUNDS
+    quiet_waits: bool = False
     quiet: bool = False
 
     @classmethod
@@ -47,6 +48,7 @@ class MatrixOptions:
             out=args.out,
             case_time=args.case_time,
             rounds=args.rounds,
+            quiet_waits=args.quiet_waits,
             quiet=args.quiet,
         )
 
@@ -60,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="results JSON file (written by rank 0); `ipcbench report FILE` makes the tables")
     p.add_argument("--case-time", type=float, default=DEFAULT_CASE_TIME, help="seconds of timed transfers per case, all rounds")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="interleaved rounds per case")
+    p.add_argument("--quiet-waits", action="store_true",
+                   help="the harness's barriers sleep instead of waiting in MPI (METHOD rule 18; "
+                        "a passive-target Get then waits for the root to wake)")
     p.add_argument("--quiet", action="store_true")
     return p
 
@@ -73,7 +78,7 @@ def run(options: MatrixOptions, comm: object, say: Callable[[str], None] | None)
         say(f"# configs {','.join(options.configs)}; methods {','.join(options.methods)}; "
             f"{options.case_time:g} s per case in {options.rounds} rounds")
     t0 = time.perf_counter()
-    settings = matrix_settings(options.case_time, options.rounds)
+    settings = matrix_settings(options.case_time, options.rounds, quiet_waits=options.quiet_waits)
     results = run_matrix(group, options.configs, options.methods, options.shapes,
                          progress=say, settings=settings, rounds=options.rounds)
     peaks = group.gather(_peak_rss_bytes())

@@ -23,7 +23,7 @@ untimed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Sequence
 
 from ..backends.base import Backend, BackendSpec, register
@@ -35,11 +35,15 @@ from .configs import PAYLOAD_KINDS, Data, ShapeInfo, data_equal, data_nbytes, fl
 from .methods import METHODS, Method, get_method
 
 BACKEND_PREFIX = "seed004-"
-#: A method's backend settings when none are given: readers do not touch what they received
-#: (every method delivers into real buffers: there is no zero-copy view to unmask, METHOD rule 10).
-DEFAULT_SETTINGS = BenchSettings(time_budget=0.5, touch=False)
+#: A method's settings when none are given. Readers do not touch what they received (every
+#: method delivers into real buffers: there is no zero-copy view to unmask, METHOD rule 10). The
+#: harness's barriers wait in MPI (busy), as every rank did in seed 004's loop: a passive-target
+#: ``Get`` (rma-lock) progresses only while the root is inside MPI (METHOD rule 18).
+DEFAULT_SETTINGS = BenchSettings(time_budget=0.5, touch=False, quiet_waits=False)
 #: One warm-up and one timed transfer: correctness runs.
-QUICK_SETTINGS = BenchSettings(time_budget=1e-3, warmup=1, min_iterations=1, max_iterations=1, touch=False)
+QUICK_SETTINGS = replace(DEFAULT_SETTINGS, time_budget=1e-3, warmup=1, min_iterations=1, max_iterations=1)
+#: Seed 004's figure: one transfer, the max over every rank, the root included.
+METRIC = "transfer"
 
 
 class MethodBackend(Backend):
@@ -122,6 +126,22 @@ def _group_of(group_or_comm: Any) -> MPIGroup:
     return MPIGroup(group_or_comm)
 
 
+def with_transfer_metric(result: Result) -> Result:
+    """Add seed 004's metric to a harness broadcast Result and make it the primary one.
+
+    ``transfer`` = per transfer, the max of the root's time (``write``: barrier exit to the end
+    of its part) and the slowest reader's (``completion``), both from the same barrier: the max
+    over every rank, as seed 004's allreduce MAX. A root that finishes after its readers (a
+    ``Waitall`` on its sends) counts, as it did in the seed.
+    """
+    write, completion = result.samples.get("write", []), result.samples.get("completion", [])
+    if len(write) != len(completion):
+        raise ValueError(f"{result.key}: {len(write)} write and {len(completion)} completion samples")
+    result.samples[METRIC] = [max(w, c) for w, c in zip(write, completion)]
+    result.primary = METRIC
+    return result
+
+
 # ------------------------------------------------------------------------------ your own data
 
 
@@ -162,20 +182,20 @@ class Measurement:
 
     method: str
     shape: str
-    result: Result  # the harness's Result (scenario broadcast, metric completion)
+    result: Result  # the harness's Result (scenario broadcast), with seed 004's metric added
     received: Data = field(default=None, repr=False)  # what this rank holds after one more transfer
 
     @property
     def samples(self) -> list[float]:
-        """Seconds per transfer, max over readers, one per timed iteration."""
-        return self.result.samples["completion"]
+        """Seconds per transfer, max over every rank (:data:`METRIC`), one per timed iteration."""
+        return self.result.samples[METRIC]
 
     @property
     def median(self) -> float:
         return self.summary().median
 
     def summary(self) -> Summary:
-        return self.result.summary("completion")
+        return self.result.summary(METRIC)
 
     @property
     def nbytes(self) -> int:
@@ -219,7 +239,7 @@ def bench_method(
     mine = data if group.rank == root and data is not None else expected
     spec = BackendSpec(method_backend(cls), "native", root=root)
     result = bench(group, spec, DataPayload(mine), "broadcast", settings or DEFAULT_SETTINGS)
-    result = group.bcast(result)
+    result = group.bcast(with_transfer_metric(result) if result is not None else None)
     received = transfer_once(group, cls(), mine if group.rank == root else None, root=root)
     bad = [r for r, ok in enumerate(group.allgather(data_equal(received, expected))) if not ok]
     if bad:

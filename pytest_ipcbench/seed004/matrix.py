@@ -22,7 +22,7 @@ from ..core.procs import load_average
 from ..core.units import format_time
 from ..harness.measure import BenchSettings, bench
 from ..history.results import Result, Verified
-from .backend import DEFAULT_SETTINGS, _group_of, backend_name
+from .backend import DEFAULT_SETTINGS, _group_of, backend_name, with_transfer_metric
 from .configs import (
     DEFAULT_CONFIGS,
     MODE,
@@ -109,6 +109,7 @@ def run_matrix(
                     wall_s=round(wall[name], 3),
                     load1=round(max(loads[name]), 2),
                     peak_rss_max_rank=peak,
+                    waits="quiet" if settings.quiet_waits else "busy",  # METHOD rule 18
                 )
                 out.append(result)
                 if progress is not None:
@@ -118,7 +119,7 @@ def run_matrix(
 
 def _pooled(results: list[Result | None], method: str) -> Result:
     """One Result of the rounds of a case (the root's): samples pooled, checks summed."""
-    got = [r for r in results if r is not None]
+    got = [with_transfer_metric(r) for r in results if r is not None]
     first = got[0]
     samples: dict[str, list[float]] = {}
     for r in got:
@@ -129,7 +130,7 @@ def _pooled(results: list[Result | None], method: str) -> Result:
         scenario=SCENARIO,
         backend=method,
         samples=samples,
-        extra={**first.extra, "timing": "harness broadcast: per transfer, max over readers"},
+        extra={**first.extra, "timing": "harness broadcast: per transfer, max over every rank (root included)"},
         verified=Verified(sum(r.verified.checked for r in got if r.verified),
                           sum(r.verified.failed for r in got if r.verified)),
         plan={"rounds": [r.plan for r in got]},

@@ -165,8 +165,11 @@ def test_run_matrix_results() -> None:
         assert (r.scenario, r.mode, r.size, r.nbytes, r.ranks) == ("mpi-method", "native", 11_000, 11_000, comm.size)
         assert r.extra["config"] == "Small" and r.extra["base"] == 50
         assert r.verified.checked > 0 and r.verified.failed == 0
-        assert r.primary == "completion" and r.samples["completion"][0] > 0
-        assert len(r.samples["completion"]) == mm.DEFAULT_ROUNDS  # one transfer per round, pooled
+        assert r.primary == "transfer" and r.samples["transfer"][0] > 0
+        assert len(r.samples["transfer"]) == mm.DEFAULT_ROUNDS  # one transfer per round, pooled
+        # the max over every rank: the root's time and the slowest reader's, per transfer
+        assert r.samples["transfer"] == [max(w, c) for w, c in zip(r.samples["write"], r.samples["completion"])]
+        assert r.extra["waits"] == "busy"
     assert len(lines) == 4
 
 
@@ -230,6 +233,7 @@ def test_plan_scales_iterations_down_with_size() -> None:
     assert all(n >= settings.min_iterations for n in counts)
     assert mm.matrix_settings(case_time=3.0, rounds=3).time_budget == pytest.approx(1.0)
     assert mm.matrix_settings().touch is False  # methods deliver into real buffers
+    assert mm.matrix_settings().quiet_waits is False  # ranks wait in MPI, as in seed 004's loop
     with pytest.raises(ValueError, match="case_time"):
         mm.matrix_settings(case_time=0)
 
