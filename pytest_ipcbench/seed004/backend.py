@@ -99,12 +99,16 @@ def backend_name(method: str | type[Method]) -> str:
     return BACKEND_PREFIX + (method if isinstance(method, str) else method.name)
 
 
+_ADAPTERS: dict[type[Method], str] = {}  # method class -> its registered backend name
+
+
 def method_backend(cls: type[Method]) -> str:
-    """Register a backend for method class ``cls`` (once); return its name."""
-    name = backend_name(cls)
-    adapter = type(f"{cls.__name__}Backend", (MethodBackend,), {"name": name, "method_class": cls})
-    register(adapter)
-    return name
+    """Register a backend for method class ``cls`` (once per class); return its name."""
+    if cls not in _ADAPTERS:
+        name = backend_name(cls)
+        register(type(f"{cls.__name__}Backend", (MethodBackend,), {"name": name, "method_class": cls}))
+        _ADAPTERS[cls] = name
+    return _ADAPTERS[cls]
 
 
 for _cls in METHODS.values():
@@ -117,7 +121,7 @@ def _method_class(method: str | type[Method] | Method) -> type[Method]:
     return method if isinstance(method, type) else type(method)
 
 
-def _group_of(group_or_comm: Any) -> MPIGroup:
+def group_of(group_or_comm: Any) -> MPIGroup:
     """An :class:`MPIGroup` from itself or an mpi4py communicator."""
     if isinstance(group_or_comm, MPIGroup):
         return group_or_comm
@@ -232,7 +236,7 @@ def bench_method(
     :class:`~pytest_ipcbench.harness.measure.VerificationError` on every rank when a reader got
     something else. ``received`` is what this rank holds after one more, untimed transfer.
     """
-    group = _group_of(group)
+    group = group_of(group)
     cls = _method_class(method)
     if expected is None:
         expected = group.bcast(data if group.rank == root else None, root=root)
@@ -249,7 +253,7 @@ def bench_method(
 
 def transfer_once(group: Any, method: str | Method, data: Data | None, root: int = 0) -> Data:
     """Collective: move ``data`` from ``root`` once with ``method``; every rank gets the data."""
-    comm = _group_of(group).comm
+    comm = group_of(group).comm
     method = get_method(method) if isinstance(method, str) else method
     info = comm.bcast(ShapeInfo.of(data) if comm.Get_rank() == root else None, root=root)
     method.prepare(comm, data if comm.Get_rank() == root else None, info, root)

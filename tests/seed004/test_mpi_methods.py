@@ -229,7 +229,7 @@ def test_plan_scales_iterations_down_with_size() -> None:
     settings = mm.matrix_settings()
     counts = [static_plan(mm.config_nbytes(c), settings).iterations for c in mm.CONFIG_NAMES]
     assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1]
-    assert counts[0] <= settings.max_iterations
+    assert counts[0] == settings.max_iterations == 1000  # a round stays bounded on a loaded machine
     assert all(n >= settings.min_iterations for n in counts)
     assert mm.matrix_settings(case_time=3.0, rounds=3).time_budget == pytest.approx(1.0)
     assert mm.matrix_settings().touch is False  # methods deliver into real buffers
