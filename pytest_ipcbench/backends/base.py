@@ -31,7 +31,7 @@ import pickle
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..core.names import check_patterns
 from ..core.registry import ExtensionError, Registry
@@ -157,6 +157,14 @@ class Backend(ABC):
 
     def setup(self) -> None:
         """Collective: create (root) or attach (others) the resources."""
+
+    def prepare(self, objs: Sequence[Any]) -> None:
+        """Collective, untimed, optional: the objects the harness's broadcast will send.
+
+        Iteration ``i`` writes ``objs[i % len(objs)]`` (on the readers, ``objs`` are the expected
+        values, built locally). For a backend that must expose the writer's memory beforehand,
+        e.g. an RMA window per object (seed 004's methods); most backends ignore it.
+        """
 
     @abstractmethod
     def write(self, obj: Any) -> None:
