@@ -16,6 +16,7 @@ import sys
 import traceback
 import types
 import weakref
+from pathlib import Path
 from typing import Any, Generator
 
 import pytest
@@ -308,7 +309,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
         try:
             from ..report import write_report
+            from .fixtures.bench import finish_results
 
+            # results.json first: two pytest runs are compared with `ipcbench compare`
+            finish_results(ipc.results).save(Path(ipc.settings.report_dir) / "results.json")
             written = write_report(ipc.results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
         except Exception:

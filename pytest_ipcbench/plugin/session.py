@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -23,6 +24,7 @@ from ..backends.base import MODES, backend_names, declared_resources, unavailabl
 from ..core.envinfo import collect
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
+from ..core.procs import load_average
 from ..core.units import size_label
 from ..core.payloads import PayloadSpec, get_kind, parse_size, payload_kinds
 from ..history.results import Result, ResultSet
@@ -436,6 +438,8 @@ class IpcSession:
         """The environment record of this run: :func:`~..core.envinfo.collect`, then every
         ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
         env = collect(self.world_size, group_kind=group_kind)
+        # two files with different run ids are not a paired experiment (`ipcbench compare`)
+        env.update(run_id=uuid.uuid4().hex, load_start=load_average())
         if self.config is not None:
             self.config.hook.pytest_ipcbench_update_environment(config=self.config, env=env)
         return env

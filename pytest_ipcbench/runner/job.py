@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -41,8 +42,9 @@ from ..core.payloads import PAYLOADS
 from ..core import names
 from ..core.envinfo import collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
-from ..core.procs import find_mpiexec, has_module, kill_group
-from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, with_copy_reference, copy_result, payload_bytes, quiet_barrier
+from ..core.procs import find_mpiexec, has_module, kill_group, load_average
+from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
+                               pipe_pingpong_result, quiet_barrier, with_copy_reference)
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
@@ -107,6 +109,7 @@ class Runner:
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
         self.results = ResultSet()
         self.copies: dict[int, Result] = {}
+        self.references: dict[int, Result] = {}
         self.failures: list[str] = []
         self.log_lines: list[str] = []
         self.mpi_env: dict[str, Any] = {}
@@ -138,6 +141,13 @@ class Runner:
                 self.copies[n] = r
             else:
                 old.extra["passes"] = r.extra["passes"]
+        # the raw pipe ping-pong: with the copies, the in-run references that let `ipcbench
+        # compare` divide out the load of the moment when it compares two runs (METHOD rule 19)
+        for n in PIPE_REFERENCE_SIZES:
+            r = pipe_pingpong_result(n, time_budget=0.05 if self.options.level == "quick" else 0.2)
+            old = self.references.get(n)
+            if old is None or r.summary().median < old.summary().median:
+                self.references[n] = r
         if progress is not None:
             progress.finish("copy bandwidth (numpy)", f"{len(sizes)} sizes")
         return {n: r.throughput() for n, r in self.copies.items()}
@@ -388,6 +398,8 @@ class Runner:
         if rank0:
             self.out.mkdir(parents=True, exist_ok=True)
             env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level})
+            env["run_id"] = uuid.uuid4().hex  # two files with different ids are not a paired experiment
+            env["load_start"] = load_average()
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", seed 004's MPI methods" if methods else "")
                   + (", seed 002" if seed002 else "") + f" -> {self.out}")
@@ -426,6 +438,7 @@ class Runner:
     def finish(self, env: dict[str, Any], copies: dict[int, float], wall: float, n_cases: int) -> int:
         """Efficiency, environment, results.json, the report, the summary on the terminal."""
         self.results.extend(self.copies[n] for n in sorted(self.copies))
+        self.results.extend(self.references[n] for n in sorted(self.references))
         for r in self.results.results:
             if r.scenario in ("broadcast", "pingpong", "stream") and r.nbytes in copies:
                 with_copy_reference(r, copies[r.nbytes])
@@ -434,6 +447,7 @@ class Runner:
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
+        env["load_end"] = load_average()
         env.update(wall_s=round(wall, 1), cases=n_cases, failures=self.failures,
                    settings=asdict(self.settings), case_timeout_s=self.case_timeout)
         self.results.env = env
