@@ -106,7 +106,12 @@ def method_backend(cls: type[Method]) -> str:
     """Register a backend for method class ``cls`` (once per class); return its name."""
     if cls not in _ADAPTERS:
         name = backend_name(cls)
-        register(type(f"{cls.__name__}Backend", (MethodBackend,), {"name": name, "method_class": cls}))
+        qualname = f"{cls.__name__}Backend"
+        adapter = type(qualname, (MethodBackend,),
+                       {"name": name, "method_class": cls, "__module__": __name__, "__qualname__": qualname})
+        # reachable as module:qualname, so spawned workers can make the same registration
+        globals()[qualname] = adapter
+        register(adapter)
         _ADAPTERS[cls] = name
     return _ADAPTERS[cls]
 
