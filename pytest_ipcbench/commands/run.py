@@ -34,10 +34,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(level=None)  # None here and below: not given, [tool.ipcbench] or the default applies
     parser.add_argument("--out", help="results folder (default ipcbench-results/<timestamp>/)")
     parser.add_argument("--ranks", type=int, default=None, help="ranks of the broadcast and stream cases (default 4)")
-    parser.add_argument("--backends", type=_csv, default=None, help="comma list (default: all)")
+    parser.add_argument("--backends", type=_csv, default=None,
+                        help="comma list (default: every installed backend, plugins' entry points too)")
     parser.add_argument("--modes", type=_csv, default=None, help="bytes,native (default both)")
     parser.add_argument("--kinds", type=_csv, default=None,
-                        help="payload kinds: dict,ndarray,array1d,ragged2d,buffer (ping-pong, stream),tiny (granularity)")
+                        help="payload kinds: dict,ndarray,array1d,ragged2d, plugins' kinds (broadcast), "
+                             "buffer (ping-pong, stream), tiny (granularity)")
     parser.add_argument("--scenarios", type=_csv, default=None, help=f"comma list of {','.join(SCENARIOS)}")
     parser.add_argument("--sizes", type=_sizes, default=None, help="override every size list, e.g. 1KB,1MB")
     parser.add_argument("--only", action="append", default=None, metavar="PATTERN",

@@ -388,6 +388,7 @@ class _Broadcast(_Case):
         self.kind = self.live_backend.kind
         self.is_writer = self.group.rank == self.live_backend.root
         self.objs = self._payloads()  # writer: sent; readers: expected
+        self.live_backend.prepare(self.objs)  # iteration i sends objs[i % 2]
         self.kind_of_backend, self.readers = self.kind, len(self.live_backend.readers)
         self.extra.update(root=self.live_backend.root, touched=self.settings.touch)
 

@@ -7,7 +7,7 @@ Phases (one results folder, one JSON file):
 2. **mpi**: every case of a backend that can run over MPI ranks (lmdb, shm, zmq, mpi-*), in one
    ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here when
    ``ipcbench run`` is not itself under MPI; mpiexec is looked for next to ``sys.executable``
-   first, then on PATH); then seed 004's MPI method matrix (:mod:`..seed004.methods`) in the same job;
+   first, then on PATH); then seed 004's MPI method matrix (:mod:`..seed004`) in the same job;
 3. **local**: mp-queue (it cannot cross mpiexec ranks) over a :class:`~..core.group.LocalWorld` of
    RANKS processes, in this process; also every other non-MPI backend when MPI is missing;
 4. **seed 002**: the shared-array experiment (:func:`..shared.experiment.run_seed002`).
@@ -37,7 +37,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.base import BACKEND_NAMES, MODES
+from ..backends.base import BACKENDS, MODES, backend_names, declared_resources
+from ..core.payloads import PAYLOADS
 from ..core import names
 from ..core.envinfo import collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
@@ -47,7 +48,7 @@ from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, 
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
-from .matrix import LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix
+from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, needs_mpi
 from .progress import Progress, summary_note
 from .worker import MARK, case_unavailable, error_text, noop, run_case_local, run_mpi_cases
 
@@ -59,7 +60,7 @@ class RunOptions:
     level: str = "default"
     out: str | None = None
     ranks: int = 4
-    backends: Sequence[str] = BACKEND_NAMES
+    backends: Sequence[str] | None = None  # None: every registered backend (entry points, plugins too)
     modes: Sequence[str] = MODES
     kinds: Sequence[str] | None = None
     scenarios: Sequence[str] = SCENARIOS
@@ -76,9 +77,13 @@ class RunOptions:
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise ValueError(f"unknown level {self.level!r}; choose from {', '.join(LEVELS)}")
+        if self.backends is None:
+            self.backends = backend_names()
         for b in self.backends:
-            if b not in BACKEND_NAMES:
-                raise ValueError(f"unknown backend {b!r}; choose from {', '.join(BACKEND_NAMES)}")
+            BACKENDS.check_name(b)  # ValueError naming the known ones (entry points included)
+        for k in self.kinds or ():
+            if k != BUFFER and k not in PAYLOADS:
+                raise ValueError(f"unknown payload kind {k!r}; choose from {', '.join(PAYLOADS.names())}, or {BUFFER}")
         for m in self.modes:
             if m not in MODES:
                 raise ValueError(f"unknown mode {m!r}; choose bytes or native")
@@ -296,7 +301,7 @@ class Runner:
 
     def _clean_after(self, proc: subprocess.Popen[str]) -> None:
         """Remove what the killed job's ranks left (only resources of processes that are gone)."""
-        for item in names.find_ours():
+        for item in names.find_ours(patterns=declared_resources(load_all=True)):
             if not item.alive and item.pid in self._job_pids:
                 names.remove(item.path)
 
@@ -373,7 +378,7 @@ class Runner:
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
         have_mpi = has_module("mpi4py")
         mpi_cases = [c for c in cases if c.phase == "mpi" and have_mpi and not opts.no_mpi]
-        local_cases = [c for c in cases if c not in mpi_cases and (c.phase == "local" or not c.backend.startswith("mpi-"))]
+        local_cases = [c for c in cases if c not in mpi_cases and (c.phase == "local" or not needs_mpi(c.backend))]
         dropped = [c for c in cases if c not in mpi_cases and c not in local_cases]
         methods = None
         if not opts.no_extras and have_mpi and not opts.no_mpi and not opts.only:
