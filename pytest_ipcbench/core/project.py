@@ -38,7 +38,7 @@ from .units import parse_size
 TABLE = "[tool.ipcbench]"
 #: payloads of the scenarios that do not take a declared one (ping-pong and stream move bytes,
 #: granularity a tiny object): ``payloads`` adds them, ``kinds`` (the run option as it is) does not
-FIXED_KINDS = ("buffer", "tiny")
+FIXED_KINDS = {"buffer": ("pingpong", "stream"), "tiny": ("granularity",)}
 
 #: table key -> (RunOptions field, what it must be)
 KEYS: dict[str, tuple[str, str]] = {
@@ -131,7 +131,10 @@ def parse_table(table: Any, path: Path) -> ProjectConfig:
         name, kind = KEYS[key]
         options[name] = _convert(key, kind, value, f"{path}: {TABLE} {key}")
     if "payloads" in table:  # the broadcast payloads; ping-pong, stream, granularity keep their own
-        options["kinds"] = [*options["kinds"], *(k for k in FIXED_KINDS if k not in options["kinds"])]
+        scenarios = options.get("scenarios")
+        fixed = [k for k, scenario in FIXED_KINDS.items()
+                 if k not in options["kinds"] and (scenarios is None or set(scenario) & set(scenarios))]
+        options["kinds"] = [*options["kinds"], *fixed]
     return ProjectConfig(path, options, dict(table))
 
 
