@@ -68,9 +68,10 @@ def declared(text: str | None, where: str) -> Declared:
 
 
 def read_declared(repo: Path, prefix: str, commit: str | None, tree: Path | None, label: str) -> Declared:
-    """A side's pyproject.toml, from its working tree or from its commit."""
+    """A side's pyproject.toml, from its working folder (``tree``: the project's own folder) or
+    from its commit (at ``prefix``, the project's folder in the repository)."""
     if tree is not None:
-        path = tree / prefix / "pyproject.toml"
+        path = tree / "pyproject.toml"
         return declared(path.read_text() if path.is_file() else None, f"{label}: {path}")
     spec = f"{commit}:{prefix}pyproject.toml"
     proc = subprocess.run(["git", "-C", str(repo), "show", spec], capture_output=True, text=True)

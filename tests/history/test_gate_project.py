@@ -90,6 +90,24 @@ def test_base_that_predates_the_adoption_exits_2_and_says_what_to_do(
     assert not (cache / "venvs").exists()  # nothing was installed
 
 
+def test_project_in_a_subfolder_is_read_there_at_each_side(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "mono"
+    (repo / "app" / "src" / "tiny").mkdir(parents=True)
+    (repo / "app" / "src" / "tiny" / "__init__.py").write_text("")
+    (repo / "app" / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "pyproject.toml").write_text("[project]\nname = 'the-monorepo'\nversion = '0'\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "t@example.invalid")
+    _git(repo, "config", "user.name", "t")
+    _commit(repo, "before")
+    (repo / "app" / "pyproject.toml").write_text(PYPROJECT + TABLE)  # the working tree adopts it
+    monkeypatch.chdir(repo / "app")
+    assert main(["gate", "--base", "HEAD", "--cache-dir", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert "predates the adoption" in err and "its app/pyproject.toml has no [tool.ipcbench]" in err
+
+
 def test_head_without_a_table_declares_nothing(consumer: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(consumer)
