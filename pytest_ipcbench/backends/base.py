@@ -132,6 +132,8 @@ class Backend(ABC):
     resources: ClassVar[tuple[str, ...]] = ()
     # why read() cannot give up after `timeout` (e.g. it waits inside an MPI collective); empty if it can
     no_read_timeout: ClassVar[str] = ""
+    #: True for references and other harness-internal backends: usable by name, never offered to users
+    internal: ClassVar[bool] = False
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
                  timeout: float = DEFAULT_READ_TIMEOUT) -> None:
