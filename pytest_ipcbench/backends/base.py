@@ -46,6 +46,8 @@ _MODULES = {
     "mp-queue": "mp_queue",
 }
 _REGISTRY: dict[str, type["Backend"]] = {}
+REFERENCE_PREFIX = "ref-"  # the built-in references' names: ref-<backend>[-variant]
+_REFERENCES_MODULE = "pytest_ipcbench.harness.references"
 _IMPORT_ERRORS: dict[str, str] = {}
 DEFAULT_READ_TIMEOUT = 120.0
 
@@ -82,6 +84,97 @@ def dumps_oob(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
 
 def loads_oob(head: Any, buffers: list[Any]) -> Any:
     return pickle.loads(head, buffers=buffers)
+
+
+# ----------------------------------------------------------------------------- wait strategy
+
+#: How a reader waits for the writer (METHOD rule 18). ``block``: the way its mechanism waits
+#: best -- a blocking call (zmq, mp.Queue), or polling without sleeping (MPI Test, the shm
+#: version word, an LMDB snapshot); right when every rank has a core. ``backoff``: spin briefly,
+#: yield, then sleep in growing steps; right when ranks outnumber cores (a polling reader would
+#: take the writer's core). ``auto``: ``block`` if the backend's ranks fit on the cores, else
+#: ``backoff``.
+WAITS = ("auto", "block", "backoff")
+WAIT_ENV = "IPCBENCH_WAIT"
+_default_wait: str | None = None
+
+
+def parse_wait(value: str, source: str = "wait") -> str:
+    """A valid wait strategy; ValueError naming ``source`` otherwise."""
+    value = str(value).strip().lower()
+    if value not in WAITS:
+        raise ValueError(f"{source}: unknown wait strategy {value!r}; choose one of {', '.join(WAITS)}")
+    return value
+
+
+def default_wait() -> str:
+    """The wait strategy asked for in this process: set_default_wait(), else $IPCBENCH_WAIT, else auto."""
+    if _default_wait is not None:
+        return _default_wait
+    env = os.environ.get(WAIT_ENV)
+    return parse_wait(env, f"environment variable {WAIT_ENV}") if env else "auto"
+
+
+def set_default_wait(value: str | None) -> None:
+    """Force the wait strategy of every backend made from now on (None: back to $IPCBENCH_WAIT).
+
+    Also exported as $IPCBENCH_WAIT, so worker processes started later (LocalWorld, mpiexec)
+    follow it.
+    """
+    global _default_wait
+    if value is None:
+        _default_wait = None
+        os.environ.pop(WAIT_ENV, None)
+        return
+    _default_wait = parse_wait(value)
+    os.environ[WAIT_ENV] = _default_wait
+
+
+def resolve_wait(wait: str | None, ranks: int, cores: int | None = None) -> str:
+    """``block`` or ``backoff`` for a backend of ``ranks`` ranks (``auto``/None: ranks vs cores)."""
+    wait = parse_wait(wait) if wait else default_wait()
+    if wait != "auto":
+        return wait
+    if cores is None:
+        from ..core.envinfo import cores as _cores
+
+        cores = _cores()
+    return "block" if ranks <= cores else "backoff"
+
+
+class Spin:
+    """Pacing for a reader that polls with a core of its own (wait strategy ``block``).
+
+    Polls back to back, then with ``sched_yield`` between polls (free when nothing else wants
+    the core, polite when something does); never sleeps, so it wakes within a poll of the
+    writer. ``wait()`` returns False once ``timeout`` seconds have passed.
+    """
+
+    SPINS = 2000  # polls without a pause
+    CHECK = 64  # look at the clock every this many polls
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.start = time.monotonic()
+        self.deadline = self.start + timeout
+        self.polls = 0
+
+    @property
+    def waited(self) -> float:
+        return time.monotonic() - self.start
+
+    def wait(self) -> bool:
+        self.polls += 1
+        if self.polls % self.CHECK == 0 and time.monotonic() >= self.deadline:
+            return False
+        if self.polls > self.SPINS:
+            os.sched_yield()
+        return True
+
+
+def pacer(wait: str, timeout: float) -> "Spin | Backoff":
+    """A fresh pacing object for one wait under a resolved strategy (``block`` or ``backoff``)."""
+    return Spin(timeout) if wait == "block" else Backoff(timeout)
 
 
 class Backoff:
@@ -130,9 +223,14 @@ class Backend(ABC):
     name: ClassVar[str]
     kind: ClassVar[str]  # "store" or "channel"
     needs_mpi: ClassVar[bool] = False
+    #: the name of this backend's reference: the plainest use of the same mechanism, timed
+    #: against it by ``ipcbench selfcheck`` and the reference tests (harness/references.py)
+    reference: ClassVar[str | None] = None
+    #: True for references and other harness-internal backends: never offered to users
+    internal: ClassVar[bool] = False
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
-                 timeout: float = DEFAULT_READ_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_READ_TIMEOUT, wait: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} for backend {self.name}; choose bytes or native")
         if not 0 <= root < group.size:
@@ -141,6 +239,12 @@ class Backend(ABC):
         self.mode = mode
         self.root = root
         self.timeout = timeout
+        #: the resolved wait strategy, ``block`` or ``backoff`` (see WAITS)
+        self.wait = resolve_wait(wait, group.size)
+
+    def pacer(self) -> "Spin | Backoff":
+        """Pacing for one polling wait of a reader, by this backend's wait strategy."""
+        return pacer(self.wait, self.timeout)
 
     @classmethod
     def unavailable(cls, group: "Group | None" = None) -> str | None:
@@ -232,6 +336,8 @@ def register(cls: type[Backend]) -> type[Backend]:
 
 def get_backend(name: str) -> type[Backend]:
     """The backend class for ``name``; raises BackendUnavailable with the reason if it cannot load."""
+    if name not in _REGISTRY and name.startswith(REFERENCE_PREFIX):
+        importlib.import_module(_REFERENCES_MODULE)  # the built-in references register on import
     if name not in _MODULES and name not in _REGISTRY:
         raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_NAMES)}")
     if name not in _REGISTRY and name in _MODULES:
@@ -261,10 +367,15 @@ class BackendSpec:
     mode: str = "bytes"
     root: int = 0
     timeout: float = DEFAULT_READ_TIMEOUT
+    wait: str | None = None  # auto | block | backoff; None: default_wait() where it is opened
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}; choose bytes or native")
+        if self.wait is not None:
+            parse_wait(self.wait, f"backend {self.name}")
+        if self.name.startswith(REFERENCE_PREFIX) and self.name not in _REGISTRY:
+            get_backend(self.name)
         if self.name not in BACKEND_NAMES and self.name not in _REGISTRY:
             raise ValueError(f"unknown backend {self.name!r}; choose from {', '.join(BACKEND_NAMES)}")
 
@@ -282,4 +393,4 @@ class BackendSpec:
         reason = cls.unavailable(group)
         if reason:
             raise BackendUnavailable(reason)
-        return cls(group, self.mode, self.root, self.timeout)
+        return cls(group, self.mode, self.root, self.timeout, self.wait)

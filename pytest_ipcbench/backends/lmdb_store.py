@@ -61,6 +61,7 @@ class LMDBBackend(Backend):
 
     name = "lmdb"
     kind = "store"
+    reference = "ref-lmdb"
     #: map size of a new environment; a bigger payload grows it
     initial_map_size = 64 * _MIB
     #: a write sizes the map to at least this many times the payload (versions pinned by readers)

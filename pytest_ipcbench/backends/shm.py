@@ -131,6 +131,7 @@ class SharedMemoryBackend(Backend):
 
     name = "shm"
     kind = "store"
+    reference = "ref-shm"
     #: data bytes of the first data segment; a bigger payload makes a bigger one
     initial_capacity = 1 << 20
 

@@ -48,6 +48,7 @@ class ZMQBackend(Backend):
 
     name = "zmq"
     kind = "channel"
+    reference = "ref-zmq"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
