@@ -145,19 +145,24 @@ def resolve_wait(wait: str | None, ranks: int, cores: int | None = None) -> str:
 class Spin:
     """Pacing for a reader that polls with a core of its own (wait strategy ``block``).
 
-    Polls back to back, then with ``sched_yield`` between polls (free when nothing else wants
-    the core, polite when something does); never sleeps, so it wakes within a poll of the
-    writer. ``wait()`` returns False once ``timeout`` seconds have passed.
+    Polls back to back for ``SPIN`` seconds, then with ``sched_yield`` between polls (free when
+    nothing else wants the core, polite when something does) up to ``YIELD`` seconds, then
+    sleeps ``SLEEP`` between polls: never the growing sleeps of :class:`Backoff`, so a reader
+    wakes within a poll of the writer while it is fast, and within ~0.1 ms while the writer
+    computes for long. ``wait()`` returns False once ``timeout`` seconds have passed.
     """
 
-    SPINS = 2000  # polls without a pause
-    CHECK = 64  # look at the clock every this many polls
+    SPIN = 20e-6
+    YIELD = 2e-3
+    SLEEP = 20e-6
+    CHECK = 16  # look at the clock every this many polls
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self.start = time.monotonic()
         self.deadline = self.start + timeout
         self.polls = 0
+        self._phase = 0  # 0 spin, 1 yield, 2 sleep
 
     @property
     def waited(self) -> float:
@@ -165,10 +170,16 @@ class Spin:
 
     def wait(self) -> bool:
         self.polls += 1
-        if self.polls % self.CHECK == 0 and time.monotonic() >= self.deadline:
-            return False
-        if self.polls > self.SPINS:
+        if self.polls % self.CHECK == 0 or self._phase == 2:
+            now = time.monotonic()
+            if now >= self.deadline:
+                return False
+            waited = now - self.start
+            self._phase = 0 if waited < self.SPIN else 1 if waited < self.YIELD else 2
+        if self._phase == 1:
             os.sched_yield()
+        elif self._phase == 2:
+            time.sleep(self.SLEEP)
         return True
 
 
