@@ -35,6 +35,7 @@ blocking call (MPI ``Recv``/``Bcast``, zmq ``recv``, ``Queue.get``) or a poll pa
 
 from __future__ import annotations
 
+import os
 import pickle
 import queue
 import shutil
@@ -342,9 +343,9 @@ class RefSharedMemory(_Reference):
             shm.close()
         except BufferError:  # a returned view still maps it: the mapping goes with the view
             pass
-        if self.group.rank == self.root:
+        if self.group.rank == self.root:  # not shm.unlink(): it would ask the resource tracker
             try:
-                shm.unlink()
+                os.unlink(names.SHM_DIR / shm.name.lstrip("/"))
             except FileNotFoundError:
                 pass
 
@@ -379,10 +380,9 @@ def _shared_memory(module: Any, name: str, create: bool = False, size: int = 0) 
     except TypeError:
         pass
     shm = module.SharedMemory(name=name, create=create, size=size)
-    if not create:  # the creator stays registered: its unlink() unregisters
-        from multiprocessing import resource_tracker
+    from multiprocessing import resource_tracker
 
-        resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001 (the documented workaround)
+    resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001 (the documented workaround)
     return shm
 
 
