@@ -130,6 +130,20 @@ def set_default_wait(value: str | None) -> None:
     os.environ[WAIT_ENV] = _default_wait
 
 
+def wait_state() -> tuple[str | None, str | None]:
+    """What set_default_wait() changes, to put back with restore_wait_state()."""
+    return (_default_wait, os.environ.get(WAIT_ENV))
+
+
+def restore_wait_state(state: tuple[str | None, str | None]) -> None:
+    global _default_wait
+    _default_wait, env = state
+    if env is None:
+        os.environ.pop(WAIT_ENV, None)
+    else:
+        os.environ[WAIT_ENV] = env
+
+
 def resolve_wait(wait: str | None, ranks: int, cores: int | None = None) -> str:
     """``block`` or ``backoff`` for a backend of ``ranks`` ranks (``auto``/None: ranks vs cores)."""
     wait = parse_wait(wait) if wait else default_wait()

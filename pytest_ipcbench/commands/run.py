@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from ..backends.base import BACKEND_NAMES, MODES
+from ..backends.base import BACKEND_NAMES, MODES, WAITS
 from ..core.units import parse_size
 from ..harness.measure import SCENARIOS
 from ..runner.job import RunOptions, Runner
@@ -45,6 +45,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-extras", action="store_true", help="skip seed 004's MPI methods and seed 002")
     parser.add_argument("--mpiexec", help="the mpiexec to launch (default: next to python, then PATH)")
     parser.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto")
+    parser.add_argument("--wait", choices=WAITS, default=None,
+                        help="how readers wait: auto (block when ranks <= cores, else backoff), block or backoff "
+                             "(default: $IPCBENCH_WAIT, else auto)")
 
 
 def options(args: argparse.Namespace) -> RunOptions:
