@@ -418,4 +418,4 @@ class BackendSpec:
         reason = cls.unavailable(group)
         if reason:
             raise BackendUnavailable(reason)
-        return cls(group, self.mode, self.root, self.timeout, self.wait)
+        return cls(group, self.mode, self.root, self.timeout, wait=self.wait)

@@ -8,9 +8,10 @@ write cannot be lost (the slow-joiner problem of PUB/SUB does not arise). The RO
 ``ROUTER_MANDATORY``: a message to a reader that is gone raises instead of vanishing.
 
 A message is one frame that starts with its kind, then, for large payloads, the frames that did
-not fit in it: ``B`` (bytes: the pickle, inline below 64 KiB, else in a second frame), ``A`` (a
-plain numpy array in native mode: its cached dtype and shape, then its bytes, inline below
-64 KiB), ``N`` (native: a pickle-5 header, then one frame per out-of-band buffer) or ``E`` (the
+not fit in it: ``b``/``B`` (bytes: the pickle inline below 64 KiB, else in a second frame),
+``a``/``A`` (a plain numpy array in native mode: its cached dtype and shape, then its bytes, inline
+below 64 KiB, else in a second frame), ``N`` (native: a pickle-5 header, then one frame per
+out-of-band buffer) or ``E`` (the
 writer's error: ``read()`` raises PayloadError). A small object is one frame, as in a plain
 ``send``. Each backend instance has its own random token in the hello, and its own context, so
 nothing of an earlier instance can be read. A reader blocks in ``recv`` (the kernel wakes it;
@@ -49,6 +50,7 @@ from ..core import names
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob, register
 
 _BYTES, _NATIVE, _ARRAY, _ERROR, _HELLO = b"B", b"N", b"A", b"E", b"H"
+_BYTES_INLINE, _ARRAY_INLINE = b"b", b"a"  # the data inline in the one frame
 _SNDMORE = zmq.SNDMORE
 _INLINE_MAX = 65536  # pyzmq's copy threshold: below it a frame is copied anyway
 _META_LEN = struct.Struct("<I")
@@ -144,7 +146,7 @@ class ZMQBackend(Backend):
         try:
             if self.mode == "bytes":
                 data = dumps(obj)
-                frames: list[Any] = [_BYTES + data] if len(data) < _INLINE_MAX else [_BYTES, data]
+                frames: list[Any] = [_BYTES_INLINE + data] if len(data) < _INLINE_MAX else [_BYTES, data]
             elif type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
                 frames = self._array_frames(obj)
             else:
@@ -169,7 +171,7 @@ class ZMQBackend(Backend):
             meta = self._meta[key] = _META_LEN.pack(len(desc)) + desc
         data = arr.reshape(-1).view(np.uint8)
         if data.nbytes < _INLINE_MAX:  # one frame: a copy this small costs less than a frame
-            return [b"".join((_ARRAY, meta, data))]
+            return [b"".join((_ARRAY_INLINE, meta, data))]
         return [_ARRAY + meta, data]
 
     def _send_all(self, frames: list[Any]) -> None:
@@ -179,6 +181,9 @@ class ZMQBackend(Backend):
         for peer in self._peers:
             try:
                 sock.send(peer, _SNDMORE)
+                if not last:  # the common small message: one frame, no loop
+                    sock.send(frames[0])
+                    continue
                 for i, frame in enumerate(frames):
                     # large frames without a copy (pyzmq copies below its threshold anyway)
                     sock.send(frame, _SNDMORE if i < last else 0, copy=len(frame) < _INLINE_MAX)
@@ -194,15 +199,11 @@ class ZMQBackend(Backend):
         if sock is None or self._owner:
             raise RuntimeError("zmq: read() is for the readers, after setup()")
         try:
-            first = sock.recv(copy=False)  # blocks in the kernel up to RCVTIMEO (the timeout)
+            head = sock.recv(copy=False).buffer  # blocks in the kernel up to RCVTIMEO (the timeout)
         except zmq.Again:
             raise self.timeout_error(f"a message on {self.endpoint}") from None
-        more = []
-        while sock.get(zmq.RCVMORE):
-            more.append(sock.recv(copy=False).buffer)
-        head = first.buffer
-        tag = bytes(head[:1])
-        if tag == _ARRAY:
+        tag = head[0]  # the kinds say how many frames follow: no RCVMORE query for small messages
+        if tag == _ARRAY_INLINE[0] or tag == _ARRAY[0]:
             (n,) = _META_LEN.unpack_from(head, 1)
             start = 1 + _META_LEN.size
             meta = bytes(head[start : start + n])
@@ -211,15 +212,21 @@ class ZMQBackend(Backend):
                 if len(self._desc) > 64:
                     self._desc.clear()
                 desc = self._desc[meta] = pickle.loads(meta)
-            data = more[0] if more else head[start + n :]
-            return np.frombuffer(data, dtype=np.uint8).view(desc[0]).reshape(desc[1])
-        if tag == _BYTES:
-            return loads(more[0] if more else head[1:])
-        if tag == _NATIVE:
+            if tag == _ARRAY_INLINE[0]:
+                return np.frombuffer(head, dtype=desc[0], offset=start + n).reshape(desc[1])
+            return np.frombuffer(sock.recv(copy=False).buffer, dtype=desc[0]).reshape(desc[1])
+        if tag == _BYTES_INLINE[0]:
+            return loads(head[1:])
+        if tag == _BYTES[0]:
+            return loads(sock.recv(copy=False).buffer)
+        more = []
+        while sock.get(zmq.RCVMORE):
+            more.append(sock.recv(copy=False).buffer)
+        if tag == _NATIVE[0]:
             return loads_oob(head[1:], more)
-        if tag == _ERROR:
+        if tag == _ERROR[0]:
             raise self.writer_failed(bytes(head[1:]).decode("utf-8", "replace"))
-        raise RuntimeError(f"zmq: unexpected message kind {tag!r} on {self.endpoint}")
+        raise RuntimeError(f"zmq: unexpected message kind {bytes(head[:1])!r} on {self.endpoint}")
 
 
 def _routing_id(rank: int) -> bytes:
