@@ -112,6 +112,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # --------------------------------------------------------------------------------- configure
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def _mpi_mode(config: pytest.Config) -> bool:
     return bool(config.getoption("with_mpi", default=False) or config.getoption("only_mpi", default=False))
 
@@ -139,7 +145,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_WAIT_BEFORE_KEY] = wait_state()
     if settings.sources.get("wait", "default") != "default":
         set_default_wait(settings.wait)
-    session = IpcSession(settings, comm)
+    session = IpcSession(settings, comm, config)
     config.stash[SESSION_KEY] = session
     if comm is not None:
         quiet = rank > 0 and not settings.all_ranks_output

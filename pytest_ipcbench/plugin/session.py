@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pytest
 
 from ..backends.base import BACKEND_NAMES, MODES, parse_wait, unavailable_reason
+from ..core.envinfo import collect
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
 from ..core.units import size_label
@@ -325,8 +326,9 @@ class IpcSession:
     :meth:`close`).
     """
 
-    def __init__(self, settings: Settings, mpi_comm: Any = None) -> None:
+    def __init__(self, settings: Settings, mpi_comm: Any = None, config: pytest.Config | None = None) -> None:
         self.settings = settings
+        self.config = config
         self.mpi = mpi_comm is not None
         self.rank: int = mpi_comm.Get_rank() if self.mpi else 0
         self.world_size: int | None = mpi_comm.Get_size() if self.mpi else None
@@ -424,7 +426,17 @@ class IpcSession:
     def record(self, result: Result) -> None:
         """Keep a result for the report (rank 0 keeps them; other ranks drop theirs)."""
         if self.rank == 0:
+            if not self.results.env:
+                self.results.env = self.environment(result.group)
             self.results.add(result)
+
+    def environment(self, group_kind: str = "") -> dict[str, Any]:
+        """The environment record of this run: :func:`~..core.envinfo.collect`, then every
+        ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
+        env = collect(self.world_size, group_kind=group_kind)
+        if self.config is not None:
+            self.config.hook.pytest_ipcbench_update_environment(config=self.config, env=env)
+        return env
 
     # ---------------------------------------------------------------------- parametrize
 

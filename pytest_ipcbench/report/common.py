@@ -65,15 +65,11 @@ def nearest(table: dict[int, float], nbytes: int) -> float | None:
     return table[key]
 
 
-def bandwidth(r: Result) -> float | None:
-    """Bytes/s to one reader: to a fully read object where measured (see measure.bandwidth_metric)."""
-    metric = "completion_touched" if r.samples.get("completion_touched") else r.primary
-    med = median_of(r, metric)
-    return r.nbytes / med if med and r.nbytes else None
-
-
 def efficiency(r: Result, copy_table: dict[int, float]) -> float | None:
-    if r.extra.get("efficiency") is not None:
-        return float(r.extra["efficiency"])
-    bw, ref = bandwidth(r), nearest(copy_table, r.nbytes)
+    """The result's own efficiency (:meth:`Result.efficiency`), or, for a result recorded
+    without a copy reference, against the run's copy measured nearest its size."""
+    own = r.efficiency()
+    if own is not None:
+        return own
+    bw, ref = r.bandwidth(), nearest(copy_table, r.nbytes)
     return bw / ref if bw and ref else None

@@ -12,7 +12,7 @@ import numpy as np
 from ..core.envinfo import describe as describe_env
 from ..core.units import format_bytes, format_percent, format_rate, format_time
 from ..history.results import Result, ResultSet
-from .common import kind_order, backend_order, median_of, size_of, table, by_scenario, copy_bandwidth_by_size, bandwidth, efficiency
+from .common import kind_order, backend_order, median_of, size_of, table, by_scenario, copy_bandwidth_by_size, efficiency
 
 
 def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | None = None) -> str:
@@ -28,12 +28,12 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
         c = median_of(r, "completion") or math.inf
         rel = "baseline (1.00x)" if i == 0 else f"{c / best:.2f}x slower"
         eff = efficiency(r, copies)
-        ver = r.extra.get("verified") or {}
+        ver = r.verified
         lines.append([
-            r.backend, r.mode, r.extra.get("kind", ""), format_time(median_of(r, "write")),
+            r.backend, r.mode, r.kind, format_time(median_of(r, "write")),
             format_time(median_of(r, "read_avg")), format_time(c), format_time(median_of(r, "completion_touched")), rel,
             format_percent(eff),
-            f"{ver.get('checked', 0) - ver.get('failed', 0)}/{ver.get('checked', 0)}" if ver else "-",
+            f"{ver.checked - ver.failed}/{ver.checked}" if ver else "-",
         ])
     return table(
         ["Backend", "Mode", "Kind", "Median write", "Median read", "Completion", "Completion, touched",
@@ -116,7 +116,7 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
 
             def cell(r: Result) -> str:
                 eff = efficiency(r, copies)
-                return f"{format_rate(bandwidth(r))} ({format_percent(eff)})" if eff is not None else format_rate(bandwidth(r))
+                return f"{format_rate(r.bandwidth())} ({format_percent(eff)})" if eff is not None else format_rate(r.bandwidth())
 
             out += [f"### {kind}", "", _by_size_table(of_kind, cell), ""]
     pp = by_scenario(results, "pingpong")

@@ -24,7 +24,6 @@ and every failure).
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import queue
@@ -42,9 +41,10 @@ from ..core import names
 from ..core.envinfo import collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
 from ..core.procs import find_mpiexec, has_module, kill_group
-from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, annotate_efficiency, copy_result, payload_bytes, quiet_barrier
+from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, with_copy_reference, copy_result, payload_bytes, quiet_barrier
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
+from ..shared.experiment import run_seed002
 from .matrix import LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix
 from .progress import Progress, summary_note
 from .worker import MARK, case_unavailable, error_text, noop, run_case_local, run_mpi_cases
@@ -176,41 +176,54 @@ class Runner:
             pass
 
     def on_event(self, ev: dict[str, Any], progress: Progress) -> None:
-        """One event of the MPI phase (from the job's stdout, or in-process under MPI)."""
-        kind = ev["event"]
-        st = self._job
-        if kind == "env":
-            self.mpi_env = ev
-        elif kind == "start":
-            st["current"], st["label"] = ev["index"], ev["label"]
-            progress.start(ev["label"])
-        elif kind == "result":
-            r = Result.from_dict(ev["result"])
-            self.results.add(r)
-            progress.finish(ev["label"], summary_note(r))
-            st["resume"], st["current"], st["label"] = ev["index"] + 1, None, ""
-        elif kind == "skip":
-            self.log(f"skipped {ev['label']}: {ev['reason']}")
-            progress.finish(ev["label"], f"skipped: {ev['reason']}", ok=True)
-            st["resume"] = ev["index"] + 1
-        elif kind == "error":
-            self.fail(ev["label"], ev["message"])
-            progress.finish(ev["label"], ev["message"][:160], ok=False)
-            if ev["index"] >= 0:
-                st["resume"] = ev["index"] + 1
-            else:
-                st["methods_done"] = True
-            st["current"], st["label"] = None, ""
-        elif kind == "extra":
-            self.results.add(Result.from_dict(ev["result"]))
-        elif kind == "note":
-            self.log(f"[{ev['label']}] {ev['message']}")
-        elif kind == "end":
-            st["methods_done"] = True
-            progress.finish(ev["label"], "done")
-            st["current"], st["label"] = None, ""
-        elif kind == "done":
-            st["done"] = True
+        """One event of the MPI phase (from the job's stdout, or in-process under MPI): dispatched
+        to ``event_<kind>(progress, **fields)``, as pytest-xdist dispatches worker events."""
+        fields = dict(ev)
+        handler = getattr(self, f"event_{fields.pop('event')}", None)
+        if handler is None:
+            self.log(f"[mpi] unknown event {ev!r}")
+            return
+        handler(progress, **fields)
+
+    def event_env(self, progress: Progress, **env: Any) -> None:
+        self.mpi_env = env
+
+    def event_start(self, progress: Progress, index: int, label: str) -> None:
+        self._job.update(current=index, label=label)
+        progress.start(label)
+
+    def event_result(self, progress: Progress, index: int, label: str, result: dict[str, Any]) -> None:
+        r = Result.from_dict(result)
+        self.results.add(r)
+        progress.finish(label, summary_note(r))
+        self._job.update(resume=index + 1, current=None, label="")
+
+    def event_skip(self, progress: Progress, index: int, label: str, reason: str) -> None:
+        self.log(f"skipped {label}: {reason}")
+        progress.finish(label, f"skipped: {reason}", ok=True)
+        self._job["resume"] = index + 1
+
+    def event_error(self, progress: Progress, index: int, label: str, message: str) -> None:
+        self.fail(label, message)
+        progress.finish(label, message[:160], ok=False)
+        if index >= 0:
+            self._job["resume"] = index + 1
+        else:  # seed 004's methods (index -1)
+            self._job["methods_done"] = True
+        self._job.update(current=None, label="")
+
+    def event_extra(self, progress: Progress, label: str, result: dict[str, Any]) -> None:
+        self.results.add(Result.from_dict(result))
+
+    def event_note(self, progress: Progress, label: str, message: str) -> None:
+        self.log(f"[{label}] {message}")
+
+    def event_end(self, progress: Progress, index: int, label: str) -> None:
+        self._job.update(methods_done=True, current=None, label="")
+        progress.finish(label, "done")
+
+    def event_done(self, progress: Progress) -> None:
+        self._job["done"] = True
 
     def _run_job(self, cmd: list[str], cases: list[Case], start: int, progress: Progress) -> tuple[int, bool, bool]:
         """One mpiexec job from case ``start``; (where to resume, finished, methods done)."""
@@ -305,19 +318,13 @@ class Runner:
                 progress.finish(case.label, summary_note(r))
 
     def seed002_phase(self, progress: Progress) -> None:
-        """The hook for seed 002's shared-array experiment (``shared.experiment.run_seed002``)."""
-        try:
-            from ..shared.experiment import run_seed002
-        except ImportError:
-            return
+        """Seed 002's shared-array experiment (``shared.experiment.run_seed002``)."""
         rows = {"quick": 25_000, "default": 250_000, "full": 250_000}[self.options.level]
         label = f"seed 002: {rows * 602 * 4 / 1e6:.0f} MB array between two processes"
         repeats = {"quick": 3, "default": 3, "full": 7}[self.options.level]
-        params = inspect.signature(run_seed002).parameters
-        kwargs = {k: v for k, v in (("nbytes_rows", rows), ("repeats", repeats)) if k in params}
         progress.start(label)
         try:
-            got = run_seed002(**kwargs)
+            got = run_seed002(nbytes_rows=rows, repeats=repeats)
         except Exception as exc:
             self.fail(label, error_text(exc))
             progress.finish(label, error_text(exc)[:160], ok=False)
@@ -421,7 +428,7 @@ class Runner:
         self.results.extend(self.copies[n] for n in sorted(self.copies))
         for r in self.results.results:
             if r.scenario in ("broadcast", "pingpong", "stream") and r.nbytes in copies:
-                annotate_efficiency(r, copies[r.nbytes])
+                with_copy_reference(r, copies[r.nbytes])
         if self.mpi_env.get("mpi"):
             env["mpi"] = self.mpi_env["mpi"]
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth

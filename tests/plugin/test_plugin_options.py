@@ -285,3 +285,28 @@ def test_ipc_wait_layers_and_errors(pytester: pytest.Pytester, monkeypatch) -> N
     result = pytester.runpytest("--ipc-wait", "nap")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*--ipc-wait: unknown wait strategy 'nap'*"])
+
+
+def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> None:
+    """The session owns the environment record; ``pytest_ipcbench_update_environment`` extends it."""
+    pytester.makeconftest(
+        """
+        def pytest_ipcbench_update_environment(config, env):
+            env["partition"] = "debug"
+            env["cores_seen_by_plugin"] = env["cores"]
+        """
+    )
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.plugin.session import get_session
+
+        def test_records(request):
+            session = get_session(request.config)
+            session.record(Result("bcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [0.1, 0.2]}))
+            env = session.results.env
+            assert env["partition"] == "debug" and env["cores_seen_by_plugin"] == env["cores"] > 0
+            assert "python" in env and "mpi" in env  # what envinfo.collect builds is there too
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)

@@ -148,10 +148,10 @@ def test_ipcbench_run_quick_end_to_end(tmp_path):
     assert "broadcast/shm/native/ndarray/10000/r3" in keys and "pingpong/shm/native/buffer/10000/r2" in keys
     assert any(r.scenario == "copy" for r in rs.results)
     shm = next(r for r in rs.results if r.key == "broadcast/shm/native/ndarray/10000/r3")
-    assert shm.extra["group"] == "mpi" and shm.extra["efficiency"] > 0
+    assert shm.group == "mpi" and shm.efficiency() > 0
     if not unavailable_reason("mp-queue"):
         assert "broadcast/mp-queue/native/ndarray/10000/r3" in keys
-        assert next(r for r in rs.results if r.backend == "mp-queue").extra["group"] == "local"
+        assert next(r for r in rs.results if r.backend == "mp-queue").group == "local"
     for name in ("summary.md", "read_summary.csv", "write_summary.csv", "throughput_summary.csv",
                  "latency_summary.csv", "read_performance.png", "latency.png", "run.log"):
         assert (out / name).exists(), name
