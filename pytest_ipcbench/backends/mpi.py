@@ -249,7 +249,8 @@ def finish(plan: Any) -> Any:
     return loads_oob(plan[1], plan[2])
 
 
-_HEAD = struct.Struct("<qqqq")  # status, meta length, meta in the head?, buffers in the head?
+# status, meta length, meta in the head?, buffers in the head?, size of the next head
+_HEAD = struct.Struct("<qqqqq")
 
 
 class _BufferBackend(_MPIBackend):
@@ -264,14 +265,18 @@ class _BufferBackend(_MPIBackend):
     page faults when the caller drops what it read, and no value overwritten that it kept.
     """
 
-    HEAD_MAX = 512
+    HEAD_MAX = 512  # the first head's size (and the smallest)
+    #: a head may grow to carry the next object inline, up to this: the writer announces the next
+    #: head's size in each head (as large as this object needed: the next is likely the same)
+    HEAD_CAP = 512
 
     def setup(self) -> None:
         super().setup()
         # blocking and nonblocking collectives do not match: every rank takes the root's strategy
         self.wait = self.comm.bcast(self.wait, root=self.root)
-        self._head = np.zeros(self.HEAD_MAX, dtype=np.uint8)
+        self._head = np.zeros(max(self.HEAD_MAX, self.HEAD_CAP), dtype=np.uint8)
         self._head_view = memoryview(self._head)
+        self._head_size = self.HEAD_MAX  # both sides: the size of the next head
         self._meta_cache: dict[Any, bytes] = {}  # writer: array spec -> pickled meta
         self._desc_cache: dict[bytes, Any] = {}  # reader: meta -> description
         self._spare: dict[Any, np.ndarray] = {}  # reader: description -> the last array returned
@@ -298,17 +303,20 @@ class _BufferBackend(_MPIBackend):
         except PayloadError as exc:
             failure = exc
             meta, buffers, status = str(exc).encode("utf-8", "replace"), [], _FAILED
+        limit = self._head_size
         size = _HEAD.size + len(meta)
-        meta_in = size <= self.HEAD_MAX
+        meta_in = size <= limit
         data = sum(b.nbytes if isinstance(b, (memoryview, np.ndarray)) else len(b) for b in buffers)
-        bufs_in = meta_in and size + data <= self.HEAD_MAX
-        parts = [_HEAD.pack(status, len(meta), meta_in, bufs_in)]
+        bufs_in = meta_in and size + data <= limit
+        next_head = max(self.HEAD_MAX, min(self.HEAD_CAP, size + data)) if status == _OK else limit
+        parts = [_HEAD.pack(status, len(meta), meta_in, bufs_in, next_head)]
         if meta_in:
             parts.append(meta)
             if bufs_in:
                 parts.extend(buffers)
         head = b"".join(parts)
         self._send(head, None if meta_in else meta, [] if bufs_in else buffers)
+        self._head_size = next_head
         if failure is not None:
             raise failure
 
@@ -316,7 +324,7 @@ class _BufferBackend(_MPIBackend):
         self._check(writer=False)
         hv = self._head_view
         self._recv_head()
-        status, meta_len, meta_in, bufs_in = _HEAD.unpack_from(hv)
+        status, meta_len, meta_in, bufs_in, self._head_size = _HEAD.unpack_from(hv)
         if meta_in:
             meta: Any = hv[_HEAD.size : _HEAD.size + meta_len]
         else:
@@ -394,15 +402,16 @@ class _BufferBackend(_MPIBackend):
 
 @register
 class MPIBufferBackend(_BufferBackend):
-    """A fixed-size head (``Ibcast``), then ``Bcast`` of what did not fit in it."""
+    """A head (``Ibcast``) as large as the previous object needed, then ``Bcast`` of what did not fit."""
 
     name = "mpi-buffer"
     reference = "ref-mpi-buffer"
+    HEAD_CAP = 16384 + 512  # objects of the same size up to 16 KiB travel in one Bcast
 
     def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
         comm, root = self.comm, self.root
         self._head_view[: len(head)] = head
-        comm.Ibcast(self._head, root=root).Wait()
+        comm.Ibcast(self._head[: self._head_size], root=root).Wait()
         if meta is not None:
             comm.Bcast(meta, root=root)
         for buf in buffers:
@@ -410,7 +419,7 @@ class MPIBufferBackend(_BufferBackend):
                 comm.Bcast(buf, root=root)
 
     def _recv_head(self) -> None:
-        self._wait(self.comm.Ibcast(self._head, root=self.root), "the head broadcast (Ibcast)")
+        self._wait(self.comm.Ibcast(self._head[: self._head_size], root=self.root), "the head broadcast (Ibcast)")
 
     def _recv_bytes(self, meta: bytearray) -> None:
         if len(meta):
@@ -428,7 +437,7 @@ class MPIP2PBackend(_BufferBackend):
 
     name = "mpi-p2p"
     reference = "ref-mpi-p2p"
-    HEAD_MAX = 16384  # a head message is as long as it needs, up to this
+    HEAD_MAX = HEAD_CAP = 16384  # a head message is as long as it needs, up to this
 
     def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
         comm = self.comm

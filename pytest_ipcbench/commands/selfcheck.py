@@ -85,6 +85,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help=f"seconds of timed iterations per case and side (default {DEFAULT_TIME_BUDGET})")
     ref.add_argument("--ref-rounds", type=int, default=DEFAULT_ROUNDS,
                      help=f"interleaved rounds per backend/reference case (default {DEFAULT_ROUNDS})")
+    ref.add_argument("--ranks", type=int, default=2,
+                     help="ranks of the stream cases: 1 writer, RANKS - 1 readers (default 2; ping-pong uses 2)")
     ref.add_argument("--wait", type=_wait, default=None,
                      help="how readers wait: auto (default: block when ranks <= cores), block or backoff")
     ref.add_argument("--strict", action="store_true", help="exit 1 when a backend misses its target too")
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nevery backend against its reference (wait strategy {wait}: "
               f"{resolve_wait(wait, 2)} at 2 ranks on {cores()} cores)", flush=True)
         rows, ref_problems = run_refchecks(backends, args.modes, args.sizes, args.scenarios, args.time_budget,
-                                           args.ref_rounds, args.wait, args.mpiexec)
+                                           args.ref_rounds, args.wait, args.mpiexec, ranks=args.ranks)
         problems += ref_problems
         print(ref_table(rows))
     load_after = load_average()
@@ -117,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if rows:
         out = Path(args.out or Path("ipcbench-selfcheck") / datetime.now().strftime("%Y%m%d-%H%M%S"))
         env = {"cores": cores(), "load": f"{load_before:.1f} -> {load_after:.1f}" if load_before is not None else "?",
-               "wait": args.wait or default_wait(), "ranks": 2}
+               "wait": args.wait or default_wait(), "stream ranks": args.ranks}
         files = write_report(rows, out, env)
         print(f"report: {', '.join(str(f) for f in files)}")
     for p in problems:

@@ -2,8 +2,8 @@
 
 For each backend, mode, scenario and size, :func:`compare_on` times the backend and its
 reference (:mod:`.references`) with the same harness, interleaved (``bench_interleaved``: A B A
-B ..., METHOD rule 16 and 17), on 2 ranks, and keeps the ratio of the medians with its bootstrap
-interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth = bytes / latency) and
+B ..., METHOD rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks`` (default 2), and keeps
+the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth = bytes / latency) and
 ``stream`` (time per delivered message, channels only).
 
 **The target** (issue 11): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at
@@ -64,6 +64,7 @@ class RefRow:
     wait: str = ""
     fresh: float | None = None  # the -fresh reference variant's median, if timed
     samples: int = 0
+    ranks: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -142,6 +143,7 @@ def compare_on(
                         backend=name, mode=mode, scenario=scenario, size=size, reference=reference,
                         ours=iv.median_a, ref=iv.median_b, ratio=iv.ratio, low=iv.low, high=iv.high,
                         wait=str(ours.extra.get("wait", "")), samples=len(ours.samples[metric]),
+                        ranks=ours.ranks,
                     )
                     if len(results) > 2 and results[2] is not None:
                         row.fresh = float(sorted(results[2].samples[metric])[len(results[2].samples[metric]) // 2])
@@ -176,8 +178,14 @@ def run_refchecks(
     wait: str | None = None,
     mpiexec: str | None = None,
     timeout: float = 1800.0,
+    ranks: int = 2,
 ) -> tuple[list[RefRow], list[str]]:
-    """Every backend against its reference; (rows, problems). Rank 0's rows under MPI."""
+    """Every backend against its reference; (rows, problems). Rank 0's rows under MPI.
+
+    ``ranks``: the stream scenario's ranks (1 writer, ranks - 1 readers); ping-pong always uses 2.
+    """
+    if ranks < 2:
+        raise ValueError(f"the reference checks need at least 2 ranks, got {ranks}")
     for name in backends:
         reference_of(name)  # a clear error now for a backend without a reference
     for mode in modes:
@@ -192,12 +200,10 @@ def run_refchecks(
     rows: list[RefRow] = []
     problems: list[str] = []
     if in_mpi_job():
-        world = MPIGroup.world()
-        group = world.split(2) if world.size > 2 else world
-        if group is not None:
-            usable = [b for b in backends if get_backend(b).unavailable(group) is None]
-            problems += [f"{b}: {get_backend(b).unavailable(group)}" for b in backends if b not in usable]
-            rows.extend(compare_on(group, usable, **kwargs))
+        world = MPIGroup.world()  # pingpong uses its first 2 ranks, stream all of them
+        usable = [b for b in backends if get_backend(b).unavailable(world) is None]
+        problems += [f"{b}: {get_backend(b).unavailable(world)}" for b in backends if b not in usable]
+        rows.extend(compare_on(world, usable, **kwargs))
         return rows, problems
     if mpi:
         from ..core.procs import find_mpiexec
@@ -207,7 +213,7 @@ def run_refchecks(
             problems.append(f"no mpiexec found (next to python or on PATH): {', '.join(mpi)} not checked")
         else:
             spec = json.dumps({"backends": mpi, **kwargs})
-            cmd = [exe, "-n", "2", sys.executable, "-m", "pytest_ipcbench.harness.refcheck", "--worker", spec]
+            cmd = [exe, "-n", str(ranks), sys.executable, "-m", "pytest_ipcbench.harness.refcheck", "--worker", spec]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -221,8 +227,11 @@ def run_refchecks(
                                     f"{proc.stderr.strip()[-2000:]}")
     if local:
         try:
-            with LocalWorld(2) as world:
-                rows.extend(world.run(_local_rank0, {"backends": local, **kwargs}, ranks=2)[0])
+            with LocalWorld(ranks) as world:
+                for scenario in scenarios:  # a local group is exactly the ranks a scenario runs on
+                    n = 2 if scenario == "pingpong" else ranks
+                    args = {**kwargs, "backends": local, "scenarios": [scenario]}
+                    rows.extend(world.run(_local_rank0, args, ranks=n)[0])
         except Exception as exc:  # noqa: BLE001 (reported, the MPI rows still count)
             problems.append(f"the local reference checks failed: {type(exc).__name__}: {exc}")
     order = {name: i for i, name in enumerate(backends)}
@@ -231,15 +240,12 @@ def run_refchecks(
 
 
 def _worker(spec: str) -> int:
-    world = MPIGroup.world()
-    kwargs = json.loads(spec)
-    group = world.split(2) if world.size > 2 else world
+    world = MPIGroup.world()  # pingpong uses its first 2 ranks, stream all of them
 
     def say(row: RefRow) -> None:
         print(_MARK + json.dumps(row.as_dict()), flush=True)
 
-    if group is not None:
-        compare_on(group, say=say, **kwargs)
+    compare_on(world, say=say, **json.loads(spec))
     world.barrier()
     return 0
 
@@ -253,18 +259,18 @@ def _bw(row: RefRow, t: float) -> str:
 
 def table(rows: Sequence[RefRow]) -> str:
     """The rows for a terminal: one line per case."""
-    head = (f"{'scenario':<8} {'backend':<10} {'mode':<6} {'size':>7} {'ours':>9} {'reference':>9} "
+    head = (f"{'scenario':<8} {'r':>1} {'backend':<10} {'mode':<6} {'size':>7} {'ours':>9} {'reference':>9} "
             f"{'ratio':>6} {'95% CI':>13} {'MB/s ours':>10} {'ref':>7} {'alloc':>6}  {'target':<7} reference")
     lines = [head, "-" * len(head)]
     for r in rows:
         alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
         lines.append(
-            f"{r.scenario:<8} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7} {format_time(r.ours):>9} "
+            f"{r.scenario:<8} {r.ranks:>1} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7} {format_time(r.ours):>9} "
             f"{format_time(r.ref):>9} {r.ratio:>5.2f}x {r.low:>5.2f}-{r.high:<5.2f}x "
             f"{_bw(r, r.ours):>10} {_bw(r, r.ref):>7} {alloc:>6}  {'ok' if r.ok else 'OUTSIDE':<7} {r.reference}"
         )
     lines.append(
-        f"ours / reference: the same harness, interleaved, 2 ranks; pingpong: latency (round trip / 2), "
+        f"ours / reference: the same harness, interleaved; r: ranks; pingpong: latency (round trip / 2), "
         f"stream: per delivered message; target: ours <= {TARGET_FACTOR:g} x reference (+ "
         f"{TARGET_SLACK * 1e6:g} us for pingpong); alloc: the reference with a fresh receive array per "
         f"message / with one reused buffer; MB = 10^6 bytes"
