@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.base import BACKEND_NAMES, MODES, BackendSpec, get_backend
+from ..backends.base import BACKEND_NAMES, MODES, BackendSpec, BackendUnavailable, get_backend
 from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
@@ -97,7 +97,7 @@ class RefRow:
 def _fresh_variant(ref: str) -> str | None:
     try:
         get_backend(ref + "-fresh")
-    except (ValueError, Exception):  # noqa: BLE001 (no such variant)
+    except (ValueError, BackendUnavailable):  # no such variant
         return None
     return ref + "-fresh"
 
