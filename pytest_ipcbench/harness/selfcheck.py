@@ -61,6 +61,7 @@ class MPIRaw(Backend):
     name = "mpi-raw"
     kind = "channel"
     needs_mpi = True
+    internal = True
 
     def setup(self) -> None:
         # write() and read() become closures over what they use: the self-check compares this
