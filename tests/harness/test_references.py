@@ -14,6 +14,7 @@ import pytest
 
 from pytest_ipcbench.backends.base import (
     BACKENDS,
+    Backend,
     Backoff,
     BackendSpec,
     Spin,
@@ -67,18 +68,22 @@ def test_every_backend_names_an_internal_reference() -> None:
         assert not get_backend(name).internal
 
 
+class NoRef(Backend):
+    """A backend that names no reference (registered by the test below)."""
+
+    name = "test-noref"
+    kind = "channel"
+
+    def write(self, obj: Any) -> None: ...
+
+    def read(self) -> Any: ...
+
+
 def test_a_backend_without_a_reference_says_so() -> None:
-    from pytest_ipcbench.backends.base import Backend, BackendUnavailable, register
+    from pytest_ipcbench.backends.base import BackendUnavailable, register
 
-    @register
-    class NoRef(Backend):
-        name = "test-noref"
-        kind = "channel"
-
-        def write(self, obj: Any) -> None: ...
-
-        def read(self) -> Any: ...
-
+    if "test-noref" not in BACKENDS:
+        register(NoRef)
     with pytest.raises(BackendUnavailable, match="names no reference"):
         reference_of("test-noref")
 
