@@ -1,4 +1,4 @@
-"""``ipcbench clean``: remove our OS resources left by dead processes.
+"""What ``ipcbench clean`` removes: our OS resources left by dead processes.
 
 Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
 segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
@@ -8,33 +8,18 @@ no live process maps it and it is older than a minute (a job being set up maps i
 
 from __future__ import annotations
 
-import argparse
-import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import names
+from .procs import launcher_running, mapped_shm_names
 
 MPICH_PREFIX = "mpich_shm_"
 MPICH_MIN_AGE = 60.0
 
 
-def mapped_shm_names() -> set[str]:
-    """Names of the /dev/shm files that some live process has mapped (from /proc/*/maps)."""
-    mapped: set[str] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/maps", "rb") as f:
-                for line in f:
-                    i = line.find(b"/dev/shm/")
-                    if i >= 0:
-                        mapped.add(line[i + 9 :].split(b" ")[0].strip().decode(errors="replace"))
-        except OSError:
-            continue
-    return mapped
 
 
 def stale_mpich_segments(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozenset[str] = frozenset()) -> list[Path]:
@@ -58,19 +43,6 @@ def stale_mpich_segments(min_age: float = MPICH_MIN_AGE, ignore: set[str] | froz
     return sorted(stale)
 
 
-def _launcher_running() -> bool:
-    """Is an MPICH launcher (mpiexec / hydra proxy) running on this machine?"""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if comm.startswith(("mpiexec", "hydra_pmi_proxy", "mpirun")):
-            return True
-    return False
 
 
 def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozenset[str] = frozenset()) -> list[Path]:
@@ -85,53 +57,33 @@ def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozens
     except OSError:
         return []
     found = [p for p in found if p.exists() and now - p.stat().st_mtime >= min_age]
-    if not found or _launcher_running():
+    if not found or launcher_running():
         return []
     return sorted(found)
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--all", action="store_true", help="also remove resources of live owners")
-    parser.add_argument("--dry-run", action="store_true", help="list what would be removed")
+@dataclass(frozen=True)
+class Removal:
+    path: Path
+    why: str
 
 
-def run(args: argparse.Namespace) -> int:
-    reclaimed: list[str] = []
-    if not args.dry_run:
-        try:
-            from ..shared import reclaim_orphans
-        except ImportError:  # shared arrays are optional here
-            reclaim_orphans = None
-        if reclaim_orphans is not None:
-            reclaimed = list(reclaim_orphans())
+def clean(all_owners: bool = False, dry_run: bool = False) -> tuple[list[Removal], list[str]]:
+    """Remove (or with ``dry_run`` only list) what dead processes left; (removals, reclaimed
+    shared-array segments). ``all_owners`` takes live owners' resources too."""
+    from ..shared import reclaim_orphans
+
+    reclaimed = [] if dry_run else list(reclaim_orphans())
     # shared-array segments ("-nd") are counted by their holders: only reclaim_orphans() may
     # judge them (a dead creator does not mean nobody maps it any more)
     found = [
-        item
+        Removal(item.path, f"owner {item.pid}, {'alive' if item.alive else 'dead'}")
         for item in names.find_ours()
-        if (args.all or not item.alive) and not item.path.name.endswith("-nd")
+        if (all_owners or not item.alive) and not item.path.name.endswith("-nd")
     ]
-    verb = "would remove" if args.dry_run else "removed"
-    for item in found:
-        state = "alive" if item.alive else "dead"
-        print(f"{verb} {item.path} (owner {item.pid}, {state})")
-        if not args.dry_run:
-            names.remove(item.path)
-    mpich = stale_mpich_segments()
-    for path in mpich:
-        print(f"{verb} {path} (MPICH segment of an aborted job, mapped by no process)")
-        if not args.dry_run:
-            names.remove(path)
-    hydra = stale_hydra_files()
-    for path in hydra:
-        print(f"{verb} {path} (Hydra file of an aborted MPICH job)")
-        if not args.dry_run:
-            names.remove(path)
-    for name in reclaimed:
-        print(f"reclaimed shared array {name}")
-    if not found and not reclaimed and not mpich and not hydra:
-        print("nothing of ours is left")
-    return 0
-
-
-COMMANDS = {"clean": ("remove segments, LMDB folders and sockets left by dead processes", configure, run)}
+    found += [Removal(p, "MPICH segment of an aborted job, mapped by no process") for p in stale_mpich_segments()]
+    found += [Removal(p, "Hydra file of an aborted MPICH job") for p in stale_hydra_files()]
+    if not dry_run:
+        for r in found:
+            names.remove(r.path)
+    return found, reclaimed

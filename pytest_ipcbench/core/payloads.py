@@ -14,11 +14,12 @@ A payload is built from a picklable :class:`PayloadSpec`, so every rank can buil
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+
+from .units import parse_size, size_label
 
 NDARRAY_COLS = 602
 DICT_ENTRY_BYTES = 100
@@ -26,40 +27,6 @@ SEED004_ROWS = 5
 SEED004_ELEMENTS_PER_BASE = sum((i + 1) ** 2 for i in range(SEED004_ROWS))  # 55
 TINY_BYTES = 64
 
-_UNITS = {
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-def parse_size(text: str | int) -> int:
-    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes."""
-    if isinstance(text, int):
-        if text < 0:
-            raise ValueError(f"size must not be negative: {text}")
-        return text
-    m = _SIZE_RE.match(str(text))
-    unit = m.group(2).upper() if m else ""
-    if not m or unit not in {"", *_UNITS}:
-        raise ValueError(
-            f"bad size {text!r}: expected a number with an optional unit "
-            f"(B, KB, MB, GB, KiB, MiB, GiB), e.g. 1MB"
-        )
-    return int(float(m.group(1)) * _UNITS[unit or "B"])
-
-
-def format_size(nbytes: int) -> str:
-    """Shortest exact label: 1000000 -> ``1MB``, 65536 -> ``64KiB``, 1500 -> ``1500B``."""
-    for unit in ("GB", "MB", "KB", "GiB", "MiB", "KiB"):
-        if nbytes and nbytes % _UNITS[unit.upper()] == 0:
-            return f"{nbytes // _UNITS[unit.upper()]}{unit}"
-    return f"{nbytes}B"
 
 
 @dataclass(frozen=True)
@@ -77,7 +44,7 @@ class PayloadSpec:
 
     @property
     def id(self) -> str:
-        return f"{self.kind}-{format_size(self.nbytes if self.kind == 'tiny' else self.size)}"
+        return f"{self.kind}-{size_label(self.nbytes if self.kind == 'tiny' else self.size)}"
 
     def build(self, seed: int = 0) -> Any:
         """The payload itself; the same spec and seed give equal payloads on every rank."""

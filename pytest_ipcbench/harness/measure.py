@@ -58,9 +58,9 @@ import numpy as np
 
 from ..backends.base import BackendSpec
 from ..core.envinfo import cores as _cores
+from ..core.units import duration_label, size_label
 from ..core.group import Group, MPIGroup
-from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec,
-                       format_size)
+from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
 from ..history.results import Result
 from .transfer import describe_object
 
@@ -190,7 +190,7 @@ class BufferPayload:
 
     @property
     def id(self) -> str:
-        return f"{self.kind}-{format_size(self.size)}"
+        return f"{self.kind}-{size_label(self.size)}"
 
     @property
     def nbytes(self) -> int:
@@ -530,7 +530,7 @@ class _Granularity(_PingPong):
         med = float(np.median(rtt)) if rtt.size else float("nan")
         eff = float(np.median(work)) / med if rtt.size and med > 0 else float("nan")
         result = self._result(samples, plan, records, efficiency_work=eff, tasks_per_s=1 / med if med > 0 else None)
-        result.variant = f"work={_format_seconds(self.settings.work)}"
+        result.variant = f"work={duration_label(self.settings.work)}"
         return result
 
 
@@ -615,16 +615,6 @@ _SCENARIO_CLASSES: dict[str, type[_Case]] = {
     "granularity": _Granularity,
 }
 PAIR_SCENARIOS = ("pingpong", "granularity")
-
-
-def _format_seconds(s: float) -> str:
-    if s == 0:
-        return "0"
-    if s >= 1:
-        return f"{s:g}s"
-    if s >= 1e-3:
-        return f"{s * 1e3:g}ms"
-    return f"{s * 1e6:g}us"
 
 
 # ------------------------------------------------------------------------------- the driver

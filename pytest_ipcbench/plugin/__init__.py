@@ -276,7 +276,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
         try:
-            from ..report.tables import write_report
+            from ..report import write_report
 
             written = write_report(ipc.results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))

@@ -22,7 +22,8 @@ import pytest
 from ..backends.base import BACKEND_NAMES, MODES, unavailable_reason
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
-from ..core.payloads import KINDS, TINY_BYTES, PayloadSpec, format_size, parse_size
+from ..core.units import size_label
+from ..core.payloads import KINDS, TINY_BYTES, PayloadSpec, parse_size
 from ..history.results import Result, ResultSet
 
 DEFAULT_SIZES = "1KB,1MB"
@@ -496,7 +497,7 @@ def get_session(config: pytest.Config) -> IpcSession:
 def describe(settings: Settings) -> str:
     """One line for the pytest header."""
     return (
-        f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(format_size(s) for s in settings.sizes)} "
+        f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(size_label(s) for s in settings.sizes)} "
         f"ranks={','.join(map(str, settings.ranks))} modes={','.join(settings.modes)} "
         f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s"
     )

@@ -69,7 +69,7 @@ def test_a_hydra_file_left_by_an_aborted_job_is_stale_only_when_no_launcher_runs
 
     from pytest_ipcbench.core import cleanup
 
-    if cleanup._launcher_running():
+    if cleanup.launcher_running():
         pytest.skip("an MPICH launcher is running on this machine")
     left = Path(cleanup.tempfile.gettempdir()) / f"hydra_hwloc_xmlfile_ipcbtest{os.getpid()}"
     try:

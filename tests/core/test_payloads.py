@@ -7,12 +7,12 @@ import pickle
 import numpy as np
 import pytest
 
+from pytest_ipcbench.core.units import size_label
 from pytest_ipcbench.core.payloads import (
     KINDS,
     NDARRAY_COLS,
     TINY_BYTES,
     PayloadSpec,
-    format_size,
     make_payload,
     parse_size,
 )
@@ -41,7 +41,7 @@ def test_parse_size_errors_say_what_is_expected(bad) -> None:
      (2**20, "1MiB"), (64, "64B"), (1500, "1500B"), (0, "0B")],
 )
 def test_format_size_is_the_shortest_exact_label(nbytes, label) -> None:
-    assert format_size(nbytes) == label
+    assert size_label(nbytes) == label
     assert parse_size(label) == nbytes
 
 

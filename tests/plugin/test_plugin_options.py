@@ -227,9 +227,9 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
     import types
 
     calls: list[tuple[object, object]] = []
-    fake = types.ModuleType("pytest_ipcbench.report.tables")
+    fake = types.ModuleType("pytest_ipcbench.report")
     fake.write_report = lambda resultset, folder: calls.append((resultset, folder))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pytest_ipcbench.report.tables", fake)
+    monkeypatch.setitem(sys.modules, "pytest_ipcbench.report", fake)
     pytester.makepyfile(
         """
         from pytest_ipcbench.history.results import Result

@@ -8,7 +8,9 @@ import itertools
 import numpy as np
 import pytest
 
-from pytest_ipcbench.report import tables as report
+from pytest_ipcbench import report
+from pytest_ipcbench.report.common import copy_bandwidth_by_size
+from pytest_ipcbench.report.markdown import relative_speed_table
 from pytest_ipcbench.commands import main as cli_main
 from pytest_ipcbench.history.results import Result, ResultSet
 
@@ -123,16 +125,10 @@ def test_markdown_has_the_seed_tables(written):
 def test_relative_speed_orders_by_completion(written):
     rs = synthetic()
     at = [r for r in rs.results if r.scenario == "broadcast" and r.payload == "ndarray" and r.size == 10_000_000]
-    table = report.relative_speed_table(at, report.copy_bandwidth_by_size(rs.results))
+    table = relative_speed_table(at, copy_bandwidth_by_size(rs.results))
     first = table.splitlines()[2]
     assert first.startswith("| shm | native |") and "baseline" in first
     assert "| mp-queue | bytes |" in table.splitlines()[-1]
-
-
-def test_formatting():
-    assert report.fmt_time(2.5e-6) == "2.5 µs" and report.fmt_time(0.0123) == "12.3 ms" and report.fmt_time(2) == "2.00 s"
-    assert report.fmt_rate(1.5e9) == "1,500 MB/s" and report.fmt_size(602_000_000) == "602 MB"
-    assert report.fmt_pct(0.004) == "0.4%" and report.fmt_pct(None) == "-"
 
 
 def test_cli_report(tmp_path, capsys):
