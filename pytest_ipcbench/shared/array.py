@@ -185,8 +185,8 @@ class SharedNDArray(np.ndarray):
             offset = self._ipcb_off
             if offset is None:
                 offset = self._offset()
-            if offset is not None and seg.held:
-                generation = seg.send_ref()
+            generation = seg.try_send_ref() if offset is not None else None
+            if generation is not None:
                 sent = _sent.get()
                 if sent is not None:
                     sent.append(seg)

@@ -104,6 +104,7 @@ _OFF_REFS = 8
 _OFF_TRANSIT = 16
 _OFF_GEN = 40
 _TRANSIT_SEND = (1 << 32) | 1  # seq += 1 and in-transit += 1 in one atomic add
+_U64 = ctypes.c_uint64
 _LOW32 = (1 << 32) - 1
 
 
@@ -172,7 +173,7 @@ class _State:
         return _atomic.load(self.mode, self.addr + offset, width)
 
     def generation(self) -> int:
-        return ctypes.c_uint64.from_address(self.addr + _OFF_GEN).value
+        return _U64.from_address(self.addr + _OFF_GEN).value
 
     def drop_hold(self) -> None:
         """Give back this process's reference; unlink if it was the last one (or all others died)."""
@@ -328,7 +329,9 @@ class Segment:
     def __init__(self, state: _State) -> None:
         self._state = state
         self.capacity = state.capacity
-        self._anchors: weakref.WeakSet[Anchor] = weakref.WeakSet()
+        # weak references to the live anchors, each removing itself when its anchor dies (a
+        # plain set: a WeakSet costs more to make than the rest of a receive)
+        self._anchors: set[weakref.ref[Anchor]] = set()
         with _registry_lock:
             _registry[state.name] = self
         if _hook_pid != state.pid:
@@ -390,18 +393,26 @@ class Segment:
             "version": 3, "shape": tuple(shape), "strides": tuple(strides),
             "typestr": f"|V{itemsize}", "data": (self.data_addr + offset, readonly),
         })
-        self._anchors.add(a)
+        self._anchors.add(weakref.ref(a, self._anchors.discard))
         return a
 
     def send_ref(self) -> int:
         """Take the in-transit reference for one pickled handle (caller's thread, before
         sending); return the generation the handle carries."""
-        st = self._state
-        if not (st.held and st.pid == os.getpid()):
+        generation = self.try_send_ref()
+        if generation is None:
             raise SegmentGone(errno.ENOENT, f"this process no longer holds segment {self.name}")
-        st.add(_OFF_TRANSIT, _TRANSIT_SEND, 8)
-        st.add(_OFF_REFS, 1, 4)
-        return st.generation()
+        return generation
+
+    def try_send_ref(self) -> int | None:
+        """:meth:`send_ref`, or None (nothing taken) if this process does not hold it."""
+        st = self._state
+        if not st.held or st.pid != os.getpid():
+            return None
+        mode, addr, fd = st.mode, st.addr, st.fd
+        _atomic.fetch_add(mode, addr + _OFF_TRANSIT, _TRANSIT_SEND, 8, fd)
+        _atomic.fetch_add(mode, addr + _OFF_REFS, 1, 4, fd)
+        return _U64.from_address(addr + _OFF_GEN).value
 
     def unsend_ref(self) -> None:
         """Give back an in-transit reference whose handle was never sent (failed put)."""
