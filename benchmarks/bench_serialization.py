@@ -23,13 +23,15 @@ def _payload(kind: str, size: str) -> Any:
 
 
 class Serialize:
-    params = [list(_job.KINDS), list(_job.SIZES), list(PROTOCOLS)]
+    params = [list(_job.SUITE_KINDS), list(_job.SIZES), list(PROTOCOLS)]
     param_names = ["payload", "size", "protocol"]
     timeout = 120
+    rounds = _job.ROUNDS
 
     def setup(self, kind: str, size: str, protocol: str) -> None:
-        if kind == "tiny" and size != _job.SIZES[0]:
-            raise NotImplementedError("tiny payloads have one size (64 B), listed under the smallest")
+        reason = _job.skip_reason(kind, size)
+        if reason:
+            raise NotImplementedError(reason)
         self.obj = _payload(kind, size)
         self.buffers: list[pickle.PickleBuffer] = []
         if protocol == "oob":
@@ -58,12 +60,14 @@ class Serialize:
 class PayloadBuild:
     """Building a payload happens outside every timed region; this keeps its cost visible."""
 
-    params = [list(_job.KINDS), list(_job.SIZES)]
+    params = [list(_job.SUITE_KINDS), list(_job.SIZES)]
     param_names = ["payload", "size"]
+    rounds = _job.ROUNDS
 
     def setup(self, kind: str, size: str) -> None:
-        if kind == "tiny" and size != _job.SIZES[0]:
-            raise NotImplementedError("tiny payloads have one size (64 B), listed under the smallest")
+        reason = _job.skip_reason(kind, size)
+        if reason:
+            raise NotImplementedError(reason)
         _payload(kind, size)  # skips on commits without payloads
 
     def time_build(self, kind: str, size: str) -> None:
