@@ -73,6 +73,9 @@ SUITE_RANKS = RANKS if FULL else DEFAULT_RANKS
 SUITE_METHOD_CONFIGS = METHOD_CONFIGS if FULL else DEFAULT_METHOD_CONFIGS
 #: asv rounds of the in-process time benchmarks (asv's default is 2; one is enough to follow history)
 ROUNDS = 2 if FULL else 1
+#: asv rounds of the track_* benchmarks: their figures come from a cache, another round reads
+#: the same number again
+TRACK_ROUNDS = 1
 NOT_IN_SUITE = "not in the default suite (IPCBENCH_ASV_FULL=1 runs the full matrix)"
 
 
@@ -92,6 +95,18 @@ def skip_reason(kind: str, size: str) -> str | None:
 def suite_pairs() -> list[tuple[str, str]]:
     """The (kind, size) pairs of the selected suite."""
     return [(k, s) for k in SUITE_KINDS for s in SIZES if skip_reason(k, s) is None]
+
+
+def case_label(kind: str, size: str) -> str:
+    """The asv parameter value of a (kind, size) pair: ``ndarray-1MB``, ``tiny-64B``."""
+    return "tiny-64B" if kind == "tiny" else f"{kind}-{size}"
+
+
+#: asv parameter values of the selected suite's payload cases, and what each one means.  asv
+#: runs every parameter combination in a process of its own (skipped ones too), so the
+#: parameters list exactly what is measured instead of a product with holes.
+SUITE_CASES = [case_label(k, s) for k, s in suite_pairs()]
+CASE_OF = {case_label(k, s): (k, s) for k in KINDS for s in SIZES if k != "tiny" or s == SIZES[0]}
 
 
 def transfer_cases(backends: Iterable[str] = BACKENDS, modes: Iterable[str] = MODES,

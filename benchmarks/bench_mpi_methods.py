@@ -23,6 +23,7 @@ class MPIMethods:
     params = [list(METHODS), list(_job.SUITE_METHOD_CONFIGS), list(_job.SHAPES), list(_job.SUITE_RANKS)]
     param_names = ["method", "config", "shape", "ranks"]
     timeout = 60
+    rounds = _job.TRACK_ROUNDS
 
     def setup(self, cache: dict[str, Any], method: str, config: str, shape: str, ranks: int) -> None:
         _job.lookup(cache, _job.case_key(method, config, shape, ranks), "methods")

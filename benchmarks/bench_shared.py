@@ -85,9 +85,10 @@ EXPERIMENT_PATHS = ("mpqueue", "fresh", "pool", "handle", "ping", "copy")
 HANDLE_SIZES = ("1MB", "1GiB")  # the handle path should not depend on the array's size
 
 
-def setup_cache() -> dict[str, Any]:
+def _experiment_cache() -> dict[str, Any]:
     """Seed 002's experiment (one spawned consumer per size); it ends with the handle sweep
-    (handle vs None at 1 MB and 1 GiB) on commits that have it."""
+    (handle vs None at 1 MB and 1 GiB) on commits that have it.  Shared by the two classes
+    below (asv keys a cache by its function's module and line)."""
     cache: dict[str, Any] = {}
     for size, rows in EXPERIMENT_ROWS.items():
         got = _job.run_json([sys.executable, "-m", "pytest_ipcbench.shared.experiment", "--rows", str(rows),
@@ -103,7 +104,7 @@ def setup_cache() -> dict[str, Any]:
     return cache
 
 
-setup_cache.timeout = 1300  # type: ignore[attr-defined]
+_experiment_cache.timeout = 1300  # type: ignore[attr-defined]
 
 
 class Seed002Experiment:
@@ -118,6 +119,8 @@ class Seed002Experiment:
     params = [list(EXPERIMENT_ROWS), list(EXPERIMENT_PATHS)]
     param_names = ["size", "path"]
     timeout = 120
+    rounds = _job.TRACK_ROUNDS
+    setup_cache = staticmethod(_experiment_cache)
 
     def setup(self, cache: dict[str, Any], size: str, path: str) -> None:
         self.value = _lookup(cache, size, path)
@@ -140,6 +143,8 @@ class HandlePath:
     params = [list(HANDLE_SIZES)]
     param_names = ["size"]
     timeout = 120
+    rounds = _job.TRACK_ROUNDS
+    setup_cache = staticmethod(_experiment_cache)
 
     def setup(self, cache: dict[str, Any], size: str) -> None:
         _sweep(cache, size, "handle")

@@ -18,20 +18,21 @@ from ._job import setup_cache  # noqa: F401  (one MPI launch per commit, shared:
 
 
 class Broadcast:
-    """Rank 0 writes, every other rank reads and verifies (seeds 000 and 001)."""
+    """Rank 0 writes, every other rank reads and verifies (seeds 000 and 001).
 
-    params = [list(_job.BACKENDS), list(_job.MODES), list(_job.SUITE_KINDS), list(_job.SIZES), list(_job.SUITE_RANKS)]
-    param_names = ["backend", "mode", "payload", "size", "ranks"]
+    ``payload``: kind and size (``ndarray-1MB``; ``tiny-64B`` is the latency case).
+    """
+
+    params = [list(_job.BACKENDS), list(_job.MODES), list(_job.SUITE_CASES), list(_job.SUITE_RANKS)]
+    param_names = ["backend", "mode", "payload", "ranks"]
     timeout = 60
+    rounds = _job.TRACK_ROUNDS
 
-    def setup(self, cache: dict[str, Any], backend: str, mode: str, payload: str, size: str, ranks: int) -> None:
-        reason = _job.skip_reason(payload, size)
-        if reason:
-            raise NotImplementedError(reason)
-        _job.lookup(cache, _job.case_key(backend, mode, payload, size, ranks), "transfer")
+    def setup(self, cache: dict[str, Any], backend: str, mode: str, payload: str, ranks: int) -> None:
+        self.key = _job.case_key(backend, mode, *_job.CASE_OF[payload], ranks)
+        _job.lookup(cache, self.key, "transfer")
 
-    def track_completion(self, cache: dict[str, Any], backend: str, mode: str, payload: str, size: str,
-                         ranks: int) -> float:
-        return _job.lookup(cache, _job.case_key(backend, mode, payload, size, ranks), "transfer")
+    def track_completion(self, cache: dict[str, Any], backend: str, mode: str, payload: str, ranks: int) -> float:
+        return _job.lookup(cache, self.key, "transfer")
 
     track_completion.unit = "seconds"  # type: ignore[attr-defined]

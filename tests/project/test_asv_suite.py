@@ -75,7 +75,7 @@ def test_asv_check(asv_env: tuple[Path, dict[str, str]]) -> None:
 def test_one_quick_benchmark_runs(asv_env: tuple[Path, dict[str, str]]) -> None:
     conf, env = asv_env
     proc = _asv(conf, env, "run", "--quick", "--python=same", "--dry-run", "--show-stderr",
-                "--machine", "ipcbench-test", "--bench", r"Serialize.time_dumps\('ndarray', '1MB'")
+                "--machine", "ipcbench-test", "--bench", r"Serialize.time_dumps\('ndarray-1MB', 'inband'")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "bench_serialization.Serialize.time_dumps" in out and "ok" in out

@@ -208,3 +208,13 @@ def test_cache_can_be_switched_off(worker, monkeypatch):
     del x
     assert len(segment._map_cache) == 0 and not _mappings(name) and not _fds(name)
     worker.call("drop", "a")
+
+
+def test_handle_sweep_measures_handle_and_none_per_size():
+    from pytest_ipcbench.shared.experiment import handle_sweep
+
+    got = handle_sweep([10**6, 2 * 10**6], rounds=5)
+    assert got["sizes"] == [10**6, 2 * 10**6] and list(got["median"]) == ["1MB", "2MB"]
+    for label in ("1MB", "2MB"):
+        assert len(got["samples"][label]["handle"]) == len(got["samples"][label]["ping"]) == 5
+        assert got["ratio"][label] == got["median"][label]["handle"] / got["median"][label]["ping"] > 0
