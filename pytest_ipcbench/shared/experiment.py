@@ -137,11 +137,15 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
 
     Returns ``{"sizes": [n], "samples": {label: {"handle": [s], "ping": [s]}},
     "median": {label: {"handle": s, "ping": s}}, "ratio": {label: handle/ping},
-    "skipped": {label: why}}`` with labels like ``1MB``, ``1GiB``.
+    "paired": {label: median over rounds of handle/ping of the same round},
+    "p10": {label: {"handle": s, "ping": s}}, "skipped": {label: why}}`` with labels like
+    ``1MB``, ``1GiB``.  On a busy machine the paired ratio and the 10th percentiles say more than
+    the ratio of medians (a burst of load hits one round's pair alike).
     """
     own_consumer = consumer is None
     consumer = consumer or _Consumer()
-    out: dict[str, Any] = {"sizes": [], "samples": {}, "median": {}, "ratio": {}, "skipped": {}}
+    out: dict[str, Any] = {"sizes": [], "samples": {}, "median": {}, "ratio": {}, "paired": {}, "p10": {},
+                           "skipped": {}}
     try:
         for n in sizes:
             label = size_label(int(n))
@@ -163,6 +167,8 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
             out["samples"][label] = got
             out["median"][label] = med
             out["ratio"][label] = med["handle"] / med["ping"]
+            out["paired"][label] = statistics.median(h / p for h, p in zip(got["handle"], got["ping"]))
+            out["p10"][label] = {k: sorted(v)[len(v) // 10] for k, v in got.items()}
     finally:
         if own_consumer:
             consumer.close()
@@ -228,8 +234,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--paths", default=None,
                     help=f"comma list of {','.join(PATHS)} (default: all; '' for none)")
     ap.add_argument("--handle-sizes", default=None, metavar="SIZES",
-                    help="array sizes of the handle sweep, e.g. 1MB,1GiB; given alone (without "
-                         "--paths) only the sweep runs, with --repeats rounds")
+                    help="array sizes of the handle sweep, e.g. 1MB,1GiB (default: 1MB,1GiB when "
+                         "--paths is not given, none when it is); given without --paths, only the "
+                         "sweep runs, with --repeats rounds")
     ap.add_argument("--json", action="store_true", help="print the whole result as JSON")
     args = ap.parse_args(argv)
     paths = PATHS if args.paths is None else tuple(p for p in args.paths.split(",") if p)
@@ -238,7 +245,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sweep = handle_sweep(sizes, args.repeats)
         print(json.dumps(sweep, indent=2) if args.json else _format_sweep(sweep, args.repeats))
         return
-    sizes = HANDLE_SIZES if args.handle_sizes is None else [parse_size(x) for x in args.handle_sizes.split(",") if x]
+    if args.handle_sizes is None:  # the sweep by default only when every path runs
+        sizes: Sequence[int] = HANDLE_SIZES if args.paths is None else ()
+    else:
+        sizes = [parse_size(x) for x in args.handle_sizes.split(",") if x]
     res = run_seed002(args.rows, args.cols, args.repeats, paths, sizes)
     if args.json:
         print(json.dumps(res, indent=2))
@@ -256,8 +266,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _format_sweep(sweep: dict[str, Any], rounds: int) -> str:
     lines = [f"handle only vs None through the same queue, {rounds} interleaved rounds (medians):"]
     for label, med in sweep["median"].items():
+        p10 = sweep.get("p10", {}).get(label, {})
         lines.append(f"  {label:>6s}  handle {med['handle'] * 1e6:8.1f} us   ping {med['ping'] * 1e6:8.1f} us"
-                     f"   handle/ping {sweep['ratio'][label]:.2f}x")
+                     f"   handle/ping {sweep['ratio'][label]:.2f}x   paired {sweep['paired'][label]:.2f}x"
+                     + (f"   (10th percentiles {p10['handle'] * 1e6:.1f} / {p10['ping'] * 1e6:.1f} us)" if p10 else ""))
     for label, why in sweep["skipped"].items():
         lines.append(f"  {label:>6s}  skipped: {why}")
     return "\n".join(lines)

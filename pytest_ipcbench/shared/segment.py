@@ -302,6 +302,19 @@ def _orphaned(name: str, exclude_pid: int | None = None, in_transit: bool = Fals
         os.close(fd)
 
 
+_dying: dict[weakref.ref[Segment], _State] = {}
+
+
+def _segment_gone(ref: weakref.ref[Segment]) -> None:
+    # After the exit hook (or once shutdown cleared this module: None), nothing: the hook
+    # released our references already, and arrays may be reachable until the very end.
+    if _exiting is not False:
+        return
+    state = _dying.pop(ref, None)
+    if state is not None:
+        state.retire()
+
+
 class Anchor:
     """The ``__array_interface__`` provider every array over a segment hangs from.
 
@@ -334,17 +347,13 @@ class Segment:
         self._anchors: set[weakref.ref[Anchor]] = set()
         with _registry_lock:
             _registry[state.name] = self
+        # Released when every array and view over it is gone (each holds an anchor that holds
+        # us), by a weakref callback: cheaper than weakref.finalize (this runs once per received
+        # handle), and unlike __del__ it runs after every weak reference to us is cleared, so
+        # attach() can never pick a dying Segment out of the registry.
+        _dying[weakref.ref(self, _segment_gone)] = state
         if _hook_pid != state.pid:
             _ensure_exit_hook()
-
-    def __del__(self) -> None:
-        # Every array and view over it is gone (each holds an anchor that holds us).  A __del__
-        # rather than weakref.finalize: this runs once per received handle, and a finalize
-        # object costs as much as the rest of the receive.  After the exit hook, nothing: it
-        # released our references already and arrays may be reachable until the very end.
-        state = getattr(self, "_state", None)
-        if state is not None and not _exiting:
-            state.retire()
 
     @property
     def name(self) -> str:

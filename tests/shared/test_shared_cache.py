@@ -218,3 +218,4 @@ def test_handle_sweep_measures_handle_and_none_per_size():
     for label in ("1MB", "2MB"):
         assert len(got["samples"][label]["handle"]) == len(got["samples"][label]["ping"]) == 5
         assert got["ratio"][label] == got["median"][label]["handle"] / got["median"][label]["ping"] > 0
+        assert got["paired"][label] > 0 and set(got["p10"][label]) == {"handle", "ping"}
