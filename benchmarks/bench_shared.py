@@ -98,9 +98,12 @@ def _experiment_cache() -> dict[str, Any]:
             continue
         for path, seconds in got.get("median", {}).items():
             cache[f"{size}|{path}"] = float(seconds)
-        for label, med in (got.get("handle_sweep") or {}).get("median", {}).items():
+        sweep = got.get("handle_sweep") or {}
+        for label, med in sweep.get("median", {}).items():
             for path, seconds in med.items():
                 cache[f"sweep|{label}|{path}"] = float(seconds)
+        for label, ratio in sweep.get("paired", {}).items():
+            cache[f"sweep|{label}|paired"] = float(ratio)
     return cache
 
 
@@ -134,10 +137,10 @@ class Seed002Experiment:
 class HandlePath:
     """Handle-only round trip of a premade shared array against ``None`` through the same queue.
 
-    ``track_roundtrip``: median seconds from put until the consumer acknowledged (it maps the
-    segment, or reuses the mapping it made before, and reads one element). ``track_ratio``:
-    handle / None, measured interleaved -- the figure to watch: 1.0 would be a free handle,
-    and it should be the same at 1 MB and 1 GiB.
+    ``track_roundtrip_*``: median seconds from put until the consumer acknowledged (it maps
+    the segment, or reuses the mapping it made before, and reads one element). ``track_ratio``:
+    handle / None, rounds interleaved (median of per-round ratios) -- the figure to watch: 1.0
+    would be a free handle, and it should be the same at 1 MB and 1 GiB.
     """
 
     params = [list(HANDLE_SIZES)]
@@ -160,7 +163,9 @@ class HandlePath:
     track_roundtrip_none.unit = "seconds"  # type: ignore[attr-defined]
 
     def track_ratio(self, cache: dict[str, Any], size: str) -> float:
-        return _sweep(cache, size, "handle") / _sweep(cache, size, "ping")
+        """Median over rounds of handle / None of the same round (robust to load drifts)."""
+        paired = cache.get(f"sweep|{size}|paired")
+        return float(paired) if paired is not None else _sweep(cache, size, "handle") / _sweep(cache, size, "ping")
 
     track_ratio.unit = "ratio"  # type: ignore[attr-defined]
 
