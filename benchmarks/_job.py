@@ -73,6 +73,10 @@ SUITE_RANKS = RANKS if FULL else DEFAULT_RANKS
 SUITE_METHOD_CONFIGS = METHOD_CONFIGS if FULL else DEFAULT_METHOD_CONFIGS
 #: asv rounds of the in-process time benchmarks (asv's default is 2; one is enough to follow history)
 ROUNDS = 2 if FULL else 1
+#: asv repeat and warm-up of the in-process time benchmarks: asv's defaults (0 and -1: up to 10
+#: samples or 20 s, 1 s of warm-up) in the full suite; up to 5 samples within 4 s by default
+REPEAT: Any = 0 if FULL else (1, 5, 4.0)
+WARMUP_TIME = -1 if FULL else 0.2
 #: asv rounds of the track_* benchmarks: their figures come from a cache, another round reads
 #: the same number again
 TRACK_ROUNDS = 1

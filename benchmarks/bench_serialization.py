@@ -29,6 +29,8 @@ class Serialize:
     param_names = ["payload", "protocol"]
     timeout = 120
     rounds = _job.ROUNDS
+    repeat = _job.REPEAT
+    warmup_time = _job.WARMUP_TIME
 
     def setup(self, payload: str, protocol: str) -> None:
         self.obj = _payload(*_job.CASE_OF[payload])
@@ -62,6 +64,8 @@ class PayloadBuild:
     params = [list(_job.SUITE_CASES)]
     param_names = ["payload"]
     rounds = _job.ROUNDS
+    repeat = _job.REPEAT
+    warmup_time = _job.WARMUP_TIME
 
     def setup(self, payload: str) -> None:
         self.case = _job.CASE_OF[payload]
