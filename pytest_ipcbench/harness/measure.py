@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -61,7 +62,7 @@ from ..core.envinfo import cores as _cores
 from ..core.units import duration_label, size_label
 from ..core.group import Group, MPIGroup
 from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
-from ..history.results import Result
+from ..history.results import Result, Verified
 from .transfer import describe_object
 
 SCENARIOS = ("broadcast", "pingpong", "stream", "granularity")
@@ -314,6 +315,7 @@ class _Case:
         self.record = _Record(group.rank)
         self.live: list[Any] = []
         self.extra: dict[str, Any] = {}
+        self.kind_of_backend, self.readers = "", 0  # set by open()
 
     # life cycle (collective)
     def open(self) -> None:
@@ -366,16 +368,13 @@ class _Case:
             samples={k: [float(x) for x in v] for k, v in samples.items()},
             nbytes=self.nbytes,
             primary=self.primary,
-            extra={
-                "plan": asdict(plan),
-                "group": "mpi" if self.group.is_mpi else "local",
-                "cores": _CORES,
-                "oversubscribed": self.group.size > _CORES,
-                "verified": {"checked": checked, "failed": failed},
-                "units": "s",
-                **self.extra,
-                **extra,
-            },
+            extra={**self.extra, **extra},
+            verified=Verified(checked, failed),
+            kind=self.kind_of_backend,
+            readers=self.readers,
+            group="mpi" if self.group.is_mpi else "local",
+            oversubscribed=self.group.size > _CORES,
+            plan=asdict(plan),
         )
 
 
@@ -389,8 +388,9 @@ class _Broadcast(_Case):
         self.kind = self.live_backend.kind
         self.is_writer = self.group.rank == self.live_backend.root
         self.objs = self._payloads()  # writer: sent; readers: expected
-        self.extra.update(kind=self.kind, readers=len(self.live_backend.readers), root=self.live_backend.root,
-                          touched=self.settings.touch)
+        self.live_backend.prepare(self.objs)  # iteration i sends objs[i % 2]
+        self.kind_of_backend, self.readers = self.kind, len(self.live_backend.readers)
+        self.extra.update(root=self.live_backend.root, touched=self.settings.touch)
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         backend, rec, obj = self.live_backend, self.record, self.objs[i % 2]
@@ -473,7 +473,8 @@ class _PingPong(_Case):
         self.fwd = self._open(replace(self.spec, root=0))
         self.back = self._open(replace(self.spec, root=1))
         self.objs = self._payloads() if self.group.rank == 0 else []
-        self.extra.update(kind=self.fwd.kind, work_s=self.settings.work)
+        self.kind_of_backend, self.readers = self.fwd.kind, 1
+        self.extra.update(work_s=self.settings.work)
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         self.block(i, 1, timed, lambda _: verify)
@@ -550,7 +551,8 @@ class _Stream(_Case):
         self.is_writer = self.group.rank == self.live_backend.root
         self.window = max(1, min(self.settings.window, self.settings.window_bytes // max(1, self.nbytes)))
         self.objs = self._payloads()
-        self.extra.update(kind="channel", window=self.window, readers=len(self.live_backend.readers))
+        self.kind_of_backend, self.readers = "channel", len(self.live_backend.readers)
+        self.extra.update(window=self.window)
 
     @property
     def per_iteration_bytes(self) -> int:
@@ -880,8 +882,100 @@ def copy_result(nbytes: int, time_budget: float = 0.3) -> Result:
         samples={"copy": samples},
         nbytes=int(nbytes),
         primary="copy",
-        extra={"what": "np.copyto into a touched destination", "units": "s"},
+        extra={"what": "np.copyto into a touched destination"},
     )
+
+
+# A child that echoes every message it reads from stdin back on stdout (exactly ``n`` bytes each).
+_ECHO = (
+    "import os, sys\n"
+    "n = int(sys.argv[1])\n"
+    "while True:\n"
+    "    buf = b''\n"
+    "    while len(buf) < n:\n"
+    "        chunk = os.read(0, n - len(buf))\n"
+    "        if not chunk:\n"
+    "            sys.exit(0)\n"
+    "        buf += chunk\n"
+    "    view = memoryview(buf)\n"
+    "    while view:\n"
+    "        view = view[os.write(1, view):]\n"
+)
+
+
+def pipe_pingpong_samples(nbytes: int, time_budget: float = 0.1, max_reps: int = 5000,
+                          min_reps: int = 20, warmup: int = 20) -> list[float]:
+    """Seconds of one way (round trip / 2) of ``nbytes`` between this process and an echoing
+    child over two plain OS pipes: the raw ping-pong that no wrapper of ours touches.
+
+    With :func:`copy_samples`, the in-run reference for the machine's state (METHOD rule 19):
+    the pipe ping-pong follows the scheduler (wake-ups, other processes on the cores), the copy
+    follows the memory bandwidth.
+    """
+    import subprocess
+    import sys
+
+    nbytes = max(1, int(nbytes))
+    msg = b"x" * nbytes
+    child = subprocess.Popen([sys.executable, "-c", _ECHO, str(nbytes)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, bufsize=0)
+    assert child.stdin is not None and child.stdout is not None
+    w, r = child.stdin.fileno(), child.stdout.fileno()
+
+    def trip() -> None:
+        view = memoryview(msg)
+        while view:
+            view = view[os.write(w, view):]
+        got = 0
+        while got < nbytes:
+            chunk = os.read(r, nbytes - got)
+            if not chunk:
+                raise RuntimeError("the echo child of the pipe ping-pong exited")
+            got += len(chunk)
+
+    out: list[float] = []
+    try:
+        for _ in range(warmup):
+            trip()
+        deadline = perf_counter() + time_budget
+        while len(out) < max_reps and (len(out) < min_reps or perf_counter() < deadline):
+            t0 = perf_counter()
+            trip()
+            out.append((perf_counter() - t0) / 2)
+    finally:
+        child.stdin.close()
+        child.stdout.close()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    return out
+
+
+#: Sizes of the pipe ping-pong reference: latency-bound and bandwidth-bound.
+PIPE_REFERENCE_SIZES = (1, 64 * 1024)
+
+
+def pipe_pingpong_result(nbytes: int, time_budget: float = 0.1) -> Result:
+    """A :class:`Result` (scenario ``reference``, backend ``pipe``) of :func:`pipe_pingpong_samples`."""
+    samples = pipe_pingpong_samples(nbytes, time_budget)
+    return Result(
+        scenario="reference",
+        backend="pipe",
+        mode="bytes",
+        payload="buffer",
+        size=int(nbytes),
+        ranks=2,
+        samples={"latency": samples},
+        nbytes=int(nbytes),
+        primary="latency",
+        extra={"what": "os.write/os.read ping-pong with an echoing child over two pipes (round trip / 2)"},
+    )
+
+
+#: Scenarios of in-run references: they measure the machine, not the code under test.
+REFERENCE_SCENARIOS = ("copy", "reference")
 
 
 class CopyReference:
@@ -899,25 +993,10 @@ class CopyReference:
         return self.results[nbytes].throughput()
 
 
-def bandwidth_metric(result: Result) -> str:
-    """The metric a bandwidth is computed from: the time to a fully read (touched) object when
-    the harness measured it (METHOD rule 10: a zero-copy view must not win for free), else the
-    primary metric."""
-    return "completion_touched" if result.samples.get("completion_touched") else result.primary
-
-
-def bandwidth_of(result: Result) -> float:
-    """Bytes per second one reader gets: payload bytes / median time (see bandwidth_metric)."""
-    return result.throughput(bandwidth_metric(result))
-
-
-def annotate_efficiency(result: Result, copy_bw: float) -> Result:
-    """Add ``copy_bandwidth`` (B/s) and ``efficiency`` (fraction of it) to ``result.extra``."""
-    bw = bandwidth_of(result)
-    result.extra["bandwidth_metric"] = bandwidth_metric(result)
-    result.extra["bandwidth_Bps"] = bw
-    result.extra["copy_bandwidth_Bps"] = copy_bw
-    result.extra["efficiency"] = bw / copy_bw if copy_bw > 0 else None
+def with_copy_reference(result: Result, copy_bw: float) -> Result:
+    """Give ``result`` the copy bandwidth (B/s) measured in the same run: its efficiency is
+    derived from it (:meth:`Result.efficiency`)."""
+    result.copy_bandwidth = copy_bw if copy_bw > 0 else None
     return result
 
 
@@ -928,11 +1007,13 @@ __all__ = [
     "Plan",
     "SCENARIOS",
     "VerificationError",
-    "annotate_efficiency",
+    "with_copy_reference",
     "bench",
     "bench_interleaved",
     "copy_result",
     "copy_samples",
+    "pipe_pingpong_result",
+    "pipe_pingpong_samples",
     "quiet_barrier",
     "run_bench",
     "run_interleaved",

@@ -26,6 +26,7 @@ from ..history.results import ResultSet
 from .csv_files import csv_rows, write_csv
 from .markdown import headline, markdown
 from .plots import write_plots
+from .seed004 import write_mpi_method_report
 
 __all__ = ["headline", "markdown", "write_report"]
 
@@ -44,12 +45,7 @@ def write_report(resultset: ResultSet, out_dir: str | Path, plots: bool = True) 
     if plots:
         files.extend(write_plots(results, out))
     if plots and any(r.scenario == "mpi-method" for r in results):
-        try:
-            from .seed004 import write_mpi_method_report
-        except ImportError:
-            pass
-        else:
-            files.extend(Path(p) for p in write_mpi_method_report(results, out))
+        files.extend(Path(p) for p in write_mpi_method_report(results, out))
     summary = out / "summary.md"
     summary.write_text(markdown(resultset, sorted(set(files), key=lambda p: (p.suffix, p.name))) + "\n")
     return summary

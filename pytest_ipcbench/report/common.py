@@ -8,7 +8,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..backends.base import BACKEND_NAMES
+from ..backends.base import backend_names
 from ..core.units import size_label
 from ..history.results import Result
 
@@ -22,7 +22,8 @@ def label(r: Result) -> str:
 
 
 def backend_order(name: str) -> tuple[int, str]:
-    return (BACKEND_NAMES.index(name) if name in BACKEND_NAMES else len(BACKEND_NAMES), name)
+    known = backend_names()
+    return (known.index(name) if name in known else len(known), name)
 
 
 def kind_order(kind: str) -> tuple[int, str]:
@@ -65,15 +66,11 @@ def nearest(table: dict[int, float], nbytes: int) -> float | None:
     return table[key]
 
 
-def bandwidth(r: Result) -> float | None:
-    """Bytes/s to one reader: to a fully read object where measured (see measure.bandwidth_metric)."""
-    metric = "completion_touched" if r.samples.get("completion_touched") else r.primary
-    med = median_of(r, metric)
-    return r.nbytes / med if med and r.nbytes else None
-
-
 def efficiency(r: Result, copy_table: dict[int, float]) -> float | None:
-    if r.extra.get("efficiency") is not None:
-        return float(r.extra["efficiency"])
-    bw, ref = bandwidth(r), nearest(copy_table, r.nbytes)
+    """The result's own efficiency (:meth:`Result.efficiency`), or, for a result recorded
+    without a copy reference, against the run's copy measured nearest its size."""
+    own = r.efficiency()
+    if own is not None:
+        return own
+    bw, ref = r.bandwidth(), nearest(copy_table, r.nbytes)
     return bw / ref if bw and ref else None

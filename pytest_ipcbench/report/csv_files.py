@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence
 
 from ..history.results import Result
 from ..history.stats import summarize
-from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, bandwidth, efficiency
+from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, efficiency
 
 
 def _stats(r: Result, metric: str, prefix: str = "") -> dict[str, Any]:
@@ -31,8 +31,9 @@ def _case(r: Result) -> dict[str, Any]:
         "nbytes": r.nbytes,
         "ranks": r.ranks,
         "variant": r.variant,
-        "kind": r.extra.get("kind", ""),
-        "group": r.extra.get("group", ""),
+        "kind": r.kind,
+        "group": r.group,
+        "test": r.extra.get("test", ""),  # the pytest test that measured it (--ipc-report)
     }
 
 
@@ -74,14 +75,14 @@ def csv_rows(results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
         row["completion_touched_median_s"] = median_of(r, "completion_touched")
         med = median_of(r, "read_avg")
         row["reads_per_s"] = 1 / med if med else None
-        row["verified_checks"] = (r.extra.get("verified") or {}).get("checked")
-        row["verified_failed"] = (r.extra.get("verified") or {}).get("failed")
+        row["verified_checks"] = (r.verified.checked if r.verified else None)
+        row["verified_failed"] = (r.verified.failed if r.verified else None)
         out["read_summary.csv"].append(row)
     for r in sorted_results(x for x in results if x.scenario in ("broadcast", "pingpong", "stream")):
         metric = "completion_touched" if r.samples.get("completion_touched") else r.primary
         med = median_of(r, metric)
-        bw = bandwidth(r)
-        readers = r.extra.get("readers", 1) if r.scenario != "pingpong" else 1
+        bw = r.bandwidth()
+        readers = (r.readers or 1) if r.scenario != "pingpong" else 1
         ref = nearest(copies, r.nbytes)
         out["throughput_summary.csv"].append({
             **_case(r),
@@ -90,7 +91,7 @@ def csv_rows(results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
             "MB_per_s": bw / 1e6 if bw else None,
             "aggregate_MB_per_s": bw * readers / 1e6 if bw else None,
             "ops_per_s": 1 / med if med else None,
-            "copy_MB_per_s": (r.extra.get("copy_bandwidth_Bps") or ref or 0) / 1e6 or None,
+            "copy_MB_per_s": (r.copy_bandwidth or ref or 0) / 1e6 or None,
             "efficiency": efficiency(r, copies),
         })
     for r in sorted_results(by_scenario(results, "pingpong")):

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..core.units import format_bytes, format_time
 from ..history.results import Result
-from .common import kind_order, backend_order, median_of, by_scenario, copy_bandwidth_by_size, bandwidth, efficiency
+from .common import kind_order, backend_order, median_of, by_scenario, copy_bandwidth_by_size, efficiency
 
 
 def _mpl() -> tuple[Any, Any]:
@@ -232,7 +232,7 @@ def _plain_number(v: float) -> str:
 def write_plots(results: Sequence[Result], out: Path) -> list[Path]:
     bcast = by_scenario(results, "broadcast")
     copies = copy_bandwidth_by_size(results)
-    readers = sorted({r.extra.get("readers") for r in bcast if r.extra.get("readers")})
+    readers = sorted({r.readers for r in bcast if r.readers})
     who = f"1 writer, {'/'.join(map(str, readers))} readers" if readers else "1 writer, N readers"
     made = [
         plot_by_kind(bcast, lambda r: median_of(r, "write"), out / "write_performance.png",
@@ -243,7 +243,7 @@ def write_plots(results: Sequence[Result], out: Path) -> list[Path]:
         plot_by_kind(bcast, lambda r: median_of(r, "completion"), out / "completion.png",
                      f"Broadcast completion ({who})", "median completion time",
                      subtitle="barrier exit until the last reader has a usable object (max over readers)"),
-        plot_by_kind(bcast, bandwidth, out / "throughput.png", f"Broadcast throughput per reader ({who})",
+        plot_by_kind(bcast, Result.bandwidth, out / "throughput.png", f"Broadcast throughput per reader ({who})",
                      "MB/s per reader (10^6 B/s)", y="rate", reference=copies,
                      reference_label="numpy copy (same run)",
                      subtitle="payload bytes / completion to a fully read object"),

@@ -71,6 +71,7 @@ def summary_note(r: Result) -> str:
     med = r.summary().median
     n = r.summary().n
     extra = ""
-    if r.extra.get("efficiency") is not None and r.scenario == "broadcast":
-        extra = f", {r.extra['efficiency']:.0%} of copy bw"
+    eff = r.efficiency()
+    if eff is not None and r.scenario == "broadcast":
+        extra = f", {eff:.0%} of copy bw"
     return f"{r.primary} {format_time(med)} (n={n}{extra})"

@@ -12,7 +12,7 @@ from pytest_ipcbench import report
 from pytest_ipcbench.report.common import copy_bandwidth_by_size
 from pytest_ipcbench.report.markdown import relative_speed_table
 from pytest_ipcbench.commands import main as cli_main
-from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.history.results import Result, ResultSet, Verified
 
 BACKENDS = {"shm": 1.0, "zmq": 1.5, "mp-queue": 4.0}
 
@@ -34,7 +34,7 @@ def synthetic() -> ResultSet:
                    "read_max": _samples(t / 1.5), "touched_avg": _samples(t / 1.8), "touched_max": _samples(t / 1.4),
                    "completion": _samples(t), "completion_touched": _samples(t * 1.1)}
         rs.add(Result("broadcast", backend, mode, kind, size, 4, samples, nbytes=size,
-                      extra={"kind": kind_of, "readers": 3, "verified": {"checked": 12, "failed": 0}}))
+                      kind=kind_of, readers=3, verified=Verified(12, 0)))
     for backend, size in itertools.product(BACKENDS, (1, 1024, 1_000_000)):
         lat = BACKENDS[backend] * (2e-6 + size / 5e9)
         rs.add(Result("pingpong", backend, "native", "buffer", size, 2,
@@ -42,7 +42,7 @@ def synthetic() -> ResultSet:
     for size in (1000, 65536):
         rs.add(Result("stream", "zmq", "native", "buffer", size, 4,
                       {"send": _samples(1e-6 + size / 1e10), "delivered": _samples(3e-6 + size / 3e9)},
-                      nbytes=size, primary="delivered", extra={"window": 64, "readers": 3, "kind": "channel"}))
+                      nbytes=size, primary="delivered", extra={"window": 64}, readers=3, kind="channel"))
     for work in (0.0, 1e-4, 1e-3):
         r = Result("granularity", "zmq", "bytes", "tiny", 64, 2,
                    {"roundtrip": _samples(work + 3e-5), "work": _samples(work) if work else [0.0] * 9,
@@ -108,7 +108,8 @@ def test_markdown_has_the_seed_tables(written):
     text = summary.read_text()
     assert "# pytest-ipcbench results" in text
     assert "MPI: MPICH 4.3.0" in text and "oversubscribed: yes" in text and "MB = 10^6" in text
-    assert "| Backend | Mode | Kind | Median write | Median read | Completion |" in text
+    assert "| Backend | Mode | Kind | Ranks | Median write | Median read | Completion |" in text
+    assert "| Backend | Mode | Ranks | " in text  # tables by size: a row per backend, mode and rank count
     assert "baseline (1.00x)" in text and "x slower" in text
     assert "## Write time against size (seed 001)" in text and "## Read time against size" in text
     assert "## Ping-pong latency" in text and "## Stream" in text and "## Granularity" in text
