@@ -480,10 +480,19 @@ def seed002_results(got: Any) -> list[Result]:
     if not isinstance(got, dict) or "samples" not in got:
         return []
     nbytes = int(got.get("nbytes", 0))
-    return [
+    results = [
         Result(scenario="seed002", backend=path, mode="native", payload="ndarray", size=nbytes, ranks=2,
                samples={"completion": [float(x) for x in samples]}, nbytes=nbytes,
                extra={"shape": list(got.get("shape", ())), "ratios": got.get("ratios", {}),
                       "what": "put until the consumer holds the array (seed 002)"})
         for path, samples in got["samples"].items() if samples
     ]
+    sweep = got.get("handle_sweep") or {}
+    for n, label in zip(sweep.get("sizes", ()), sweep.get("samples", {})):
+        for path, samples in sweep["samples"][label].items():
+            results.append(Result(
+                scenario="seed002-handle", backend=path, mode="native", payload="ndarray", size=int(n), ranks=2,
+                samples={"completion": [float(x) for x in samples]}, nbytes=int(n),
+                extra={"ratio": sweep.get("ratio", {}).get(label),
+                       "what": "handle-only round trip (handle) against None (ping), same queue"}))
+    return results

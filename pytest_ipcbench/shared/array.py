@@ -77,6 +77,7 @@ def _over(seg: Segment, offset: int, shape: tuple[int, ...], strides: tuple[int,
     raw = np.asarray(seg.anchor(offset, shape, strides, dtype.itemsize, readonly))
     arr = cast(SharedNDArray, raw.view(dtype=dtype, type=cls or SharedNDArray))
     arr._ipcb_seg = seg
+    arr._ipcb_off = offset  # the data pointer of an array never moves: pickling needs no lookup
     return arr
 
 
@@ -107,6 +108,7 @@ class SharedNDArray(np.ndarray):
     """
 
     _ipcb_seg: Segment | None = None
+    _ipcb_off: int | None = None  # set on arrays made over a segment; views compute theirs
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -169,6 +171,8 @@ class SharedNDArray(np.ndarray):
         seg = self._ipcb_seg
         if seg is None:
             return None
+        if self._ipcb_off is not None:
+            return self._ipcb_off
         if self.size == 0:
             return 0
         offset = self.__array_interface__["data"][0] - seg.data_addr
@@ -177,14 +181,22 @@ class SharedNDArray(np.ndarray):
     # ------------------------------------------------------------------ pickling
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
         seg = self._ipcb_seg
-        offset = self._offset()
-        if seg is not None and offset is not None and seg.held:
-            seg.send_ref()
-            sent = _sent.get()
-            if sent is not None:
-                sent.append(seg)
-            return (_rebuild, (seg.name, offset, self.shape, self.strides, self.dtype,
-                               not self.flags.writeable, type(self)))
+        if seg is not None:
+            offset = self._ipcb_off
+            if offset is None:
+                offset = self._offset()
+            generation = seg.try_send_ref() if offset is not None else None
+            if generation is not None:
+                sent = _sent.get()
+                if sent is not None:
+                    sent.append(seg)
+                dt = self.dtype
+                # a plain dtype travels as its string: cheaper to pickle and rebuild
+                plain = dt.fields is None and dt.subdtype is None and dt.metadata is None and dt.kind != "V"
+                args = (seg.name, generation, offset, self.shape, self.strides, dt.str if plain else dt,
+                        not self.flags.writeable)
+                cls = type(self)
+                return (_rebuild, args if cls is SharedNDArray else args + (cls,))
         return (_by_value, (self.view(np.ndarray), type(self)))
 
     def __reduce__(self) -> tuple:
@@ -216,11 +228,15 @@ class SharedNDArray(np.ndarray):
         return obj if type(obj) is np.ndarray else obj.view(np.ndarray)
 
 
-def _rebuild(name: str, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
-             dtype: np.dtype, readonly: bool, cls: type = SharedNDArray) -> SharedNDArray:
-    """Unpickle a handle: map the segment (adopting the in-transit reference) and view it."""
-    seg = _segment.attach(name, adopt=True)
-    return _over(seg, offset, tuple(shape), tuple(strides), dtype, readonly, cls)
+def _rebuild(name: str, generation: int, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
+             dtype: np.dtype | str, readonly: bool, cls: type = SharedNDArray) -> SharedNDArray:
+    """Unpickle a handle: map the segment (adopting the in-transit reference) and view it.
+
+    A mapping this process made before is reused (see :mod:`.segment`); a handle whose
+    generation is not the segment's raises :class:`~.segment.SegmentGone`.
+    """
+    seg = _segment.attach(name, adopt=True, generation=generation)
+    return _over(seg, offset, tuple(shape), tuple(strides), np.dtype(dtype), readonly, cls)
 
 
 def _by_value(a: np.ndarray, cls: type = SharedNDArray) -> SharedNDArray:
