@@ -46,7 +46,7 @@ import lmdb
 import numpy as np
 
 from ..core import names
-from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 STATE_VALUE, STATE_ERROR, STATE_ARRAY = 0, 1, 2  # STATE_ARRAY: head is a plain array's (dtype, shape)
 _SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
@@ -58,7 +58,6 @@ def _buf_key(i: int) -> bytes:
     return b"buf%06d" % i
 
 
-@register
 class LMDBBackend(Backend):
     """A store in an LMDB environment; see the module docstring."""
 

@@ -21,9 +21,10 @@ PayloadError too instead of waiting in a collective that never completes. For th
 writer sends ``(obj, mark)``: the mark is pickled after the object, so whether it was pickled
 tells whether the failure came before any communication.
 
-Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the first (size) message with a
-nonblocking operation polled with :class:`~.base.Backoff` (a reader does not spin while the writer
-is still busy, and gives up after ``timeout`` with TimeoutError); the data itself then moves with
+Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the head message with a nonblocking
+operation polled by the wait strategy (:meth:`~.base.Backend.pacer`; under ``backoff`` a reader
+does not spin while the writer is still busy) and give up after ``timeout`` with TimeoutError;
+the data itself then moves with
 blocking calls, which progress fastest. A timed-out ``mpi-p2p`` receive is cancelled, so the
 communicator stays usable; a timed-out ``mpi-buffer`` Ibcast cannot be cancelled (MPI has no
 cancel for collectives), so after that TimeoutError the group's communicator is unusable.
@@ -44,7 +45,7 @@ from typing import Any
 import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily)
 import numpy as np
 
-from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
 _OK, _FAILED = 0, 1
@@ -128,12 +129,12 @@ class _MPIBackend(Backend):
         return got[0]
 
 
-@register
 class MPIBcastBackend(_MPIBackend):
     """``comm.bcast``: mpi4py's pickled broadcast."""
 
     name = "mpi-bcast"
     reference = "ref-mpi-bcast"
+    no_read_timeout = "its read() waits inside mpi4py's blocking bcast, which MPI cannot abandon"
 
     def write(self, obj: Any) -> None:
         self._check(writer=True)
@@ -144,12 +145,12 @@ class MPIBcastBackend(_MPIBackend):
         return self._recv_obj(self.comm.bcast)
 
 
-@register
 class MPIPkl5Backend(_MPIBackend):
     """``mpi4py.util.pkl5``: pickle-5 out-of-band buffers, no 2 GiB limit."""
 
     name = "mpi-pkl5"
     reference = "ref-mpi-pkl5"
+    no_read_timeout = "its read() waits inside pkl5's blocking bcast, which MPI cannot abandon"
 
     def setup(self) -> None:
         super().setup()
@@ -400,13 +401,14 @@ class _BufferBackend(_MPIBackend):
         raise NotImplementedError
 
 
-@register
 class MPIBufferBackend(_BufferBackend):
     """A head (``Ibcast``) as large as the previous object needed, then ``Bcast`` of what did not fit."""
 
     name = "mpi-buffer"
     reference = "ref-mpi-buffer"
     HEAD_CAP = 16384 + 512  # objects of the same size up to 16 KiB travel in one Bcast
+    # it does time out, but the pending Ibcast leaves the communicator unusable for later tests
+    no_read_timeout = "a timed-out Ibcast cannot be cancelled (MPI has no cancel for collectives)"
 
     def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
         comm, root = self.comm, self.root
@@ -431,7 +433,6 @@ class MPIBufferBackend(_BufferBackend):
                 self.comm.Bcast(buf, root=self.root)
 
 
-@register
 class MPIP2PBackend(_BufferBackend):
     """``Send``/``Isend`` from the writer to each reader (head, then the rest), ``Recv`` on the readers."""
 

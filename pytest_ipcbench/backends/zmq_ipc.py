@@ -47,7 +47,7 @@ import numpy as np
 import zmq
 
 from ..core import names
-from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _BYTES, _NATIVE, _ARRAY, _ERROR, _HELLO = b"B", b"N", b"A", b"E", b"H"
 _BYTES_INLINE, _ARRAY_INLINE = b"b", b"a"  # the data inline in the one frame
@@ -57,7 +57,6 @@ _META_LEN = struct.Struct("<I")
 _UNIX_PATH_MAX = 107
 
 
-@register
 class ZMQBackend(Backend):
     """A channel over ZeroMQ ipc sockets (ROUTER to DEALERs); see the module docstring."""
 

@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from ..backends.base import (BACKEND_NAMES, MODES, BackendUnavailable, default_wait, get_backend, parse_wait,
+from ..backends.base import (MODES, BackendUnavailable, backend_names, default_wait, get_backend, parse_wait,
                              resolve_wait)
 from ..core.envinfo import cores
 from ..core.procs import load_average
@@ -28,7 +28,7 @@ def _csv(value: str) -> list[str]:
 def _backends(value: str) -> list[str]:
     if value.strip() == "none":
         return []
-    names = list(BACKEND_NAMES) if value.strip() in ("all", "") else _csv(value)
+    names = list(backend_names()) if value.strip() in ("all", "") else _csv(value)
     for name in names:
         try:
             get_backend(name)
@@ -76,7 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mpiexec", help="the mpiexec to use (default: next to python, then PATH)")
     parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
     ref = parser.add_argument_group("backends against their references")
-    ref.add_argument("--backends", type=_backends, default=list(BACKEND_NAMES),
+    ref.add_argument("--backends", type=_backends, default=None,
                      help="comma list of backends to check against their references (default: all); "
                           "'none' skips these checks")
     ref.add_argument("--modes", type=_modes, default=["native"], help="bytes,native (default native)")
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     print("ipcbench selfcheck: the harness against outside references, same session, interleaved")
     print(table(figures, args.tolerance))
     rows = []
-    backends = args.backends
+    backends = list(backend_names()) if args.backends is None else args.backends
     if backends:
         wait = args.wait or default_wait()
         print(f"\nevery backend against its reference (wait strategy {wait}: "

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.base import BACKEND_NAMES, MODES, BackendSpec, BackendUnavailable, get_backend
+from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
 from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
@@ -169,7 +169,7 @@ def _local_rank0(group: Group, kwargs: dict[str, Any]) -> list[RefRow]:
 
 
 def run_refchecks(
-    backends: Sequence[str] = BACKEND_NAMES,
+    backends: Sequence[str] | None = None,
     modes: Sequence[str] = ("native",),
     sizes: Sequence[int] = SIZES,
     scenarios: Sequence[str] = SCENARIOS,
@@ -186,6 +186,7 @@ def run_refchecks(
     """
     if ranks < 2:
         raise ValueError(f"the reference checks need at least 2 ranks, got {ranks}")
+    backends = list(backend_names()) if backends is None else list(backends)
     for name in backends:
         reference_of(name)  # a clear error now for a backend without a reference
     for mode in modes:

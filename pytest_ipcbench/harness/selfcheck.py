@@ -56,6 +56,8 @@ class MPIRaw(Backend):
     For the self-check only (it moves 1-D uint8 arrays); kind ``channel``, needs MPI.
     """
 
+    internal = True  # the harness's own raw MPI case, not a backend users pick
+
     name = "mpi-raw"
     kind = "channel"
     needs_mpi = True
