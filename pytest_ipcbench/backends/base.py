@@ -26,7 +26,6 @@ Life cycle, collective on every rank of the group::
 
 from __future__ import annotations
 
-import importlib
 import os
 import pickle
 import time
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
     from ..core.group import Group
 
 MODES = ("bytes", "native")
-REFERENCE_PREFIX = "ref-"  # the built-in references' names: ref-<backend>[-variant]
-_REFERENCES_MODULE = "pytest_ipcbench.harness.references"
 DEFAULT_READ_TIMEOUT = 120.0
 
 
@@ -254,7 +251,7 @@ class Backend(ABC):
     #: the name of this backend's reference: the plainest use of the same mechanism, timed
     #: against it by ``ipcbench selfcheck`` and the reference tests (harness/references.py)
     reference: ClassVar[str | None] = None
-    #: True for references and other harness-internal backends: never offered to users
+    #: True for references and other harness-internal backends: usable by name, never offered to users
     internal: ClassVar[bool] = False
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
@@ -413,10 +410,15 @@ def get_backend(name: str) -> type[Backend]:
     return BACKENDS.get(name)
 
 
+REFERENCE_PREFIX = "ref-"  # the built-in references' names: ref-<backend>[-variant]
+
+
 def _load_references(name: str) -> None:
-    """The built-in references register when their module is imported (on first use)."""
+    """The built-in references (harness/references.py) register when first asked for by name."""
     if name.startswith(REFERENCE_PREFIX) and name not in BACKENDS:
-        importlib.import_module(_REFERENCES_MODULE)
+        import importlib
+
+        importlib.import_module("pytest_ipcbench.harness.references")
 
 
 def declared_resources(load_all: bool = False) -> list[str]:

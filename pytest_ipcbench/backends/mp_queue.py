@@ -67,8 +67,8 @@ class MPQueueBackend(Backend):
 
     name = "mp-queue"
     kind = "channel"
-    local_only = True
     reference = "ref-mp-queue"
+    local_only = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -21,9 +21,10 @@ PayloadError too instead of waiting in a collective that never completes. For th
 writer sends ``(obj, mark)``: the mark is pickled after the object, so whether it was pickled
 tells whether the failure came before any communication.
 
-Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the first (size) message with a
-nonblocking operation polled with :class:`~.base.Backoff` (a reader does not spin while the writer
-is still busy, and gives up after ``timeout`` with TimeoutError); the data itself then moves with
+Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the head message with a nonblocking
+operation polled by the wait strategy (:meth:`~.base.Backend.pacer`; under ``backoff`` a reader
+does not spin while the writer is still busy) and give up after ``timeout`` with TimeoutError;
+the data itself then moves with
 blocking calls, which progress fastest. A timed-out ``mpi-p2p`` receive is cancelled, so the
 communicator stays usable; a timed-out ``mpi-buffer`` Ibcast cannot be cancelled (MPI has no
 cancel for collectives), so after that TimeoutError the group's communicator is unusable.
@@ -132,8 +133,8 @@ class MPIBcastBackend(_MPIBackend):
     """``comm.bcast``: mpi4py's pickled broadcast."""
 
     name = "mpi-bcast"
-    no_read_timeout = "its read() waits inside mpi4py's blocking bcast, which MPI cannot abandon"
     reference = "ref-mpi-bcast"
+    no_read_timeout = "its read() waits inside mpi4py's blocking bcast, which MPI cannot abandon"
 
     def write(self, obj: Any) -> None:
         self._check(writer=True)
@@ -148,8 +149,8 @@ class MPIPkl5Backend(_MPIBackend):
     """``mpi4py.util.pkl5``: pickle-5 out-of-band buffers, no 2 GiB limit."""
 
     name = "mpi-pkl5"
-    no_read_timeout = "its read() waits inside pkl5's blocking bcast, which MPI cannot abandon"
     reference = "ref-mpi-pkl5"
+    no_read_timeout = "its read() waits inside pkl5's blocking bcast, which MPI cannot abandon"
 
     def setup(self) -> None:
         super().setup()
@@ -404,10 +405,10 @@ class MPIBufferBackend(_BufferBackend):
     """A head (``Ibcast``) as large as the previous object needed, then ``Bcast`` of what did not fit."""
 
     name = "mpi-buffer"
-    # it does time out, but the pending Ibcast leaves the communicator unusable for later tests
-    no_read_timeout = "a timed-out Ibcast cannot be cancelled (MPI has no cancel for collectives)"
     reference = "ref-mpi-buffer"
     HEAD_CAP = 16384 + 512  # objects of the same size up to 16 KiB travel in one Bcast
+    # it does time out, but the pending Ibcast leaves the communicator unusable for later tests
+    no_read_timeout = "a timed-out Ibcast cannot be cancelled (MPI has no cancel for collectives)"
 
     def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
         comm, root = self.comm, self.root

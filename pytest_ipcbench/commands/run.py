@@ -1,6 +1,6 @@
 """``ipcbench run``: the standard matrix into a folder of results, CSV, plots and tables.
 
-In a project whose pyproject.toml has a ``[tool.ipcbench]`` table (:mod:`..core.project`), the
+In a project whose pyproject.toml has a ``[tool.ipcbench]`` table (:mod:`..runner.config`), the
 table declares the matrix; every option given on the command line overrides its key.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import fields
 from ..backends.base import WAITS
 from ..core.units import parse_size
 from ..harness.measure import SCENARIOS
-from ..core.project import ProjectConfig, discover, read_config
+from ..runner.config import ProjectConfig, discover, read_config
 from ..runner.job import RunOptions, Runner
 
 HELP = "run the standard matrix and write results, CSV, plots and tables into a folder"
@@ -53,14 +53,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="skip seed 004's MPI methods and seed 002 (the default under [tool.ipcbench])")
     parser.add_argument("--mpiexec", help="the mpiexec to launch (default: next to python, then PATH)")
     parser.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto")
+    parser.add_argument("--wait", choices=WAITS, default=None,
+                        help="how readers wait: auto (block when ranks <= cores, else backoff), block or backoff "
+                             "(default: $IPCBENCH_WAIT, else auto)")
     cfg = parser.add_mutually_exclusive_group()
     cfg.add_argument("--config", metavar="PYPROJECT",
                      help="take the matrix from this file's [tool.ipcbench] table (default: the nearest "
                           "pyproject.toml, if it has one)")
     cfg.add_argument("--no-config", action="store_true", help="ignore any [tool.ipcbench] table")
-    parser.add_argument("--wait", choices=WAITS, default=None,
-                        help="how readers wait: auto (block when ranks <= cores, else backoff), block or backoff "
-                             "(default: $IPCBENCH_WAIT, else auto)")
 
 
 def project_config(args: argparse.Namespace) -> ProjectConfig | None:

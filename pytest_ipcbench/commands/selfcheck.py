@@ -8,13 +8,12 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from ..backends.base import (MODES, BackendUnavailable, default_wait, get_backend, parse_wait,
+from ..backends.base import (MODES, BackendUnavailable, backend_names, default_wait, get_backend, parse_wait,
                              resolve_wait)
 from ..core.envinfo import cores
 from ..core.procs import load_average
 from ..core.units import parse_size
-from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, run_refchecks, with_reference,
-                                write_report)
+from ..harness.refcheck import DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, run_refchecks, write_report
 from ..harness.refcheck import table as ref_table
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
 
@@ -29,7 +28,7 @@ def _csv(value: str) -> list[str]:
 def _backends(value: str) -> list[str]:
     if value.strip() == "none":
         return []
-    names = with_reference() if value.strip() in ("all", "") else _csv(value)
+    names = list(backend_names()) if value.strip() in ("all", "") else _csv(value)
     for name in names:
         try:
             get_backend(name)
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     print("ipcbench selfcheck: the harness against outside references, same session, interleaved")
     print(table(figures, args.tolerance))
     rows = []
-    backends = with_reference() if args.backends is None else args.backends
+    backends = list(backend_names()) if args.backends is None else args.backends
     if backends:
         wait = args.wait or default_wait()
         print(f"\nevery backend against its reference (wait strategy {wait}: "

@@ -102,18 +102,6 @@ def _fresh_variant(ref: str) -> str | None:
     return ref + "-fresh"
 
 
-def with_reference() -> list[str]:
-    """Every backend that names a reference and can load here (the default of the checks)."""
-    names = []
-    for name in backend_names():
-        try:
-            if get_backend(name).reference:
-                names.append(name)
-        except (ValueError, BackendUnavailable):
-            continue
-    return names
-
-
 def compare_on(
     group: Group,
     backends: Sequence[str],
@@ -198,8 +186,7 @@ def run_refchecks(
     """
     if ranks < 2:
         raise ValueError(f"the reference checks need at least 2 ranks, got {ranks}")
-    if backends is None:
-        backends = with_reference()
+    backends = list(backend_names()) if backends is None else list(backends)
     for name in backends:
         reference_of(name)  # a clear error now for a backend without a reference
     for mode in modes:

@@ -469,6 +469,7 @@ class RefMPQueue(_Reference):
 
     name = "ref-mp-queue"
     kind = "channel"
+    local_only = True
 
     @classmethod
     def unavailable(cls, group: Any = None) -> str | None:

@@ -156,7 +156,7 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
                 continue
             got: dict[str, list[float]] = {"handle": [], "ping": []}
             for i in range(max(2, int(rounds)) + 1):
-                h = consumer.transfer("q", lambda: consumer.q.put(arr))
+                h = consumer.transfer("q", lambda a=arr: consumer.q.put(a))
                 p = consumer.transfer("q", lambda: consumer.q.put(None))
                 if i:  # the first round warms both paths (and makes the consumer's mapping)
                     got["handle"].append(h)
