@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
+import threading
 import time
 from pathlib import Path
 
 from . import names
 
 MPICH_PREFIX = "mpich_shm_"
+HYDRA_PREFIX = "hydra_hwloc_xmlfile_"
+HYDRA_DIR = Path("/tmp")  # Hydra's own choice, whatever TMPDIR says
 MPICH_MIN_AGE = 60.0
 
 
@@ -78,16 +80,155 @@ def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozens
 
     They carry no owner, so they count as stale only while no MPICH launcher runs at all.
     """
-    tmp = Path(tempfile.gettempdir())
+    tmp = HYDRA_DIR
     now = time.time()
     try:
-        found = [p for p in tmp.glob("hydra_hwloc_xmlfile_*") if p.name not in ignore]
+        found = [p for p in tmp.glob(HYDRA_PREFIX + "*") if p.name not in ignore]
     except OSError:
         return []
     found = [p for p in found if p.exists() and now - p.stat().st_mtime >= min_age]
     if not found or _launcher_running():
         return []
     return sorted(found)
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (every thread's), from /proc."""
+    kids: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return kids
+
+
+def descendants(pid: int) -> list[int]:
+    """Live processes below ``pid``."""
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        kids = [k for p in frontier for k in _children(p) if k not in found]
+        found.extend(kids)
+        frontier = kids
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie that its parent has not reaped yet counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+class JobWatch:
+    """What the MPICH jobs started below this process use, recorded while they run.
+
+    An aborted MPICH job leaves its segment ``/dev/shm/mpich_shm_*`` and Hydra's topology file
+    ``/tmp/hydra_hwloc_xmlfile_*``; neither name says whose it is. A daemon thread looks at this
+    process's descendants every ``interval`` seconds: the segments that an MPI rank (a child of
+    ``hydra_pmi_proxy``) maps and the Hydra files that a proxy holds open are recorded with the
+    pids that used them. :meth:`leftovers` returns the recorded files that still exist once every
+    process that used them is dead, so only what this process's own jobs made is ever removed.
+    """
+
+    def __init__(self, interval: float = 0.2, root: int | None = None) -> None:
+        self.interval = interval
+        self.root = os.getpid() if root is None else root
+        self.users: dict[Path, set[int]] = {}  # file -> pids seen using it
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "JobWatch":
+        self._thread = threading.Thread(target=self._loop, name="ipcbench-jobwatch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.look()  # a last look at what still runs
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.look()
+            except Exception:  # /proc races: never let the watch die
+                continue
+
+    def look(self) -> None:
+        """Record what the MPI processes below us use now."""
+        for pid in descendants(self.root):
+            comm = _comm(pid)
+            if comm.startswith("hydra_pmi_prox"):
+                self._record(pid, self._open_hydra_files(pid))
+                for rank in _children(pid):
+                    self._record(rank, self._mapped_mpich(rank))
+
+    def _record(self, pid: int, paths: list[Path]) -> None:
+        if paths:
+            with self._lock:
+                for path in paths:
+                    self.users.setdefault(path, set()).add(pid)
+
+    @staticmethod
+    def _mapped_mpich(pid: int) -> list[Path]:
+        found = []
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                for line in f:
+                    i = line.find(b"/dev/shm/" + MPICH_PREFIX.encode())
+                    if i >= 0:
+                        found.append(Path(line[i:].split(b" ")[0].strip().decode(errors="replace")))
+        except OSError:
+            pass
+        return found
+
+    @staticmethod
+    def _open_hydra_files(pid: int) -> list[Path]:
+        found = []
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            return found
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if os.path.basename(target).startswith(HYDRA_PREFIX):
+                found.append(Path(target))
+        return found
+
+    def leftovers(self) -> list[Path]:
+        """Recorded files that still exist, all of whose users are dead."""
+        with self._lock:
+            items = [(path, set(pids)) for path, pids in self.users.items()]
+        return sorted(path for path, pids in items if path.exists() and not any(_alive(p) for p in pids))
+
+    def pending(self) -> list[Path]:
+        """Recorded files that still exist while some of their users still run."""
+        with self._lock:
+            items = [(path, set(pids)) for path, pids in self.users.items()]
+        return sorted(path for path, pids in items if path.exists() and any(_alive(p) for p in pids))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

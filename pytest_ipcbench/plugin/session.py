@@ -134,6 +134,17 @@ def parse_timeout(value: Any, source: str) -> float:
     return seconds
 
 
+UNMARKED_CHOICES = ("all", "rank0")
+
+
+def parse_unmarked(value: Any, source: str) -> str:
+    """Where a test without the ``mpi`` marker runs under MPI: ``all`` ranks or ``rank0`` only."""
+    text = str(value).strip().lower()
+    if text not in UNMARKED_CHOICES:
+        raise pytest.UsageError(f"{source}: bad value {value!r} (all or rank0)")
+    return text
+
+
 def parse_bool(value: Any, source: str) -> bool:
     if isinstance(value, bool):
         return value
@@ -162,6 +173,7 @@ OPTIONS: dict[str, tuple[str, str, str, str]] = {
         "ipc_all_ranks_output",
         "IPCBENCH_ALL_RANKS_OUTPUT",
     ),
+    "unmarked": ("--ipc-unmarked", "ipc_unmarked", "ipc_unmarked", "IPCBENCH_UNMARKED"),
 }
 
 
@@ -177,6 +189,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT_S
     report_dir: Path | None = None
     all_ranks_output: bool = False
+    unmarked: str = "all"  # under MPI, tests without the mpi marker run on "all" ranks or "rank0"
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
 
@@ -216,6 +229,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "payloads": parse_payloads,
         "timeout": parse_timeout,
         "all_ranks_output": parse_bool,
+        "unmarked": parse_unmarked,
     }
     defaults: dict[str, Any] = {
         "backends": BACKEND_NAMES,
@@ -225,6 +239,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "payloads": tuple(KINDS),
         "timeout": DEFAULT_TIMEOUT_S,
         "all_ranks_output": False,
+        "unmarked": "all",
         "report": None,
     }
     values: dict[str, Any] = {}
@@ -249,6 +264,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         timeout=values["timeout"],
         report_dir=values["report"],
         all_ranks_output=values["all_ranks_output"],
+        unmarked=values["unmarked"],
         sources=sources,
     )
 

@@ -215,6 +215,42 @@ def test_all_ranks_output_and_usage_errors_under_mpi(pytester: pytest.Pytester) 
     assert sum("--ipc-backends: unknown backend 'shmm'" in line for line in bad.errlines) == 1, bad.errlines
 
 
+UNMARKED = """
+    import pytest
+    from mpi4py import MPI
+
+    RANK = MPI.COMM_WORLD.Get_rank()
+
+    def test_plain():
+        open(f"ran-plain-{RANK}", "w").close()
+
+    def test_plain_fails_on_rank_0():
+        assert RANK != 0, "rank 0 says no"
+
+    @pytest.mark.mpi
+    def test_marked():
+        open(f"ran-marked-{RANK}", "w").close()
+"""
+
+
+@needs_mpiexec
+def test_unmarked_tests_run_once_on_rank_0_when_asked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_unmarked=UNMARKED)
+    once = mpi_run(pytester, 3, "--ipc-unmarked", "rank0")
+    assert once.ret == 1, once.stdout.str() + once.stderr.str()
+    ran = sorted(p.name for p in pytester.path.glob("ran-*"))
+    assert ran == ["ran-marked-0", "ran-marked-1", "ran-marked-2", "ran-plain-0"]
+    (summary,) = summaries(once.outlines)
+    assert "1 failed, 2 passed" in summary, summary
+    once.stdout.fnmatch_lines(["*tests without the mpi marker run on rank 0 only*"])
+    for path in pytester.path.glob("ran-*"):
+        path.unlink()
+    every = mpi_run(pytester, 3)  # the default: pytest-mpi's behaviour, every rank runs them
+    assert every.ret == 1
+    ran = sorted(p.name for p in pytester.path.glob("ran-*"))
+    assert ran == ["ran-marked-0", "ran-marked-1", "ran-marked-2", "ran-plain-0", "ran-plain-1", "ran-plain-2"]
+
+
 # ------------------------------------------------------------------------- plain (no MPI)
 
 
