@@ -113,7 +113,9 @@ class ZMQBackend(Backend):
             self._sock.close(linger=0)
             self._sock = None
         if self._ctx is not None:
-            self._ctx.term()
+            # destroy, not term: it also closes a socket made but never assigned (Ctrl-C during
+            # setup), on which term() would wait forever
+            self._ctx.destroy(linger=0)
             self._ctx = None
         if self._owner and self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -290,6 +291,10 @@ def _raise_failures(outcomes: Sequence[tuple[str, Any]]) -> None:
 
 def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float) -> None:
     """Loop of a local worker: run what rank 0 sends until told to stop."""
+    # Ctrl-C in a terminal reaches the whole process group: rank 0 alone handles it (it stops
+    # the run, then stops the workers); a worker dying of it mid-collective would turn rank 0's
+    # KeyboardInterrupt into "rank N died"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         conn.send((_READY, os.getpid()))  # started: the run timeout does not count start-up
     except OSError:
@@ -411,6 +416,9 @@ class LocalWorld:
                     continue
                 outcomes.append(self._collect(peer, group.timeout, after_failure=broken))
                 broken = broken or outcomes[-1][0] == "error"
+        except BaseException:  # Ctrl-C or exit half-way: the workers are somewhere in fn
+            broken = True
+            raise
         finally:
             group._active = False
             if broken:
@@ -454,6 +462,9 @@ class LocalWorld:
         for conn in self._links.values():
             conn.close()
         for box in self.mailboxes:
+            # what is still queued is for workers that are gone: do not wait to flush it (a
+            # reader stopped half-way, e.g. by Ctrl-C, leaves a full pipe and a blocked feeder)
+            box.cancel_join_thread()
             box.close()
             box.join_thread()
         self._procs, self._links, self.mailboxes = [], {}, []
