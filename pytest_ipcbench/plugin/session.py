@@ -123,6 +123,9 @@ def parse_ranks(value: Any, source: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+MAX_TIMEOUT_S = 7 * 86400.0  # a week: longer is a typo, and an infinite one overflows the OS waits
+
+
 def parse_timeout(value: Any, source: str) -> float:
     """Seconds per test before the watchdog ends the run; ``0`` turns the watchdog off."""
     try:
@@ -131,6 +134,10 @@ def parse_timeout(value: Any, source: str) -> float:
         raise pytest.UsageError(f"{source}: bad timeout {value!r} (seconds, e.g. 300)") from None
     if seconds < 0 or seconds != seconds:
         raise pytest.UsageError(f"{source}: bad timeout {value!r} (seconds >= 0; 0 turns the watchdog off)")
+    if seconds > MAX_TIMEOUT_S:
+        raise pytest.UsageError(
+            f"{source}: bad timeout {value!r} (at most {MAX_TIMEOUT_S:g} s, a week; 0 turns the watchdog off)"
+        )
     return seconds
 
 

@@ -20,6 +20,7 @@ from typing import Callable
 
 EXIT_CODE = 70
 HARD_EXIT_AFTER_S = 10.0
+MAX_WAIT_S = 3600.0
 
 
 class Watchdog:
@@ -100,7 +101,9 @@ class Watchdog:
                 due = self._deadline + (self.grace if self._waiting else 0.0)
                 left = due - time.monotonic()
                 if left > 0:
-                    self._cond.wait(left)
+                    # in slices: a huge deadline must not overflow the wait (the thread would die,
+                    # leaving the run without a watchdog)
+                    self._cond.wait(min(left, MAX_WAIT_S))
                     continue
                 break
             if self._closed:

@@ -52,6 +52,8 @@ def test_parse_lists_keep_order_and_drop_repeats() -> None:
         (parse_ranks, "0", "--opt: bad rank count '0' (at least 1)"),
         (parse_timeout, "soon", "--opt: bad timeout 'soon'"),
         (parse_timeout, "-1", "--opt: bad timeout '-1'"),
+        (parse_timeout, "inf", "--opt: bad timeout 'inf' (at most 604800 s, a week; 0 turns the watchdog off)"),
+        (parse_timeout, "1e12", "--opt: bad timeout '1e12' (at most 604800 s"),
         (parse_bool, "maybe", "--opt: bad boolean 'maybe'"),
     ],
 )

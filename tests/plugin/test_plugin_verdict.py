@@ -119,3 +119,18 @@ def test_watchdog_disarmed_or_waiting_does_not_fire_early() -> None:
         assert not dog.fired.is_set() and fired == []
     finally:
         dog.close()
+
+
+def test_watchdog_survives_a_huge_deadline() -> None:
+    """A deadline beyond what the OS can wait for (an API caller's 1e12 s) must not kill its thread."""
+    fired: list[int] = []
+    dog = Watchdog(0, fired.append, grace=10.0, hard_exit=fired.append)
+    try:
+        dog.arm("t", 1e12, "call")
+        time.sleep(0.2)
+        assert dog._thread.is_alive()
+        dog.arm("t", 0.1, "call")  # still watching: a short deadline after it fires
+        assert dog.fired.wait(5.0)
+    finally:
+        dog.close()
+    assert fired
