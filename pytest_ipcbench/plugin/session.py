@@ -22,7 +22,7 @@ import pytest
 from ..backends.base import BACKEND_NAMES, MODES, unavailable_reason
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
-from ..core.payloads import KINDS, TINY_BYTES, PayloadSpec, format_size, parse_size
+from ..core.payloads import KINDS, TINY_BYTES, PayloadSpec, SizeTooLarge, format_size, parse_size
 from ..history.results import Result, ResultSet
 
 DEFAULT_SIZES = "1KB,1MB"
@@ -93,6 +93,8 @@ def parse_sizes(value: Any, source: str) -> tuple[int, ...]:
     for item in items:
         try:
             size = parse_size(item)
+        except SizeTooLarge as exc:
+            raise pytest.UsageError(f"{source}: {exc}") from None
         except ValueError:
             raise pytest.UsageError(
                 f"{source}: bad size {item!r} (a number with an optional unit B, KB, MB, GB, KiB, MiB, GiB; "

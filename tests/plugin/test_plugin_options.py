@@ -161,6 +161,17 @@ def test_bad_environment_value_names_the_variable(pytester: pytest.Pytester, mon
     result.stderr.fnmatch_lines(["*env IPCBENCH_RANKS: bad rank count 'x'*"])
 
 
+def test_a_size_beyond_the_machine_is_a_usage_error_naming_both(pytester: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.setenv("IPCBENCH_SIZES", "1KB,99999999999999999999GB")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*env IPCBENCH_SIZES: size '99999999999999999999GB' (1.00e+29 bytes) is more than this machine's "
+         "memory (* GB)*"]
+    )
+
+
 def test_layers_command_line_over_env_over_ini(pytester: pytest.Pytester, monkeypatch) -> None:
     pytester.makeini("[pytest]\nipc_sizes = 1KB\nipc_modes = native\nipc_ranks = 3\n")
     monkeypatch.setenv("IPCBENCH_MODES", "bytes")
