@@ -195,10 +195,7 @@ def newest_wins_sizes(group: Group, spec: BackendSpec, sizes: Sequence[int]) -> 
 import multiprocessing
 import os
 import pickle
-import time
-from typing import Any
 
-import numpy as np
 
 from pytest_ipcbench.shared.array import SharedNDArray
 from pytest_ipcbench.shared.queue import Queue

@@ -51,6 +51,7 @@ from typing import Any
 import lmdb
 
 from ..core import names
+from ..core.units import format_bytes
 from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
 
 STATE_VALUE, STATE_ERROR = 0, 1
@@ -223,13 +224,11 @@ class LMDBBackend(Backend):
                     exc = again
             if exc.errno not in _FULL_ERRNOS:
                 raise
-            from ..report.tables import fmt_size
-
             st = os.statvfs(self.path)
             raise OSError(
                 exc.errno,
-                f"lmdb: cannot reserve {fmt_size(need_end - start)} in {self.path} for a value of {fmt_size(value)}: "
-                f"{fmt_size(st.f_bavail * st.f_frsize)} free of {fmt_size(st.f_blocks * st.f_frsize)} on its "
+                f"lmdb: cannot reserve {format_bytes(need_end - start)} in {self.path} for a value of {format_bytes(value)}: "
+                f"{format_bytes(st.f_bavail * st.f_frsize)} free of {format_bytes(st.f_blocks * st.f_frsize)} on its "
                 f"filesystem ({exc.strerror}); set TMPDIR to a folder with more space or use a smaller payload",
             ) from None
 

@@ -1,7 +1,8 @@
 """``ipcbench``: run | report | selfcheck | compare | gate | clean.
 
-Each command lives in the module of its concern, which exposes ``COMMANDS``: a dict of
-``name -> (help, configure(parser), run(args) -> exit code)``. This module only dispatches.
+One module per command (as asv's ``commands/``), each with ``HELP``, ``configure(parser)`` and
+``run(args) -> exit code``; ``run`` turns the parsed arguments into typed options and calls the
+logic, which never sees argparse. This module only dispatches.
 """
 
 from __future__ import annotations
@@ -9,26 +10,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
-Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
-
-# modules that define commands, in the order their commands are listed
-COMMAND_MODULES = (
-    "pytest_ipcbench.runner.job",
-    "pytest_ipcbench.report.tables",
-    "pytest_ipcbench.harness.selfcheck",
-    "pytest_ipcbench.history.gate",
-    "pytest_ipcbench.core.cleanup",
-)
-
-
-def _commands() -> dict[str, Command]:
-    found: dict[str, Command] = {}
-    for name in COMMAND_MODULES:
-        module: Any = importlib.import_module(name)
-        found.update(module.COMMANDS)
-    return found
+#: command name -> module, in the order ``ipcbench --help`` lists them
+COMMANDS = {
+    "run": "run",
+    "report": "report",
+    "selfcheck": "selfcheck",
+    "compare": "compare",
+    "gate": "gate",
+    "clean": "clean",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,10 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="IPC regression benchmarks: LMDB, shared memory, ZeroMQ, MPI, multiprocessing.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (help_text, configure, run) in _commands().items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        configure(p)
-        p.set_defaults(_run=run)
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.configure(p)
+        p.set_defaults(_run=module.run)
     return parser
 
 

@@ -1,4 +1,4 @@
-"""``ipcbench clean``: remove our OS resources left by dead processes.
+"""What ``ipcbench clean`` removes: our OS resources left by dead processes.
 
 Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
 segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
@@ -8,13 +8,14 @@ no live process maps it and it is older than a minute (a job being set up maps i
 
 from __future__ import annotations
 
-import argparse
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import names
+from . import names, procs
+from .procs import launcher_running, mapped_shm_names
 
 MPICH_PREFIX = "mpich_shm_"
 HYDRA_PREFIX = "hydra_hwloc_xmlfile_"
@@ -22,21 +23,6 @@ HYDRA_DIR = Path("/tmp")  # Hydra's own choice, whatever TMPDIR says
 MPICH_MIN_AGE = 60.0
 
 
-def mapped_shm_names() -> set[str]:
-    """Names of the /dev/shm files that some live process has mapped (from /proc/*/maps)."""
-    mapped: set[str] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/maps", "rb") as f:
-                for line in f:
-                    i = line.find(b"/dev/shm/")
-                    if i >= 0:
-                        mapped.add(line[i + 9 :].split(b" ")[0].strip().decode(errors="replace"))
-        except OSError:
-            continue
-    return mapped
 
 
 def stale_mpich_segments(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozenset[str] = frozenset()) -> list[Path]:
@@ -60,19 +46,6 @@ def stale_mpich_segments(min_age: float = MPICH_MIN_AGE, ignore: set[str] | froz
     return sorted(stale)
 
 
-def _launcher_running() -> bool:
-    """Is an MPICH launcher (mpiexec / hydra proxy) running on this machine?"""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if comm.startswith(("mpiexec", "hydra_pmi_proxy", "mpirun")):
-            return True
-    return False
 
 
 def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozenset[str] = frozenset()) -> list[Path]:
@@ -80,61 +53,15 @@ def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozens
 
     They carry no owner, so they count as stale only while no MPICH launcher runs at all.
     """
-    tmp = HYDRA_DIR
     now = time.time()
     try:
-        found = [p for p in tmp.glob(HYDRA_PREFIX + "*") if p.name not in ignore]
+        found = [p for p in HYDRA_DIR.glob(HYDRA_PREFIX + "*") if p.name not in ignore]
     except OSError:
         return []
     found = [p for p in found if p.exists() and now - p.stat().st_mtime >= min_age]
-    if not found or _launcher_running():
+    if not found or launcher_running():
         return []
     return sorted(found)
-
-
-def _children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (every thread's), from /proc."""
-    kids: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return kids
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids.extend(int(x) for x in f.read().split())
-        except (OSError, ValueError):
-            continue
-    return kids
-
-
-def descendants(pid: int) -> list[int]:
-    """Live processes below ``pid``."""
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        kids = [k for p in frontier for k in _children(p) if k not in found]
-        found.extend(kids)
-        frontier = kids
-    return found
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie that its parent has not reaped yet counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 class JobWatch:
@@ -176,12 +103,11 @@ class JobWatch:
 
     def look(self) -> None:
         """Record what the MPI processes below us use now."""
-        for pid in descendants(self.root):
-            comm = _comm(pid)
-            if comm.startswith("hydra_pmi_prox"):
-                self._record(pid, self._open_hydra_files(pid))
-                for rank in _children(pid):
-                    self._record(rank, self._mapped_mpich(rank))
+        for pid in procs.children_tree(self.root):
+            if procs.comm(pid).startswith("hydra_pmi_prox"):
+                self._record(pid, procs.open_files(pid, HYDRA_PREFIX))
+                for rank in procs.children(pid):
+                    self._record(rank, procs.mapped_files(rank, "/dev/shm/" + MPICH_PREFIX))
 
     def _record(self, pid: int, paths: list[Path]) -> None:
         if paths:
@@ -189,90 +115,41 @@ class JobWatch:
                 for path in paths:
                     self.users.setdefault(path, set()).add(pid)
 
-    @staticmethod
-    def _mapped_mpich(pid: int) -> list[Path]:
-        found = []
-        try:
-            with open(f"/proc/{pid}/maps", "rb") as f:
-                for line in f:
-                    i = line.find(b"/dev/shm/" + MPICH_PREFIX.encode())
-                    if i >= 0:
-                        found.append(Path(line[i:].split(b" ")[0].strip().decode(errors="replace")))
-        except OSError:
-            pass
-        return found
-
-    @staticmethod
-    def _open_hydra_files(pid: int) -> list[Path]:
-        found = []
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            return found
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if os.path.basename(target).startswith(HYDRA_PREFIX):
-                found.append(Path(target))
-        return found
-
     def leftovers(self) -> list[Path]:
         """Recorded files that still exist, all of whose users are dead."""
         with self._lock:
             items = [(path, set(pids)) for path, pids in self.users.items()]
-        return sorted(path for path, pids in items if path.exists() and not any(_alive(p) for p in pids))
+        return sorted(path for path, pids in items if path.exists() and not any(procs.running(p) for p in pids))
 
     def pending(self) -> list[Path]:
         """Recorded files that still exist while some of their users still run."""
         with self._lock:
             items = [(path, set(pids)) for path, pids in self.users.items()]
-        return sorted(path for path, pids in items if path.exists() and any(_alive(p) for p in pids))
+        return sorted(path for path, pids in items if path.exists() and any(procs.running(p) for p in pids))
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--all", action="store_true", help="also remove resources of live owners")
-    parser.add_argument("--dry-run", action="store_true", help="list what would be removed")
+@dataclass(frozen=True)
+class Removal:
+    path: Path
+    why: str
 
 
-def run(args: argparse.Namespace) -> int:
-    reclaimed: list[str] = []
-    if not args.dry_run:
-        try:
-            from ..shared import reclaim_orphans
-        except ImportError:  # shared arrays are optional here
-            reclaim_orphans = None
-        if reclaim_orphans is not None:
-            reclaimed = list(reclaim_orphans())
+def clean(all_owners: bool = False, dry_run: bool = False) -> tuple[list[Removal], list[str]]:
+    """Remove (or with ``dry_run`` only list) what dead processes left; (removals, reclaimed
+    shared-array segments). ``all_owners`` takes live owners' resources too."""
+    from ..shared import reclaim_orphans
+
+    reclaimed = [] if dry_run else list(reclaim_orphans())
     # shared-array segments ("-nd") are counted by their holders: only reclaim_orphans() may
     # judge them (a dead creator does not mean nobody maps it any more)
     found = [
-        item
+        Removal(item.path, f"owner {item.pid}, {'alive' if item.alive else 'dead'}")
         for item in names.find_ours()
-        if (args.all or not item.alive) and not item.path.name.endswith("-nd")
+        if (all_owners or not item.alive) and not item.path.name.endswith("-nd")
     ]
-    verb = "would remove" if args.dry_run else "removed"
-    for item in found:
-        state = "alive" if item.alive else "dead"
-        print(f"{verb} {item.path} (owner {item.pid}, {state})")
-        if not args.dry_run:
-            names.remove(item.path)
-    mpich = stale_mpich_segments()
-    for path in mpich:
-        print(f"{verb} {path} (MPICH segment of an aborted job, mapped by no process)")
-        if not args.dry_run:
-            names.remove(path)
-    hydra = stale_hydra_files()
-    for path in hydra:
-        print(f"{verb} {path} (Hydra file of an aborted MPICH job)")
-        if not args.dry_run:
-            names.remove(path)
-    for name in reclaimed:
-        print(f"reclaimed shared array {name}")
-    if not found and not reclaimed and not mpich and not hydra:
-        print("nothing of ours is left")
-    return 0
-
-
-COMMANDS = {"clean": ("remove segments, LMDB folders and sockets left by dead processes", configure, run)}
+    found += [Removal(p, "MPICH segment of an aborted job, mapped by no process") for p in stale_mpich_segments()]
+    found += [Removal(p, "Hydra file of an aborted MPICH job") for p in stale_hydra_files()]
+    if not dry_run:
+        for r in found:
+            names.remove(r.path)
+    return found, reclaimed

@@ -14,14 +14,12 @@ A payload is built from a picklable :class:`PayloadSpec`, so every rank can buil
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
-from decimal import Decimal
-from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
+
+from .units import SizeTooLarge, check_size, machine_memory, parse_size, size_label
 
 NDARRAY_COLS = 602
 DICT_ENTRY_BYTES = 100
@@ -29,81 +27,6 @@ SEED004_ROWS = 5
 SEED004_ELEMENTS_PER_BASE = sum((i + 1) ** 2 for i in range(SEED004_ROWS))  # 55
 TINY_BYTES = 64
 
-_UNITS = {
-    "B": 1,
-    "KB": 10**3,
-    "MB": 10**6,
-    "GB": 10**9,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
-
-
-class SizeTooLarge(ValueError):
-    """A payload size beyond what this machine can hold."""
-
-
-def machine_memory() -> int:
-    """Bytes of memory this process can have: physical memory, or a smaller cgroup limit."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 0
-    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(limit_file) as f:
-                limit = int(f.read().strip())
-        except (OSError, ValueError):  # absent, or "max"
-            continue
-        if 0 < limit < (total or limit + 1):
-            total = limit
-    return total
-
-
-def check_size(nbytes: int, text: Any = None) -> int:
-    """``nbytes`` if this machine can hold a payload that big, else :class:`SizeTooLarge` naming both.
-
-    A payload lives several times over during a transfer (the object, its serialized bytes, each
-    reader's copy), so one larger than the whole memory can only end in the OOM killer.
-    """
-    memory = machine_memory()
-    if memory and nbytes > memory:
-        shown = f"{text!r} ({Decimal(nbytes):.3g} bytes)" if text is not None and str(text) != str(nbytes) else f"{nbytes}"
-        raise SizeTooLarge(
-            f"size {shown} is more than this machine's memory ({memory / 1e9:.3g} GB): a payload must fit in it"
-        )
-    return nbytes
-
-
-def parse_size(text: str | int) -> int:
-    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes.
-
-    Raises ValueError on bad text, :class:`SizeTooLarge` for a size beyond this machine's memory.
-    """
-    if isinstance(text, int):
-        if text < 0:
-            raise ValueError(f"size must not be negative: {text}")
-        return check_size(text)
-    m = _SIZE_RE.match(str(text))
-    unit = m.group(2).upper() if m else ""
-    if not m or unit not in {"", *_UNITS}:
-        raise ValueError(
-            f"bad size {text!r}: expected a number with an optional unit "
-            f"(B, KB, MB, GB, KiB, MiB, GiB), e.g. 1MB"
-        )
-    # exact arithmetic: float() of a long digit string is inf (and int(inf) an OverflowError)
-    number = Fraction(m.group(1)) * _UNITS[unit or "B"]
-    return check_size(int(number), text)
-
-
-def format_size(nbytes: int) -> str:
-    """Shortest exact label: 1000000 -> ``1MB``, 65536 -> ``64KiB``, 1500 -> ``1500B``."""
-    for unit in ("GB", "MB", "KB", "GiB", "MiB", "KiB"):
-        if nbytes and nbytes % _UNITS[unit.upper()] == 0:
-            return f"{nbytes // _UNITS[unit.upper()]}{unit}"
-    return f"{nbytes}B"
 
 
 @dataclass(frozen=True)
@@ -122,7 +45,7 @@ class PayloadSpec:
 
     @property
     def id(self) -> str:
-        return f"{self.kind}-{format_size(self.nbytes if self.kind == 'tiny' else self.size)}"
+        return f"{self.kind}-{size_label(self.nbytes if self.kind == 'tiny' else self.size)}"
 
     def build(self, seed: int = 0) -> Any:
         """The payload itself; the same spec and seed give equal payloads on every rank."""

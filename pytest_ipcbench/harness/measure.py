@@ -58,10 +58,10 @@ import numpy as np
 
 from ..backends.base import BackendSpec
 from ..core.envinfo import cores as _cores
+from ..core.units import duration_label, size_label
 from ..core.group import Group, MPIGroup
-from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec,
-                       format_size)
-from ..history.results import Result
+from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
+from ..history.results import Result, Verified
 from .transfer import describe_object
 
 SCENARIOS = ("broadcast", "pingpong", "stream", "granularity")
@@ -190,7 +190,7 @@ class BufferPayload:
 
     @property
     def id(self) -> str:
-        return f"{self.kind}-{format_size(self.size)}"
+        return f"{self.kind}-{size_label(self.size)}"
 
     @property
     def nbytes(self) -> int:
@@ -314,6 +314,7 @@ class _Case:
         self.record = _Record(group.rank)
         self.live: list[Any] = []
         self.extra: dict[str, Any] = {}
+        self.kind_of_backend, self.readers = "", 0  # set by open()
 
     # life cycle (collective)
     def open(self) -> None:
@@ -366,16 +367,13 @@ class _Case:
             samples={k: [float(x) for x in v] for k, v in samples.items()},
             nbytes=self.nbytes,
             primary=self.primary,
-            extra={
-                "plan": asdict(plan),
-                "group": "mpi" if self.group.is_mpi else "local",
-                "cores": _CORES,
-                "oversubscribed": self.group.size > _CORES,
-                "verified": {"checked": checked, "failed": failed},
-                "units": "s",
-                **self.extra,
-                **extra,
-            },
+            extra={**self.extra, **extra},
+            verified=Verified(checked, failed),
+            kind=self.kind_of_backend,
+            readers=self.readers,
+            group="mpi" if self.group.is_mpi else "local",
+            oversubscribed=self.group.size > _CORES,
+            plan=asdict(plan),
         )
 
 
@@ -389,8 +387,8 @@ class _Broadcast(_Case):
         self.kind = self.live_backend.kind
         self.is_writer = self.group.rank == self.live_backend.root
         self.objs = self._payloads()  # writer: sent; readers: expected
-        self.extra.update(kind=self.kind, readers=len(self.live_backend.readers), root=self.live_backend.root,
-                          touched=self.settings.touch)
+        self.kind_of_backend, self.readers = self.kind, len(self.live_backend.readers)
+        self.extra.update(root=self.live_backend.root, touched=self.settings.touch)
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         backend, rec, obj = self.live_backend, self.record, self.objs[i % 2]
@@ -473,7 +471,8 @@ class _PingPong(_Case):
         self.fwd = self._open(replace(self.spec, root=0))
         self.back = self._open(replace(self.spec, root=1))
         self.objs = self._payloads() if self.group.rank == 0 else []
-        self.extra.update(kind=self.fwd.kind, work_s=self.settings.work)
+        self.kind_of_backend, self.readers = self.fwd.kind, 1
+        self.extra.update(work_s=self.settings.work)
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         self.block(i, 1, timed, lambda _: verify)
@@ -530,7 +529,7 @@ class _Granularity(_PingPong):
         med = float(np.median(rtt)) if rtt.size else float("nan")
         eff = float(np.median(work)) / med if rtt.size and med > 0 else float("nan")
         result = self._result(samples, plan, records, efficiency_work=eff, tasks_per_s=1 / med if med > 0 else None)
-        result.variant = f"work={_format_seconds(self.settings.work)}"
+        result.variant = f"work={duration_label(self.settings.work)}"
         return result
 
 
@@ -550,7 +549,8 @@ class _Stream(_Case):
         self.is_writer = self.group.rank == self.live_backend.root
         self.window = max(1, min(self.settings.window, self.settings.window_bytes // max(1, self.nbytes)))
         self.objs = self._payloads()
-        self.extra.update(kind="channel", window=self.window, readers=len(self.live_backend.readers))
+        self.kind_of_backend, self.readers = "channel", len(self.live_backend.readers)
+        self.extra.update(window=self.window)
 
     @property
     def per_iteration_bytes(self) -> int:
@@ -615,16 +615,6 @@ _SCENARIO_CLASSES: dict[str, type[_Case]] = {
     "granularity": _Granularity,
 }
 PAIR_SCENARIOS = ("pingpong", "granularity")
-
-
-def _format_seconds(s: float) -> str:
-    if s == 0:
-        return "0"
-    if s >= 1:
-        return f"{s:g}s"
-    if s >= 1e-3:
-        return f"{s * 1e3:g}ms"
-    return f"{s * 1e6:g}us"
 
 
 # ------------------------------------------------------------------------------- the driver
@@ -890,7 +880,7 @@ def copy_result(nbytes: int, time_budget: float = 0.3) -> Result:
         samples={"copy": samples},
         nbytes=int(nbytes),
         primary="copy",
-        extra={"what": "np.copyto into a touched destination", "units": "s"},
+        extra={"what": "np.copyto into a touched destination"},
     )
 
 
@@ -909,25 +899,10 @@ class CopyReference:
         return self.results[nbytes].throughput()
 
 
-def bandwidth_metric(result: Result) -> str:
-    """The metric a bandwidth is computed from: the time to a fully read (touched) object when
-    the harness measured it (METHOD rule 10: a zero-copy view must not win for free), else the
-    primary metric."""
-    return "completion_touched" if result.samples.get("completion_touched") else result.primary
-
-
-def bandwidth_of(result: Result) -> float:
-    """Bytes per second one reader gets: payload bytes / median time (see bandwidth_metric)."""
-    return result.throughput(bandwidth_metric(result))
-
-
-def annotate_efficiency(result: Result, copy_bw: float) -> Result:
-    """Add ``copy_bandwidth`` (B/s) and ``efficiency`` (fraction of it) to ``result.extra``."""
-    bw = bandwidth_of(result)
-    result.extra["bandwidth_metric"] = bandwidth_metric(result)
-    result.extra["bandwidth_Bps"] = bw
-    result.extra["copy_bandwidth_Bps"] = copy_bw
-    result.extra["efficiency"] = bw / copy_bw if copy_bw > 0 else None
+def with_copy_reference(result: Result, copy_bw: float) -> Result:
+    """Give ``result`` the copy bandwidth (B/s) measured in the same run: its efficiency is
+    derived from it (:meth:`Result.efficiency`)."""
+    result.copy_bandwidth = copy_bw if copy_bw > 0 else None
     return result
 
 
@@ -938,7 +913,7 @@ __all__ = [
     "Plan",
     "SCENARIOS",
     "VerificationError",
-    "annotate_efficiency",
+    "with_copy_reference",
     "bench",
     "bench_interleaved",
     "copy_result",

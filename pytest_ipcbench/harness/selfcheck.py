@@ -39,6 +39,7 @@ import numpy as np
 
 from ..backends.base import Backend, BackendSpec, register
 from ..core.group import in_mpi_job
+from ..core.procs import find_mpiexec
 
 DEFAULT_TOLERANCE = 0.15
 LATENCY_BYTES = 1
@@ -271,10 +272,7 @@ def table(figures: Sequence[Figure], tolerance: float) -> str:
 # ------------------------------------------------------------------------------------- entry
 
 
-def _find_mpiexec() -> str | None:
-    from ..runner.job import find_mpiexec
 
-    return find_mpiexec()
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -298,7 +296,7 @@ def run_checks(rounds: int = 3, tolerance: float = DEFAULT_TOLERANCE, mpiexec: s
         if MPI.COMM_WORLD.Get_rank() != 0:
             return [], []
     else:
-        exe = mpiexec or _find_mpiexec()
+        exe = mpiexec or find_mpiexec()
         if exe is None:
             problems.append("no mpiexec found (next to python or on PATH): MPI figures skipped")
         else:
@@ -321,62 +319,15 @@ def run_checks(rounds: int = 3, tolerance: float = DEFAULT_TOLERANCE, mpiexec: s
     return figures, problems
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per figure (default 3)")
-    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                        help="largest accepted relative difference (default 0.15)")
-    parser.add_argument("--mpiexec", help="the mpiexec to use (default: next to python, then PATH)")
-    parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-
-
-def _load() -> float | None:
-    try:
-        return os.getloadavg()[0]
-    except OSError:
-        return None
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.worker:
-        return _worker(args)
-    from ..core.envinfo import cores
-
-    load_before = _load()
-    figures, problems = run_checks(args.rounds, args.tolerance, args.mpiexec)
-    if not figures and not problems:
-        return 0  # a non-zero rank under MPI
-    load_after = _load()
-    print("ipcbench selfcheck: the harness against outside references, same session, interleaved")
-    print(table(figures, args.tolerance))
-    if load_before is not None and load_after is not None:
-        busy = max(load_before, load_after) > cores()
-        print(f"machine load (1-min average): {load_before:.1f} before, {load_after:.1f} after, on {cores()} cores"
-              + (" -- busy: other jobs share the cores, figures are less reliable" if busy else ""))
-    for p in problems:
-        print(f"problem: {p}")
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump({"tolerance": args.tolerance, "figures": [x.as_dict() for x in figures],
-                       "problems": problems, "load": [load_before, load_after], "cores": cores()}, f, indent=1)
-    if problems:
-        return 2
-    return 0 if all(f.ok(args.tolerance) for f in figures) else 1
-
-
-COMMANDS = {
-    "selfcheck": (
-        "check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%%)",
-        configure,
-        run,
-    )
-}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    """The MPI part, under ``mpiexec -n 2`` (launched by :func:`run_checks`)."""
     parser = argparse.ArgumentParser(prog="python -m pytest_ipcbench.harness.selfcheck")
-    configure(parser)
-    return run(parser.parse_args(argv))
+    parser.add_argument("--worker", action="store_true", help="required: run the MPI part on every rank")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if not args.worker:
+        parser.error("this module is the MPI part of `ipcbench selfcheck`: run that instead")
+    return _worker(args)
 
 
 if __name__ == "__main__":

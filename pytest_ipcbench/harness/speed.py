@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..core.units import format_time
 from ..history.stats import DEFAULT_CONFIDENCE, RatioInterval, ratio_interval
 
 DEFAULT_ROUNDS = 21
@@ -81,16 +82,6 @@ class Comparison:
             f"{self.name_a} / {self.name_b} = {ia.ratio:.3g}x ({pct}% CI {ia.low:.3g}x - {ia.high:.3g}x), "
             f"i.e. {self.name_a} is {self.speedup:.3g}x as fast ({pct}% CI {lo:.3g}x - {hi:.3g}x); {how}"
         )
-
-
-def format_time(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.3g} µs"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 # ------------------------------------------------------------------------------- measuring

@@ -18,8 +18,23 @@ from typing import Any, Iterable
 
 from .stats import Summary, summarize
 
-SCHEMA = "pytest-ipcbench/1"
+SCHEMA = "pytest-ipcbench/2"
+#: older schemas this version still reads (their untyped ``extra`` keys become fields)
+READABLE_SCHEMAS = ("pytest-ipcbench/1", SCHEMA)
 PRIMARY_METRIC = "completion"
+#: fields that schema 1 kept in ``extra`` under these keys
+_V1_EXTRA_FIELDS = {"kind": "kind", "readers": "readers", "group": "group", "oversubscribed": "oversubscribed",
+                    "plan": "plan", "copy_bandwidth_Bps": "copy_bandwidth", "verified": "verified"}
+#: schema 1 stored these derived values apart from the samples; now they are computed
+_V1_DERIVED = ("efficiency", "bandwidth_Bps", "bandwidth_metric")
+
+
+@dataclass
+class Verified:
+    """How many received objects were compared with what was written, and how many differed."""
+
+    checked: int = 0
+    failed: int = 0
 
 
 @dataclass
@@ -37,6 +52,15 @@ class Result:
     # a further case parameter that is not a size, e.g. ``work=1ms`` for the granularity
     # scenario; empty for most cases, and then absent from the key (older files stay valid)
     variant: str = ""
+    verified: Verified | None = None
+    kind: str = ""  # the backend's kind: "store" or "channel"
+    readers: int = 0
+    group: str = ""  # "mpi" or "local"
+    oversubscribed: bool | None = None  # more ranks than cores
+    plan: dict[str, Any] | None = None  # warm-up and iterations the harness chose
+    # bytes/s of a plain numpy copy of ``nbytes``, measured in the same run: the reference of
+    # :meth:`efficiency` (a measurement, so it is stored; the efficiency is derived)
+    copy_bandwidth: float | None = None
 
     @property
     def key(self) -> str:
@@ -55,15 +79,45 @@ class Result:
         med = self.summary(metric).median
         return self.nbytes / med if med > 0 else float("nan")
 
+    def bandwidth_metric(self) -> str:
+        """The metric a bandwidth is computed from: the time to a fully read (touched) object when
+        the harness measured it (METHOD rule 10: a zero-copy view must not win for free), else
+        the primary metric."""
+        return "completion_touched" if self.samples.get("completion_touched") else self.primary
+
+    def bandwidth(self) -> float | None:
+        """Bytes per second one reader gets: payload bytes / median time (see bandwidth_metric)."""
+        samples = self.samples.get(self.bandwidth_metric())
+        if not samples or not self.nbytes:
+            return None
+        med = summarize(samples).median
+        return self.nbytes / med if med > 0 else None
+
+    def efficiency(self) -> float | None:
+        """:meth:`bandwidth` as a fraction of :attr:`copy_bandwidth` (None without either)."""
+        bw = self.bandwidth()
+        return bw / self.copy_bandwidth if bw and self.copy_bandwidth else None
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["key"] = self.key
         d["stats"] = {m: summarize(s).as_dict() for m, s in self.samples.items() if s}
+        d["derived"] = {"bandwidth_Bps": self.bandwidth(), "efficiency": self.efficiency()}  # for readers of the file
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":
+        """A result from its JSON form, schema 2 or 1 (whose ``extra`` keys become fields)."""
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        extra = dict(fields.get("extra") or {})
+        for old, new in _V1_EXTRA_FIELDS.items():
+            if old in extra and fields.get(new) is None:
+                fields[new] = extra.pop(old)
+        for key in _V1_DERIVED:
+            extra.pop(key, None)
+        fields["extra"] = extra
+        if isinstance(fields.get("verified"), dict):
+            fields["verified"] = Verified(**fields["verified"])
         return cls(**fields)
 
 
@@ -110,7 +164,7 @@ class ResultSet:
             raise FileNotFoundError(f"no results file at {path}") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path} is not a results JSON file: {exc}") from None
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             raise ValueError(f"{path} is not a pytest-ipcbench results file (schema {SCHEMA!r} expected)")
         return cls(
             env=data.get("env", {}),

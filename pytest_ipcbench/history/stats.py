@@ -109,3 +109,53 @@ def verdict(interval: RatioInterval, threshold: float = 0.10) -> str:
     if interval.high < 1 / (1 + threshold):
         return "faster"
     return "unchanged"
+
+
+def rounds_ratio_interval(
+    a_rounds: Sequence[Sequence[float]],
+    b_rounds: Sequence[Sequence[float]],
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> RatioInterval:
+    """``median(a) / median(b)`` over every round, with a two-level bootstrap interval.
+
+    Samples of one round share the machine's state of that moment (another job on the runner,
+    a frequency change), so they are not independent draws: pooling them as if they were gives
+    an interval far too narrow, and a gate that flaps. Each resample draws rounds with
+    replacement first -- the same round numbers on both sides when both have as many, since
+    round i of base and of head ran next to each other -- then samples within each drawn round,
+    and every drawn round weighs the same. With few rounds the interval is honest about how
+    little a couple of rounds can prove: with 3, a case is slower only if its head lost by more
+    than the threshold in practically every round.
+    """
+    if not a_rounds or not b_rounds or not all(len(r) for r in (*a_rounds, *b_rounds)):
+        raise ValueError("a ratio needs samples in every round on both sides")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    a_all = np.concatenate([np.asarray(r, dtype=float) for r in a_rounds])
+    b_all = np.concatenate([np.asarray(r, dtype=float) for r in b_rounds])
+    if np.any(b_all <= 0) or np.any(a_all < 0):
+        raise ValueError("times must be positive")
+    rng = np.random.default_rng(seed)
+    paired = len(a_rounds) == len(b_rounds)
+    picks_a = rng.integers(0, len(a_rounds), (resamples, len(a_rounds)))
+    picks_b = picks_a if paired else rng.integers(0, len(b_rounds), (resamples, len(b_rounds)))
+    ma = _resampled_medians(a_rounds, picks_a, rng)
+    mb = _resampled_medians(b_rounds, picks_b, rng)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(ma / mb, [alpha, 1 - alpha])
+    med_a, med_b = float(np.median(a_all)), float(np.median(b_all))
+    return RatioInterval(med_a / med_b, float(low), float(high), confidence, med_a, med_b)
+
+
+def _resampled_medians(rounds: Sequence[Sequence[float]], picks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Median of each resample: the drawn rounds, each resampled to the longest round's length."""
+    width = max(len(r) for r in rounds)
+    table = np.full((len(rounds), width), np.nan)
+    sizes = np.array([len(r) for r in rounds])
+    for i, r in enumerate(rounds):
+        table[i, : len(r)] = r
+    within = (rng.random((*picks.shape, width)) * sizes[picks][..., None]).astype(int)
+    drawn = table[picks[..., None], within]  # (resamples, rounds drawn, width)
+    return np.median(drawn.reshape(picks.shape[0], -1), axis=1)

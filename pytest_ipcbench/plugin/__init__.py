@@ -112,6 +112,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # --------------------------------------------------------------------------------- configure
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def _mpi_mode(config: pytest.Config) -> bool:
     return bool(config.getoption("with_mpi", default=False) or config.getoption("only_mpi", default=False))
 
@@ -134,7 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
             # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
             raise pytest.UsageError() from exc
         raise
-    session = IpcSession(settings, comm)
+    session = IpcSession(settings, comm, config)
     config.stash[SESSION_KEY] = session
     if comm is not None:
         quiet = rank > 0 and not settings.all_ranks_output
@@ -288,7 +294,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
         try:
-            from ..report.tables import write_report
+            from ..report import write_report
 
             written = write_report(ipc.results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))

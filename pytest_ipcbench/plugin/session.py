@@ -20,9 +20,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import pytest
 
 from ..backends.base import BACKEND_NAMES, MODES, unavailable_reason
+from ..core.envinfo import collect
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
-from ..core.payloads import KINDS, TINY_BYTES, PayloadSpec, SizeTooLarge, format_size, parse_size
+from ..core.units import SizeTooLarge, size_label
+from ..core.payloads import KINDS, TINY_BYTES, PayloadSpec, parse_size
 from ..history.results import Result, ResultSet
 
 DEFAULT_SIZES = "1KB,1MB"
@@ -336,8 +338,9 @@ class IpcSession:
     :meth:`close`).
     """
 
-    def __init__(self, settings: Settings, mpi_comm: Any = None) -> None:
+    def __init__(self, settings: Settings, mpi_comm: Any = None, config: pytest.Config | None = None) -> None:
         self.settings = settings
+        self.config = config
         self.mpi = mpi_comm is not None
         self.rank: int = mpi_comm.Get_rank() if self.mpi else 0
         self.world_size: int | None = mpi_comm.Get_size() if self.mpi else None
@@ -435,7 +438,17 @@ class IpcSession:
     def record(self, result: Result) -> None:
         """Keep a result for the report (rank 0 keeps them; other ranks drop theirs)."""
         if self.rank == 0:
+            if not self.results.env:
+                self.results.env = self.environment(result.group)
             self.results.add(result)
+
+    def environment(self, group_kind: str = "") -> dict[str, Any]:
+        """The environment record of this run: :func:`~..core.envinfo.collect`, then every
+        ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
+        env = collect(self.world_size, group_kind=group_kind)
+        if self.config is not None:
+            self.config.hook.pytest_ipcbench_update_environment(config=self.config, env=env)
+        return env
 
     # ---------------------------------------------------------------------- parametrize
 
@@ -521,7 +534,7 @@ def get_session(config: pytest.Config) -> IpcSession:
 def describe(settings: Settings) -> str:
     """One line for the pytest header."""
     return (
-        f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(format_size(s) for s in settings.sizes)} "
+        f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(size_label(s) for s in settings.sizes)} "
         f"ranks={','.join(map(str, settings.ranks))} modes={','.join(settings.modes)} "
         f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s"
     )

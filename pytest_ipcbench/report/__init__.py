@@ -1,1 +1,51 @@
-"""report."""
+"""Reports of a results file: CSV summaries, PNG plots and markdown tables (seeds 000, 001, 004).
+
+:func:`write_report` (also ``ipcbench report RESULTS.json --out DIR`` and ``pytest --ipc-report
+DIR``) writes into one folder:
+
+* ``summary.md``: the environment, then the tables people expect: per payload kind the backends
+  ranked by broadcast completion with their relative speed (seed 000), write and read time
+  against size (seed 001), ping-pong latency, stream and granularity tables, copy bandwidth;
+* CSV: ``write_summary.csv``, ``read_summary.csv``, ``throughput_summary.csv`` (seed 001's
+  benchmark_plots), ``latency_summary.csv``, ``stream_summary.csv``, ``granularity_summary.csv``,
+  ``copy_bandwidth.csv`` and ``all_results.csv`` (every metric of every case);
+* PNG (matplotlib, Agg, no display needed): ``write_performance.png``, ``read_performance.png``,
+  ``completion.png``, ``throughput.png``, ``efficiency.png``, ``latency.png``, ``stream.png``,
+  ``granularity.png``; log axes with units;
+* seed 004's MPI method tables and plot (``mpi-methods.md`` / ``.png``) when the results hold
+  ``mpi-method`` cases (:mod:`.seed004`).
+
+Units: times in seconds in the CSV (``_s`` columns), MB = 10**6 bytes, MB/s = 10**6 bytes/s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..history.results import ResultSet
+from .csv_files import csv_rows, write_csv
+from .markdown import headline, markdown
+from .plots import write_plots
+from .seed004 import write_mpi_method_report
+
+__all__ = ["headline", "markdown", "write_report"]
+
+
+def write_report(resultset: ResultSet, out_dir: str | Path, plots: bool = True) -> Path:
+    """Write CSVs, PNGs (unless ``plots`` is False), summary.md (and seed 004's report if there
+    are MPI method cases) into ``out_dir``; return the path of summary.md."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = list(resultset.results)
+    files: list[Path] = []
+    for name, rows in csv_rows(results).items():
+        p = write_csv(out / name, rows)
+        if p:
+            files.append(p)
+    if plots:
+        files.extend(write_plots(results, out))
+    if plots and any(r.scenario == "mpi-method" for r in results):
+        files.extend(Path(p) for p in write_mpi_method_report(results, out))
+    summary = out / "summary.md"
+    summary.write_text(markdown(resultset, sorted(set(files), key=lambda p: (p.suffix, p.name))) + "\n")
+    return summary

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..core.units import format_bytes, format_ratio, format_time
 from ..history.results import Result
 
 SCENARIO = "mpi-method"
@@ -177,32 +178,6 @@ def _group(rows: Iterable[Row]) -> dict[tuple[int, str, str], list[Row]]:
     return dict(out)
 
 
-def fmt_time(seconds: float) -> str:
-    """Seed-style: microseconds below 1 ms, milliseconds below 10 s, else seconds."""
-    if not np.isfinite(seconds):
-        return "n/a"
-    us = seconds * 1e6
-    if us < 1_000:
-        return f"{us:.1f} µs" if us < 100 else f"{us:.0f} µs"
-    if us < 10_000_000:
-        ms = us / 1e3
-        return f"{ms:.2f} ms" if ms < 10 else f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms"
-    return f"{seconds:.2f} s"
-
-
-def fmt_bytes(nbytes: int) -> str:
-    """MB = 10**6: 11000 -> ``11 KB``, 1100000 -> ``1.1 MB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if nbytes >= scale:
-            v = nbytes / scale
-            return f"{v:.3g} {unit}"
-    return f"{nbytes} B"
-
-
-def _ratio(x: float) -> str:
-    return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:.0f}x"
-
-
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -210,7 +185,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence
 
 
 def _size_label(config: str, nbytes: int) -> str:
-    return f"{config}, {fmt_bytes(nbytes)}"
+    return f"{config}, {format_bytes(nbytes)}"
 
 
 # ------------------------------------------------------------------------------------- tables
@@ -237,8 +212,8 @@ def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d
                             (
                                 str(i + 1),
                                 f"**{r.method}**" if i == 0 else r.method,
-                                fmt_time(r.median),
-                                _ratio(r.median / best) if best > 0 else "n/a",
+                                format_time(r.median),
+                                format_ratio(r.median / best) if best > 0 else "n/a",
                                 f"{(r.q3 - r.q1) / r.median:.0%}" if r.median > 0 else "n/a",
                                 str(r.n),
                             )
@@ -267,7 +242,7 @@ def pivot_table(results: Iterable[Result], ranks: int | None = None) -> str:
         cells = []
         for m in methods:
             r = by.get(m)
-            cells.append("" if r is None else f"**{fmt_time(r.median)}**" if m == best else fmt_time(r.median))
+            cells.append("" if r is None else f"**{format_time(r.median)}**" if m == best else format_time(r.median))
         rows.append([k[2], k[1].upper(), str(k[0])] + cells)
     return _table(["Config", "Shape", "Ranks"] + methods, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
 
@@ -309,14 +284,14 @@ def comparison_1d_2d_table(results: Iterable[Result]) -> str:
     rows = []
     for p in best_pairs(results):
         s2, s1 = _seed_best("2d", p.config), _seed_best("1d", p.config)
-        seed_ratio = _ratio(s2[1] / s1[1]) if s2 and s1 else "n/a"
+        seed_ratio = format_ratio(s2[1] / s1[1]) if s2 and s1 else "n/a"
         rows.append(
             (
                 _size_label(p.config, p.nbytes),
                 str(p.ranks),
-                f"{p.best_2d.method} ({fmt_time(p.best_2d.median)})",
-                f"{p.best_1d.method} ({fmt_time(p.best_1d.median)})",
-                _ratio(p.ratio),
+                f"{p.best_2d.method} ({format_time(p.best_2d.median)})",
+                f"{p.best_1d.method} ({format_time(p.best_1d.median)})",
+                format_ratio(p.ratio),
                 seed_ratio,
             )
         )
@@ -378,7 +353,7 @@ def seed_comparison_table(results: Iterable[Result], ranks: int | None = SEED_CP
         row = [config, shape.upper(), str(r)]
         for m in methods:
             c = by_method.get(m)
-            row.append(f"{fmt_time(c.python)} vs {fmt_time(c.cpp)}: **{_ratio(c.ratio)}**" if c else "")
+            row.append(f"{format_time(c.python)} vs {format_time(c.cpp)}: **{format_ratio(c.ratio)}**" if c else "")
         rows.append(row)
     return _table(header, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
 
@@ -396,9 +371,9 @@ def winners_table(results: Iterable[Result]) -> str:
                 config,
                 shape.upper(),
                 str(ranks),
-                f"{ours[0].method} ({fmt_time(ours[0].median)})",
-                f"{runner.method} ({fmt_time(runner.median)})" if runner else "",
-                f"{seed[0]} ({fmt_time(seed[1] * 1e-6)})" if seed else "n/a",
+                f"{ours[0].method} ({format_time(ours[0].median)})",
+                f"{runner.method} ({format_time(runner.median)})" if runner else "",
+                f"{seed[0]} ({format_time(seed[1] * 1e-6)})" if seed else "n/a",
             )
         )
     return _table(

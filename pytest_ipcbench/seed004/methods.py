@@ -52,6 +52,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 import numpy as np
 
+from ..core.units import format_time
 from ..core.payloads import SEED004_ELEMENTS_PER_BASE, SEED004_ROWS, PayloadSpec
 from ..history.results import Result, ResultSet
 
@@ -991,18 +992,10 @@ def _load1() -> float:
 def _progress_line(r: Result) -> str:
     med = float(np.median(r.samples["completion"]))
     return (
-        f"{r.extra['config']:>8} {r.extra['shape']} {r.backend:<9} {_fmt_time(med):>10}  "
+        f"{r.extra['config']:>8} {r.extra['shape']} {r.backend:<9} {format_time(med):>10}  "
         f"(K={'/'.join(map(str, r.extra['inner']))}, n={len(r.samples['completion'])}, {r.extra['wall_s']:.1f} s, "
         f"load {r.extra['load1']:.1f})"
     )
-
-
-def _fmt_time(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} us"
-    if seconds < 1:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds:.3f} s"
 
 
 def mpi_environment(comm: Any) -> dict[str, Any]:

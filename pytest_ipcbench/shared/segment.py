@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..core import names as _names
+from ..core.units import format_bytes
 from . import _atomic, _libc
 
 HEADER_SIZE = 4096
@@ -101,21 +102,13 @@ def _path(name: str) -> str:
     return f"{_SHM_DIR}/{name}"  # a plain string: pathlib costs more than the syscall
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover
-
-
 def _full_error(size: int, cause: OSError | None = None) -> SharedMemoryFull:
     st = os.statvfs(_names.SHM_DIR)
     free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
     return SharedMemoryFull(
         errno.ENOSPC,
-        f"cannot reserve {_fmt_bytes(size)} in {_names.SHM_DIR} for a shared array: "
-        f"{_fmt_bytes(free)} free of {_fmt_bytes(total)}"
+        f"cannot reserve {format_bytes(size)} in {_names.SHM_DIR} for a shared array: "
+        f"{format_bytes(free)} free of {format_bytes(total)}"
         + (f" ({cause.strerror})" if cause is not None and cause.strerror else ""),
     )
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_ipcbench.commands import _commands, main
-
-COMMANDS = sorted(_commands())
+from pytest_ipcbench.commands import COMMANDS, main
 
 
 def test_every_promised_command_is_there() -> None:
@@ -34,3 +32,18 @@ def test_report_of_a_missing_file_says_so(tmp_path, capsys: pytest.CaptureFixtur
     code = main(["report", str(tmp_path / "nope.json"), "--out", str(tmp_path / "out")])
     assert code == 2
     assert "nope.json" in capsys.readouterr().err
+
+
+def test_run_options_are_typed_and_checked_without_argparse() -> None:
+    from pytest_ipcbench.runner.job import RunOptions
+
+    assert RunOptions(level="quick", backends=["shm"]).backends == ["shm"]
+    with pytest.raises(ValueError, match="unknown backend 'shmm'"):
+        RunOptions(backends=["shmm"])
+    with pytest.raises(ValueError, match="--ranks must be at least 2"):
+        RunOptions(ranks=1)
+
+
+def test_a_bad_run_option_exits_2_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--backends", "shmm", "--list"]) == 2
+    assert "unknown backend 'shmm'" in capsys.readouterr().err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_ipcbench.commands import main as ipcbench
 from pytest_ipcbench.core import cleanup, names
 from pytest_ipcbench.core.cleanup import JobWatch, stale_mpich_segments
 from pytest_ipcbench.core.group import in_mpi_job
@@ -50,9 +50,7 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def clean_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     """``ipcbench clean ARGS`` in this process (inside the sandbox): exit code and output."""
-    parser = argparse.ArgumentParser()
-    cleanup.configure(parser)
-    code = cleanup.run(parser.parse_args(list(args)))
+    code = ipcbench(["clean", *args])
     return code, capsys.readouterr().out
 
 
@@ -104,7 +102,7 @@ def test_a_hydra_file_left_by_an_aborted_job_is_stale_only_when_no_launcher_runs
 
     from pytest_ipcbench.core import cleanup
 
-    if cleanup._launcher_running():
+    if cleanup.launcher_running():
         pytest.skip("an MPICH launcher is running on this machine")
     left = cleanup.HYDRA_DIR / f"hydra_hwloc_xmlfile_ipcbtest{os.getpid()}"
     try:

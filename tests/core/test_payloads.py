@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
+from pytest_ipcbench.core.units import size_label
 from pytest_ipcbench.core.payloads import (
     SizeTooLarge,
     machine_memory,
@@ -14,7 +15,6 @@ from pytest_ipcbench.core.payloads import (
     NDARRAY_COLS,
     TINY_BYTES,
     PayloadSpec,
-    format_size,
     make_payload,
     parse_size,
 )
@@ -43,7 +43,7 @@ def test_parse_size_errors_say_what_is_expected(bad) -> None:
      (2**20, "1MiB"), (64, "64B"), (1500, "1500B"), (0, "0B")],
 )
 def test_format_size_is_the_shortest_exact_label(nbytes, label) -> None:
-    assert format_size(nbytes) == label
+    assert size_label(nbytes) == label
     assert parse_size(label) == nbytes
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.core import names
-from pytest_ipcbench.core.cleanup import descendants
+from pytest_ipcbench.core.procs import descendants, running
 
 LOOP = textwrap.dedent("""
     import multiprocessing, os, time
@@ -80,7 +80,7 @@ def interrupt_run(tmp_path: Path, backend: str, wait_for: str, delay: float, slo
                 pytest.fail(f"the run did not get to {wait_for!r}:\n{proc.communicate()[0]}")
             time.sleep(0.02)
         time.sleep(delay)
-        pids = [proc.pid, *descendants(proc.pid)]
+        pids = [proc.pid, *sorted(descendants(proc.pid))]
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
         start = time.monotonic()
         out, _ = proc.communicate(timeout=60)
@@ -92,17 +92,9 @@ def interrupt_run(tmp_path: Path, backend: str, wait_for: str, delay: float, slo
     time.sleep(0.5)
     return {
         "rc": proc.returncode, "out": out, "took": took,
-        "alive": [pid for pid in pids if names.pid_alive(pid) and _not_zombie(pid)],
+        "alive": [pid for pid in pids if running(pid)],
         "left": [str(item.path) for pid in pids for item in names.find_ours(pid)],
     }
-
-
-def _not_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
 
 
 def assert_stopped_cleanly(run: dict) -> None:

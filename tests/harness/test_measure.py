@@ -236,13 +236,13 @@ def test_same_iteration_count_on_every_rank(world):
     outs = world.run(_bench_counting, BackendSpec("fake-chan", "native"), PayloadSpec("ndarray", 10_000),
                      "broadcast", FAST)
     result, counts = outs[0][0], [c for _, c in outs]
-    plan = result.extra["plan"]
+    plan = result.plan
     n = plan["warmup"] + plan["iterations"]
     assert counts[0] == {"write": n}
     assert all(c == {"read": n} for c in counts[1:])
     assert all(len(v) == plan["iterations"] for v in result.samples.values())
-    assert result.extra["readers"] == 3 and result.extra["verified"]["failed"] == 0
-    assert result.extra["verified"]["checked"] >= 3 * (plan["warmup"] + 2)
+    assert result.readers == 3 and result.verified.failed == 0
+    assert result.verified.checked >= 3 * (plan["warmup"] + 2)
 
 
 def test_completion_is_the_max_over_readers(world):
@@ -272,10 +272,10 @@ def test_a_stale_store_is_caught_by_alternating_payloads(world):
 def test_store_write_then_read(world):
     result = world.run(_bench, BackendSpec("fake-store", "bytes"), PayloadSpec("ndarray", 10_000), "broadcast", FAST)[0]
     s = {k: np.array(v) for k, v in result.samples.items()}
-    assert result.extra["kind"] == "store" and result.primary == "completion"
+    assert result.kind == "store" and result.primary == "completion"
     assert np.allclose(s["completion"], s["write"] + s["read_max"])
     assert np.allclose(s["completion_touched"], s["write"] + s["touched_max"])
-    assert "completion_synced" in s and result.extra["verified"]["failed"] == 0
+    assert "completion_synced" in s and result.verified.failed == 0
 
 
 def test_stream_reports_send_only_and_delivered(world):
@@ -310,7 +310,7 @@ def test_interleaved_cases_keep_their_own_samples(world):
     results = world.run(_interleaved, specs, PayloadSpec("ndarray", 10_000), "broadcast", FAST, 3)[0]
     assert [r.mode for r in results] == ["bytes", "native"]
     for r in results:
-        assert len(r.samples["completion"]) == r.extra["plan"]["iterations"]
+        assert len(r.samples["completion"]) == r.plan["iterations"]
 
 
 def test_run_bench_returns_rank_0s_result(world):
@@ -336,9 +336,10 @@ def test_copy_bandwidth_and_efficiency():
     assert bw > 0 and ref.bandwidth(10_000) == bw  # measured once per size
     fake = measure.Result("broadcast", "x", "bytes", "ndarray", 10_000, 4,
                           {"completion": [0.001] * 3, "completion_touched": [0.002] * 3}, nbytes=10_000)
-    measure.annotate_efficiency(fake, 1e8)
-    assert fake.extra["bandwidth_metric"] == "completion_touched"
-    assert fake.extra["bandwidth_Bps"] == pytest.approx(5e6) and fake.extra["efficiency"] == pytest.approx(0.05)
+    assert fake.efficiency() is None  # no reference yet
+    measure.with_copy_reference(fake, 1e8)
+    assert fake.bandwidth_metric() == "completion_touched"
+    assert fake.bandwidth() == pytest.approx(5e6) and fake.efficiency() == pytest.approx(0.05)
 
 
 # ------------------------------------------------------------------------- real backends
@@ -351,7 +352,7 @@ def test_shm_backend_through_the_harness(world, mode):
         pytest.skip(reason)
     result = measure.run_bench(world.group(4), BackendSpec("shm", mode), PayloadSpec("ndarray", 100_000),
                                "broadcast", FAST)
-    assert result.extra["kind"] == "store" and result.extra["verified"]["failed"] == 0
+    assert result.kind == "store" and result.verified.failed == 0
     assert result.summary("completion_touched").median >= result.summary("read_max").median
 
 
@@ -366,9 +367,9 @@ FIXTURE_TEST = """
     def test_bench(ipc_bench, ipc_group):
         r = ipc_bench(BackendSpec("shm", "native"), PayloadSpec("ndarray", 100_000),
                       time_budget=0.05, min_iterations=7, max_iterations=7)
-        assert r.extra["verified"]["failed"] == 0
+        assert r.verified.failed == 0
         assert len(r.samples["completion"]) == 7
-        assert r.extra["efficiency"] > 0
+        assert r.efficiency() > 0
 """
 
 

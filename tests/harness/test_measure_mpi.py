@@ -82,13 +82,13 @@ def test_same_iteration_count_on_every_rank(world):
     COUNTS.clear()
     result = measure.run_bench(world, BackendSpec("fake-mpi-chan", "native"), PayloadSpec("ndarray", 10_000),
                                "broadcast", FAST)
-    plan = result.extra["plan"]
+    plan = result.plan
     n = plan["warmup"] + plan["iterations"]
     counts = world.allgather(dict(COUNTS))
     assert counts[0] == {"write": n} and all(c == {"read": n} for c in counts[1:])
     _everyone_agrees(world, (result.key, plan["iterations"]))
     assert all(len(v) == plan["iterations"] for v in result.samples.values())
-    assert result.extra["group"] == "mpi" and result.extra["readers"] == world.size - 1
+    assert result.group == "mpi" and result.readers == world.size - 1
 
 
 def test_completion_is_the_max_over_readers(world):
@@ -126,7 +126,7 @@ def test_granularity_under_mpi(world):
 def test_stream_under_mpi(world):
     result = measure.run_bench(world, BackendSpec("fake-mpi-chan", "native"), BufferPayload(4096), "stream",
                                BenchSettings(time_budget=0.05, min_iterations=5, warmup=1, window=16))
-    assert result.extra["window"] == 16 and result.extra["verified"]["failed"] == 0
+    assert result.extra["window"] == 16 and result.verified.failed == 0
     assert np.all(np.array(result.samples["delivered"]) >= np.array(result.samples["send"]))
 
 
@@ -136,7 +136,7 @@ def test_real_backends_through_the_harness(world, name):
     if reason:
         pytest.skip(reason)
     result = measure.run_bench(world, BackendSpec(name, "native"), PayloadSpec("ragged2d", 100_000), "broadcast", FAST)
-    assert result.extra["verified"]["failed"] == 0 and result.extra["verified"]["checked"] > 0
+    assert result.verified.failed == 0 and result.verified.checked > 0
 
 
 def test_buffer_bcast_beats_pickled_bcast_for_large_arrays(world):
@@ -160,4 +160,4 @@ def test_ipc_bench_fixture_under_mpi(ipc_bench, ipc_group):
                   time_budget=0.05, min_iterations=5, max_iterations=50)
     values = ipc_group.allgather((r.key, len(r.samples["completion"])))
     assert all(v == values[0] for v in values)
-    assert r.ranks == ipc_group.size and r.extra["verified"]["failed"] == 0
+    assert r.ranks == ipc_group.size and r.verified.failed == 0

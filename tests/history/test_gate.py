@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_ipcbench.history import gate
+from pytest_ipcbench.commands import compare as compare_command
+from pytest_ipcbench.history import compare, gate, stats
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.history.results import Result, ResultSet
 
@@ -102,19 +103,19 @@ def test_noise_never_fails_over_several_draws(seed: int) -> None:
     base = make_set(seed=200 + seed)
     factors = {r.key: float(rng.uniform(0.9, 1.1)) for r in base.results}
     head = make_set(seed=300 + seed, factors=factors)
-    comparison = gate.compare_sets(base, head)
-    assert comparison.exit_code == 0, gate.format_table(comparison)
+    comparison = compare.compare_sets(base, head)
+    assert comparison.exit_code == 0, compare.format_table(comparison)
 
 
 def test_twenty_percent_slowdown_everywhere_is_caught() -> None:
-    comparison = gate.compare_sets(make_set(seed=1), make_set(seed=2, factors={"*": 1.2}))
+    comparison = compare.compare_sets(make_set(seed=1), make_set(seed=2, factors={"*": 1.2}))
     assert comparison.exit_code == 1
     assert len(comparison.regressions) == len(comparison.cases)
 
 
 def test_faster_is_reported_and_passes() -> None:
     victim = "bcast/zmq/bytes/dict/1000/r2"
-    comparison = gate.compare_sets(make_set(seed=1), make_set(seed=2, factors={victim: 0.5}))
+    comparison = compare.compare_sets(make_set(seed=1), make_set(seed=2, factors={victim: 0.5}))
     assert comparison.exit_code == 0
     assert [c.key for c in comparison.with_status("faster")] == [victim]
 
@@ -149,8 +150,8 @@ def test_family_wise_is_stricter_than_per_case() -> None:
     """A case at the edge: per case it passes as slower, over 64 cases the evidence is not enough."""
     base = make_set(seed=1, n=8)
     head = make_set(seed=2, n=8, factors={"bcast/zmq/bytes/ndarray/1000/r2": 1.16})
-    per_case = gate.compare_sets(base, head, family_wise=False)
-    family = gate.compare_sets(base, head)
+    per_case = compare.compare_sets(base, head, family_wise=False)
+    family = compare.compare_sets(base, head)
     assert family.per_case_confidence > 0.999 and per_case.per_case_confidence == 0.95
     assert len(family.regressions) <= len(per_case.regressions)
     edge = [c for c in family.cases if c.key == "bcast/zmq/bytes/ndarray/1000/r2"][0]
@@ -161,28 +162,28 @@ def test_family_wise_is_stricter_than_per_case() -> None:
 def test_threshold_and_confidence_change_the_decision() -> None:
     victim = "bcast/lmdb/bytes/dict/1000000/r2"
     base, head = make_set(seed=1), make_set(seed=2, factors={victim: 1.25})
-    assert gate.compare_sets(base, head, threshold=0.10).exit_code == 1
-    assert gate.compare_sets(base, head, threshold=0.40).exit_code == 0
+    assert compare.compare_sets(base, head, threshold=0.10).exit_code == 1
+    assert compare.compare_sets(base, head, threshold=0.40).exit_code == 0
 
 
 def test_too_few_samples_give_no_verdict() -> None:
     base, head = make_set(seed=1, n=2), make_set(seed=2, n=2, factors={"*": 3.0})
     with pytest.raises(ValueError, match="nothing to compare"):
-        gate.compare_sets(base, head)
+        compare.compare_sets(base, head)
     base.add(Result("x", "shm", "bytes", "tiny", 64, 2, {"completion": [1.0, 1.1, 0.9]}))
     head.add(Result("x", "shm", "bytes", "tiny", 64, 2, {"completion": [1.0, 1.1, 0.9]}))
-    comparison = gate.compare_sets(base, head)
+    comparison = compare.compare_sets(base, head)
     assert comparison.exit_code == 0
     assert all("too few samples" in c.note for c in comparison.with_status("undecided"))
 
 
 def test_merge_rounds_pools_samples_per_metric() -> None:
     a, b = make_set(seed=1, n=4), make_set(seed=2, n=5)
-    merged = gate.merge_rounds([a, b])
+    merged = compare.merge_rounds([a, b])
     assert len(merged.results) == len(a.results)
     first = merged.by_key()[a.results[0].key]
     assert len(first.samples["completion"]) == 9 and len(first.samples["write"]) == 9
-    assert first.extra[gate.ROUNDS_KEY] == {"completion": [4, 5], "write": [4, 5]}
+    assert first.extra[compare.ROUNDS_KEY] == {"completion": [4, 5], "write": [4, 5]}
     assert merged.env["gate_rounds"] == 2
     assert len(a.results[0].samples["completion"]) == 4  # inputs untouched
 
@@ -203,35 +204,35 @@ def _rounds(seed: int, swings: list[float], factor: float = 1.0, n: int = 40) ->
 
 def test_merged_rounds_are_compared_round_by_round() -> None:
     """A runner that swings by 20-35% between rounds: pooled samples would cry wolf, rounds do not."""
-    base = gate.merge_rounds(_rounds(1, [1.0, 1.0, 1.0]))
-    head = gate.merge_rounds(_rounds(2, [1.35, 1.2, 1.0]))  # same code, a busy machine in 2 rounds
-    pooled = gate.compare_sets(_strip_rounds(base), _strip_rounds(head))
+    base = compare.merge_rounds(_rounds(1, [1.0, 1.0, 1.0]))
+    head = compare.merge_rounds(_rounds(2, [1.35, 1.2, 1.0]))  # same code, a busy machine in 2 rounds
+    pooled = compare.compare_sets(_strip_rounds(base), _strip_rounds(head))
     assert pooled.exit_code == 1  # the naive interval is far too narrow
-    by_round = gate.compare_sets(base, head)
-    assert by_round.exit_code == 0, gate.format_table(by_round)
+    by_round = compare.compare_sets(base, head)
+    assert by_round.exit_code == 0, compare.format_table(by_round)
 
 
 def test_slowdown_is_caught_through_round_to_round_swings() -> None:
     victim = "bcast/mpi-pkl5/bytes/dict/1000000/r4"
     swings_b, swings_h = [1.0, 0.9, 1.1], [1.1, 1.0, 0.9]
-    base = gate.merge_rounds(_rounds(1, swings_b))
+    base = compare.merge_rounds(_rounds(1, swings_b))
     head_sets = _rounds(2, swings_h)
     for rs in head_sets:
         for r in rs.results:
             if r.key == victim:
                 r.samples["completion"] = [x * 1.5 for x in r.samples["completion"]]
-    comparison = gate.compare_sets(base, gate.merge_rounds(head_sets))
-    assert [c.key for c in comparison.regressions] == [victim], gate.format_table(comparison)
+    comparison = compare.compare_sets(base, compare.merge_rounds(head_sets))
+    assert [c.key for c in comparison.regressions] == [victim], compare.format_table(comparison)
 
 
 def test_rounds_interval_pairs_rounds_and_contains_the_ratio() -> None:
     rng = np.random.default_rng(5)
     a = [list(rng.lognormal(0, 0.05, 30) * 2.0) for _ in range(4)]
     b = [list(rng.lognormal(0, 0.05, 30)) for _ in range(4)]
-    iv = gate.rounds_ratio_interval(a, b)
+    iv = stats.rounds_ratio_interval(a, b)
     assert iv.low < iv.ratio < iv.high and 1.8 < iv.ratio < 2.2
     with pytest.raises(ValueError):
-        gate.rounds_ratio_interval([[1.0], []], [[1.0]])
+        stats.rounds_ratio_interval([[1.0], []], [[1.0]])
 
 
 def _strip_rounds(rs: ResultSet) -> ResultSet:
@@ -245,7 +246,7 @@ def _strip_rounds(rs: ResultSet) -> ResultSet:
     ("text", "value"), [("0.1", 0.1), ("10%", 0.1), ("0", 0.0), ("2.5%", 0.025)]
 )
 def test_parse_threshold(text: str, value: float) -> None:
-    assert gate.parse_threshold(text) == pytest.approx(value)
+    assert compare_command.parse_threshold(text) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["-0.1", "abc", "nan", "12"])
@@ -304,16 +305,16 @@ def test_zero_times_are_reported_not_crashed(tmp_path: Path) -> None:
     base, head = make_set(seed=1), make_set(seed=2)
     head.results[0].samples["completion"] = [0.0] * SAMPLES
     base.results[0].samples["completion"] = [0.0] * SAMPLES
-    comparison = gate.compare_sets(base, head)
+    comparison = compare.compare_sets(base, head)
     assert comparison.with_status("undecided")[0].key == base.results[0].key
 
 
 def test_environment_difference_is_warned() -> None:
     base, head = make_set(seed=1), make_set(seed=2)
     head.env["host"] = "another-runner"
-    comparison = gate.compare_sets(base, head)
+    comparison = compare.compare_sets(base, head)
     assert any("host" in w for w in comparison.warnings)
-    assert "warning: base and head differ in host" in gate.format_table(comparison)
+    assert "warning: base and head differ in host" in compare.format_table(comparison)
 
 
 # ------------------------------------------------------------------------------ gate, no runs
@@ -395,6 +396,6 @@ def test_gate_end_to_end(tmp_path: Path) -> None:
         assert (report / name).is_file(), name
     assert sorted(p.name for p in (report / "rounds").iterdir()) == ["1-base", "1-head", "2-base", "2-head"]
     merged = ResultSet.load(report / "head.json")
-    assert merged.results and all(r.extra[gate.ROUNDS_KEY] for r in merged.results)
+    assert merged.results and all(r.extra[compare.ROUNDS_KEY] for r in merged.results)
     assert not [w for w in _git(REPO, "worktree", "list").splitlines()[1:] if "gate-" in w]
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)

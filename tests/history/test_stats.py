@@ -60,3 +60,24 @@ def test_verdict_needs_the_whole_interval_past_the_threshold():
     assert verdict(iv(0.7, 0.95), 0.1) == "unchanged"
     with pytest.raises(ValueError):
         verdict(iv(1, 1), -0.1)
+
+
+def test_results_of_schema_1_still_load(tmp_path) -> None:
+    """A results file of schema 1 (untyped ``extra``) loads into the typed fields."""
+    import json
+
+    from pytest_ipcbench.history.results import SCHEMA, ResultSet, Verified
+
+    old = {"schema": "pytest-ipcbench/1", "env": {}, "results": [{
+        "scenario": "broadcast", "backend": "shm", "mode": "native", "payload": "ndarray", "size": 1000,
+        "ranks": 4, "samples": {"completion": [0.001, 0.002, 0.003]}, "nbytes": 1000,
+        "extra": {"kind": "store", "readers": 3, "group": "mpi", "verified": {"checked": 9, "failed": 0},
+                  "copy_bandwidth_Bps": 1e7, "efficiency": 0.5, "bandwidth_Bps": 5e6, "root": 0}}]}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    r = ResultSet.load(path).results[0]
+    assert (r.kind, r.readers, r.group, r.verified) == ("store", 3, "mpi", Verified(9, 0))
+    assert r.copy_bandwidth == 1e7 and r.extra == {"root": 0}  # derived values are recomputed, not kept
+    assert r.bandwidth() == 1000 / 0.002 and r.efficiency() == 1000 / 0.002 / 1e7
+    again = ResultSet.load(ResultSet(results=[r]).save(tmp_path / "new.json"))
+    assert again.results[0] == r and json.loads((tmp_path / "new.json").read_text())["schema"] == SCHEMA

@@ -195,7 +195,7 @@ def test_ipc_bench_without_ipc_group_runs_on_a_smaller_group_instead_of_skipping
         test_bench_only="""
         def test_shm(ipc_bench, shm_backend, ipc_payload):
             result = ipc_bench(shm_backend, ipc_payload, time_budget=0.05)
-            assert result.extra["verified"]["failed"] == 0
+            assert result.verified.failed == 0
         """
     )
     result = mpi_run(pytester, 4, "-v", "--ipc-ranks", "2,4", "--ipc-payloads", "tiny", "--ipc-modes", "bytes")

@@ -240,9 +240,9 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
     import types
 
     calls: list[tuple[object, object]] = []
-    fake = types.ModuleType("pytest_ipcbench.report.tables")
+    fake = types.ModuleType("pytest_ipcbench.report")
     fake.write_report = lambda resultset, folder: calls.append((resultset, folder))  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pytest_ipcbench.report.tables", fake)
+    monkeypatch.setitem(sys.modules, "pytest_ipcbench.report", fake)
     pytester.makepyfile(
         """
         from pytest_ipcbench.history.results import Result
@@ -277,3 +277,28 @@ def test_get_session_without_the_plugin(pytester: pytest.Pytester) -> None:
         """
     )
     pytester.runpytest("-p", "no:ipcbench").assert_outcomes(passed=1)
+
+
+def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> None:
+    """The session owns the environment record; ``pytest_ipcbench_update_environment`` extends it."""
+    pytester.makeconftest(
+        """
+        def pytest_ipcbench_update_environment(config, env):
+            env["partition"] = "debug"
+            env["cores_seen_by_plugin"] = env["cores"]
+        """
+    )
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.plugin.session import get_session
+
+        def test_records(request):
+            session = get_session(request.config)
+            session.record(Result("bcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [0.1, 0.2]}))
+            env = session.results.env
+            assert env["partition"] == "debug" and env["cores_seen_by_plugin"] == env["cores"] > 0
+            assert "python" in env and "mpi" in env  # what envinfo.collect builds is there too
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)

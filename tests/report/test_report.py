@@ -8,9 +8,11 @@ import itertools
 import numpy as np
 import pytest
 
-from pytest_ipcbench.report import tables as report
+from pytest_ipcbench import report
+from pytest_ipcbench.report.common import copy_bandwidth_by_size
+from pytest_ipcbench.report.markdown import relative_speed_table
 from pytest_ipcbench.commands import main as cli_main
-from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.history.results import Result, ResultSet, Verified
 
 BACKENDS = {"shm": 1.0, "zmq": 1.5, "mp-queue": 4.0}
 
@@ -32,7 +34,7 @@ def synthetic() -> ResultSet:
                    "read_max": _samples(t / 1.5), "touched_avg": _samples(t / 1.8), "touched_max": _samples(t / 1.4),
                    "completion": _samples(t), "completion_touched": _samples(t * 1.1)}
         rs.add(Result("broadcast", backend, mode, kind, size, 4, samples, nbytes=size,
-                      extra={"kind": kind_of, "readers": 3, "verified": {"checked": 12, "failed": 0}}))
+                      kind=kind_of, readers=3, verified=Verified(12, 0)))
     for backend, size in itertools.product(BACKENDS, (1, 1024, 1_000_000)):
         lat = BACKENDS[backend] * (2e-6 + size / 5e9)
         rs.add(Result("pingpong", backend, "native", "buffer", size, 2,
@@ -40,7 +42,7 @@ def synthetic() -> ResultSet:
     for size in (1000, 65536):
         rs.add(Result("stream", "zmq", "native", "buffer", size, 4,
                       {"send": _samples(1e-6 + size / 1e10), "delivered": _samples(3e-6 + size / 3e9)},
-                      nbytes=size, primary="delivered", extra={"window": 64, "readers": 3, "kind": "channel"}))
+                      nbytes=size, primary="delivered", extra={"window": 64}, readers=3, kind="channel"))
     for work in (0.0, 1e-4, 1e-3):
         r = Result("granularity", "zmq", "bytes", "tiny", 64, 2,
                    {"roundtrip": _samples(work + 3e-5), "work": _samples(work) if work else [0.0] * 9,
@@ -123,16 +125,10 @@ def test_markdown_has_the_seed_tables(written):
 def test_relative_speed_orders_by_completion(written):
     rs = synthetic()
     at = [r for r in rs.results if r.scenario == "broadcast" and r.payload == "ndarray" and r.size == 10_000_000]
-    table = report.relative_speed_table(at, report.copy_bandwidth_by_size(rs.results))
+    table = relative_speed_table(at, copy_bandwidth_by_size(rs.results))
     first = table.splitlines()[2]
     assert first.startswith("| shm | native |") and "baseline" in first
     assert "| mp-queue | bytes |" in table.splitlines()[-1]
-
-
-def test_formatting():
-    assert report.fmt_time(2.5e-6) == "2.5 µs" and report.fmt_time(0.0123) == "12.3 ms" and report.fmt_time(2) == "2.00 s"
-    assert report.fmt_rate(1.5e9) == "1,500 MB/s" and report.fmt_size(602_000_000) == "602 MB"
-    assert report.fmt_pct(0.004) == "0.4%" and report.fmt_pct(None) == "-"
 
 
 def test_cli_report(tmp_path, capsys):

@@ -1,8 +1,7 @@
-"""main_job.py: the matrix, the job supervisor (timeouts, resume) and ``ipcbench run`` end to end."""
+"""runner/: the matrix, the job supervisor (timeouts, resume) and ``ipcbench run`` end to end."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -12,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ipcbench.runner import job as main_job
+from pytest_ipcbench.runner.matrix import CHANNEL_BACKENDS
+from pytest_ipcbench.runner.progress import Progress
 from pytest_ipcbench.backends.base import unavailable_reason
 from pytest_ipcbench.core.group import in_mpi_job
-from pytest_ipcbench.runner.job import Case, Runner, build_matrix, find_mpiexec, seed002_results
-from pytest_ipcbench.history.results import SCHEMA, Result, ResultSet
+from pytest_ipcbench.core.procs import find_mpiexec
+from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix, seed002_results
+from pytest_ipcbench.history.results import SCHEMA, ResultSet
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
 MPIEXEC = find_mpiexec()
@@ -28,7 +29,7 @@ def test_matrix_levels_grow_and_filters_apply():
     assert max(c.size for c in full if c.kind == "ndarray") == 602 * 10**6  # seed 002's batch
     assert max(c.size for c in full if c.kind == "dict") >= 10**6  # 10000 entries and more
     assert max(c.size for c in full if c.kind == "ragged2d") == 2_000_000 * 55 * 4  # seed 004 XXXLarge
-    assert all(c.backend in main_job.CHANNEL_BACKENDS for c in default if c.scenario == "stream")
+    assert all(c.backend in CHANNEL_BACKENDS for c in default if c.scenario == "stream")
     phases = [c.phase for c in default]
     assert phases == sorted(phases, key=lambda p: p != "mpi")  # the MPI job first, then the local phase
     assert {c.phase for c in default if c.backend == "mp-queue"} == {"local"}
@@ -80,15 +81,14 @@ FAKE_JOB = """
 
 
 def _runner(tmp_path: Path, timeout: float) -> Runner:
-    ns = argparse.Namespace(level="quick", time_budget=None, case_timeout=timeout, out=str(tmp_path))
-    return Runner(ns)
+    return Runner(RunOptions(level="quick", case_timeout=timeout, out=str(tmp_path)))
 
 
 def test_a_hung_case_is_killed_and_the_job_resumes_after_it(tmp_path):
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(FAKE_JOB))
     runner = _runner(tmp_path, timeout=2.0)
-    progress = main_job.Progress(3, "none")
+    progress = Progress(3, "none")
     cases = [Case("broadcast", "fake", "bytes", "dict", 1000, 4)] * 3
     t0 = time.monotonic()
     resume, finished, _ = runner._run_job([sys.executable, str(script), "0"], cases, 0, progress)
@@ -106,7 +106,7 @@ def test_a_job_that_dies_is_reported(tmp_path):
     runner = _runner(tmp_path, timeout=30)
     code = "import sys; print('@@ipcbench {\"event\": \"start\", \"index\": 0, \"label\": \"c0\"}', flush=True); sys.exit(3)"
     resume, finished, _ = runner._run_job([sys.executable, "-c", code], [Case("broadcast", "f", "bytes", "dict", 1, 4)] * 2,
-                                          0, main_job.Progress(2, "none"))
+                                          0, Progress(2, "none"))
     assert (resume, finished) == (1, False)
     assert "exit code 3" in runner.failures[0]
 
@@ -148,10 +148,10 @@ def test_ipcbench_run_quick_end_to_end(tmp_path):
     assert "broadcast/shm/native/ndarray/10000/r3" in keys and "pingpong/shm/native/buffer/10000/r2" in keys
     assert any(r.scenario == "copy" for r in rs.results)
     shm = next(r for r in rs.results if r.key == "broadcast/shm/native/ndarray/10000/r3")
-    assert shm.extra["group"] == "mpi" and shm.extra["efficiency"] > 0
+    assert shm.group == "mpi" and shm.efficiency() > 0
     if not unavailable_reason("mp-queue"):
         assert "broadcast/mp-queue/native/ndarray/10000/r3" in keys
-        assert next(r for r in rs.results if r.backend == "mp-queue").extra["group"] == "local"
+        assert next(r for r in rs.results if r.backend == "mp-queue").group == "local"
     for name in ("summary.md", "read_summary.csv", "write_summary.csv", "throughput_summary.csv",
                  "latency_summary.csv", "read_performance.png", "latency.png", "run.log"):
         assert (out / name).exists(), name

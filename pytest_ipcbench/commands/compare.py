@@ -1,0 +1,97 @@
+"""``ipcbench compare BASE.json HEAD.json``: case by case, exit 1 on a confident regression."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from ..history.compare import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError, compare_sets, format_markdown, format_table, load_results
+from ..history.stats import DEFAULT_CONFIDENCE
+
+HELP = "compare two results files case by case on a confidence interval of the ratio; exit 1 on a regression"
+
+
+def parse_threshold(text: str) -> float:
+    """``0.10``, ``10%`` -> 0.10; must be >= 0 and < 10."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad threshold {text!r}: expected e.g. 0.10 or 10%") from None
+    if not 0 <= value < 10 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"threshold {text!r} out of range: expected 0 <= t < 10 (0.10 = 10%)")
+    return value
+
+
+def parse_confidence(text: str) -> float:
+    """``0.95`` or ``95%``, strictly between 0 and 1."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad confidence {text!r}: expected e.g. 0.95 or 95%") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"confidence {text!r} out of range: expected 0 < c < 1 (e.g. 0.95)")
+    return value
+
+
+def parse_rounds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad number of rounds {text!r}: expected an integer >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"rounds must be at least 1, got {value}")
+    return value
+
+
+def add_decision_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--threshold", type=parse_threshold, default=DEFAULT_THRESHOLD,
+        help="slowdown tolerated before a case counts as slower: 0.10 or 10%% (default 0.10)",
+    )
+    parser.add_argument(
+        "--confidence", type=parse_confidence, default=DEFAULT_CONFIDENCE,
+        help="confidence of the bootstrap interval of the ratio (default 0.95)",
+    )
+    parser.add_argument(
+        "--metric", default=None,
+        help="metric to compare (default: each case's primary metric, 'completion')",
+    )
+    parser.add_argument(
+        "--per-case", action="store_true",
+        help="take --confidence per case (default: family-wise over all cases, Bonferroni)",
+    )
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
+
+
+def decision(args: argparse.Namespace) -> Decision:
+    return Decision(args.threshold, args.confidence, args.metric, not args.per_case, args.markdown)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("base", help="results JSON of the base (ipcbench run --out DIR writes DIR/results.json)")
+    parser.add_argument("head", help="results JSON of the head")
+    add_decision_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    return compare_files(args.base, args.head, decision(args))
+
+
+def compare_files(base_path: str, head_path: str, how: Decision) -> int:
+    try:
+        base = load_results(base_path, "base")
+        head = load_results(head_path, "head")
+        comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise)
+    except (GateError, ValueError) as exc:
+        print(f"ipcbench compare: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(format_table(comparison))
+    if how.markdown:
+        Path(how.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(how.markdown).write_text(
+            format_markdown(comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"))
+    return comparison.exit_code

@@ -1,0 +1,51 @@
+"""``ipcbench gate --base REF``: install base and head, run them interleaved here, compare."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..history.compare import EXIT_ERROR, GateError
+from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
+from .compare import add_decision_options, decision, parse_rounds
+
+HELP = "install base and head, run them interleaved on this machine, compare; exit 1 on a regression"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base", required=True, help="git ref of the base (e.g. origin/main, HEAD~1)")
+    parser.add_argument(
+        "--head", default=".",
+        help="git ref of the head, or a folder holding a working tree (default: the current working tree)",
+    )
+    parser.add_argument("--rounds", type=parse_rounds, default=DEFAULT_ROUNDS,
+                        help=f"interleaved rounds per side (default {DEFAULT_ROUNDS})")
+    parser.add_argument("--confirm-rounds", type=int, default=DEFAULT_CONFIRM_ROUNDS,
+                        help="when a case looks slower, this many more rounds are run and the verdict is "
+                             f"taken again on every round (default {DEFAULT_CONFIRM_ROUNDS}; 0: no confirmation)")
+    parser.add_argument(
+        "--run-args", default="--quick",
+        help="arguments of each `ipcbench run` (default '--quick'); --out is added by the gate",
+    )
+    parser.add_argument("--out", default=None,
+                        help="report folder: base.json, head.json, compare.txt, compare.md, gate.log, rounds/ "
+                             "(default CACHE/report)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="where the gate keeps its environments (default .ipcbench-gate at the top of the repository)")
+    parser.add_argument("--isolated", action="store_true",
+                        help="bare environments (default: they share the gate's own packages, so both sides "
+                             "run on the same numpy, mpi4py and MPI)")
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds allowed to one install or one run of one side (default 1800)")
+    add_decision_options(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = GateOptions(base=args.base, head=args.head, rounds=args.rounds, confirm_rounds=args.confirm_rounds,
+                       run_args=args.run_args, out=args.out, cache_dir=args.cache_dir, isolated=args.isolated,
+                       timeout=args.timeout, decision=decision(args))
+    try:
+        return run_gate(opts)
+    except GateError as exc:
+        print(f"ipcbench gate: {exc}", file=sys.stderr)
+        return EXIT_ERROR

@@ -1,0 +1,30 @@
+"""``ipcbench report``: CSV, PNG plots and markdown tables from a results file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..history.results import ResultSet
+from ..report import headline, write_report
+
+HELP = "write CSV, PNG plots and markdown tables from a results JSON file"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", help="a results JSON file (ipcbench run, pytest --ipc-report)")
+    parser.add_argument("--out", help="folder for the report (default: beside the results file)")
+    parser.add_argument("--no-plots", action="store_true", help="tables and CSV only (no matplotlib)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return report(args.results, args.out, plots=not args.no_plots)
+
+
+def report(results: str, out: str | None = None, plots: bool = True) -> int:
+    rs = ResultSet.load(results)
+    folder = Path(out) if out else Path(results).resolve().parent
+    summary = write_report(rs, folder, plots=plots)
+    print(headline(rs.results) or "(no broadcast or ping-pong results)")
+    print(f"\nreport: {summary}")
+    return 0

@@ -1,0 +1,56 @@
+"""``ipcbench run``: the standard matrix into a folder of results, CSV, plots and tables."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+from ..backends.base import BACKEND_NAMES, MODES
+from ..core.units import parse_size
+from ..harness.measure import SCENARIOS
+from ..runner.job import RunOptions, Runner
+
+HELP = "run the standard matrix and write results, CSV, plots and tables into a folder"
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _sizes(value: str) -> list[int]:
+    return [parse_size(v) for v in _csv(value)]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    lv = parser.add_mutually_exclusive_group()
+    lv.add_argument("--quick", dest="level", action="store_const", const="quick",
+                    help="a small matrix (within 2 minutes on 2 cores)")
+    lv.add_argument("--full", dest="level", action="store_const", const="full",
+                    help="the seeds' sizes: 602 MB arrays, 100000-entry dicts, 440 MB seed-004 data")
+    parser.set_defaults(level="default")
+    parser.add_argument("--out", help="results folder (default ipcbench-results/<timestamp>/)")
+    parser.add_argument("--ranks", type=int, default=4, help="ranks of the broadcast and stream cases (default 4)")
+    parser.add_argument("--backends", type=_csv, default=list(BACKEND_NAMES), help="comma list (default: all)")
+    parser.add_argument("--modes", type=_csv, default=list(MODES), help="bytes,native (default both)")
+    parser.add_argument("--kinds", type=_csv, default=None,
+                        help="payload kinds: dict,ndarray,array1d,ragged2d,buffer (ping-pong, stream),tiny (granularity)")
+    parser.add_argument("--scenarios", type=_csv, default=list(SCENARIOS), help=f"comma list of {','.join(SCENARIOS)}")
+    parser.add_argument("--sizes", type=_sizes, default=None, help="override every size list, e.g. 1KB,1MB")
+    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                        help="run the cases whose label matches (glob or substring; repeatable); see --list")
+    parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    parser.add_argument("--time-budget", type=float, default=None, help="seconds of timed iterations per case")
+    parser.add_argument("--case-timeout", type=float, default=None, help="seconds without progress before a job is killed")
+    parser.add_argument("--no-mpi", action="store_true", help="do not launch mpiexec (local backends only)")
+    parser.add_argument("--no-extras", action="store_true", help="skip seed 004's MPI methods and seed 002")
+    parser.add_argument("--mpiexec", help="the mpiexec to launch (default: next to python, then PATH)")
+    parser.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto")
+
+
+def options(args: argparse.Namespace) -> RunOptions:
+    """The typed options of a parsed command line (raises ValueError on a bad value)."""
+    return RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)})
+
+
+def run(args: argparse.Namespace) -> int:
+    return Runner(options(args)).run()

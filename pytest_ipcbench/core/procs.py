@@ -1,0 +1,201 @@
+"""Processes on this machine, read from ``/proc``: the one place that scans it.
+
+Used to end a job we started (its whole process group), to find what an aborted job left, to
+know which ``/dev/shm`` files some live process maps, and to read the load average that every
+measurement records.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    comm: str
+
+
+def processes() -> Iterator[Proc]:
+    """Every process we may read, from ``/proc/<pid>/stat`` (vanished ones are skipped)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            # the command name is in parentheses and may itself hold spaces or ')'
+            comm = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            yield Proc(int(entry), int(fields[1]), int(fields[2]), comm)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def group_pids(pgid: int) -> set[int]:
+    """Pids of the live processes in process group ``pgid``."""
+    return {p.pid for p in processes() if p.pgid == pgid}
+
+
+def descendants(pid: int | None = None) -> set[int]:
+    """Pids of the live processes below ``pid`` (default: this process)."""
+    parent_of = {p.pid: p.ppid for p in processes()}
+    found: set[int] = set()
+    frontier = {os.getpid() if pid is None else pid}
+    while frontier:
+        frontier = {c for c, parent in parent_of.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (of every thread), from ``/proc/<pid>/task/*/children``."""
+    kids: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return kids
+
+
+def children_tree(pid: int) -> list[int]:
+    """Live processes below ``pid``, reading only their own entries (cheap enough to poll);
+    :func:`descendants` when the kernel lacks ``task/*/children``."""
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        return sorted(descendants(pid))
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        frontier = [k for p in frontier for k in children(p) if k not in found]
+        found.extend(frontier)
+    return found
+
+
+def comm(pid: int) -> str:
+    """The command name of ``pid`` ("" when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a dead child its parent has not reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+def mapped_files(pid: int, prefix: str) -> list[Path]:
+    """Files whose path starts with ``prefix`` that ``pid`` maps."""
+    found: list[Path] = []
+    key = prefix.encode()
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            for line in f:
+                i = line.find(key)
+                if i >= 0:
+                    found.append(Path(line[i:].split(b" ")[0].strip().decode(errors="replace")))
+    except OSError:
+        pass
+    return found
+
+
+def open_files(pid: int, name_prefix: str) -> list[Path]:
+    """Files named ``name_prefix*`` that ``pid`` holds open."""
+    found: list[Path] = []
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if os.path.basename(target).startswith(name_prefix):
+            found.append(Path(target))
+    return found
+
+
+def launcher_running() -> bool:
+    """Is an MPICH launcher (mpiexec / hydra proxy) running on this machine?"""
+    return any(p.comm.startswith(("mpiexec", "hydra_pmi_proxy", "mpirun")) for p in processes())
+
+
+def mapped_shm_names() -> set[str]:
+    """Names of the /dev/shm files that some live process has mapped (from /proc/*/maps)."""
+    mapped: set[str] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/maps", "rb") as f:
+                for line in f:
+                    i = line.find(b"/dev/shm/")
+                    if i >= 0:
+                        mapped.add(line[i + 9 :].split(b" ")[0].strip().decode(errors="replace"))
+        except OSError:
+            continue
+    return mapped
+
+
+def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> set[int]:
+    """End a job we started in a session of its own (mpiexec and its ranks): TERM, then KILL
+    after ``grace`` seconds. Returns the pids the group had, so what they left can be removed."""
+    pids = group_pids(proc.pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return pids
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, or None where the OS does not tell."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def has_module(name: str) -> bool:
+    """Can ``name`` be imported here (without importing it)?"""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def find_mpiexec() -> str | None:
+    """mpiexec next to this Python (the mpich wheel puts it there), else on PATH."""
+    here = Path(sys.executable).parent / "mpiexec"
+    if here.exists() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which("mpiexec")

@@ -1,0 +1,142 @@
+"""Units: the one place that parses sizes and formats times, sizes, rates, shares and ratios.
+
+MB = 10**6 bytes, KiB = 1024 bytes; times are seconds. Two size styles exist on purpose:
+:func:`size_label` is exact and compact, for ids and file names (``1MB``, ``64KiB``);
+:func:`format_bytes` is rounded, for people (``1.05 MB``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+UNITS = {
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+class SizeTooLarge(ValueError):
+    """A payload size beyond what this machine can hold."""
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process can have: physical memory, or a smaller cgroup limit."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(limit_file) as f:
+                limit = int(f.read().strip())
+        except (OSError, ValueError):  # absent, or "max"
+            continue
+        if 0 < limit < (total or limit + 1):
+            total = limit
+    return total
+
+
+def check_size(nbytes: int, text: Any = None) -> int:
+    """``nbytes`` if this machine can hold a payload that big, else :class:`SizeTooLarge` naming both.
+
+    A payload lives several times over during a transfer (the object, its serialized bytes, each
+    reader's copy), so one larger than the whole memory can only end in the OOM killer.
+    """
+    memory = machine_memory()
+    if memory and nbytes > memory:
+        shown = f"{text!r} ({Decimal(nbytes):.3g} bytes)" if text is not None and str(text) != str(nbytes) else f"{nbytes}"
+        raise SizeTooLarge(
+            f"size {shown} is more than this machine's memory ({memory / 1e9:.3g} GB): a payload must fit in it"
+        )
+    return nbytes
+
+
+def parse_size(text: str | int) -> int:
+    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes.
+
+    Raises ValueError on bad text, :class:`SizeTooLarge` for a size beyond this machine's memory.
+    """
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"size must not be negative: {text}")
+        return check_size(text)
+    m = _SIZE_RE.match(str(text))
+    unit = m.group(2).upper() if m else ""
+    if not m or unit not in {"", *UNITS}:
+        raise ValueError(
+            f"bad size {text!r}: expected a number with an optional unit "
+            f"(B, KB, MB, GB, KiB, MiB, GiB), e.g. 1MB"
+        )
+    # exact arithmetic: float() of a long digit string is inf (and int(inf) an OverflowError)
+    number = Fraction(m.group(1)) * UNITS[unit or "B"]
+    return check_size(int(number), text)
+
+
+def size_label(nbytes: int) -> str:
+    """Shortest exact label: 1000000 -> ``1MB``, 65536 -> ``64KiB``, 1500 -> ``1500B``."""
+    for unit in ("GB", "MB", "KB", "GiB", "MiB", "KiB"):
+        if nbytes and nbytes % UNITS[unit.upper()] == 0:
+            return f"{nbytes // UNITS[unit.upper()]}{unit}"
+    return f"{nbytes}B"
+
+
+def format_bytes(nbytes: float) -> str:
+    """Rounded decimal size for people: 1000 -> ``1 KB``, 1048576 -> ``1.05 MB``."""
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= div:
+            return f"{nbytes / div:.3g} {unit}"
+    return f"{nbytes:g} B"
+
+
+def format_time(seconds: float | None, digits: int = 3) -> str:
+    """``0.00123`` -> ``1.23 ms``; seconds, ms, µs or ns with ``digits`` significant digits."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.{digits}g} {unit}"
+    return f"{seconds / 1e-9:.{digits}g} ns"
+
+
+def duration_label(seconds: float) -> str:
+    """Compact exact label for ids: 0.001 -> ``1ms``, 1e-4 -> ``100us``, 0 -> ``0``."""
+    if seconds == 0:
+        return "0"
+    if seconds >= 1:
+        return f"{seconds:g}s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:g}ms"
+    return f"{seconds * 1e6:g}us"
+
+
+def format_rate(bytes_per_s: float | None) -> str:
+    """Bytes per second as MB/s (10**6 B/s)."""
+    if bytes_per_s is None or not math.isfinite(bytes_per_s):
+        return "-"
+    mbps = bytes_per_s / 1e6
+    return f"{mbps:,.0f} MB/s" if mbps >= 100 else f"{mbps:.3g} MB/s"
+
+
+def format_percent(fraction: float | None) -> str:
+    """0.42 -> ``42%``, 0.0123 -> ``1.2%``."""
+    if fraction is None or not math.isfinite(fraction):
+        return "-"
+    return f"{fraction:.0%}" if fraction >= 0.1 else f"{fraction * 100:.2g}%"
+
+
+def format_ratio(x: float | None) -> str:
+    """1.234 -> ``1.23x``, 12.3 -> ``12.3x``, 123 -> ``123x``."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:.0f}x"

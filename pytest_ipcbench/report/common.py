@@ -1,0 +1,75 @@
+"""What every part of a report shares: the order of backends and kinds, medians, bandwidth and
+efficiency of a result, a markdown table."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..backends.base import BACKEND_NAMES
+from ..core.units import size_label
+from ..history.results import Result
+
+
+KIND_ORDER = ("dict", "ndarray", "array1d", "ragged2d", "buffer", "tiny")
+STAT_FIELDS = ("n", "median", "mean", "stddev", "min", "max", "q1", "q3")
+
+
+def label(r: Result) -> str:
+    return f"{r.backend}/{r.mode}"
+
+
+def backend_order(name: str) -> tuple[int, str]:
+    return (BACKEND_NAMES.index(name) if name in BACKEND_NAMES else len(BACKEND_NAMES), name)
+
+
+def kind_order(kind: str) -> tuple[int, str]:
+    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), kind)
+
+
+def median_of(r: Result, metric: str) -> float | None:
+    s = r.samples.get(metric)
+    return float(np.median(s)) if s else None
+
+
+def size_of(r: Result) -> str:
+    if r.payload == "dict":
+        return f"{size_label(r.size)} ({r.nbytes // 100} entries)"
+    return size_label(r.size)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None) -> str:
+    rows = [[str(c) for c in row] for row in rows]
+    align = align or ("l" * 2 + "r" * (len(header) - 2))
+    marks = {"l": ":---", "r": "---:", "c": ":---:"}
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align[: len(header)]) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def by_scenario(results: Iterable[Result], scenario: str) -> list[Result]:
+    return [r for r in results if r.scenario == scenario]
+
+
+def copy_bandwidth_by_size(results: Iterable[Result]) -> dict[int, float]:
+    """Copy bandwidth (B/s) measured in the same run, by payload bytes."""
+    return {r.nbytes: r.throughput() for r in results if r.scenario == "copy" and r.samples.get("copy")}
+
+
+def nearest(table: dict[int, float], nbytes: int) -> float | None:
+    if not table:
+        return None
+    key = min(table, key=lambda k: abs(math.log(max(k, 1)) - math.log(max(nbytes, 1))))
+    return table[key]
+
+
+def efficiency(r: Result, copy_table: dict[int, float]) -> float | None:
+    """The result's own efficiency (:meth:`Result.efficiency`), or, for a result recorded
+    without a copy reference, against the run's copy measured nearest its size."""
+    own = r.efficiency()
+    if own is not None:
+        return own
+    bw, ref = r.bandwidth(), nearest(copy_table, r.nbytes)
+    return bw / ref if bw and ref else None

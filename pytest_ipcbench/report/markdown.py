@@ -1,0 +1,175 @@
+"""The markdown tables of ``summary.md`` and the headline printed after a run."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..core.envinfo import describe as describe_env
+from ..core.units import format_bytes, format_percent, format_rate, format_time
+from ..history.results import Result, ResultSet
+from .common import kind_order, backend_order, median_of, size_of, table, by_scenario, copy_bandwidth_by_size, efficiency
+
+
+def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | None = None) -> str:
+    """Seed 000's table for one payload kind and size: backends by completion, relative speed."""
+    copies = copies or {}
+    rows = [r for r in results if median_of(r, "completion")]
+    if not rows:
+        return ""
+    rows.sort(key=lambda r: median_of(r, "completion") or math.inf)
+    best = median_of(rows[0], "completion") or 1.0
+    lines = []
+    for i, r in enumerate(rows):
+        c = median_of(r, "completion") or math.inf
+        rel = "baseline (1.00x)" if i == 0 else f"{c / best:.2f}x slower"
+        eff = efficiency(r, copies)
+        ver = r.verified
+        lines.append([
+            r.backend, r.mode, r.kind, format_time(median_of(r, "write")),
+            format_time(median_of(r, "read_avg")), format_time(c), format_time(median_of(r, "completion_touched")), rel,
+            format_percent(eff),
+            f"{ver.checked - ver.failed}/{ver.checked}" if ver else "-",
+        ])
+    return table(
+        ["Backend", "Mode", "Kind", "Median write", "Median read", "Completion", "Completion, touched",
+         "Relative speed", "Copy eff.", "Verified"],
+        lines, "lll" + "r" * 7,
+    )
+
+
+def _by_size_table(results: Sequence[Result], value: Callable[[Result], str]) -> str:
+    sizes = sorted({r.size for r in results})
+    rows: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    for r in results:
+        rows[(r.backend, r.mode)][r.size] = value(r)
+    keys = sorted(rows, key=lambda k: (backend_order(k[0]), k[1]))
+    labels = {r.size: size_of(r) for r in results}
+    return table(["Backend", "Mode", *[labels[s] for s in sizes]],
+                  [[b, m, *[rows[(b, m)].get(s, "-") for s in sizes]] for b, m in keys])
+
+
+def headline(results: Sequence[Result]) -> str:
+    """The summary printed at the end of a run: per payload kind, the relative speed table at
+    the largest size."""
+    copies = copy_bandwidth_by_size(results)
+    bcast = by_scenario(results, "broadcast")
+    parts = []
+    for kind in sorted({r.payload for r in bcast}, key=kind_order):
+        of_kind = [r for r in bcast if r.payload == kind]
+        top = max(r.size for r in of_kind)
+        at = [r for r in of_kind if r.size == top]
+        ranks = sorted({r.ranks for r in at})
+        parts.append(f"### Broadcast, {kind} payload, {size_of(at[0])}, {'/'.join(map(str, ranks))} ranks\n\n"
+                     + relative_speed_table(at, copies))
+    pp = [r for r in by_scenario(results, "pingpong") if median_of(r, "latency")]
+    if pp:
+        small = min(r.nbytes for r in pp)
+        at = sorted((r for r in pp if r.nbytes == small), key=lambda r: median_of(r, "latency") or 0)
+        parts.append(f"### Ping-pong latency at {format_bytes(small)} (round trip / 2)\n\n" + table(
+            ["Backend", "Mode", "Median latency", "Mean latency"],
+            [[r.backend, r.mode, format_time(median_of(r, "latency")), format_time(float(np.mean(r.samples["latency"])))]
+             for r in at]))
+    return "\n\n".join(parts)
+
+
+def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
+    results = rs.results
+    copies = copy_bandwidth_by_size(results)
+    out = ["# pytest-ipcbench results", ""]
+    if rs.env:
+        out += [f"- {line}" for line in describe_env(rs.env)]
+        out.append("")
+    out.append(
+        "How to read: *write* is the writer's `write()` (send-only for a channel); *read* is one reader's "
+        "`read()` until it holds a usable object (for a store it starts after the write; for a channel it "
+        "includes waiting for delivery); *completion* is from the common barrier to the moment the last "
+        "reader holds a usable object (max over readers); *touched* adds reading every cache line of it, "
+        "so a zero-copy view does not win for free. Medians over the iterations; copy efficiency = "
+        "bandwidth to a fully read object / numpy copy bandwidth measured in the same run."
+    )
+    out.append("")
+    head = headline(results)
+    if head:
+        out += ["## Summary", "", head, ""]
+    bcast = by_scenario(results, "broadcast")
+    if bcast:
+        out += ["## Broadcast: completion time against size (max over readers)", ""]
+        for kind in sorted({r.payload for r in bcast}, key=kind_order):
+            of_kind = [r for r in bcast if r.payload == kind]
+            out += [f"### {kind}", "", _by_size_table(of_kind, lambda r: format_time(median_of(r, "completion"))), ""]
+        out += ["## Write time against size (seed 001)", ""]
+        for kind in sorted({r.payload for r in bcast}, key=kind_order):
+            of_kind = [r for r in bcast if r.payload == kind]
+            out += [f"### {kind}", "", _by_size_table(of_kind, lambda r: format_time(median_of(r, "write"))), ""]
+        out += ["## Read time against size (average over readers; seed 001)", ""]
+        for kind in sorted({r.payload for r in bcast}, key=kind_order):
+            of_kind = [r for r in bcast if r.payload == kind]
+            out += [f"### {kind}", "", _by_size_table(of_kind, lambda r: format_time(median_of(r, "read_avg"))), ""]
+        out += ["## Throughput per reader to a fully read object (and fraction of copy bandwidth)", ""]
+        for kind in sorted({r.payload for r in bcast}, key=kind_order):
+            of_kind = [r for r in bcast if r.payload == kind]
+
+            def cell(r: Result) -> str:
+                eff = efficiency(r, copies)
+                return f"{format_rate(r.bandwidth())} ({format_percent(eff)})" if eff is not None else format_rate(r.bandwidth())
+
+            out += [f"### {kind}", "", _by_size_table(of_kind, cell), ""]
+    pp = by_scenario(results, "pingpong")
+    if pp:
+        out += ["## Ping-pong latency (round trip / 2) and bandwidth", ""]
+        for kind in sorted({r.payload for r in pp}, key=kind_order):
+            of_kind = [r for r in pp if r.payload == kind]
+            out += [f"### {kind}", "", _by_size_table(
+                of_kind, lambda r: f"{format_time(median_of(r, 'latency'))} / {format_rate(r.throughput('latency'))}"), ""]
+    st = by_scenario(results, "stream")
+    if st:
+        out += ["## Stream: messages per second, delivered (send-only)", ""]
+        for kind in sorted({r.payload for r in st}, key=kind_order):
+            of_kind = [r for r in st if r.payload == kind]
+
+            def scell(r: Result) -> str:
+                d, s = median_of(r, "delivered"), median_of(r, "send")
+                return f"{1 / d:,.0f} ({1 / s:,.0f}) msg/s" if d and s else "-"
+
+            out += [f"### {kind}", "", _by_size_table(of_kind, scell), ""]
+    gr = by_scenario(results, "granularity")
+    if gr:
+        works = sorted({r.extra.get("work_s", 0.0) for r in gr})
+        rows: dict[tuple[str, str], dict[float, str]] = defaultdict(dict)
+        for r in gr:
+            over, rt, work = median_of(r, "overhead"), median_of(r, "roundtrip"), median_of(r, "work") or 0.0
+            rows[(r.backend, r.mode)][r.extra.get("work_s", 0.0)] = (
+                f"{format_time(over)} ({work / rt:.0%})" if rt else "-")
+        out += ["## Granularity: overhead per round trip (efficiency = work / round trip; seed 003)", "",
+                table(["Backend", "Mode", *[f"work {format_time(w) if w else '0'}" for w in works]],
+                       [[b, m, *[rows[(b, m)].get(w, "-") for w in works]]
+                        for b, m in sorted(rows, key=lambda k: (backend_order(k[0]), k[1]))]), ""]
+    if copies:
+        out += ["## Copy bandwidth of this machine (numpy copy into a touched destination, same run)", "",
+                table(["Size", "Bandwidth"], [[format_bytes(n), format_rate(bw)] for n, bw in sorted(copies.items())], "lr"),
+                ""]
+    if any(r.scenario == "mpi-method" for r in results):
+        out += ["## MPI methods (seed 004)", "", "See [mpi-methods.md](mpi-methods.md).", ""]
+    s2 = sorted(by_scenario(results, "seed002"), key=lambda r: median_of(r, r.primary) or 0)
+    if s2:
+        copy = next((median_of(r, r.primary) for r in s2 if r.backend == "copy"), None)
+        out += [f"## Seed 002: a {format_bytes(s2[0].nbytes)} array from one process to another", "",
+                "From the put until the consumer holds the array (see seed002.json).", "",
+                table(["Path", "Median", "Samples", "x one copy"],
+                       [[r.backend, format_time(median_of(r, r.primary)), len(r.samples[r.primary]),
+                         f"{(median_of(r, r.primary) or 0) / copy:.2f}x" if copy else "-"] for r in s2], "lrrr"), ""]
+    other = sorted({r.scenario for r in results}
+                   - {"broadcast", "pingpong", "stream", "granularity", "copy", "mpi-method", "seed002"})
+    if other:
+        out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]
+    failures = rs.env.get("failures") if rs.env else None
+    if failures:
+        out += ["## Cases that failed", ""] + [f"- {f}" for f in failures] + [""]
+    if files:
+        out += ["## Files", ""] + [f"- [{p.name}]({p.name})" for p in files] + [""]
+    return "\n".join(out)

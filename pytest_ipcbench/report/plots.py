@@ -1,0 +1,258 @@
+"""PNG plots (matplotlib, Agg: no display needed), log axes with units; one file per figure."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ..core.units import format_bytes, format_time
+from ..history.results import Result
+from .common import kind_order, backend_order, median_of, by_scenario, copy_bandwidth_by_size, efficiency
+
+
+def _mpl() -> tuple[Any, Any]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    return Figure, FigureCanvasAgg
+
+
+def _time_formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: format_time(v).replace(".0 ", " ") if v > 0 else "0")
+
+
+def _bytes_formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: format_bytes(int(round(v))) if v >= 1 else f"{v:g} B")
+
+
+def _style(backend: str, mode: str) -> dict[str, Any]:
+    import matplotlib
+
+    colors = matplotlib.colormaps["tab10"].colors
+    markers = "osD^vP*Xh"
+    i = backend_order(backend)[0]
+    return {
+        "color": colors[i % len(colors)],
+        "marker": markers[i % len(markers)],
+        "linestyle": "-" if mode == "native" else "--",
+        "markersize": 5,
+        "linewidth": 1.6,
+    }
+
+
+def _panels(kinds: Sequence[str]) -> tuple[int, int]:
+    n = len(kinds)
+    return (1, n) if n <= 2 else (2, (n + 1) // 2)
+
+
+def _series(results: Iterable[Result], value: Callable[[Result], float | None]) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    lines: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+    for r in results:
+        v = value(r)
+        if v is not None and math.isfinite(v) and v > 0:
+            lines[(r.backend, r.mode)].append((max(r.nbytes, 1), v))
+    return {k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1]))}
+
+
+def _save(fig: Any, canvas_cls: Any, path: Path) -> Path:
+    canvas_cls(fig)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def plot_by_kind(
+    results: Sequence[Result],
+    value: Callable[[Result], float | None],
+    path: Path,
+    title: str,
+    ylabel: str,
+    y: str = "time",
+    reference: dict[int, float] | None = None,
+    reference_label: str = "",
+    subtitle: str = "",
+) -> Path | None:
+    """One panel per payload kind: ``value`` against payload bytes, a line per backend/mode."""
+    kinds = sorted({r.payload for r in results}, key=kind_order)
+    if not kinds or not any(value(r) for r in results):
+        return None
+    Figure, Canvas = _mpl()
+    rows, cols = _panels(kinds)
+    fig = Figure(figsize=(5.2 * cols + 2.4, 4.0 * rows + 0.4), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    handles: dict[str, Any] = {}
+    for ax, kind in zip(axes.flat, kinds):
+        scale = 1e-6 if y == "rate" else 1.0  # rates are drawn in MB/s
+        for (backend, mode), pts in _series([r for r in results if r.payload == kind], value).items():
+            xs, ys = zip(*pts)
+            (h,) = ax.plot(xs, [v * scale for v in ys], label=f"{backend} ({mode})", **_style(backend, mode))
+            handles.setdefault(f"{backend} ({mode})", h)
+        if reference:
+            lo = min((r.nbytes for r in results if r.payload == kind), default=1)
+            hi = max((r.nbytes for r in results if r.payload == kind), default=1)
+            ref = sorted((k, v * scale) for k, v in reference.items() if lo / 2 <= k <= hi * 2)
+            if ref:
+                xs, ys = zip(*ref)
+                (h,) = ax.plot(xs, ys, color="black", linestyle=":", linewidth=1.4, label=reference_label)
+                handles.setdefault(reference_label, h)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"payload: {kind}")
+        ax.set_xlabel("payload size (MB = 10^6 B)")
+        ax.set_ylabel(ylabel)
+        ax.xaxis.set_major_formatter(_bytes_formatter())
+        fmt = {"time": _time_formatter, "rate": _number_formatter, "ratio": _percent_formatter}.get(y)
+        if fmt is not None:
+            _log_labels(ax.yaxis, fmt(), ax.get_ylim())
+        _log_labels(ax.xaxis, _bytes_formatter(), ax.get_xlim())
+        ax.grid(True, which="major", alpha=0.35)
+    for ax in list(axes.flat)[len(kinds):]:
+        ax.set_visible(False)
+    fig.suptitle(title + (f"\n{subtitle}" if subtitle else ""), fontsize=12)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="outside right center",
+               fontsize=9, title="backend (mode)\nsolid native, dashed bytes", title_fontsize=9, frameon=False)
+    return _save(fig, Canvas, path)
+
+
+def plot_granularity(results: Sequence[Result], path: Path) -> Path | None:
+    res = [r for r in results if r.samples.get("overhead")]
+    if not res:
+        return None
+    Figure, Canvas = _mpl()
+    fig = Figure(figsize=(13.5, 4.4), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    for r in res:
+        groups[(r.backend, r.mode)].append(r)
+    for (backend, mode), rs in sorted(groups.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1])):
+        rs.sort(key=lambda r: r.extra.get("work_s", 0))
+        work = [max(r.extra.get("work_s", 0), 1e-6) for r in rs]
+        over = [median_of(r, "overhead") for r in rs]
+        eff = [(median_of(r, "work") or 0) / (median_of(r, "roundtrip") or 1) for r in rs]
+        style = _style(backend, mode)
+        ax1.plot(work, [max(o or 1e-9, 1e-9) for o in over], label=f"{backend} ({mode})", **style)
+        ax2.plot(work, eff, label=f"{backend} ({mode})", **style)
+    for ax in (ax1, ax2):
+        ax.set_xscale("log")
+        ax.set_xlabel("work per task (sleep; 0 drawn at 1 µs)")
+        ax.xaxis.set_major_formatter(_time_formatter())
+        ax.grid(True, alpha=0.35)
+    ax1.set_yscale("log")
+    _log_labels(ax1.yaxis, _time_formatter(), ax1.get_ylim())
+    ax1.set_ylabel("overhead per round trip (round trip - work)")
+    ax1.set_title("overhead per task")
+    ax2.set_ylim(0, 1.05)
+    ax2.set_ylabel("efficiency = work / round trip")
+    ax2.set_title("how small can a task be (seed 003)")
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
+               title="backend (mode)", title_fontsize=9)
+    return _save(fig, Canvas, path)
+
+
+def plot_stream(results: Sequence[Result], path: Path) -> Path | None:
+    res = [r for r in results if r.samples.get("delivered")]
+    if not res:
+        return None
+    Figure, Canvas = _mpl()
+    fig = Figure(figsize=(13.5, 4.4), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    for metric, ax, what in (("delivered", ax1, "delivered (acknowledged)"), ("send", ax2, "send-only (write() returned)")):
+        for (backend, mode), pts in _series(res, lambda r, m=metric: (r.nbytes / median_of(r, m)) if median_of(r, m) else None).items():
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, label=f"{backend} ({mode})", **_style(backend, mode))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"stream to every reader: {what}")
+        ax.set_xlabel("message size (MB = 10^6 B)")
+        ax.set_ylabel("MB/s per reader (10^6 B/s)")
+        _log_labels(ax.xaxis, _bytes_formatter(), ax.get_xlim())
+        _log_labels(ax.yaxis, _rate_formatter(), ax.get_ylim())
+        ax.grid(True, alpha=0.35)
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
+               title="backend (mode)\nsolid native, dashed bytes", title_fontsize=9)
+    return _save(fig, Canvas, path)
+
+
+def _log_labels(axis: Any, formatter: Any, lim: tuple[float, float]) -> None:
+    """Our labels on a log axis: major ticks, and minor ones too when it spans under a decade."""
+    from matplotlib.ticker import NullFormatter
+
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(formatter)
+    lo, hi = sorted(lim)
+    if lo <= 0:
+        axis.set_minor_formatter(NullFormatter())
+        return
+    majors = sum(1 for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) if lo <= 10**k <= hi)
+    if majors >= 3:
+        axis.set_minor_formatter(NullFormatter())
+        return
+    keep = (2, 5) if hi / lo > 4 else (2, 3, 4, 5, 6, 8)
+
+    def minor(v: float, pos: Any) -> str:
+        lead = round(v / 10 ** math.floor(math.log10(v) + 1e-9)) if v > 0 else 0
+        return formatter(v, pos) if lead in keep else ""
+
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def _rate_formatter() -> Any:
+    """Axis in B/s, labelled in MB/s."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: _plain_number(v / 1e6))
+
+
+def _number_formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: _plain_number(v))
+
+
+def _percent_formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: f"{v * 100:g}%")
+
+
+def _plain_number(v: float) -> str:
+    if v <= 0:
+        return "0"
+    return f"{v:,.0f}" if v >= 1 else f"{v:.2g}"
+
+
+def write_plots(results: Sequence[Result], out: Path) -> list[Path]:
+    bcast = by_scenario(results, "broadcast")
+    copies = copy_bandwidth_by_size(results)
+    readers = sorted({r.readers for r in bcast if r.readers})
+    who = f"1 writer, {'/'.join(map(str, readers))} readers" if readers else "1 writer, N readers"
+    made = [
+        plot_by_kind(bcast, lambda r: median_of(r, "write"), out / "write_performance.png",
+                     f"Broadcast write time ({who})", "median write time", subtitle="time of write() on the writer"),
+        plot_by_kind(bcast, lambda r: median_of(r, "read_avg"), out / "read_performance.png",
+                     f"Broadcast read time ({who})", "median read time (avg over readers)",
+                     subtitle="read() until a usable object; a store's read starts after the write"),
+        plot_by_kind(bcast, lambda r: median_of(r, "completion"), out / "completion.png",
+                     f"Broadcast completion ({who})", "median completion time",
+                     subtitle="barrier exit until the last reader has a usable object (max over readers)"),
+        plot_by_kind(bcast, Result.bandwidth, out / "throughput.png", f"Broadcast throughput per reader ({who})",
+                     "MB/s per reader (10^6 B/s)", y="rate", reference=copies,
+                     reference_label="numpy copy (same run)",
+                     subtitle="payload bytes / completion to a fully read object"),
+        plot_by_kind(bcast, lambda r: efficiency(r, copies), out / "efficiency.png",
+                     "Broadcast efficiency: fraction of this machine's copy bandwidth", "bandwidth / copy bandwidth",
+                     y="ratio", subtitle="100% = as fast as one numpy copy of the payload (to a fully read object)"),
+        plot_by_kind(by_scenario(results, "pingpong"), lambda r: median_of(r, "latency"), out / "latency.png",
+                     "Ping-pong latency (round trip / 2, 2 ranks)", "median latency"),
+        plot_stream(by_scenario(results, "stream"), out / "stream.png"),
+        plot_granularity(by_scenario(results, "granularity"), out / "granularity.png"),
+    ]
+    return [p for p in made if p is not None]

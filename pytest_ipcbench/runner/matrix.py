@@ -1,0 +1,155 @@
+"""The standard matrix of ``ipcbench run``: levels (quick, default, full) and their cases.
+
+A :class:`Case` is one backend x mode x payload x size x scenario at a rank count; a
+:class:`Level` says which sizes each scenario runs and with which settings.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..backends.base import BACKEND_NAMES, MODES
+from ..core.payloads import PayloadSpec
+from ..core.units import duration_label, size_label
+from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload
+from ..seed004.methods import CONFIG_NAMES, config_nbytes
+
+LEVELS = ("quick", "default", "full")
+LOCAL_ONLY = ("mp-queue",)
+CHANNEL_BACKENDS = ("zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
+MB = 10**6
+KB = 10**3
+MEMORY_COPY_BYTES = 64 * MB  # the copy bandwidth shown in the environment: twice the L3 of our machines
+
+
+@dataclass(frozen=True)
+class Case:
+    scenario: str
+    backend: str
+    mode: str
+    kind: str  # a payloads kind, or "buffer" (exactly ``size`` bytes)
+    size: int
+    ranks: int
+    work: float = 0.0
+
+    @property
+    def label(self) -> str:
+        size = size_label(self.size)
+        work = f" work={duration_label(self.work)}" if self.scenario == "granularity" else ""
+        ranks = 2 if self.scenario in PAIR_SCENARIOS else self.ranks
+        return f"{self.scenario} {self.backend}/{self.mode} {self.kind}-{size} r{ranks}{work}"
+
+    def payload(self) -> Any:
+        return BufferPayload(self.size) if self.kind == "buffer" else PayloadSpec(self.kind, self.size)
+
+    @property
+    def phase(self) -> str:
+        return "local" if self.backend in LOCAL_ONLY else "mpi"
+
+
+@dataclass(frozen=True)
+class Level:
+    """What one level runs: payload sizes by kind per scenario, settings, extras."""
+
+    broadcast: dict[str, tuple[int, ...]]
+    pingpong: tuple[int, ...]
+    stream: tuple[int, ...]
+    granularity: tuple[float, ...]
+    granularity_modes: tuple[str, ...]
+    stream_modes: tuple[str, ...]
+    settings: BenchSettings
+    mpi_method_configs: tuple[str, ...]
+    mpi_method_case_time: float
+    case_timeout: float
+
+
+SEED004 = {name: config_nbytes(name) for name in CONFIG_NAMES}  # seed 004's sizes, 11 KB .. 440 MB
+
+LEVEL_SPECS: dict[str, Level] = {
+    "quick": Level(
+        broadcast={"dict": (10 * KB, 1 * MB), "ndarray": (10 * KB, 1 * MB)},
+        pingpong=(1, 1 * MB),
+        stream=(1 * KB,),
+        granularity=(0.0, 1e-3),
+        granularity_modes=("bytes",),
+        stream_modes=("native",),
+        settings=BenchSettings(time_budget=0.12, min_iterations=5, max_iterations=2000),
+        mpi_method_configs=("Small", "Medium"),
+        mpi_method_case_time=0.05,
+        case_timeout=90.0,
+    ),
+    "default": Level(
+        broadcast={
+            "dict": (1 * KB, 10 * KB, 100 * KB, 1 * MB),  # seed 001: 10 .. 10000 entries
+            "ndarray": (10 * KB, 1 * MB, 10 * MB, 100 * MB),
+            "array1d": (SEED004["Small"], SEED004["Large"], SEED004["XLarge"]),
+            "ragged2d": (SEED004["Small"], SEED004["Large"], SEED004["XLarge"]),
+        },
+        pingpong=(1, 1 * KB, 64 * 1024, 1 * MB, 16 * 1024 * 1024),
+        stream=(1 * KB, 64 * 1024, 1 * MB),
+        granularity=(0.0, 1e-4, 1e-3, 1e-2),
+        granularity_modes=("bytes",),
+        stream_modes=MODES,
+        settings=BenchSettings(time_budget=0.4, min_iterations=5),
+        mpi_method_configs=("Small", "Medium", "Large", "XLarge"),
+        mpi_method_case_time=0.6,
+        case_timeout=240.0,
+    ),
+    "full": Level(
+        broadcast={
+            "dict": (1 * KB, 10 * KB, 100 * KB, 1 * MB, 10 * MB),  # up to 100000 entries
+            "ndarray": (10 * KB, 1 * MB, 10 * MB, 100 * MB, 602 * MB),  # seed 002's 250000 x 602 float32
+            "array1d": tuple(SEED004.values()),  # 11 KB .. 440 MB (seed 004)
+            "ragged2d": tuple(SEED004.values()),
+        },
+        pingpong=(1, 64, 1 * KB, 16 * 1024, 64 * 1024, 1 * MB, 16 * 1024 * 1024, 256 * 1024 * 1024),
+        stream=(64, 1 * KB, 64 * 1024, 1 * MB, 16 * MB),
+        granularity=(0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1),
+        granularity_modes=MODES,
+        stream_modes=MODES,
+        settings=BenchSettings(time_budget=1.0, min_iterations=3),
+        mpi_method_configs=tuple(SEED004),
+        mpi_method_case_time=1.5,
+        case_timeout=1200.0,
+    ),
+}
+
+
+def build_matrix(
+    level: str = "default",
+    ranks: int = 4,
+    backends: Sequence[str] = BACKEND_NAMES,
+    modes: Sequence[str] = MODES,
+    kinds: Sequence[str] | None = None,
+    scenarios: Sequence[str] = SCENARIOS,
+    sizes: Sequence[int] | None = None,
+    only: Sequence[str] = (),
+) -> list[Case]:
+    """Every case of a level, filtered; MPI-phase cases first, in a stable order."""
+    spec = LEVEL_SPECS[level]
+    cases: list[Case] = []
+    for backend in backends:
+        for mode in modes:
+            if "broadcast" in scenarios:
+                for kind, kind_sizes in spec.broadcast.items():
+                    if kinds is not None and kind not in kinds:
+                        continue
+                    for size in sizes or kind_sizes:
+                        cases.append(Case("broadcast", backend, mode, kind, size, ranks))
+            if "pingpong" in scenarios and (kinds is None or "buffer" in kinds):
+                for size in sizes or spec.pingpong:
+                    cases.append(Case("pingpong", backend, mode, "buffer", size, ranks))
+            if "stream" in scenarios and backend in CHANNEL_BACKENDS and mode in spec.stream_modes \
+                    and (kinds is None or "buffer" in kinds):
+                for size in sizes or spec.stream:
+                    cases.append(Case("stream", backend, mode, "buffer", size, ranks))
+            if "granularity" in scenarios and mode in spec.granularity_modes and (kinds is None or "tiny" in kinds):
+                for work in spec.granularity:
+                    cases.append(Case("granularity", backend, mode, "tiny", 64, ranks, work))
+    if only:
+        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.label, pat) or pat in c.label for pat in only)]
+    order = {s: i for i, s in enumerate(SCENARIOS)}
+    return sorted(cases, key=lambda c: (c.phase != "mpi", order[c.scenario], c.kind, c.size, c.work,
+                                        BACKEND_NAMES.index(c.backend) if c.backend in BACKEND_NAMES else 99, c.mode))

@@ -1,0 +1,77 @@
+"""Progress of ``ipcbench run`` on the terminal: rich when it is one, plain lines otherwise."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..core.units import format_time
+from ..history.results import Result
+
+
+class Progress:
+    """Progress on the terminal: rich when it is one, plain lines otherwise, or nothing."""
+
+    def __init__(self, total: int, mode: str = "auto") -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.mode = mode
+        self._rich: Any = None
+        if mode in ("auto", "rich"):
+            try:
+                from rich.console import Console
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, \
+                    TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+                console = Console(stderr=False)
+                if mode == "rich" or console.is_terminal:
+                    self._rich = RichProgress(
+                        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("left ~"), TimeRemainingColumn(),
+                        console=console, transient=False,
+                    )
+                    self._task = self._rich.add_task("starting", total=self.total)
+                    self._rich.start()
+            except ImportError:
+                self._rich = None
+        if self._rich is None and mode == "auto":
+            self.mode = "plain"
+
+    def _elapsed(self) -> str:
+        s = int(time.monotonic() - self.t0)
+        return f"{s // 60:02d}:{s % 60:02d}"
+
+    def start(self, label: str) -> None:
+        if self._rich is not None:
+            self._rich.update(self._task, description=label[:70])
+
+    def finish(self, label: str, note: str = "", ok: bool = True) -> None:
+        self.done += 1
+        mark = "ok  " if ok else "FAIL"
+        line = f"[{self.done}/{self.total} {self._elapsed()}] {mark} {label}" + (f"  {note}" if note else "")
+        if self._rich is not None:
+            self._rich.update(self._task, completed=self.done)
+            self._rich.console.print(line, markup=False, highlight=False)
+        elif self.mode != "none":
+            print(line, flush=True)
+
+    def note(self, text: str) -> None:
+        if self._rich is not None:
+            self._rich.console.print(text, markup=False, highlight=False)
+        elif self.mode != "none":
+            print(text, flush=True)
+
+    def close(self) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+
+def summary_note(r: Result) -> str:
+    med = r.summary().median
+    n = r.summary().n
+    extra = ""
+    eff = r.efficiency()
+    if eff is not None and r.scenario == "broadcast":
+        extra = f", {eff:.0%} of copy bw"
+    return f"{r.primary} {format_time(med)} (n={n}{extra})"

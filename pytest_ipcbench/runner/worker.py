@@ -1,0 +1,150 @@
+"""Running cases: in a local world, or on every rank of the MPI job that ``ipcbench run`` launches.
+
+The MPI job is ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker CASES.json``: rank 0
+reports each event (env, start, result, skip, error, note, end, done) as one line on stdout,
+prefixed with :data:`MARK`, which :class:`~.job.Runner` reads as it comes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..backends.base import BackendSpec, get_backend, unavailable_reason
+from ..core.envinfo import mpi_info
+from ..core.group import Group, LocalWorld, MPIGroup
+from ..harness.measure import PAIR_SCENARIOS, BenchSettings, bench, quiet_barrier
+from ..history.results import Result
+from .matrix import Case
+
+MARK = "@@ipcbench "
+
+
+def _bench_case(group: Group, case: Case, settings: BenchSettings) -> Result | None:
+    s = replace(settings, work=case.work) if case.scenario == "granularity" else settings
+    return bench(group, BackendSpec(case.backend, case.mode), case.payload(), case.scenario, s)
+
+
+def noop(group: Group) -> None:
+    """Nothing: run once to start a local world's workers."""
+    return None
+
+
+def run_case_local(world: LocalWorld, case: Case, settings: BenchSettings) -> Result:
+    ranks = 2 if case.scenario in PAIR_SCENARIOS else case.ranks
+    return world.run(_bench_case, case, settings, ranks=ranks)[0]
+
+
+def case_unavailable(case: Case, group: Any) -> str | None:
+    try:
+        get_backend(case.backend)
+    except Exception as exc:  # BackendUnavailable or unknown
+        return str(exc)
+    return unavailable_reason(case.backend, group)
+
+
+def _emit(event: str, **fields: Any) -> None:
+    sys.stdout.write(MARK + json.dumps({"event": event, **fields}, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def worker_main(cases_file: str) -> int:
+    """Under mpiexec (launched by ``ipcbench run``): run the cases of a file on every rank; rank 0
+    reports each event as a line on stdout."""
+    world = MPIGroup.world()
+    spec = json.loads(Path(cases_file).read_text()) if world.rank == 0 else None
+    spec = world.bcast(spec)
+    run_mpi_cases(world, spec, _emit if world.rank == 0 else None)
+    return 0
+
+
+def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | None,
+                  watchdog: Any = None, case_timeout: float = 0.0) -> None:
+    """Collective over ``world``: the cases of ``spec`` from ``spec["start"]``, then seed 004's
+    methods if asked; ``emit(event, **fields)`` on rank 0 reports (None elsewhere)."""
+    settings = BenchSettings(**spec["settings"])
+    cases = [Case(**c) for c in spec["cases"]]
+    say = emit or (lambda *a, **k: None)
+    say("env", mpi=mpi_info(), ranks=world.size)
+    for index, case in enumerate(cases):
+        if index < spec.get("start", 0):
+            continue
+        reason = case_unavailable(case, world)
+        if reason:
+            say("skip", index=index, label=case.label, reason=reason)
+            continue
+        say("start", index=index, label=case.label)
+        if watchdog is not None:
+            watchdog.arm(case.label, case_timeout, "case")
+        t0 = time.perf_counter()
+        try:
+            group = world if case.ranks >= world.size else world.split(case.ranks)
+            result = None
+            if group is not None:
+                result = group.run(_bench_case, case, settings)[0]
+            quiet_barrier(world)
+        except Exception as exc:
+            quiet_barrier(world)
+            say("error", index=index, label=case.label, message=error_text(exc))
+            continue
+        finally:
+            if watchdog is not None:
+                watchdog.disarm()
+        if result is not None:
+            result.extra["wall_s"] = round(time.perf_counter() - t0, 3)
+            say("result", index=index, label=case.label, result=result.to_dict())
+    if spec.get("mpi_methods"):
+        if watchdog is not None:
+            watchdog.arm("seed 004: MPI methods", case_timeout * 10, "case")
+        _run_mpi_methods(world, spec["mpi_methods"], say)
+        if watchdog is not None:
+            watchdog.disarm()
+    say("done")
+
+
+def _run_mpi_methods(world: Any, opts: dict[str, Any], say: Callable[..., None]) -> None:
+    """The hook for seed 004's MPI method matrix: ``pytest_ipcbench.seed004.methods.run_matrix``
+    (collective; Result records on rank 0), if that module is there."""
+    try:
+        from ..seed004 import methods as mpi_methods
+    except ImportError:
+        return
+    say("start", index=-1, label="seed 004: MPI methods")
+    try:
+        plan = mpi_methods.Plan(case_time=float(opts.get("case_time", 1.5)))
+        configs = [c for c in opts.get("configs", ()) if c in mpi_methods.CONFIGS]
+
+        def progress(line: str) -> None:
+            say("note", label="seed 004", message=line.strip())
+
+        results = mpi_methods.run_matrix(world, configs=configs, plan=plan,
+                                         progress=progress if world.rank == 0 else None)
+        quiet_barrier(world)
+    except Exception as exc:
+        say("error", index=-1, label="seed 004: MPI methods", message=error_text(exc))
+        return
+    for r in results:
+        say("extra", label="seed 004", result=r.to_dict())
+    say("end", index=-1, label="seed 004: MPI methods")
+
+
+def error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) != 1:
+        print("usage: python -m pytest_ipcbench.runner.worker CASES.json (launched by ipcbench run)", file=sys.stderr)
+        return 2
+    return worker_main(args[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

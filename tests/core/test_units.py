@@ -1,0 +1,30 @@
+"""core/units.py: the one place that formats times, sizes, rates, shares and ratios."""
+
+from __future__ import annotations
+
+import math
+
+from pytest_ipcbench.core.units import (duration_label, format_bytes, format_percent, format_rate, format_ratio,
+                                        format_time)
+
+
+def test_format_time_picks_the_unit() -> None:
+    assert format_time(2.5e-6) == "2.5 µs"
+    assert format_time(510e-6) == "510 µs"
+    assert format_time(0.0123) == "12.3 ms"
+    assert format_time(2) == "2 s"
+    assert format_time(3.268, digits=4) == "3.268 s"
+    assert format_time(4e-10) == "0.4 ns"
+    assert format_time(None) == format_time(math.nan) == "-"
+
+
+def test_sizes_rates_shares_ratios() -> None:
+    assert format_bytes(11_000) == "11 KB" and format_bytes(1_100_000) == "1.1 MB"
+    assert format_bytes(602_000_000) == "602 MB" and format_bytes(12) == "12 B"
+    assert format_rate(1.5e9) == "1,500 MB/s" and format_rate(2.5e7) == "25 MB/s"
+    assert format_percent(0.004) == "0.4%" and format_percent(0.42) == "42%" and format_percent(None) == "-"
+    assert format_ratio(1.234) == "1.23x" and format_ratio(12.34) == "12.3x" and format_ratio(123.4) == "123x"
+
+
+def test_duration_labels_are_exact_and_compact() -> None:
+    assert [duration_label(s) for s in (0, 1e-5, 1e-4, 1e-3, 1e-2, 1.5)] == ["0", "10us", "100us", "1ms", "10ms", "1.5s"]
