@@ -107,6 +107,7 @@ class LMDBBackend(Backend):
             readahead=False,
             meminit=False,
             max_dbs=0,
+            mode=0o600,  # data and lock file: readable by their owner only, like the folder
         )
         self._reserved_to = self._used_bound = 0
         self._reserve(_SMALL_TXN)

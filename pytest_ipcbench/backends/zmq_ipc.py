@@ -28,6 +28,7 @@ Modes:
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 from pathlib import Path
@@ -79,6 +80,9 @@ class ZMQBackend(Backend):
         self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.endpoint = f"ipc://{sock_path}"
         self._sock.bind(self.endpoint)
+        # the socket file gets the umask's mode (0755): its owner only, like the folder (which
+        # already kept others out until now)
+        os.chmod(sock_path, 0o700)
         return self.endpoint, secrets.token_hex(8)
 
     def _connect(self, info: tuple[str, str]) -> None:

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_ipcbench.backends.base import BackendSpec
+from pytest_ipcbench.core.group import LocalWorld
+
 SMALL_FS = textwrap.dedent("""
     import os, sys
     import numpy as np
@@ -68,3 +71,17 @@ def test_lmdb_on_a_small_filesystem_still_writes_what_fits(tmp_path: Path) -> No
     proc = small_filesystem(tmp_path, "64m", sys.executable, "-c", SMALL_FS, "native", str(10 * 10**6))
     assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert "RESULT written" in proc.stdout and "LEFT []" in proc.stdout, proc.stdout
+
+
+def _modes(group, name: str) -> dict[str, str]:
+    """The modes of everything the backend made, seen by its writer while it is open."""
+    with BackendSpec(name, "bytes").open(group) as live:
+        folder = Path(live.path)
+        return {p.name: oct(p.stat().st_mode & 0o777) for p in [folder, *folder.iterdir()]}
+
+
+@pytest.mark.parametrize("name", ["lmdb", "zmq"])
+def test_backend_files_are_readable_by_their_owner_only(name: str) -> None:
+    with LocalWorld(1) as world:
+        modes = world.run(_modes, name)[0]
+    assert modes and all(mode in ("0o700", "0o600") for mode in modes.values()), modes
