@@ -57,7 +57,7 @@ def clean_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str
 def test_clean_dry_run_lists_and_removes_nothing() -> None:
     dead = names.private_dir("lmdb", pid=_dead_pid())
     try:
-        listed = _clean("--dry-run")
+        listed = _clean("--dry-run", "--min-age", "0")
         assert f"would remove {dead}" in listed and dead.exists()
     finally:
         names.remove(dead)
@@ -67,12 +67,85 @@ def test_clean_removes_what_a_dead_owner_left_and_keeps_a_live_one(sandbox: Path
     dead = names.private_dir("lmdb", pid=_dead_pid())
     (dead / "data.mdb").write_bytes(b"x")
     live = names.private_dir("zmq")  # this process: alive
-    code, listed = clean_here(capsys, "--dry-run")
+    code, listed = clean_here(capsys, "--dry-run", "--min-age", "0")
     assert code == 0 and str(dead) in listed and dead.exists()  # a dry run removes nothing
-    code, out = clean_here(capsys)
+    code, out = clean_here(capsys, "--min-age", "0")
     assert code == 0 and f"removed {dead}" in out
     assert not dead.exists()
     assert live.exists() and str(live) not in out
+
+
+def _old(path: Path, seconds: float = 7200) -> Path:
+    then = time.time() - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+    return path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file owned by another user")
+def test_clean_takes_only_the_callers_files_unless_asked(sandbox: Path, capsys) -> None:
+    theirs = _old(names.private_dir("lmdb", pid=_dead_pid()))
+    os.chown(theirs, 65534, 65534)  # nobody's, as planted by another user
+    code, out = clean_here(capsys)
+    assert code == 0 and theirs.exists()
+    assert f"skipped {theirs} (owned by uid 65534; --all-users to include it)" in out
+    code, out = clean_here(capsys, "--all-users")
+    assert f"removed {theirs}" in out and not theirs.exists()
+
+
+def test_an_unknown_pid_counts_as_alive_unless_the_file_is_old(sandbox: Path, capsys) -> None:
+    """A pid not running here may be a live process in another PID namespace."""
+    fresh = names.private_dir("lmdb", pid=_dead_pid())
+    old = _old(names.private_dir("lmdb", pid=_dead_pid()))
+    code, out = clean_here(capsys)
+    assert f"removed {old}" in out and not old.exists()
+    assert fresh.exists() and str(fresh) not in out
+
+
+def test_clean_skips_and_reports_odd_entries_and_cleans_the_rest(sandbox: Path, capsys, monkeypatch) -> None:
+    dead = _dead_pid()
+    fifo = names.SHM_DIR / f"{names.resource_name('nd', pid=dead)}"
+    os.mkfifo(fifo)
+    stuck = names.private_dir("zmq", pid=dead)
+    (stuck / "router").write_bytes(b"")
+    _old(stuck / "router")
+    _old(stuck)
+    leftover = _old(names.private_dir("lmdb", pid=dead))
+    _old(fifo)
+    real_unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):  # as a non-root user meets a file it may not remove
+        if os.path.basename(path) == "router":  # rmtree passes names relative to a dir_fd
+            raise PermissionError(13, "Permission denied")
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    code, out = clean_here(capsys)
+    assert code == 0
+    assert f"removed {leftover}" in out and not leftover.exists()
+    assert f"skipped {fifo} (not a regular file)" in out and fifo.exists()
+    assert f"skipped {stuck} (cannot remove it:" in out
+
+
+def test_dry_run_lists_the_orphaned_shared_array_segments_that_clean_reclaims(sandbox: Path, capsys) -> None:
+    import gc
+    import pickle
+
+    import numpy as np
+
+    from pytest_ipcbench.shared import SharedNDArray
+
+    arr = SharedNDArray.from_numpy_array(np.arange(1000.0), inline_below=0)
+    mine = arr.segment_name
+    pickle.dumps(arr)  # an in-transit reference that nobody will adopt
+    del arr
+    gc.collect()
+    orphan = mine.replace(f"-{os.getpid()}-", f"-{_dead_pid()}-", 1)  # as if its creator died
+    os.rename(names.SHM_DIR / mine, names.SHM_DIR / orphan)
+    _old(names.SHM_DIR / orphan)
+    code, out = clean_here(capsys, "--dry-run")
+    assert f"would reclaim shared array {orphan}" in out and (names.SHM_DIR / orphan).exists()
+    code, out = clean_here(capsys)
+    assert f"reclaimed shared array {orphan}" in out and not (names.SHM_DIR / orphan).exists()
 
 
 def test_an_old_unmapped_mpich_segment_is_stale_a_mapped_one_is_not() -> None:
