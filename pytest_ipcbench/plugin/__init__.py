@@ -21,7 +21,7 @@ from typing import Any, Generator
 import pytest
 
 from ..backends.base import BACKEND_NAMES, MODES, BackendSpec
-from ..core.group import Group
+from ..core.group import Group, observe, unobserve
 from ..core.payloads import KINDS, PayloadSpec
 from .session import (
     BACKEND_FIXTURES,
@@ -333,6 +333,7 @@ class MpiHygiene:
             # give it /dev/null; sys.stdout itself comes back at session start. stderr stays.
             sys.stdout = open(os.devnull, "w")
         self.watchdog = Watchdog(self.rank, comm.Abort)
+        observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
         self.watchdog.arm("pytest start-up", session.settings.timeout, "start-up")
         self.channel = WorldChannel.open(comm)
         self.watchdog.disarm()
@@ -433,6 +434,7 @@ class MpiHygiene:
             sys.stderr.flush()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        unobserve(self.watchdog)
         self.watchdog.close()
         self.channel.close()
 

@@ -101,7 +101,8 @@ def test_watchdog_fires_with_a_clear_message_and_aborts() -> None:
         os.close(read)
     assert aborted == [1] and exited == [70]
     assert text.startswith(
-        "ipcbench: t.py::test_hang did not finish within 0.2 s on rank 2 — a rank hung or died; aborting the MPI job"
+        "ipcbench: t.py::test_hang did not finish within 0.2 s on rank 2: rank 2 did not arrive (its traceback "
+        "follows) — a rank hung or died; aborting the MPI job"
     )
     assert "rank 2 was still in call" in text
     assert "test_watchdog_fires_with_a_clear_message_and_aborts" in text  # the tracebacks
