@@ -22,13 +22,13 @@ def _sizes(value: str) -> list[int]:
 
 
 def _seconds(value: str) -> float:
-    """Seconds, finite and at most a week (``inf`` would overflow every wait)."""
+    """Seconds, finite and at most a week (``inf`` would overflow every wait); 0: the default."""
     try:
         seconds = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad number of seconds {value!r} (e.g. 90)") from None
-    if not 0 < seconds <= 7 * 86400:
-        raise argparse.ArgumentTypeError(f"bad number of seconds {value!r} (more than 0, at most a week: 604800)")
+    if not 0 <= seconds <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"bad number of seconds {value!r} (0 for the default, at most a week: 604800)")
     return seconds
 
 

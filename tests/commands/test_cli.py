@@ -54,7 +54,7 @@ def test_run_refuses_an_infinite_case_timeout(capsys) -> None:
 
     from pytest_ipcbench.commands import main
 
-    for bad in ("inf", "1e12", "0"):
+    for bad in ("inf", "1e12", "-1"):
         with pytest.raises(SystemExit) as info:
             main(["run", "--case-timeout", bad, "--list"])
         assert info.value.code == 2
