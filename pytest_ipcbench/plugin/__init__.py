@@ -294,10 +294,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
         try:
+            from ..core.outdir import OutputFolderError, check_folder
             from ..report import write_report
 
+            check_folder(ipc.settings.report_dir)  # a folder, the caller's own, writable
             written = write_report(ipc.results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
+        except OutputFolderError as exc:
+            notes.append(("red", "ipcbench: could not write the report", [str(exc)]))
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         except Exception:
             notes.append(("red", "ipcbench: could not write the report", traceback.format_exc().splitlines()))
             if session.exitstatus == pytest.ExitCode.OK:

@@ -265,6 +265,25 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
     assert calls == []  # nothing recorded: no report
 
 
+def test_ipc_report_onto_a_file_is_a_clear_failure(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.plugin.session import get_session
+
+        def test_records(request):
+            get_session(request.config).record(
+                Result("bcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [0.1, 0.2]})
+            )
+        """
+    )
+    (pytester.path / "taken").write_text("a file")
+    result = pytester.runpytest("--ipc-report", "taken")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ipcbench: could not write the report*", "*taken is not a folder*"])
+    assert "Traceback" not in result.stdout.str()
+
+
 def test_get_session_without_the_plugin(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
