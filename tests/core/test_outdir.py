@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.commands import main as ipcbench
+from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.outdir import OutputFolderError, claim
 from pytest_ipcbench.history.results import Result, ResultSet
+
+# they start ipcbench or pytest processes of their own (an MPI job's environment would make
+# those MPI singletons): never nested inside an MPI job
+pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
 
 # the smallest real run: one local case, no MPI, no extras
 TINY_RUN = ["--quick", "--no-mpi", "--no-extras", "--scenarios", "broadcast", "--backends", "shm",

@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.core import names
+from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import descendants, running
+
+# they start ipcbench or pytest processes of their own (an MPI job's environment would make
+# those MPI singletons): never nested inside an MPI job
+pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
 
 LOOP = textwrap.dedent("""
     import multiprocessing, os, time
