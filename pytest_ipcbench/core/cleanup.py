@@ -1,5 +1,8 @@
 """What ``ipcbench clean`` removes: our OS resources left by dead processes.
 
+Ours: every ``ipcb-<pid>-*`` name (core/names.py) and whatever matches the ``resources`` patterns
+that installed backends declare (entry points; a conftest.py's registrations are not seen here).
+
 Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
 segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
 ``/tmp/hydra_hwloc_xmlfile_*``. One is stale when
@@ -194,8 +197,11 @@ def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = Fal
     (a FIFO named like ours), other users' leftovers and what cannot be removed are skipped and
     reported; the rest is cleaned.
     """
+    from ..backends.base import declared_resources
     from ..shared import reclaim_orphans
 
+    # plugin backends' own names (Backend.resources) are ours too: every backend is loaded to read them
+    patterns = declared_resources(load_all=True)
     uid = os.geteuid()
     removed: list[Removal] = []
     skipped: list[Removal] = []
@@ -214,7 +220,7 @@ def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = Fal
     # shared-array segments ("-nd") are counted by their holders: only reclaim_orphans() may
     # judge them (a dead creator does not mean nobody maps it any more)
     nd: list[str] = []
-    for item in names.find_ours():
+    for item in names.find_ours(patterns=patterns):
         path = item.path
         if path.name.endswith("-nd") and path.parent == names.SHM_DIR:
             other = foreign(path)
@@ -226,7 +232,7 @@ def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = Fal
             continue
         if not gone(path, item.pid):
             continue
-        why = f"owner {item.pid}, {'alive' if item.alive else 'gone'}"
+        why = f"owner {item.pid}, {'alive' if item.alive else 'dead'}"
         other = foreign(path)
         try:
             mode = path.lstat().st_mode
