@@ -1,3 +1,4 @@
+import os
 import time
 
 import pytest
@@ -9,6 +10,19 @@ from pytest_ipcbench.core.names import remove
 pytest_plugins = ["pytester"]
 
 _WATCH = pytest.StashKey[JobWatch]()
+# what an MPI launcher puts in its ranks' environment (Hydra's PMI, Open MPI's, PMIx)
+_LAUNCHER_ENV = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "OMPI_", "MPI_LOCALNRANKS", "MPI_LOCALRANKID")
+
+
+@pytest.fixture(autouse=True)
+def _plain_environment(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under MPI a test without the mpi marker runs on rank 0 alone (ipc_unmarked = rank0): the
+    processes it starts must not inherit the job's PMI connection (their MPI_Init would fail on
+    the rank's file descriptor), so they start as plain processes, as in a plain run."""
+    if in_mpi_job() and request.node.get_closest_marker("mpi") is None:
+        for key in list(os.environ):
+            if key.startswith(_LAUNCHER_ENV):
+                monkeypatch.delenv(key)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
