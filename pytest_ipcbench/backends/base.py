@@ -352,7 +352,11 @@ class Backend(ABC):
         )
 
     def __enter__(self) -> "Backend":
-        self.setup()
+        try:
+            self.setup()
+        except BaseException:  # Ctrl-C in the middle of a setup too: release what was made
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,6 +17,12 @@ again on ``MapFullError``. A reader whose map is then too small gets ``MapResize
 begins its next transaction; it adopts the new size with ``set_mapsize(0)`` (allowed because it
 holds no transaction then) and retries.
 
+Full filesystem: with ``writemap`` a write goes through a mapping of a sparse file, and a page
+the filesystem cannot hold is SIGBUS, which kills the process. So before each transaction the
+writer allocates (``posix_fallocate``) the file's pages it may write past the last used one, as
+the shm backend does: a filesystem too small for the value raises ``OSError`` (ENOSPC) naming the
+folder, the value's size and the free space, and the run goes on.
+
 Modes:
 
 * ``bytes``: pickle at write; a reader copies the bytes out (``buffers=False``), ends the
@@ -36,6 +42,8 @@ environments keep working on unlinked files.
 
 from __future__ import annotations
 
+import errno
+import os
 import pickle
 import shutil
 import struct
@@ -46,12 +54,16 @@ import lmdb
 import numpy as np
 
 from ..core import names
+from ..core.units import format_bytes
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 STATE_VALUE, STATE_ERROR, STATE_ARRAY = 0, 1, 2  # STATE_ARRAY: head is a plain array's (dtype, shape)
 _SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
 _KEY_SEQ, _KEY_DATA, _KEY_HEAD, _KEY_ERROR = b"seq", b"data", b"head", b"error"
 _MIB = 1 << 20
+_SMALL_TXN = 64 * 1024  # what a transaction of small keys may add: a few pages and the tree
+_RESERVE_AHEAD = 2 * _MIB  # the data file is allocated at least this far past its last used page
+_FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def _buf_key(i: int) -> bytes:
@@ -79,6 +91,9 @@ class LMDBBackend(Backend):
         self._map_known = 0  # writer: a map size known to be set (saves env.info() per write)
         self._meta: dict[Any, bytes] = {}  # writer: (dtype, shape) -> pickled description
         self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
+        self._reserved_to = 0  # the writer's data file is allocated up to here (bytes)
+        self._used_bound = 0  # and used at most up to here
+        self._psize = 0
 
     # ------------------------------------------------------------------ setup and close
 
@@ -98,7 +113,10 @@ class LMDBBackend(Backend):
             readahead=False,
             meminit=False,
             max_dbs=0,
+            mode=0o600,  # data and lock file: readable by their owner only, like the folder
         )
+        self._reserved_to = self._used_bound = 0
+        self._reserve(_SMALL_TXN)
         with self._env.begin(write=True) as txn:
             txn.put(_KEY_SEQ, _SEQ.pack(0, STATE_VALUE, 0))
         return str(self.path)
@@ -183,6 +201,7 @@ class LMDBBackend(Backend):
         self._map_known = max(self._map_known, want)
         seq = self._seq + 1
         for _attempt in range(8):
+            self._reserve(needed, nbytes)
             try:
                 with env.begin(write=True) as txn:
                     for key, value in items:
@@ -194,6 +213,64 @@ class LMDBBackend(Backend):
         else:
             raise PayloadError(f"lmdb: {nbytes} bytes do not fit in a map of {self.map_size} bytes")
         self._seq = seq
+
+    def _reserve(self, nbytes: int, value: int = 0) -> None:
+        """Allocate the file's pages that the next transaction (of a ``value`` of that many bytes)
+        may write: up to ``nbytes`` past the last used page.
+
+        With ``writemap`` LMDB writes through a mapping of a sparse file: on a full filesystem
+        that is SIGBUS, which kills the process. Pages past the last used one are allocated
+        first (``posix_fallocate``, as the shm backend does), so a full filesystem is an error.
+        """
+        env = self._env
+        assert env is not None and self.path is not None
+        # a transaction adds at most nbytes past the last used page: while that bound stays in
+        # what is reserved, no need to ask LMDB (most small writes skip every call below)
+        if self._used_bound + nbytes <= self._reserved_to:
+            self._used_bound += nbytes
+            return
+        info = env.info()
+        self._psize = self._psize or int(env.stat()["psize"])
+        start = (int(info["last_pgno"]) + 1) * self._psize
+        self._used_bound = start + nbytes
+        map_end = int(info["map_size"])
+        need_end = min(start + nbytes, map_end)  # a bigger one fails MapFullError first, then grows
+        ahead_end = min(start + max(nbytes, _RESERVE_AHEAD), map_end)
+        try:
+            self._fallocate(ahead_end)
+        except OSError as exc:
+            if ahead_end > need_end and exc.errno in _FULL_ERRNOS:
+                try:  # the filesystem may hold the transaction but not the slack ahead of it
+                    self._fallocate(need_end)
+                    return
+                except OSError as again:
+                    exc = again
+            if exc.errno not in _FULL_ERRNOS:
+                raise
+            st = os.statvfs(self.path)
+            raise OSError(
+                exc.errno,
+                f"lmdb: cannot reserve {format_bytes(need_end - start)} in {self.path} for a value of {format_bytes(value)}: "
+                f"{format_bytes(st.f_bavail * st.f_frsize)} free of {format_bytes(st.f_blocks * st.f_frsize)} on its "
+                f"filesystem ({exc.strerror}); set TMPDIR to a folder with more space or use a smaller payload",
+            ) from None
+
+    def _fallocate(self, end: int) -> None:
+        """Allocate the data file up to ``end`` bytes (from where it is reserved already)."""
+        assert self.path is not None
+        if end <= self._reserved_to:
+            return
+        fd = os.open(self.path / "data.mdb", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.posix_fallocate(fd, self._reserved_to, end - self._reserved_to)
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # cannot reserve here: LMDB as it is
+                self._reserved_to = end
+                return
+            raise
+        finally:
+            os.close(fd)
+        self._reserved_to = end
 
     # ------------------------------------------------------------------ reader
 

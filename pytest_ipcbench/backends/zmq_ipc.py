@@ -37,6 +37,7 @@ Modes:
 from __future__ import annotations
 
 import pickle
+import os
 import secrets
 import shutil
 import struct
@@ -95,6 +96,9 @@ class ZMQBackend(Backend):
         self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.endpoint = f"ipc://{sock_path}"
         self._sock.bind(self.endpoint)
+        # the socket file gets the umask's mode (0755): its owner only, like the folder (which
+        # already kept others out until now)
+        os.chmod(sock_path, 0o700)
         return self.endpoint, secrets.token_hex(8)
 
     def _connect(self, info: tuple[str, str]) -> None:
@@ -130,7 +134,9 @@ class ZMQBackend(Backend):
             self._sock.close(linger=0)
             self._sock = None
         if self._ctx is not None:
-            self._ctx.term()
+            # destroy, not term: it also closes a socket made but never assigned (Ctrl-C during
+            # setup), on which term() would wait forever
+            self._ctx.destroy(linger=0)
             self._ctx = None
         if self._owner and self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)

@@ -26,6 +26,17 @@ def _sizes(value: str) -> list[int]:
     return [parse_size(v) for v in _csv(value)]
 
 
+def _seconds(value: str) -> float:
+    """Seconds, finite and at most a week (``inf`` would overflow every wait); 0: the default."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad number of seconds {value!r} (e.g. 90)") from None
+    if not 0 <= seconds <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"bad number of seconds {value!r} (0 for the default, at most a week: 604800)")
+    return seconds
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     lv = parser.add_mutually_exclusive_group()
     lv.add_argument("--quick", dest="level", action="store_const", const="quick",
@@ -46,8 +57,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", default=None, metavar="PATTERN",
                         help="run the cases whose label matches (glob or substring; repeatable); see --list")
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
-    parser.add_argument("--time-budget", type=float, default=None, help="seconds of timed iterations per case")
-    parser.add_argument("--case-timeout", type=float, default=None, help="seconds without progress before a job is killed")
+    parser.add_argument("--time-budget", type=_seconds, default=None, help="seconds of timed iterations per case")
+    parser.add_argument("--case-timeout", type=_seconds, default=None, help="seconds without progress before a job is killed")
     parser.add_argument("--no-mpi", action="store_true", help="do not launch mpiexec (local backends only)")
     parser.add_argument("--no-extras", action="store_const", const=True, default=None,
                         help="skip seed 004's MPI methods and seed 002 (the default under [tool.ipcbench])")

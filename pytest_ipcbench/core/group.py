@@ -19,11 +19,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from . import registry
 
@@ -92,6 +93,48 @@ class Group(ABC):
         """
 
 
+# ------------------------------------------------------------------------------- observers
+
+
+class GroupObserver(Protocol):
+    """Told where an MPI rank waits, so a watchdog can name the rank that did not arrive."""
+
+    def collective(self, what: str | None) -> None:
+        """Entering collective ``what`` (``None``: it returned)."""
+
+    def raised(self, text: str) -> None:
+        """This rank's own error, caught by :meth:`Group.run` to be reported to every rank."""
+
+
+_observers: list[GroupObserver] = []
+
+
+def observe(observer: GroupObserver) -> None:
+    _observers.append(observer)
+
+
+def unobserve(observer: GroupObserver) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+class _InCollective:
+    """``with _InCollective("barrier"):`` tells the observers (no cost without any)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        for o in _observers:
+            o.collective(self.what)
+
+    def __exit__(self, *exc: object) -> None:
+        for o in _observers:
+            o.collective(None)
+
+
 # --------------------------------------------------------------------------------------- MPI
 
 
@@ -115,16 +158,28 @@ class MPIGroup(Group):
         return True
 
     def barrier(self) -> None:
-        self.comm.Barrier()
+        if not _observers:
+            return self.comm.Barrier()
+        with _InCollective("a barrier"):
+            self.comm.Barrier()
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
-        return self.comm.bcast(obj, root=root)
+        if not _observers:
+            return self.comm.bcast(obj, root=root)
+        with _InCollective(f"a bcast from rank {root}"):
+            return self.comm.bcast(obj, root=root)
 
     def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
-        return self.comm.gather(obj, root=root)
+        if not _observers:
+            return self.comm.gather(obj, root=root)
+        with _InCollective(f"a gather to rank {root}"):
+            return self.comm.gather(obj, root=root)
 
     def allgather(self, obj: Any) -> list[Any]:
-        return self.comm.allgather(obj)
+        if not _observers:
+            return self.comm.allgather(obj)
+        with _InCollective("an allgather"):
+            return self.comm.allgather(obj)
 
     def split(self, n: int) -> "MPIGroup | None":
         """Ranks ``< n`` form a new group (collective over them only); the others get None.
@@ -153,7 +208,11 @@ class MPIGroup(Group):
             outcome: Any = ("ok", fn(self, *args))
         except Exception as exc:  # reported to every rank below
             outcome = ("error", RankFailure(self.rank, _describe(exc)))
-        outcomes = self.comm.allgather(outcome)
+            for o in _observers:  # shown even if the exchange below never completes
+                o.raised(f"{''.join(traceback.format_exception_only(type(exc), exc)).strip()}"
+                         f" ({_where(exc)})")
+        with _InCollective("the exchange of Group.run's outcomes"):
+            outcomes = self.comm.allgather(outcome)
         _raise_failures(outcomes)
         return [value for _, value in outcomes]
 
@@ -276,6 +335,11 @@ class _PeerFailed(Exception):
         self.failure = failure
 
 
+def _where(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    return f"{os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else "?"
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, _PeerFailed):
         return f"(peer) {exc.failure.message}"
@@ -296,6 +360,10 @@ def _raise_failures(outcomes: Sequence[tuple[str, Any]]) -> None:
 
 def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float) -> None:
     """Loop of a local worker: run what rank 0 sends until told to stop."""
+    # Ctrl-C in a terminal reaches the whole process group: rank 0 alone handles it (it stops
+    # the run, then stops the workers); a worker dying of it mid-collective would turn rank 0's
+    # KeyboardInterrupt into "rank N died"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         conn.send((_READY, os.getpid()))  # started: the run timeout does not count start-up
     except OSError:
@@ -434,6 +502,9 @@ class LocalWorld:
                     continue
                 outcomes.append(self._collect(peer, group.timeout, after_failure=broken))
                 broken = broken or outcomes[-1][0] == "error"
+        except BaseException:  # Ctrl-C or exit half-way: the workers are somewhere in fn
+            broken = True
+            raise
         finally:
             group._active = False
             if broken:
@@ -488,6 +559,9 @@ class LocalWorld:
         for conn in self._links.values():
             conn.close()
         for box in self.mailboxes:
+            # what is still queued is for workers that are gone: do not wait to flush it (a
+            # reader stopped half-way, e.g. by Ctrl-C, leaves a full pipe and a blocked feeder)
+            box.cancel_join_thread()
             box.close()
             box.join_thread()
         self._procs, self._links, self.mailboxes = [], {}, []

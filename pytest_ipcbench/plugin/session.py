@@ -25,7 +25,7 @@ from ..core.envinfo import collect
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
 from ..core.procs import load_average
-from ..core.units import size_label
+from ..core.units import SizeTooLarge, size_label
 from ..core.payloads import PayloadSpec, get_kind, parse_size, payload_kinds
 from ..history.results import Result, ResultSet
 
@@ -110,6 +110,8 @@ def parse_sizes(value: Any, source: str) -> tuple[int, ...]:
     for item in items:
         try:
             size = parse_size(item)
+        except SizeTooLarge as exc:
+            raise pytest.UsageError(f"{source}: {exc}") from None
         except ValueError:
             raise pytest.UsageError(
                 f"{source}: bad size {item!r} (a number with an optional unit B, KB, MB, GB, KiB, MiB, GiB; "
@@ -140,6 +142,9 @@ def parse_ranks(value: Any, source: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+MAX_TIMEOUT_S = 7 * 86400.0  # a week: longer is a typo, and an infinite one overflows the OS waits
+
+
 def parse_timeout(value: Any, source: str) -> float:
     """Seconds per test before the watchdog ends the run; ``0`` turns the watchdog off."""
     try:
@@ -148,6 +153,10 @@ def parse_timeout(value: Any, source: str) -> float:
         raise pytest.UsageError(f"{source}: bad timeout {value!r} (seconds, e.g. 300)") from None
     if seconds < 0 or seconds != seconds:
         raise pytest.UsageError(f"{source}: bad timeout {value!r} (seconds >= 0; 0 turns the watchdog off)")
+    if seconds > MAX_TIMEOUT_S:
+        raise pytest.UsageError(
+            f"{source}: bad timeout {value!r} (at most {MAX_TIMEOUT_S:g} s, a week; 0 turns the watchdog off)"
+        )
     return seconds
 
 
@@ -157,6 +166,15 @@ def parse_wait_setting(value: Any, source: str) -> str:
         return parse_wait(str(value), source)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+UNMARKED_CHOICES = ("all", "rank0")
+
+
+def parse_unmarked(value: Any, source: str) -> str:
+    """Where a test without the ``mpi`` marker runs under MPI: ``all`` ranks or ``rank0`` only."""
+    text = str(value).strip().lower()
+    if text not in UNMARKED_CHOICES:
+        raise pytest.UsageError(f"{source}: bad value {value!r} (all or rank0)")
+    return text
 
 
 def parse_bool(value: Any, source: str) -> bool:
@@ -188,6 +206,7 @@ OPTIONS: dict[str, tuple[str, str, str, str]] = {
         "ipc_all_ranks_output",
         "IPCBENCH_ALL_RANKS_OUTPUT",
     ),
+    "unmarked": ("--ipc-unmarked", "ipc_unmarked", "ipc_unmarked", "IPCBENCH_UNMARKED"),
 }
 
 
@@ -204,6 +223,7 @@ class Settings:
     report_dir: Path | None = None
     all_ranks_output: bool = False
     wait: str = "auto"  # the readers' wait strategy (backends.base.WAITS)
+    unmarked: str = "all"  # under MPI, tests without the mpi marker run on "all" ranks or "rank0"
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
 
@@ -244,6 +264,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "timeout": parse_timeout,
         "all_ranks_output": parse_bool,
         "wait": parse_wait_setting,
+        "unmarked": parse_unmarked,
     }
     defaults: dict[str, Any] = {
         "backends": backend_names(),
@@ -253,6 +274,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "payloads": payload_kinds(),
         "timeout": DEFAULT_TIMEOUT_S,
         "all_ranks_output": False,
+        "unmarked": "all",
         "report": None,
         "wait": "auto",
     }
@@ -279,6 +301,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         report_dir=values["report"],
         all_ranks_output=values["all_ranks_output"],
         wait=values["wait"],
+        unmarked=values["unmarked"],
         sources=sources,
     )
 

@@ -80,12 +80,13 @@ import ctypes
 import errno
 import multiprocessing.util
 import os
+import stat as stat_mod
 import struct
 import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..core import names as _names
 from ..core.units import format_bytes
@@ -646,7 +647,9 @@ def _map_existing(name: str, generation: int | None = None) -> Segment:
     return Segment(_State(name, addr, size, capacity, mode, fd if keep else None, cacheable=True))
 
 
-def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | None = None) -> list[str]:
+def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | None = None,
+                    dry_run: bool = False, judge: "Callable[[str, int], bool] | None" = None,
+                    skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Unlink our segments that no live process holds; return their names.
 
     A holder is a process with the segment mapped (its OFD lock is alive), so segments of
@@ -658,6 +661,11 @@ def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | No
     ``names.clean``, but a segment some live process still maps is never touched.  Incomplete
     files (creator died before writing the header) go when their creator is dead.  Safe to run
     while other sessions work.  ``names`` restricts the scan.
+
+    ``dry_run`` only lists them.  ``judge(name, owner_pid)`` says whether the creator counts as
+    dead (default: its pid is not running here).  Entries that are not regular files (a FIFO
+    named like a segment) or that cannot be opened are left alone and, with ``skipped``, added
+    to it as ``(name, reason)``.
     """
     if names is None:
         try:
@@ -666,17 +674,29 @@ def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | No
             return []
     else:
         candidates = list(names)
+    dead = judge or (lambda _name, pid: not _names.pid_alive(pid))
     removed = []
     for name in candidates:
         owner = _names.owner_pid(name)
         if owner is None or not name.endswith(f"-{KIND}"):
             continue
-        transit_ok = in_transit if in_transit is not None else not _names.pid_alive(owner)
-        verdict = _orphaned(name, in_transit=transit_ok)
-        if verdict is None:
-            verdict = _incomplete_and_dead(name, owner)
+        try:
+            st = os.lstat(_path(name))
+            if not stat_mod.S_ISREG(st.st_mode):
+                raise _Odd("not a regular file")
+            transit_ok = in_transit if in_transit is not None else dead(name, owner)
+            verdict = _orphaned(name, in_transit=transit_ok)
+            if verdict is None:
+                verdict = dead(name, owner) and _incomplete_unheld(name)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, _Odd) as exc:
+            if skipped is not None:
+                skipped.append((name, getattr(exc, "strerror", None) or str(exc)))
+            continue
         if verdict:
-            _unlink(name)
+            if not dry_run:
+                _unlink(name)
             removed.append(name)
             idle = _map_cache.take(name)
             if idle is not None:  # our own idle mapping would keep its pages allocated
@@ -684,11 +704,13 @@ def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | No
     return removed
 
 
-def _incomplete_and_dead(name: str, owner: int) -> bool:
-    if _names.pid_alive(owner):
-        return False
+class _Odd(Exception):
+    pass
+
+
+def _incomplete_unheld(name: str) -> bool:
     try:
-        fd = os.open(_path(name), os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(_path(name), os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
     except FileNotFoundError:
         return False
     try:

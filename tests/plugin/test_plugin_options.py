@@ -52,6 +52,8 @@ def test_parse_lists_keep_order_and_drop_repeats() -> None:
         (parse_ranks, "0", "--opt: bad rank count '0' (at least 1)"),
         (parse_timeout, "soon", "--opt: bad timeout 'soon'"),
         (parse_timeout, "-1", "--opt: bad timeout '-1'"),
+        (parse_timeout, "inf", "--opt: bad timeout 'inf' (at most 604800 s, a week; 0 turns the watchdog off)"),
+        (parse_timeout, "1e12", "--opt: bad timeout '1e12' (at most 604800 s"),
         (parse_bool, "maybe", "--opt: bad boolean 'maybe'"),
     ],
 )
@@ -160,6 +162,17 @@ def test_bad_environment_value_names_the_variable(pytester: pytest.Pytester, mon
     result.stderr.fnmatch_lines(["*env IPCBENCH_RANKS: bad rank count 'x'*"])
 
 
+def test_a_size_beyond_the_machine_is_a_usage_error_naming_both(pytester: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.setenv("IPCBENCH_SIZES", "1KB,99999999999999999999GB")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*env IPCBENCH_SIZES: size '99999999999999999999GB' (1.00e+29 bytes) is more than this machine's "
+         "memory (* GB)*"]
+    )
+
+
 def test_layers_command_line_over_env_over_ini(pytester: pytest.Pytester, monkeypatch) -> None:
     pytester.makeini("[pytest]\nipc_sizes = 1KB\nipc_modes = native\nipc_ranks = 3\n")
     monkeypatch.setenv("IPCBENCH_MODES", "bytes")
@@ -254,6 +267,25 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
     pytester.makepyfile("def test_records():\n    pass\n")
     pytester.runpytest("--ipc-report", "out").assert_outcomes(passed=1)
     assert calls == []  # nothing recorded: no report
+
+
+def test_ipc_report_onto_a_file_is_a_clear_failure(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.plugin.session import get_session
+
+        def test_records(request):
+            get_session(request.config).record(
+                Result("bcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [0.1, 0.2]})
+            )
+        """
+    )
+    (pytester.path / "taken").write_text("a file")
+    result = pytester.runpytest("--ipc-report", "taken")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ipcbench: could not write the report*", "*taken is not a folder*"])
+    assert "Traceback" not in result.stdout.str()
 
 
 def test_get_session_without_the_plugin(pytester: pytest.Pytester) -> None:
