@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..core.group import Group
 
 MODES = ("bytes", "native")
-BACKEND_NAMES = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
+BACKEND_NAMES = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue", "mpi-shm-win")
 # backend name -> module that registers it (imported lazily, so an optional import is a skip)
 _MODULES = {
     "lmdb": "lmdb_store",
@@ -44,6 +44,7 @@ _MODULES = {
     "mpi-buffer": "mpi",
     "mpi-p2p": "mpi",
     "mp-queue": "mp_queue",
+    "mpi-shm-win": "mpi_shm_win",
 }
 _REGISTRY: dict[str, type["Backend"]] = {}
 _IMPORT_ERRORS: dict[str, str] = {}
@@ -130,6 +131,10 @@ class Backend(ABC):
     name: ClassVar[str]
     kind: ClassVar[str]  # "store" or "channel"
     needs_mpi: ClassVar[bool] = False
+    # its resources live on one host (files, shared memory, ipc sockets); None: unless it needs MPI.
+    # Across nodes a node-local store (or MPI channel) runs once per node, fed over MPI
+    # (backends/hierarchy.py); another node-local channel is skipped.
+    node_local: ClassVar[bool | None] = None
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
                  timeout: float = DEFAULT_READ_TIMEOUT) -> None:
@@ -147,7 +152,15 @@ class Backend(ABC):
         """Why this backend cannot run with ``group`` (None if it can)."""
         if cls.needs_mpi and group is not None and not group.is_mpi:
             return f"{cls.name} needs MPI: run under mpiexec with --with-mpi"
+        if cls.kind == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
+            from ..core.nodes import layout_of
+
+            return f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)}"
         return None
+
+    @classmethod
+    def is_node_local(cls) -> bool:
+        return (not cls.needs_mpi) if cls.node_local is None else cls.node_local
 
     @property
     def readers(self) -> list[int]:
@@ -282,4 +295,8 @@ class BackendSpec:
         reason = cls.unavailable(group)
         if reason:
             raise BackendUnavailable(reason)
+        from .hierarchy import HierarchicalStore, needs_hierarchy
+
+        if needs_hierarchy(cls, group):  # one store per node, fed over MPI
+            return HierarchicalStore(cls, group, self.mode, self.root, self.timeout)
         return cls(group, self.mode, self.root, self.timeout)

@@ -46,10 +46,32 @@ class RankFailure:
 
 
 class Group(ABC):
-    """A set of ranks that run the same function; collectives are called by every rank."""
+    """A set of ranks that run the same function; collectives are called by every rank.
+
+    Node layout: ``node`` (index of this rank's node), ``nodes`` (how many), ``node_rank`` and
+    ``node_size`` (this rank's place on its node). A local group is one node; an MPI group asks
+    MPI which ranks share memory (``COMM_TYPE_SHARED``).
+    """
 
     rank: int
     size: int
+    node: int = 0
+    nodes: int = 1
+    node_rank: int = 0
+    node_size: int = 1
+    node_of: tuple[int, ...] = (0,)  # the node of each rank, by rank
+
+    @property
+    def node_ranks(self) -> list[list[int]]:
+        """The ranks on each node, by node index (nodes numbered by their lowest rank)."""
+        out: list[list[int]] = [[] for _ in range(self.nodes)]
+        for rank, node in enumerate(self.node_of):
+            out[node].append(rank)
+        return out
+
+    @property
+    def node_sizes(self) -> list[int]:
+        return [len(r) for r in self.node_ranks]
 
     @property
     def is_mpi(self) -> bool:
@@ -98,6 +120,13 @@ class MPIGroup(Group):
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self._splits: dict[int, MPIGroup | None] = {}
+        self._node_group: MPIGroup | None = None
+        # the node layout, collective over comm (every member builds its MPIGroup together):
+        # see core/nodes.py
+        from .nodes import node_layout
+
+        self.node_comm, self.leaders_comm, layout = node_layout(comm)
+        self.node, self.nodes, self.node_rank, self.node_size, self.node_of = layout
 
     @classmethod
     def world(cls) -> "MPIGroup":
@@ -152,11 +181,24 @@ class MPIGroup(Group):
         _raise_failures(outcomes)
         return [value for _, value in outcomes]
 
+    def node_group(self) -> "MPIGroup":
+        """The ranks of this rank's node as a group (collective over the node; made once)."""
+        if self._node_group is None:
+            self._node_group = MPIGroup(self.node_comm)
+        return self._node_group
+
     def free(self) -> None:
         for sub in self._splits.values():
             if sub is not None:
                 sub.free()
         self._splits.clear()
+        if self._node_group is not None:
+            self._node_group.free()  # frees node_comm, which it wraps
+            self.node_comm = self._node_group = None
+        for c in (self.node_comm, self.leaders_comm):
+            if c is not None:
+                c.Free()
+        self.node_comm = self.leaders_comm = None
         if self.comm is not None and not self._is_world():
             self.comm.Free()
         self.comm = None
@@ -192,6 +234,7 @@ class LocalGroup(Group):
         self.timeout = timeout
         self._world = world
         self._active = rank != 0  # rank 0 is active only inside run()
+        self.node_size, self.node_of = size, (0,) * size  # local processes: one node
 
     # Messages are (tag, payload). Everything is in program order on each pipe, so a plain
     # send/recv pair per collective is enough; an _ERROR from a peer aborts the collective.
