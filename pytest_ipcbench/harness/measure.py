@@ -373,6 +373,7 @@ class _Case:
             readers=self.readers,
             group="mpi" if self.group.is_mpi else "local",
             oversubscribed=self.group.size > _CORES,
+            nodes=self.group.nodes,
             plan=asdict(plan),
         )
 

@@ -420,7 +420,9 @@ class IpcSession:
     def environment(self, group_kind: str = "") -> dict[str, Any]:
         """The environment record of this run: :func:`~..core.envinfo.collect`, then every
         ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
-        env = collect(self.world_size, group_kind=group_kind)
+        world = self._mpi_world
+        env = collect(self.world_size, group_kind=group_kind,
+                      node_sizes=world.node_sizes if world is not None else None)
         if self.config is not None:
             self.config.hook.pytest_ipcbench_update_environment(config=self.config, env=env)
         return env

@@ -369,7 +369,8 @@ class Runner:
         env: dict[str, Any] = {}
         if rank0:
             self.out.mkdir(parents=True, exist_ok=True)
-            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level})
+            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level},
+                              node_sizes=world.node_sizes if world is not None else [ranks])
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", seed 004's MPI methods" if methods else "")
                   + (", seed 002" if seed002 else "") + f" -> {self.out}")
