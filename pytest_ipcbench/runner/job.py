@@ -173,41 +173,54 @@ class Runner:
             pass
 
     def on_event(self, ev: dict[str, Any], progress: Progress) -> None:
-        """One event of the MPI phase (from the job's stdout, or in-process under MPI)."""
-        kind = ev["event"]
-        st = self._job
-        if kind == "env":
-            self.mpi_env = ev
-        elif kind == "start":
-            st["current"], st["label"] = ev["index"], ev["label"]
-            progress.start(ev["label"])
-        elif kind == "result":
-            r = Result.from_dict(ev["result"])
-            self.results.add(r)
-            progress.finish(ev["label"], summary_note(r))
-            st["resume"], st["current"], st["label"] = ev["index"] + 1, None, ""
-        elif kind == "skip":
-            self.log(f"skipped {ev['label']}: {ev['reason']}")
-            progress.finish(ev["label"], f"skipped: {ev['reason']}", ok=True)
-            st["resume"] = ev["index"] + 1
-        elif kind == "error":
-            self.fail(ev["label"], ev["message"])
-            progress.finish(ev["label"], ev["message"][:160], ok=False)
-            if ev["index"] >= 0:
-                st["resume"] = ev["index"] + 1
-            else:
-                st["methods_done"] = True
-            st["current"], st["label"] = None, ""
-        elif kind == "extra":
-            self.results.add(Result.from_dict(ev["result"]))
-        elif kind == "note":
-            self.log(f"[{ev['label']}] {ev['message']}")
-        elif kind == "end":
-            st["methods_done"] = True
-            progress.finish(ev["label"], "done")
-            st["current"], st["label"] = None, ""
-        elif kind == "done":
-            st["done"] = True
+        """One event of the MPI phase (from the job's stdout, or in-process under MPI): dispatched
+        to ``event_<kind>(progress, **fields)``, as pytest-xdist dispatches worker events."""
+        fields = dict(ev)
+        handler = getattr(self, f"event_{fields.pop('event')}", None)
+        if handler is None:
+            self.log(f"[mpi] unknown event {ev!r}")
+            return
+        handler(progress, **fields)
+
+    def event_env(self, progress: Progress, **env: Any) -> None:
+        self.mpi_env = env
+
+    def event_start(self, progress: Progress, index: int, label: str) -> None:
+        self._job.update(current=index, label=label)
+        progress.start(label)
+
+    def event_result(self, progress: Progress, index: int, label: str, result: dict[str, Any]) -> None:
+        r = Result.from_dict(result)
+        self.results.add(r)
+        progress.finish(label, summary_note(r))
+        self._job.update(resume=index + 1, current=None, label="")
+
+    def event_skip(self, progress: Progress, index: int, label: str, reason: str) -> None:
+        self.log(f"skipped {label}: {reason}")
+        progress.finish(label, f"skipped: {reason}", ok=True)
+        self._job["resume"] = index + 1
+
+    def event_error(self, progress: Progress, index: int, label: str, message: str) -> None:
+        self.fail(label, message)
+        progress.finish(label, message[:160], ok=False)
+        if index >= 0:
+            self._job["resume"] = index + 1
+        else:  # seed 004's methods (index -1)
+            self._job["methods_done"] = True
+        self._job.update(current=None, label="")
+
+    def event_extra(self, progress: Progress, label: str, result: dict[str, Any]) -> None:
+        self.results.add(Result.from_dict(result))
+
+    def event_note(self, progress: Progress, label: str, message: str) -> None:
+        self.log(f"[{label}] {message}")
+
+    def event_end(self, progress: Progress, index: int, label: str) -> None:
+        self._job.update(methods_done=True, current=None, label="")
+        progress.finish(label, "done")
+
+    def event_done(self, progress: Progress) -> None:
+        self._job["done"] = True
 
     def _run_job(self, cmd: list[str], cases: list[Case], start: int, progress: Progress) -> tuple[int, bool, bool]:
         """One mpiexec job from case ``start``; (where to resume, finished, methods done)."""
