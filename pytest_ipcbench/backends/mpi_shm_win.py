@@ -74,6 +74,7 @@ class MPIShmWinBackend(Backend):
         self._data: np.ndarray | None = None  # uint8 view of the data window
         self._seq = 0
         self._grow_gen = 0
+        self.owner_bytes = 0  # bytes of window memory this rank allocated (the writer's only)
 
     # ------------------------------------------------------------------ setup and close
 
@@ -102,6 +103,7 @@ class MPIShmWinBackend(Backend):
         MPI = self.MPI
         mine = size if self.group.rank == self.root else 0
         win = MPI.Win.Allocate_shared(mine, 1, comm=self.comm)
+        self.owner_bytes += mine
         self._wins.append(win)
         win.Lock_all(MPI.MODE_NOCHECK)
         buf, _ = win.Shared_query(self.root)

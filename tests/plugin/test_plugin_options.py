@@ -130,7 +130,7 @@ def test_matrix_marker_that_excludes_everything_gives_one_skipped_item() -> None
 def test_backend_fixture_names() -> None:
     assert BACKEND_FIXTURES["mpi_pkl5_backend"] == "mpi-pkl5"
     assert BACKEND_FIXTURES["mp_queue_backend"] == "mp-queue"
-    assert len(BACKEND_FIXTURES) == len(BACKEND_NAMES) == 8
+    assert len(BACKEND_FIXTURES) == len(BACKEND_NAMES) == 9
 
 
 # ------------------------------------------------------------------- through pytest itself
