@@ -8,6 +8,7 @@ numbered by their lowest rank; the lowest rank of each node is its *leader*.
 
 from __future__ import annotations
 
+import socket
 from typing import Any, Sequence
 
 NodeLayout = tuple[int, int, int, int, tuple[int, ...]]  # node, nodes, node_rank, node_size, node_of
@@ -28,7 +29,19 @@ def node_layout(comm: Any) -> tuple[Any, Any, NodeLayout]:
         leaders = None
     node = node_comm.bcast(leaders.Get_rank() if leader else None, root=0)
     node_of = tuple(comm.allgather(node))
+    if MPI.Comm.Compare(comm, MPI.COMM_WORLD) in (MPI.IDENT, MPI.CONGRUENT):
+        global _this_node
+        _this_node = f"{socket.gethostname()}#{node}"
     return node_comm, leaders, (node, max(node_of) + 1, node_comm.Get_rank(), node_comm.Get_size(), node_of)
+
+
+_this_node: str | None = None  # set once the world's layout is known
+
+
+def this_node() -> str:
+    """This process's node: the host name, and the node index in MPI's world once an MPI group
+    over the world was made (simulated nodes share a host name)."""
+    return _this_node or socket.gethostname()
 
 
 def describe(node_sizes: Sequence[int]) -> str:
@@ -46,4 +59,4 @@ def layout_of(group: Any) -> str:
     return describe(getattr(group, "node_sizes", [group.size]))
 
 
-__all__ = ["NodeLayout", "describe", "layout_of", "node_layout"]
+__all__ = ["NodeLayout", "describe", "layout_of", "node_layout", "this_node"]
