@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Sequence
 HERE = Path(__file__).resolve()
 
 # The matrix, fixed in the suite (not read from the package) so it is the same over history.
-BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
+BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue", "mpi-shm-win")
 MODES = ("bytes", "native")
 KINDS = ("dict", "ndarray", "array1d", "ragged2d", "tiny")
 SIZES = ("1KB", "1MB")  # small (latency-bound) and large (bandwidth-bound); `ipcbench run` goes bigger

@@ -155,7 +155,8 @@ class Backend(ABC):
         if cls.kind == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
             from ..core.nodes import layout_of
 
-            return f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)}"
+            return (f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)} "
+                    "(a backend that reaches other nodes declares node_local = False)")
         return None
 
     @classmethod
