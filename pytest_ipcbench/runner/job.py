@@ -383,7 +383,7 @@ class Runner:
         if rank0:
             self.out.mkdir(parents=True, exist_ok=True)
             env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level},
-                              node_sizes=world.node_sizes if world is not None else [ranks])
+                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", seed 004's MPI methods" if methods else "")
                   + (", seed 002" if seed002 else "") + f" -> {self.out}")
@@ -427,6 +427,8 @@ class Runner:
                 with_copy_reference(r, copies[r.nbytes])
         if self.mpi_env.get("mpi"):
             env["mpi"] = self.mpi_env["mpi"]
+        if self.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
+            env["nodes"], env["ranks_per_node"] = len(self.mpi_env["ranks_per_node"]), self.mpi_env["ranks_per_node"]
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
