@@ -62,6 +62,8 @@ class MPIShmWinBackend(Backend):
     node_local = True  # the windows live on one node: across nodes, one per node (hierarchy.py)
     #: data bytes of the first data window; a bigger payload makes a bigger one
     initial_capacity = 1 << 20
+    #: native values are views of the window, overwritten by the next write (no stream scenario)
+    native_views_until_next_write = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
