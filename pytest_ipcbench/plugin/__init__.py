@@ -247,6 +247,7 @@ mpi_pkl5_backend = _backend_fixture("mpi-pkl5")
 mpi_buffer_backend = _backend_fixture("mpi-buffer")
 mpi_p2p_backend = _backend_fixture("mpi-p2p")
 mp_queue_backend = _backend_fixture("mp-queue")
+mpi_shm_win_backend = _backend_fixture("mpi-shm-win")
 
 
 @pytest.fixture

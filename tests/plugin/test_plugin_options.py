@@ -131,6 +131,9 @@ def test_backend_fixture_names() -> None:
     assert BACKEND_FIXTURES["mpi_pkl5_backend"] == "mpi-pkl5"
     assert BACKEND_FIXTURES["mp_queue_backend"] == "mp-queue"
     assert len(BACKEND_FIXTURES) == len(BACKEND_NAMES) == 9
+    import pytest_ipcbench.plugin as plugin
+
+    assert all(hasattr(plugin, fixture) for fixture in BACKEND_FIXTURES)  # each one is defined
 
 
 # ------------------------------------------------------------------- through pytest itself
