@@ -121,6 +121,7 @@ class MPIGroup(Group):
         self.size = comm.Get_size()
         self._splits: dict[int, MPIGroup | None] = {}
         self._node_group: MPIGroup | None = None
+        self._leaders_group: MPIGroup | None = None
         # the node layout, collective over comm (every member builds its MPIGroup together):
         # see core/nodes.py
         from .nodes import node_layout
@@ -187,7 +188,19 @@ class MPIGroup(Group):
             self._node_group = MPIGroup(self.node_comm)
         return self._node_group
 
+    def leaders_group(self) -> "MPIGroup | None":
+        """The lowest rank of each node as a group (None on the other ranks; collective over the
+        leaders; made once)."""
+        if self.leaders_comm is None:
+            return None
+        if self._leaders_group is None:
+            self._leaders_group = MPIGroup(self.leaders_comm)
+        return self._leaders_group
+
     def free(self) -> None:
+        if self._leaders_group is not None:
+            self._leaders_group.free()  # frees leaders_comm, which it wraps
+            self.leaders_comm = self._leaders_group = None
         for sub in self._splits.values():
             if sub is not None:
                 sub.free()

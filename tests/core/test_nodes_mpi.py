@@ -56,6 +56,10 @@ def test_layout_is_consistent_on_every_rank(world: Any) -> None:
     assert (world.leaders_comm is not None) == (world.node_rank == 0)
     if world.leaders_comm is not None:
         assert world.leaders_comm.Get_size() == world.nodes and world.leaders_comm.Get_rank() == world.node
+        leaders = world.leaders_group()
+        assert leaders.size == world.nodes and leaders.allgather(world.rank) == [r[0] for r in world.node_ranks]
+    else:
+        assert world.leaders_group() is None
     expected = os.environ.get("MPIR_CVAR_NUM_CLIQUES")
     if expected and os.environ.get("MPIR_CVAR_CLIQUES_BY_BLOCK") == "1" and world.size >= int(expected):
         assert world.nodes == int(expected)
