@@ -8,6 +8,7 @@ numbered by their lowest rank; the lowest rank of each node is its *leader*.
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any, Sequence
 
@@ -30,18 +31,18 @@ def node_layout(comm: Any) -> tuple[Any, Any, NodeLayout]:
     node = node_comm.bcast(leaders.Get_rank() if leader else None, root=0)
     node_of = tuple(comm.allgather(node))
     if MPI.Comm.Compare(comm, MPI.COMM_WORLD) in (MPI.IDENT, MPI.CONGRUENT):
-        global _this_node
-        _this_node = f"{socket.gethostname()}#{node}"
+        # in the environment too: processes this rank starts (spawned workers) are on its node
+        os.environ[NODE_ENV] = f"{socket.gethostname()}#{node}"
     return node_comm, leaders, (node, max(node_of) + 1, node_comm.Get_rank(), node_comm.Get_size(), node_of)
 
 
-_this_node: str | None = None  # set once the world's layout is known
+NODE_ENV = "IPCBENCH_NODE"  # set once the world's layout is known; inherited by child processes
 
 
 def this_node() -> str:
     """This process's node: the host name, and the node index in MPI's world once an MPI group
-    over the world was made (simulated nodes share a host name)."""
-    return _this_node or socket.gethostname()
+    over the world was made here or in a parent process (simulated nodes share a host name)."""
+    return os.environ.get(NODE_ENV) or socket.gethostname()
 
 
 def describe(node_sizes: Sequence[int]) -> str:
