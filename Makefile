@@ -1,5 +1,9 @@
-# make test  : create .venv, install .[mpi,dev], run the whole suite (plain, then under mpiexec -n 4 and -n 2)
+# make test  : create .venv, install .[mpi,dev], run the whole suite (plain, then under mpiexec -n 4 and -n 2),
+#              then the example consumer project (make test-example)
 # make bench : create .venv, run the main job (ipcbench run) into ipcbench-results/
+# make test-example : a fresh .venv-example (no system site packages), pytest-ipcbench installed from
+#              this checkout as a user would (non-editable, .[mpi]), then examples/consumer and its tests
+# make dist  : sdist and wheel into dist/ (python -m build), checked with twine check
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -10,8 +14,13 @@ MPI_RUN_TIMEOUT ?= 1200
 BENCH_ARGS ?=
 BASE ?= HEAD~1
 GATE_ARGS ?=
+EXAMPLE_VENV ?= .venv-example
+# what test-example installs as pytest-ipcbench: this checkout (non-editable), or e.g. a built wheel
+EXAMPLE_INSTALL ?= .[mpi]
+EXAMPLE := examples/consumer
+EXAMPLE_PY := $(abspath $(EXAMPLE_VENV))/bin/python
 
-.PHONY: test test-plain test-mpi bench perf-gate clean-venv
+.PHONY: test test-plain test-mpi test-example dist bench perf-gate clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +38,25 @@ test: $(STAMP)
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi
 	MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	$(BIN)/ipcbench clean --dry-run
+	$(MAKE) test-example
+
+test-example:
+	rm -rf $(EXAMPLE_VENV)
+	$(PYTHON) -m venv $(EXAMPLE_VENV)
+	$(EXAMPLE_PY) -m pip install --quiet --upgrade pip
+	$(EXAMPLE_PY) -m pip install --quiet '$(EXAMPLE_INSTALL)'
+	$(EXAMPLE_PY) -m pip install --quiet ./$(EXAMPLE)
+	cd $(EXAMPLE) && $(EXAMPLE_PY) -m pytest
+	cd $(EXAMPLE) && timeout $(MPI_RUN_TIMEOUT) $(dir $(EXAMPLE_PY))mpiexec -n 2 $(EXAMPLE_PY) -m pytest --with-mpi -m mpi
+	@# the plugin in the main job too: its MPI phase (mpiexec -n 2) and its local phase
+	cd $(EXAMPLE) && $(dir $(EXAMPLE_PY))ipcbench run --quick --ranks 2 --backends fifo,shm --kinds records,buffer \
+		--scenarios broadcast,pingpong --no-extras --progress plain --out $(abspath $(EXAMPLE_VENV))/run
+	$(dir $(EXAMPLE_PY))ipcbench clean --dry-run
+
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
 
 bench: $(STAMP)
 	$(BIN)/ipcbench run $(BENCH_ARGS)
@@ -37,4 +65,4 @@ perf-gate: $(STAMP)
 	$(BIN)/ipcbench gate --base $(BASE) $(GATE_ARGS)
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(EXAMPLE_VENV)

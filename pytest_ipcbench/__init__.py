@@ -1,24 +1,33 @@
 """pytest-ipcbench: fixtures, harness and reports for IPC regression benchmarking."""
 
-from .backends import BACKEND_NAMES, MODES, BackendSpec
+from .backends import MODES, Backend, BackendSpec, BackendUnavailable, PayloadError, backend_names, register_backend
 from .core.group import Group, GroupError, LocalWorld, MPIGroup
-from .core.payloads import PayloadSpec, make_payload, parse_size
+from .core.payloads import Kind, PayloadSpec, make_payload, parse_size, payload_kinds, register_payload
+from .core.registry import ExtensionError
 from .harness.transfer import Delivery, assert_delivered, deliver
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BACKEND_NAMES",
     "MODES",
+    "Backend",
     "BackendSpec",
+    "BackendUnavailable",
     "Delivery",
+    "ExtensionError",
     "Group",
     "GroupError",
+    "Kind",
     "LocalWorld",
     "MPIGroup",
+    "PayloadError",
     "PayloadSpec",
     "assert_delivered",
+    "backend_names",
     "deliver",
     "make_payload",
     "parse_size",
+    "payload_kinds",
+    "register_backend",
+    "register_payload",
 ]

@@ -1,25 +1,29 @@
-"""IPC backends: one module each, registered by name (see base.py for the protocol)."""
+"""IPC backends: one module each, declared as entry points (see base.py for the protocol)."""
 
 from .base import (
-    BACKEND_NAMES,
     MODES,
     Backend,
     BackendSpec,
     BackendUnavailable,
     PayloadError,
+    backend_names,
+    declared_resources,
     get_backend,
     register,
+    register_backend,
     unavailable_reason,
 )
 
 __all__ = [
-    "BACKEND_NAMES",
     "MODES",
     "Backend",
     "BackendSpec",
     "BackendUnavailable",
     "PayloadError",
+    "backend_names",
+    "declared_resources",
     "get_backend",
     "register",
+    "register_backend",
     "unavailable_reason",
 ]

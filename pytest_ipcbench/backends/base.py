@@ -10,6 +10,11 @@ A backend moves one object from a writer (rank ``root``) to every other rank of 
 Two modes: ``bytes`` (seed 000's fair protocol: pickle at write, move bytes, unpickle at read)
 and ``native`` (the backend's best path: buffers, pickle-5 out-of-band, zero-copy views).
 
+Backends are extensions: the built-in ones are entry points of the group
+``pytest_ipcbench.backends`` (name -> ``module:BackendClass``) in our pyproject.toml, exactly as
+another distribution declares its own; a conftest.py adds one with :func:`register_backend`.
+Nothing checks names against a fixed list: :func:`backend_names` is whatever is known now.
+
 Life cycle, collective on every rank of the group::
 
     with BackendSpec("shm", "bytes").open(group) as backend:   # setup(): root creates, bcasts names
@@ -21,33 +26,20 @@ Life cycle, collective on every rank of the group::
 
 from __future__ import annotations
 
-import importlib
 import os
 import pickle
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+
+from ..core.names import check_patterns
+from ..core.registry import ExtensionError, Registry
 
 if TYPE_CHECKING:
     from ..core.group import Group
 
 MODES = ("bytes", "native")
-BACKEND_NAMES = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue", "mpi-shm-win")
-# backend name -> module that registers it (imported lazily, so an optional import is a skip)
-_MODULES = {
-    "lmdb": "lmdb_store",
-    "shm": "shm",
-    "zmq": "zmq_ipc",
-    "mpi-bcast": "mpi",
-    "mpi-pkl5": "mpi",
-    "mpi-buffer": "mpi",
-    "mpi-p2p": "mpi",
-    "mp-queue": "mp_queue",
-    "mpi-shm-win": "mpi_shm_win",
-}
-_REGISTRY: dict[str, type["Backend"]] = {}
-_IMPORT_ERRORS: dict[str, str] = {}
 DEFAULT_READ_TIMEOUT = 120.0
 
 
@@ -135,6 +127,15 @@ class Backend(ABC):
     # Across nodes a node-local store (or MPI channel) runs once per node, fed over MPI
     # (backends/hierarchy.py); another node-local channel is skipped.
     node_local: ClassVar[bool | None] = None
+    # connects only processes started by one parent (a LocalWorld), never mpiexec ranks (mp-queue)
+    local_only: ClassVar[bool] = False
+    # OS resources this backend creates under names of its own (not through core/names.py, whose
+    # ipcb-<pid>-* names are found anyway): glob patterns with {pid} (the owner's pid, in the last
+    # path component) and optionally {tmp} / {shm}, e.g. "{tmp}/myfifo-{pid}-*". The session-end
+    # leak check and `ipcbench clean` look for them.
+    resources: ClassVar[tuple[str, ...]] = ()
+    # why read() cannot give up after `timeout` (e.g. it waits inside an MPI collective); empty if it can
+    no_read_timeout: ClassVar[str] = ""
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
                  timeout: float = DEFAULT_READ_TIMEOUT) -> None:
@@ -169,6 +170,14 @@ class Backend(ABC):
 
     def setup(self) -> None:
         """Collective: create (root) or attach (others) the resources."""
+
+    def prepare(self, objs: Sequence[Any]) -> None:
+        """Collective, untimed, optional: the objects the harness's broadcast will send.
+
+        Iteration ``i`` writes ``objs[i % len(objs)]`` (on the readers, ``objs`` are the expected
+        values, built locally). For a backend that must expose the writer's memory beforehand,
+        e.g. an RMA window per object (seed 004's methods); most backends ignore it.
+        """
 
     @abstractmethod
     def write(self, obj: Any) -> None:
@@ -236,27 +245,68 @@ class Backend(ABC):
         self.close()
 
 
-def register(cls: type[Backend]) -> type[Backend]:
-    """Class decorator: make a backend known by its name."""
-    if cls.kind not in ("store", "channel"):
-        raise ValueError(f"backend {cls.name}: kind must be 'store' or 'channel', not {cls.kind!r}")
-    _REGISTRY[cls.name] = cls
+def _check_backend(name: str, obj: Any, where: str) -> type[Backend]:
+    if not (isinstance(obj, type) and issubclass(obj, Backend)):
+        raise ExtensionError(f"backend {name!r} from {where}: expected a subclass of Backend, got {obj!r}")
+    if getattr(obj, "kind", None) not in ("store", "channel"):
+        raise ExtensionError(
+            f"backend {name!r} ({obj.__qualname__}): kind must be 'store' or 'channel', not {getattr(obj, 'kind', None)!r}"
+        )
+    if getattr(obj, "name", name) != name:
+        raise ExtensionError(f"backend {name!r} from {where}: its class says name = {obj.name!r}; make them equal")
+    if not hasattr(obj, "name"):
+        obj.name = name
+    try:
+        check_patterns(obj.resources)
+    except ValueError as exc:
+        raise ExtensionError(f"backend {name!r} ({obj.__qualname__}).resources: {exc}") from None
+    return obj
+
+
+BACKENDS: Registry[type[Backend]] = Registry(
+    "backend", "pytest_ipcbench.backends", _check_backend, BackendUnavailable, owner=__name__
+)
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every backend known now: entry points (the built-ins first) and run-time registrations."""
+    return BACKENDS.names()
+
+
+def register_backend(cls: type[Backend], name: str | None = None) -> type[Backend]:
+    """Make a Backend subclass known (from a conftest.py); usable as a class decorator.
+
+    The class must be at the top level of a module: spawned local workers import it from there.
+    Another distribution declares an entry point instead (``[project.entry-points."pytest_ipcbench.backends"]``).
+    """
+    name = name or getattr(cls, "name", None)
+    if not name:
+        raise ExtensionError(f"register_backend({cls.__qualname__}): give the class a name (name = \"...\")")
+    BACKENDS.register(name, cls)
     return cls
 
 
+register = register_backend  # the class decorator's older name
+
+
 def get_backend(name: str) -> type[Backend]:
-    """The backend class for ``name``; raises BackendUnavailable with the reason if it cannot load."""
-    if name not in _MODULES and name not in _REGISTRY:
-        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKEND_NAMES)}")
-    if name not in _REGISTRY and name in _MODULES:
-        module = _MODULES[name]
-        try:
-            importlib.import_module(f"{__package__}.{module}")
-        except ImportError as exc:
-            _IMPORT_ERRORS[name] = f"{name} needs the {exc.name or 'missing'} package: {exc}"
-    if name not in _REGISTRY:
-        raise BackendUnavailable(_IMPORT_ERRORS.get(name, f"backend {name} did not register"))
-    return _REGISTRY[name]
+    """The backend class for ``name``: ValueError if unknown (naming the known ones),
+    BackendUnavailable (with the reason) if its entry point needs a missing package."""
+    return BACKENDS.get(name)
+
+
+def declared_resources(load_all: bool = False) -> list[str]:
+    """The ``resources`` patterns of the backends loaded so far (or of every one: ``load_all``)."""
+    if load_all:
+        for name in backend_names():
+            try:
+                BACKENDS.get(name)
+            except (BackendUnavailable, ExtensionError, ValueError):
+                continue  # a backend that does not load created nothing here
+    found: list[str] = []
+    for cls in BACKENDS.loaded().values():
+        found.extend(p for p in cls.resources if p not in found)
+    return found
 
 
 def unavailable_reason(name: str, group: "Group | None" = None) -> str | None:
@@ -279,8 +329,7 @@ class BackendSpec:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}; choose bytes or native")
-        if self.name not in BACKEND_NAMES and self.name not in _REGISTRY:
-            raise ValueError(f"unknown backend {self.name!r}; choose from {', '.join(BACKEND_NAMES)}")
+        BACKENDS.check_name(self.name)
 
     @property
     def id(self) -> str:
@@ -301,3 +350,4 @@ class BackendSpec:
         if needs_hierarchy(cls, group):  # one store per node, fed over MPI
             return HierarchicalStore(cls, group, self.mode, self.root, self.timeout)
         return cls(group, self.mode, self.root, self.timeout)
+

@@ -43,7 +43,7 @@ from typing import Any
 import lmdb
 
 from ..core import names
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 STATE_VALUE, STATE_ERROR = 0, 1
 _SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
@@ -55,7 +55,6 @@ def _buf_key(i: int) -> bytes:
     return b"buf%06d" % i
 
 
-@register
 class LMDBBackend(Backend):
     """A store in an LMDB environment; see the module docstring."""
 

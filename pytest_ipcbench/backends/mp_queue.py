@@ -37,7 +37,7 @@ import time
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from .base import Backend, PayloadError, dumps, loads, register
+from .base import Backend, PayloadError, dumps, loads
 
 _BYTES, _NATIVE, _ERROR = "B", "N", "E"
 
@@ -62,12 +62,12 @@ def check_picklable(obj: Any) -> None:
         raise PayloadError(f"cannot pickle {type(obj).__name__}: {exc}") from exc
 
 
-@register
 class MPQueueBackend(Backend):
     """A channel over the group's multiprocessing queues; see the module docstring."""
 
     name = "mp-queue"
     kind = "channel"
+    local_only = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

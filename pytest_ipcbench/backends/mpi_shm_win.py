@@ -36,7 +36,7 @@ import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily
 import numpy as np
 
 from ..core.nodes import layout_of
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 ALIGN = 64
 STATE_VALUE, STATE_ERROR = 0, 1
@@ -52,7 +52,6 @@ def _align(n: int, to: int = ALIGN) -> int:
     return (n + to - 1) // to * to
 
 
-@register
 class MPIShmWinBackend(Backend):
     """A one-slot channel in MPI shared-memory windows; see the module docstring."""
 

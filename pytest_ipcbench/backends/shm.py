@@ -49,7 +49,6 @@ from .base import (
     dumps_oob,
     loads,
     loads_oob,
-    register,
 )
 
 CTRL_SIZE = 4096
@@ -125,7 +124,6 @@ def _close_map(mm: mmap.mmap | None) -> None:
             pass
 
 
-@register
 class SharedMemoryBackend(Backend):
     """A store in POSIX shared memory; see the module docstring for the protocol."""
 

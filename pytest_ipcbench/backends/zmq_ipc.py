@@ -36,13 +36,12 @@ from typing import Any
 import zmq
 
 from ..core import names
-from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _BYTES, _NATIVE, _ERROR, _HELLO = b"B", b"N", b"E", b"H"
 _UNIX_PATH_MAX = 107
 
 
-@register
 class ZMQBackend(Backend):
     """A channel over ZeroMQ ipc sockets (ROUTER to DEALERs); see the module docstring."""
 

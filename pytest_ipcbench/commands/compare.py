@@ -74,18 +74,24 @@ def decision(args: argparse.Namespace) -> Decision:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", help="results JSON of the base (ipcbench run --out DIR writes DIR/results.json)")
     parser.add_argument("head", help="results JSON of the head")
+    parser.add_argument(
+        "--paired", action="store_true",
+        help="treat the files as one interleaved experiment (no load correction); by default files of "
+             "different runs are divided by their in-run references and, single runs, widened by the "
+             "between-run scatter",
+    )
     add_decision_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    return compare_files(args.base, args.head, decision(args))
+    return compare_files(args.base, args.head, decision(args), paired=True if args.paired else None)
 
 
-def compare_files(base_path: str, head_path: str, how: Decision) -> int:
+def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | None = None) -> int:
     try:
         base = load_results(base_path, "base")
         head = load_results(head_path, "head")
-        comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise)
+        comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired)
     except (GateError, ValueError) as exc:
         print(f"ipcbench compare: {exc}", file=sys.stderr)
         return EXIT_ERROR

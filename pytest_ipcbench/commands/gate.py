@@ -24,8 +24,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="when a case looks slower, this many more rounds are run and the verdict is "
                              f"taken again on every round (default {DEFAULT_CONFIRM_ROUNDS}; 0: no confirmation)")
     parser.add_argument(
-        "--run-args", default="--quick",
-        help="arguments of each `ipcbench run` (default '--quick'); --out is added by the gate",
+        "--run-args", default=None,
+        help="arguments of each `ipcbench run` (default '--quick' in pytest-ipcbench's repository; in another "
+             "project, none: the matrix its [tool.ipcbench] declares); --out (and --config) are added by the gate",
+    )
+    parser.add_argument(
+        "--skip-unadopted-base", action="store_true",
+        help="another project: when the base has no [tool.ipcbench] table yet (it predates the adoption), "
+             "exit 0 with a notice instead of 2",
     )
     parser.add_argument("--out", default=None,
                         help="report folder: base.json, head.json, compare.txt, compare.md, gate.log, rounds/ "
@@ -43,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     opts = GateOptions(base=args.base, head=args.head, rounds=args.rounds, confirm_rounds=args.confirm_rounds,
                        run_args=args.run_args, out=args.out, cache_dir=args.cache_dir, isolated=args.isolated,
-                       timeout=args.timeout, decision=decision(args))
+                       timeout=args.timeout, decision=decision(args), skip_unadopted_base=args.skip_unadopted_base)
     try:
         return run_gate(opts)
     except GateError as exc:

@@ -1,5 +1,8 @@
 """What ``ipcbench clean`` removes: our OS resources left by dead processes.
 
+Ours: every ``ipcb-<pid>-*`` name (core/names.py) and whatever matches the ``resources`` patterns
+that installed backends declare (entry points; a conftest.py's registrations are not seen here).
+
 Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
 segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
 ``/tmp/hydra_hwloc_xmlfile_*``. One is stale when
@@ -71,14 +74,17 @@ class Removal:
 def clean(all_owners: bool = False, dry_run: bool = False) -> tuple[list[Removal], list[str]]:
     """Remove (or with ``dry_run`` only list) what dead processes left; (removals, reclaimed
     shared-array segments). ``all_owners`` takes live owners' resources too."""
+    from ..backends.base import declared_resources
     from ..shared import reclaim_orphans
 
     reclaimed = [] if dry_run else list(reclaim_orphans())
+    # plugin backends' own names (Backend.resources) are ours too: every backend is loaded to read them
+    patterns = declared_resources(load_all=True)
     # shared-array segments ("-nd") are counted by their holders: only reclaim_orphans() may
     # judge them (a dead creator does not mean nobody maps it any more)
     found = [
         Removal(item.path, f"owner {item.pid}, {'alive' if item.alive else 'dead'}")
-        for item in names.find_ours()
+        for item in names.find_ours(patterns=patterns)
         if (all_owners or not item.alive) and not item.path.name.endswith("-nd")
     ]
     found += [Removal(p, "MPICH segment of an aborted job, mapped by no process") for p in stale_mpich_segments()]

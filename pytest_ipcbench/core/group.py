@@ -6,6 +6,8 @@ Two implementations share one interface:
 * :class:`LocalGroup` joins the calling process (rank 0) with worker processes started by
   :class:`LocalWorld` (spawn), so backends that do not need MPI are tested with several ranks
   by plain ``pytest`` too. Rank 0 is the hub; collectives go through one pipe per worker.
+  Before a run, rank 0 sends the workers its run-time registrations of backends and payload
+  kinds (a conftest.py's ``register_backend``), which a spawned process would not have.
 
 Code that must run on every rank is written as a function ``fn(group, *args)`` and started
 with :meth:`Group.run`; in MPI mode every rank is already running the caller, in local mode
@@ -16,11 +18,14 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
+
+from . import registry
 
 REDUCE_OPS: dict[str, Callable[[Sequence[Any]], Any]] = {
     "max": max,
@@ -225,6 +230,7 @@ class MPIGroup(Group):
 # ------------------------------------------------------------------------------------- local
 
 _RUN, _STOP, _RESULT, _ERROR, _DATA, _READY = "run", "stop", "result", "error", "data", "ready"
+_REGISTER = "register"  # rank 0's run-time registrations of backends and payload kinds
 STARTUP_TIMEOUT = 60.0  # a worker must be up within this (spawn + imports), whatever the run timeout
 
 
@@ -350,6 +356,7 @@ def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout:
         conn.send((_READY, os.getpid()))  # started: the run timeout does not count start-up
     except OSError:
         return
+    replay_error = ""
     while True:
         try:
             tag, payload = conn.recv()
@@ -357,8 +364,21 @@ def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout:
             return
         if tag == _STOP:
             return
+        if tag == _REGISTER:
+            try:  # pickled apart, so that a reference that does not load here is reported, not fatal
+                registry.replay(pickle.loads(payload))
+                replay_error = ""
+            except Exception as exc:
+                replay_error = f"could not make rank 0's registrations (register_backend/register_payload) here: {_describe(exc)}"
+            continue
         if tag != _RUN:
             continue  # a stray collective message after an abort
+        if replay_error:
+            try:
+                conn.send((_ERROR, RankFailure(rank, replay_error)))
+            except Exception:
+                return
+            continue
         fn, args, size = payload
         group = LocalGroup(rank, size, {0: conn}, mailboxes, timeout)
         try:
@@ -391,8 +411,10 @@ class LocalWorld:
         self._links: dict[int, Connection] = {}
         self.mailboxes: list[Any] = []
         self.pids: list[int] = []  # every worker ever started (leak checks look for their resources)
+        self._sent_version = 0  # of the registrations the workers have (registry.version())
 
     def _start(self) -> None:
+        self._sent_version = 0
         self.mailboxes = [self._ctx.Queue() for _ in range(self.size)]
         for rank in range(1, self.size):
             here, there = self._ctx.Pipe(duplex=True)
@@ -445,6 +467,7 @@ class LocalWorld:
         if ranks > 1 and not self._procs:
             self._start()
         group = self.group(ranks, timeout)
+        self._ship_registrations()
         for peer in range(1, ranks):
             self._links[peer].send((_RUN, (fn, args, ranks)))
         group._active = True
@@ -473,6 +496,17 @@ class LocalWorld:
                 self.restart()
         _raise_failures(outcomes)
         return [value for _, value in outcomes]
+
+    def _ship_registrations(self) -> None:
+        """Send the workers this process's run-time registrations (spawned, they never ran our
+        conftest.py), when they changed since the last run."""
+        version, data = registry.snapshot()
+        if version == self._sent_version:
+            return
+        blob = pickle.dumps(data)
+        for conn in self._links.values():
+            conn.send((_REGISTER, blob))
+        self._sent_version = version
 
     def _collect(self, peer: int, timeout: float, after_failure: bool) -> tuple[str, Any]:
         conn = self._links[peer]

@@ -2,11 +2,14 @@
 
 Every segment, LMDB folder and ipc socket path carries ``ipcb-<pid>-<token>`` so that
 ``ipcbench clean`` can find the orphans of dead processes and the tests can assert that
-nothing of ours was left behind.
+nothing of ours was left behind. A plugin backend that names its resources itself declares
+them as patterns (``Backend.resources``, e.g. ``"{tmp}/myfifo-{pid}-*"``): :func:`find_ours`
+looks for those too.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import secrets
@@ -57,9 +60,50 @@ class Leftover:
     alive: bool
 
 
-def find_ours(pid: int | None = None) -> list[Leftover]:
-    """Every resource of ours in /dev/shm and the temp dir (optionally of one owner pid)."""
-    found: list[Leftover] = []
+_PID = "{pid}"
+_PID_MARK = "IPCBENCHPIDMARK"  # survives fnmatch.translate unchanged
+
+
+def _expand(pattern: str) -> str:
+    return pattern.replace("{tmp}", tempfile.gettempdir()).replace("{shm}", str(SHM_DIR))
+
+
+def check_patterns(patterns: tuple[str, ...] | list[str]) -> None:
+    """ValueError unless every pattern is absolute (after {tmp}/{shm}) with {pid} in its last part."""
+    if isinstance(patterns, str):
+        raise ValueError(f"expected a tuple of patterns, got the string {patterns!r}")
+    for pattern in patterns:
+        folder, base = os.path.split(_expand(pattern))
+        if base.count(_PID) != 1 or _PID in folder or not os.path.isabs(folder):
+            raise ValueError(
+                f"bad resource pattern {pattern!r}: it must be an absolute path (or start with {{tmp}} or "
+                "{shm}) whose last part holds {pid} once, e.g. '{tmp}/myfifo-{pid}-*'"
+            )
+        if "{" in base.replace(_PID, ""):
+            raise ValueError(f"bad resource pattern {pattern!r}: only {{pid}}, {{tmp}} and {{shm}} are placeholders")
+
+
+def _declared(patterns: tuple[str, ...] | list[str], pid: int | None) -> list[tuple[Path, int]]:
+    """(path, owner pid) of every entry matching a declared pattern (of one owner if ``pid``)."""
+    found = []
+    for pattern in patterns:
+        folder, base = os.path.split(_expand(pattern))
+        regex = re.compile(fnmatch.translate(base.replace(_PID, _PID_MARK)).replace(_PID_MARK, r"(?P<pid>\d+)"))
+        try:
+            entries = list(Path(folder).iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            m = regex.match(entry.name)
+            if m and (pid is None or int(m.group("pid")) == pid):
+                found.append((entry, int(m.group("pid"))))
+    return found
+
+
+def find_ours(pid: int | None = None, patterns: tuple[str, ...] | list[str] = ()) -> list[Leftover]:
+    """Every resource of ours in /dev/shm and the temp dir (optionally of one owner pid), and
+    every entry matching a declared pattern (``Backend.resources``)."""
+    found: dict[Path, Leftover] = {}
     for folder in (SHM_DIR, Path(tempfile.gettempdir())):
         try:
             entries = list(folder.iterdir())
@@ -69,8 +113,10 @@ def find_ours(pid: int | None = None) -> list[Leftover]:
             owner = owner_pid(entry.name)
             if owner is None or (pid is not None and owner != pid):
                 continue
-            found.append(Leftover(entry, owner, pid_alive(owner)))
-    return sorted(found, key=lambda x: str(x.path))
+            found[entry] = Leftover(entry, owner, pid_alive(owner))
+    for entry, owner in _declared(patterns, pid):
+        found.setdefault(entry, Leftover(entry, owner, pid_alive(owner)))
+    return sorted(found.values(), key=lambda x: str(x.path))
 
 
 def remove(path: Path) -> None:
@@ -84,10 +130,10 @@ def remove(path: Path) -> None:
         pass
 
 
-def clean(include_alive: bool = False) -> list[Leftover]:
+def clean(include_alive: bool = False, patterns: tuple[str, ...] | list[str] = ()) -> list[Leftover]:
     """Remove leftovers of dead owners (or of every owner); return what was removed."""
     removed = []
-    for item in find_ours():
+    for item in find_ours(patterns=patterns):
         if item.alive and not include_alive:
             continue
         remove(item.path)

@@ -1,6 +1,11 @@
 """Payload factories, their exact equality checks and sizes (MB = 10**6 bytes).
 
-Kinds, each from a seed document:
+Payload kinds are extensions like backends: the built-in ones below are declared as entry points
+of the group ``pytest_ipcbench.payloads`` (name -> ``module:factory``, the factory returning a
+:class:`Kind`), exactly as another distribution declares its own, and a conftest.py adds one with
+:func:`register_payload`. A kind is ``build(size, seed)``, ``equal(a, b)`` and ``nbytes(obj)``.
+
+Built-in kinds, each from a seed document:
 
 * ``dict``: N entries of nested dicts of about 100 bytes each (seed 001);
 * ``ndarray``: float32 rows x 602 columns, the GNN batch of seed 002;
@@ -19,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .registry import ExtensionError, Registry
 from .units import parse_size, size_label
 
 NDARRAY_COLS = 602
@@ -37,21 +43,21 @@ class PayloadSpec:
     size: int
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown payload kind {self.kind!r}; choose one of {', '.join(KINDS)}")
+        PAYLOADS.check_name(self.kind)
         if self.size < 0:
             raise ValueError(f"payload size must not be negative: {self.size}")
 
     @property
     def id(self) -> str:
-        return f"{self.kind}-{size_label(self.nbytes if self.kind == 'tiny' else self.size)}"
+        fixed = get_kind(self.kind).fixed_size
+        return f"{self.kind}-{size_label(self.size if fixed is None else fixed)}"
 
     def build(self, seed: int = 0) -> Any:
         """The payload itself; the same spec and seed give equal payloads on every rank."""
-        return KINDS[self.kind].build(self.size, seed)
+        return get_kind(self.kind).build(self.size, seed)
 
     def equal(self, a: Any, b: Any) -> bool:
-        return KINDS[self.kind].equal(a, b)
+        return get_kind(self.kind).equal(a, b)
 
     @property
     def nbytes(self) -> int:
@@ -65,9 +71,18 @@ class PayloadSpec:
 
 @dataclass(frozen=True)
 class Kind:
+    """A payload kind: how to build one of about ``size`` bytes, compare two, count their bytes.
+
+    ``build(size, seed)`` must give equal objects for equal arguments in every process (ranks
+    build the expected value themselves); a different seed must give a different object (so a
+    stale read fails verification). ``fixed_size`` is set for kinds whose size is not a
+    parameter (``tiny``): they appear once in a matrix, at that size.
+    """
+
     build: Callable[[int, int], Any]
     equal: Callable[[Any, Any], bool]
     nbytes: Callable[[Any], int]
+    fixed_size: int | None = None
 
 
 def _dict_build(size: int, seed: int) -> dict[str, Any]:
@@ -130,17 +145,85 @@ def _plain_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-KINDS: dict[str, Kind] = {
-    "dict": Kind(_dict_build, _plain_equal, _dict_nbytes),
-    "ndarray": Kind(_ndarray_build, _array_equal, lambda a: int(a.nbytes)),
-    "array1d": Kind(_array1d_build, _array_equal, lambda a: int(a.nbytes)),
-    "ragged2d": Kind(_ragged2d_build, _ragged_equal, lambda rows: int(sum(r.nbytes for r in rows))),
-    "tiny": Kind(_tiny_build, _plain_equal, len),
-}
+def _array_nbytes(a: np.ndarray) -> int:
+    return int(a.nbytes)
+
+
+def _ragged_nbytes(rows: list[np.ndarray]) -> int:
+    return int(sum(r.nbytes for r in rows))
+
+
+# the built-in kinds' factories: the targets of our entry points (pyproject.toml)
+def dict_kind() -> Kind:
+    return Kind(_dict_build, _plain_equal, _dict_nbytes)
+
+
+def ndarray_kind() -> Kind:
+    return Kind(_ndarray_build, _array_equal, _array_nbytes)
+
+
+def array1d_kind() -> Kind:
+    return Kind(_array1d_build, _array_equal, _array_nbytes)
+
+
+def ragged2d_kind() -> Kind:
+    return Kind(_ragged2d_build, _ragged_equal, _ragged_nbytes)
+
+
+def tiny_kind() -> Kind:
+    return Kind(_tiny_build, _plain_equal, len, fixed_size=TINY_BYTES)
+
+
+class PayloadKindUnavailable(RuntimeError):
+    """A payload kind's entry point needs a package that is not installed."""
+
+
+def _check_kind(name: str, obj: Any, where: str) -> Kind:
+    kind = obj
+    if not isinstance(obj, Kind) and callable(obj):
+        try:
+            kind = obj()
+        except Exception as exc:
+            raise ExtensionError(
+                f"payload kind {name!r}: the factory of {where} raised {type(exc).__name__}: {exc}"
+            ) from exc
+    if isinstance(kind, Kind):
+        return kind
+    if all(callable(getattr(kind, attr, None)) for attr in ("build", "equal", "nbytes")):
+        return Kind(kind.build, kind.equal, kind.nbytes, getattr(kind, "fixed_size", None))
+    raise ExtensionError(
+        f"payload kind {name!r} from {where}: expected a Kind, or a factory returning an object with "
+        f"build(size, seed), equal(a, b) and nbytes(obj); got {type(kind).__name__}"
+    )
+
+
+PAYLOADS: Registry[Kind] = Registry(
+    "payload kind", "pytest_ipcbench.payloads", _check_kind, PayloadKindUnavailable, owner=__name__
+)
+
+
+def payload_kinds() -> tuple[str, ...]:
+    """The names of every payload kind known now: entry points (built-ins first) and registrations."""
+    return PAYLOADS.names()
+
+
+def get_kind(name: str) -> Kind:
+    """The :class:`Kind` called ``name`` (ValueError naming the known kinds if there is none)."""
+    return PAYLOADS.get(name)
+
+
+def register_payload(name: str, kind: Any) -> Kind:
+    """Add a payload kind from a conftest.py (spawned workers get it too).
+
+    ``kind`` is a :class:`Kind` built from module-level functions, or a module-level factory
+    (a function or class) returning an object with ``build(size, seed)``, ``equal(a, b)`` and
+    ``nbytes(obj)`` — the same thing an entry point of ``pytest_ipcbench.payloads`` names.
+    """
+    return PAYLOADS.register(name, kind, origin=kind.build if isinstance(kind, Kind) else None)
 
 
 def payload_nbytes(kind: str, obj: Any) -> int:
-    return KINDS[kind].nbytes(obj)
+    return get_kind(kind).nbytes(obj)
 
 
 def make_payload(kind: str, size: int | str, seed: int = 0) -> Any:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Sequence
@@ -388,6 +389,7 @@ class _Broadcast(_Case):
         self.kind = self.live_backend.kind
         self.is_writer = self.group.rank == self.live_backend.root
         self.objs = self._payloads()  # writer: sent; readers: expected
+        self.live_backend.prepare(self.objs)  # iteration i sends objs[i % 2]
         self.kind_of_backend, self.readers = self.kind, len(self.live_backend.readers)
         self.extra.update(root=self.live_backend.root, touched=self.settings.touch)
 
@@ -890,6 +892,98 @@ def copy_result(nbytes: int, time_budget: float = 0.3) -> Result:
     )
 
 
+# A child that echoes every message it reads from stdin back on stdout (exactly ``n`` bytes each).
+_ECHO = (
+    "import os, sys\n"
+    "n = int(sys.argv[1])\n"
+    "while True:\n"
+    "    buf = b''\n"
+    "    while len(buf) < n:\n"
+    "        chunk = os.read(0, n - len(buf))\n"
+    "        if not chunk:\n"
+    "            sys.exit(0)\n"
+    "        buf += chunk\n"
+    "    view = memoryview(buf)\n"
+    "    while view:\n"
+    "        view = view[os.write(1, view):]\n"
+)
+
+
+def pipe_pingpong_samples(nbytes: int, time_budget: float = 0.1, max_reps: int = 5000,
+                          min_reps: int = 20, warmup: int = 20) -> list[float]:
+    """Seconds of one way (round trip / 2) of ``nbytes`` between this process and an echoing
+    child over two plain OS pipes: the raw ping-pong that no wrapper of ours touches.
+
+    With :func:`copy_samples`, the in-run reference for the machine's state (METHOD rule 19):
+    the pipe ping-pong follows the scheduler (wake-ups, other processes on the cores), the copy
+    follows the memory bandwidth.
+    """
+    import subprocess
+    import sys
+
+    nbytes = max(1, int(nbytes))
+    msg = b"x" * nbytes
+    child = subprocess.Popen([sys.executable, "-c", _ECHO, str(nbytes)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, bufsize=0)
+    assert child.stdin is not None and child.stdout is not None
+    w, r = child.stdin.fileno(), child.stdout.fileno()
+
+    def trip() -> None:
+        view = memoryview(msg)
+        while view:
+            view = view[os.write(w, view):]
+        got = 0
+        while got < nbytes:
+            chunk = os.read(r, nbytes - got)
+            if not chunk:
+                raise RuntimeError("the echo child of the pipe ping-pong exited")
+            got += len(chunk)
+
+    out: list[float] = []
+    try:
+        for _ in range(warmup):
+            trip()
+        deadline = perf_counter() + time_budget
+        while len(out) < max_reps and (len(out) < min_reps or perf_counter() < deadline):
+            t0 = perf_counter()
+            trip()
+            out.append((perf_counter() - t0) / 2)
+    finally:
+        child.stdin.close()
+        child.stdout.close()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    return out
+
+
+#: Sizes of the pipe ping-pong reference: latency-bound and bandwidth-bound.
+PIPE_REFERENCE_SIZES = (1, 64 * 1024)
+
+
+def pipe_pingpong_result(nbytes: int, time_budget: float = 0.1) -> Result:
+    """A :class:`Result` (scenario ``reference``, backend ``pipe``) of :func:`pipe_pingpong_samples`."""
+    samples = pipe_pingpong_samples(nbytes, time_budget)
+    return Result(
+        scenario="reference",
+        backend="pipe",
+        mode="bytes",
+        payload="buffer",
+        size=int(nbytes),
+        ranks=2,
+        samples={"latency": samples},
+        nbytes=int(nbytes),
+        primary="latency",
+        extra={"what": "os.write/os.read ping-pong with an echoing child over two pipes (round trip / 2)"},
+    )
+
+
+#: Scenarios of in-run references: they measure the machine, not the code under test.
+REFERENCE_SCENARIOS = ("copy", "reference")
+
+
 class CopyReference:
     """Copy bandwidth by size, measured once per size per process (cheap, cached)."""
 
@@ -924,6 +1018,8 @@ __all__ = [
     "bench_interleaved",
     "copy_result",
     "copy_samples",
+    "pipe_pingpong_result",
+    "pipe_pingpong_samples",
     "quiet_barrier",
     "run_bench",
     "run_interleaved",

@@ -56,6 +56,11 @@ class Comparison:
     interleaved: bool = True
     notes: list[str] = field(default_factory=list)
 
+    def __repr__(self) -> str:  # short: the samples stay in .a and .b
+        ia = self.interval
+        return (f"<Comparison {self.name_a} / {self.name_b} = {ia.ratio:.3g}x "
+                f"({round(ia.confidence * 100)}% CI {ia.low:.3g}-{ia.high:.3g}), {len(self.a)}/{len(self.b)} samples>")
+
     @property
     def ratio(self) -> float:
         """median(A) / median(B): below 1 means A is faster."""

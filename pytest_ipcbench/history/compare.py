@@ -11,7 +11,9 @@ interleaved rounds (:func:`merge_rounds`, by the gate) are decided on a two-leve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
+from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
@@ -30,8 +32,21 @@ DEFAULT_THRESHOLD = 0.10
 MIN_SAMPLES = 3
 #: Where a merged result keeps how many samples each round gave, per metric (Result.extra).
 ROUNDS_KEY = "gate_rounds"
-#: Verdicts in the order the table lists them.
-STATUS_ORDER = ("slower", "faster", "unchanged", "undecided", "added", "removed")
+#: Verdicts in the order the table lists them; ``reference`` cases measure the machine (copy
+#: bandwidth, a raw pipe ping-pong), never the code, and get no verdict.
+STATUS_ORDER = ("slower", "faster", "unchanged", "undecided", "added", "removed", "reference")
+#: Scenarios of in-run references (harness.measure.REFERENCE_SCENARIOS; not imported: no harness here).
+REFERENCE_SCENARIOS = ("copy", "reference")
+#: Between-run noise (log-scale standard deviation) assumed at least, and when too few cases
+#: are compared to estimate it.
+MIN_RUN_NOISE = 0.05
+FALLBACK_RUN_NOISE = 0.15
+MIN_CASES_FOR_NOISE = 8
+#: A single-run case whose interval, once widened, could not show a slowdown this large gets no
+#: verdict ("undecided": the runs are too noisy to compare); more than half such: not comparable.
+MAX_RUN_FLOOR = 2.0
+#: Load averages of the two runs further apart than this (and than a quarter of it): warned.
+LOAD_GAP = 1.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,27 @@ class CaseVerdict:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class RunDrift:
+    """How two files from different runs were made comparable (METHOD rule 19).
+
+    ``factor``: head / base of the in-run references (geometric median), divided out of every
+    case. ``noise``: per group of cases (scenario and ranks), the between-run scatter (log-scale
+    standard deviation) allowed on top of a single-run case's interval; ``z``: the normal
+    quantile of the per-case confidence, so a case's interval is widened by ``exp(z * noise)`` on
+    each side. A group so noisy that a slowdown of :data:`MAX_RUN_FLOOR` could not be seen gets no
+    verdict.
+    """
+
+    factor: float
+    references: int
+    noise: dict[str, float]
+    z: float
+
+    def widen(self, group: str) -> float:
+        return math.exp(self.z * self.noise.get(group, self.noise.get("*", FALLBACK_RUN_NOISE)))
+
+
 @dataclass
 class Comparison:
     cases: list[CaseVerdict]
@@ -73,6 +109,15 @@ class Comparison:
     metric: str | None
     warnings: list[str] = field(default_factory=list)
     per_case_confidence: float = 0.0  # the confidence of each case's interval (family-wise: higher)
+    paired: bool = True  # one interleaved experiment (the gate); False: two runs, see ``drift``
+    drift: RunDrift | None = None
+
+    def __repr__(self) -> str:  # short: a comparison holds every case's interval
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
+        how = "paired" if self.paired else (f"across runs, load factor {self.drift.factor:.3g}" if self.drift
+                                            else "across runs")
+        return (f"<Comparison {len(self.cases)} cases ({counts}); threshold {self.threshold:.0%}, "
+                f"{_pct(self.confidence)}; {how}; exit {self.exit_code}>")
 
     @property
     def family_wise(self) -> bool:
@@ -102,6 +147,60 @@ def _metric_of(result: Result, metric: str | None) -> str:
     return metric or result.primary
 
 
+class NotComparable(ValueError):
+    """Two files that cannot be compared honestly (exit 2); the text says why and what to do."""
+
+
+def is_reference(result: Result) -> bool:
+    return result.scenario in REFERENCE_SCENARIOS
+
+
+def same_experiment(base: ResultSet, head: ResultSet) -> bool:
+    """Were both sets made by one interleaved experiment (one gate job), or are they one run?"""
+    for key in ("gate_job", "run_id"):
+        a, b = base.env.get(key), head.env.get(key)
+        if a is not None and a == b:
+            return True
+    return False
+
+
+def _median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
+    ma, mb = float(np.median(a)), float(np.median(b))
+    return ma / mb if ma > 0 and mb > 0 else None
+
+
+def _reference_factor(old: dict[str, Result], new: dict[str, Result]) -> tuple[float, list[tuple[str, float]]]:
+    """head / base of the in-run references both sets hold: their geometric median, and each."""
+    ratios = []
+    for key in sorted(old.keys() & new.keys()):
+        if is_reference(old[key]) and is_reference(new[key]):
+            m = new[key].primary
+            a, b = new[key].samples.get(m), old[key].samples.get(m)
+            r = _median_ratio(a, b) if a and b else None
+            if r is not None:
+                ratios.append((key, r))
+    if not ratios:
+        return 1.0, []
+    return float(math.exp(np.median([math.log(r) for _, r in ratios]))), ratios
+
+
+def _load_warning(base: ResultSet, head: ResultSet) -> str | None:
+    def load(rs: ResultSet) -> float | None:
+        xs = [rs.env.get(k) for k in ("load_start", "load_end")]
+        xs = [float(x) for x in xs if isinstance(x, (int, float))]
+        return sum(xs) / len(xs) if xs else None
+
+    a, b = load(base), load(head)
+    if a is None or b is None:
+        return None
+    if abs(a - b) > max(LOAD_GAP, 0.25 * max(a, b)):
+        cores = base.env.get("cores") or head.env.get("cores")
+        on = f" on {cores} cores" if cores else ""
+        return (f"the machine's load differed between the runs (1-minute load average: base {a:.1f}, head {b:.1f}{on}): "
+                f"the in-run references divide out a uniform slow-down, not one that hits some cases more")
+    return None
+
+
 def compare_sets(
     base: ResultSet,
     head: ResultSet,
@@ -109,12 +208,21 @@ def compare_sets(
     confidence: float = DEFAULT_CONFIDENCE,
     metric: str | None = None,
     family_wise: bool = True,
+    paired: bool | None = None,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base`` (``metric``: each case's primary).
 
     ``confidence`` is family-wise by default: with ``m`` cases decided, each case's interval is
     taken at ``1 - (1 - confidence) / m`` (Bonferroni), so that a report of 150 cases does not
     carry 7 false alarms at 95% each. ``family_wise=False`` uses ``confidence`` per case.
+
+    ``paired``: the two sets come from one interleaved experiment (the gate's rounds), so their
+    ratio is the code's change. ``None`` decides from the files (same ``gate_job`` or ``run_id``).
+    Two sets from different runs are not a paired experiment (METHOD rule 19): every case is
+    divided by the load factor of the in-run references (copy bandwidth, pipe ping-pong; a
+    :class:`NotComparable` error without them), and when a file holds a single run each interval
+    is widened by the between-run scatter, estimated robustly from the cases themselves
+    (:class:`RunDrift`).
 
     Raises ValueError when the two sets have no case in common that can be compared: a gate that
     compared nothing must not pass.
@@ -124,9 +232,30 @@ def compare_sets(
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     old, new = base.by_key(), head.by_key()
+    if paired is None:
+        paired = same_experiment(base, head)
+    factor, ref_ratios = 1.0, []
+    if not paired:
+        factor, ref_ratios = _reference_factor(old, new)
+        if not ref_ratios:
+            raise NotComparable(
+                "the two files come from different runs and share no in-run reference (copy bandwidth, "
+                "pipe ping-pong): a ratio of their medians would include whatever load each run met "
+                "(METHOD rule 19). Make both with `ipcbench run` or `pytest --ipc-report` of this version "
+                "(they record the references), or measure base and head in one job with `ipcbench gate`; "
+                "--paired compares them anyway as if they were one interleaved experiment"
+            )
     cases: list[CaseVerdict] = []
     todo: list[tuple[str, str, list[float], list[float]]] = []
     for key in sorted(old.keys() | new.keys()):
+        if (key in old and is_reference(old[key])) or (key in new and is_reference(new[key])):
+            r = next(x for x in (new.get(key), old.get(key)) if x is not None)
+            a, b = (new[key].samples.get(r.primary) if key in new else None), \
+                (old[key].samples.get(r.primary) if key in old else None)
+            ratio = _median_ratio(a, b) if a and b else None
+            note = f"in-run reference, head/base {ratio:.3f}x" if ratio else "in-run reference"
+            cases.append(CaseVerdict(key, "reference", r.primary, None, len(b or ()), len(a or ()), note))
+            continue
         if key not in new:
             cases.append(CaseVerdict(key, "removed", note="only in base"))
             continue
@@ -149,19 +278,57 @@ def compare_sets(
         todo.append((key, m, a, b))
     per_case = 1 - (1 - confidence) / max(1, len(todo)) if family_wise else confidence
     resamples = DEFAULT_RESAMPLES if per_case <= 0.99 else 2 * DEFAULT_RESAMPLES
+    intervals: list[tuple[str, str, list[float], list[float], RatioInterval, bool]] = []
     for key, m, a, b in todo:
         try:
             split_a, split_b = round_split(new[key], m), round_split(old[key], m)
-            if split_a and split_b and (len(split_a) > 1 or len(split_b) > 1):
+            rounds = bool(split_a and split_b and (len(split_a) > 1 or len(split_b) > 1))
+            if rounds:
                 interval = rounds_ratio_interval(_chunks(a, split_a), _chunks(b, split_b), per_case, resamples)
             else:
                 interval = ratio_interval(a, b, confidence=per_case, resamples=resamples)
         except ValueError as exc:  # zero or negative times: a broken measurement, say so
             cases.append(CaseVerdict(key, "undecided", m, None, len(b), len(a), str(exc)))
             continue
-        cases.append(CaseVerdict(key, verdict(interval, threshold), m, interval, len(b), len(a)))
+        intervals.append((key, m, a, b, interval, rounds))
+    drift = None
+    if not paired:
+        drift = _run_drift(factor, len(ref_ratios), [(new[key], iv, rounds) for key, _, _, _, iv, rounds in intervals],
+                           per_case)
+    too_noisy: list[str] = []
+    for key, m, a, b, interval, rounds in intervals:
+        note = ""
+        if drift is not None:
+            widen = 1.0 if rounds else drift.widen(case_group(new[key]))
+            interval = replace(interval, ratio=interval.ratio / drift.factor,
+                               low=interval.low / drift.factor / widen, high=interval.high / drift.factor * widen)
+            note = f"/{drift.factor:.3g} load" + (f", ±{widen:.2f}x runs" if widen > 1 else "")
+            if (1 + threshold) * widen > MAX_RUN_FLOOR:
+                too_noisy.append(key)
+                cases.append(CaseVerdict(
+                    key, "undecided", m, interval, len(b), len(a),
+                    f"{note}: too noisy across runs ({case_group(new[key])} cases scatter so much that a "
+                    f"{MAX_RUN_FLOOR:g}x slowdown could not be seen)"))
+                continue
+        cases.append(CaseVerdict(key, verdict(interval, threshold), m, interval, len(b), len(a), note))
+    if drift is not None and too_noisy and len(too_noisy) * 2 > len(intervals):
+        groups = sorted({case_group(new[k]) for k in too_noisy})
+        raise NotComparable(
+            f"these two runs are not comparable: {len(too_noisy)} of {len(intervals)} cases ({', '.join(groups)}) "
+            f"scatter between runs of the same code by more than a {MAX_RUN_FLOOR:g}x slowdown would show "
+            f"(between-run scatter per group: {_noise_text(drift)}; load factor of the references "
+            f"{drift.factor:.3g}). Rerun both on a quiet machine, or measure base and head interleaved in one "
+            f"job with `ipcbench gate`"
+        )
     cases.sort(key=lambda c: c.key)
-    comparison = Comparison(cases, threshold, confidence, metric, _env_warnings(base, head), per_case)
+    comparison = Comparison(cases, threshold, confidence, metric, _env_warnings(base, head), per_case,
+                            paired=paired, drift=drift)
+    if drift is not None:
+        single = any(not rounds for *_, rounds in intervals)
+        comparison.warnings.extend(_drift_notes(drift, ref_ratios, threshold, single))
+        load = _load_warning(base, head)
+        if load:
+            comparison.warnings.append(load)
     noise = round_noise(old, new, metric)
     if noise is not None and noise > 1 + threshold:
         comparison.warnings.append(
@@ -178,6 +345,54 @@ def compare_sets(
     return comparison
 
 
+def case_group(result: Result) -> str:
+    """Cases that share their between-run scatter: a scenario at a rank count."""
+    return f"{result.scenario} r{result.ranks}"
+
+
+def _run_drift(factor: float, references: int, intervals: Sequence[tuple[Result, RatioInterval, bool]],
+               per_case: float) -> RunDrift:
+    """The load factor, and the between-run scatter allowed to single-run cases, per group.
+
+    The scatter is estimated from the cases themselves: 1.4826 x the median of |log(ratio /
+    factor)| over a group (a standard deviation that a few truly changed cases do not move, and
+    that grows when the references missed part of the drift); a group of fewer than
+    :data:`MIN_CASES_FOR_NOISE` cases takes the estimate over all cases ("*").
+    """
+    logs: dict[str, list[float]] = {}
+    for result, iv, _ in intervals:
+        if iv.ratio > 0:
+            logs.setdefault(case_group(result), []).append(abs(math.log(iv.ratio / factor)))
+    everything = [x for xs in logs.values() for x in xs]
+
+    def scatter(xs: list[float]) -> float:
+        return max(MIN_RUN_NOISE, 1.4826 * float(np.median(xs)))
+
+    noise = {"*": scatter(everything) if len(everything) >= MIN_CASES_FOR_NOISE else FALLBACK_RUN_NOISE}
+    for group, xs in logs.items():
+        noise[group] = scatter(xs) if len(xs) >= MIN_CASES_FOR_NOISE else noise["*"]
+    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
+    return RunDrift(factor, references, noise, z)
+
+
+def _noise_text(drift: RunDrift) -> str:
+    return ", ".join(f"{g} {math.exp(s) - 1:.0%}" for g, s in sorted(drift.noise.items()) if g != "*")
+
+
+def _drift_notes(drift: RunDrift, ref_ratios: Sequence[tuple[str, float]], threshold: float,
+                 single_run: bool) -> list[str]:
+    shown = ", ".join(f"{k.split('/')[0]}/{k.split('/')[1]} {k.split('/')[4]} B {r:.2f}x" for k, r in ref_ratios[:6])
+    more = f", ... ({len(ref_ratios)} in all)" if len(ref_ratios) > 6 else ""
+    notes = [f"base and head come from different runs (not one interleaved experiment): every ratio is divided "
+             f"by {drift.factor:.3f}, the geometric median of head/base of the in-run references ({shown}{more})"]
+    if single_run:
+        notes.append(f"a file holds a single run: each interval is widened on each side by exp({drift.z:.2f} x the "
+                     f"between-run scatter of its group of cases), estimated from the cases themselves: "
+                     f"{_noise_text(drift)}; a slowdown smaller than that cannot be told from drift here "
+                     f"(measure base and head interleaved with `ipcbench gate` to see smaller ones)")
+    return notes
+
+
 def round_split(result: Result, metric: str) -> list[int] | None:
     """Samples per round of ``metric`` when ``result`` was merged from rounds (and they add up)."""
     counts = (result.extra or {}).get(ROUNDS_KEY, {}).get(metric)
@@ -190,6 +405,8 @@ def round_noise(old: dict[str, Result], new: dict[str, Result], metric: str | No
     """Median over cases of max / min of one side's round medians: how much rounds alone move."""
     spreads = []
     for key in old.keys() & new.keys():
+        if is_reference(old[key]):
+            continue
         for r in (old[key], new[key]):
             m = _metric_of(r, metric)
             split = round_split(r, m)

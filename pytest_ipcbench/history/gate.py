@@ -9,6 +9,10 @@ moment and are not independent draws. When a case looks slower, ``confirm_rounds
 run and the verdict is taken again on all of them: a real regression only gathers more evidence,
 a fluke rarely survives. Nothing is tied to a machine's identity or to yesterday's number on
 another runner (METHOD.md rule 16).
+
+In another project (its pyproject.toml names another project than pytest-ipcbench) the gate
+measures what that project declares in ``[tool.ipcbench]``, installs the project itself at base
+and head, and keeps pytest-ipcbench the same on both sides (:mod:`.consumer`).
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from ..core import names
 from ..core.procs import kill_group
+from ..runner.config import find_pyproject
+from . import consumer
 from .compare import Comparison, Decision, GateError, compare_sets, format_markdown, format_table, merge_rounds
 from .results import ResultSet
 
@@ -39,12 +46,17 @@ class GateOptions:
     head: str = "."
     rounds: int = DEFAULT_ROUNDS
     confirm_rounds: int = DEFAULT_CONFIRM_ROUNDS
-    run_args: str = "--quick"
+    run_args: str | None = None  # None: "--quick" here, the declared matrix as it is in another project
     out: str | None = None
     cache_dir: str | None = None
     isolated: bool = False
     timeout: float = 1800.0
     decision: Decision = field(default_factory=Decision)
+    skip_unadopted_base: bool = False  # another project: a base without [tool.ipcbench] exits 0, not 2
+
+
+class Unadopted(GateError):
+    """The base predates the project's adoption of pytest-ipcbench: nothing to compare with."""
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> str:
@@ -88,6 +100,9 @@ class Side:
     commit: str | None  # None: a working tree (never cached)
     source: Path | None = None  # a folder holding the source to install
     venv: Path | None = None
+    decl: "consumer.Declared | None" = None  # another project: its pyproject.toml (None: pytest-ipcbench itself)
+    config: Path | None = None  # another project: the copy of its pyproject.toml given to `ipcbench run --config`
+    prefix: str = ""  # the project's folder inside the repository ("" at the top, else ending in "/")
 
     @property
     def bin(self) -> Path:
@@ -160,6 +175,8 @@ def _side_env(venv: Path) -> dict[str, str]:
 def venv_key(side: Side, isolated: bool) -> str:
     py = f"py{sys.version_info[0]}{sys.version_info[1]}"
     mode = "isolated" if isolated else "shared"
+    if side.decl is not None:
+        mode = f"project-{hashlib.sha1(side.prefix.encode()).hexdigest()[:6]}"
     if side.commit:
         return f"{side.commit}-{py}-{mode}"
     assert side.source is not None
@@ -181,6 +198,11 @@ def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: b
     assert side.source is not None
     print(f"[gate] {side.name}: installing {side.label} into {side.venv}", flush=True)
     stamp.unlink(missing_ok=True)
+    if side.decl is not None:
+        install_project(side, cache, log, timeout)
+        if side.commit:
+            stamp.write_text(side.commit + "\n")
+        return
     if not (side.bin / "python").exists():
         shutil.rmtree(side.venv, ignore_errors=True)
         side.venv.parent.mkdir(parents=True, exist_ok=True)
@@ -219,6 +241,57 @@ def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: b
         stamp.write_text(side.commit + "\n")
 
 
+def install_project(side: Side, cache: Path, log: Path, timeout: float) -> None:
+    """Another project at one side: a venv that sees the gate's packages (pytest-ipcbench, numpy,
+    mpi4py, MPI: the same for both sides), the project's other dependencies, the project itself."""
+    assert side.source is not None and side.venv is not None and side.decl is not None
+    if not (side.bin / "python").exists():
+        shutil.rmtree(side.venv, ignore_errors=True)
+        side.venv.parent.mkdir(parents=True, exist_ok=True)
+        if _run_logged([sys.executable, "-m", "venv", side.venv], log, timeout) != 0:
+            raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+    consumer.share_packages(side.bin / "python")
+    env = _side_env(side.venv)
+    pip = [side.bin / "python", "-m", "pip", "install", "--quiet"]
+    deps = consumer.dependencies_besides_us(side.decl)
+    if deps and _run_logged(pip + deps, log, timeout, cwd=cache, env=env) != 0:
+        raise GateError(f"installing the dependencies of {side.name} ({side.label}) failed; see {log}:\n{_tail(log)}")
+    # the version does not change between commits: force the project itself to be reinstalled;
+    # its build backend is most often among the gate's packages already (no download), else isolated
+    project = pip + ["--no-deps", "--force-reinstall", side.source]
+    if _run_logged(project[:4] + ["--no-build-isolation"] + project[4:], log, timeout, cwd=cache, env=env) != 0 \
+            and _run_logged(project, log, timeout, cwd=cache, env=env) != 0:
+        raise GateError(f"installing {side.name} ({side.label}) failed; see {log}:\n{_tail(log)}")
+    if side.commit is None:
+        shutil.rmtree(side.source / "build", ignore_errors=True)  # pip's in-tree build leftovers
+    ours, where, err = consumer.probe_install(side.bin / "python", side.decl.name, env, cache)
+    if ours is None or where is None:
+        raise GateError(f"{side.name}: the installed project {side.decl.name!r} cannot be found: {err}")
+    if ours != consumer.self_location():
+        raise GateError(f"{side.name}: pytest_ipcbench is imported from {ours}, not from the gate's own "
+                        f"{consumer.self_location()}; both sides must run the same pytest-ipcbench")
+    if side.venv.resolve() not in where.parents and where != side.venv.resolve():
+        raise GateError(f"{side.name}: {side.decl.name} is imported from {where}, not from {side.venv} "
+                        f"(an editable install of it in the gate's environment shadows the side's)")
+
+
+def check_matrix(side: Side, scratch: Path, timeout: float) -> int:
+    """``ipcbench run --list`` of a side's declared matrix: its number of cases (GateError if it
+    cannot run, e.g. it names a backend this side does not provide)."""
+    assert side.venv is not None and side.config is not None
+    cmd = [*consumer.run_command(side.bin / "python"), "--config", str(side.config), "--list"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=scratch, env=_side_env(side.venv),
+                          timeout=min(timeout, 300))
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise GateError(f"{side.name} {side.label}: its declared matrix cannot run here: {last}")
+    listed = [line for line in proc.stdout.splitlines() if line.startswith(("mpi ", "local "))]
+    if not listed:
+        raise GateError(f"{side.name} {side.label}: its declared matrix has no case that can run here "
+                        f"(`ipcbench run --config {side.config} --list` lists none)")
+    return len(listed)
+
+
 def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log: Path,
               timeout: float) -> tuple[ResultSet, str]:
     """One ``ipcbench run`` of a side into ``out``: its ResultSet, and a warning ("" if none).
@@ -229,7 +302,10 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
     and the report says so.
     """
     assert side.venv is not None
-    cmd = [side.bin / "ipcbench", "run", *run_args, "--out", out]
+    if side.config is not None:  # another project: its declared matrix, our shared pytest_ipcbench
+        cmd = [*consumer.run_command(side.bin / "python"), *run_args, "--config", side.config, "--out", out]
+    else:
+        cmd = [side.bin / "ipcbench", "run", *run_args, "--out", out]
     started = time.monotonic()
     code = _run_logged(cmd, log, timeout, cwd=scratch, env=_side_env(side.venv))
     took = time.monotonic() - started
@@ -273,6 +349,21 @@ def _sides(repo: Path, opts: GateOptions) -> tuple[Side, Side]:
     else:
         head_commit = resolve_commit(repo, opts.head)
         head = Side("head", f"{opts.head} ({head_commit[:12]})", head_commit)
+    pyproject = find_pyproject(head.source or Path.cwd())
+    prefix = ""
+    if pyproject is not None and head.source is None:
+        rel = pyproject.parent.resolve().relative_to(repo.resolve()).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+    head_decl = consumer.read_declared(repo, prefix, head.commit, head.source, "head")
+    if head_decl.text is not None and not head_decl.is_self:  # another project: its declared matrix
+        if head_decl.config is None:
+            raise GateError(consumer.no_matrix_message(head.label, prefix))
+        base_decl = consumer.read_declared(repo, prefix, base.commit, None, "base")
+        if base_decl.config is None:
+            raise Unadopted(consumer.unadopted_message("base", base.label, prefix))
+        for side, decl in ((base, base_decl), (head, head_decl)):
+            side.decl, side.prefix = decl, prefix
+        return base, head
     for side in (base, head):
         has_run = _tree_has_run(side.source) if side.source else _commit_has_run(repo, side.commit or "")
         if not has_run:
@@ -291,7 +382,7 @@ def _install(repo: Path, sides: Sequence[Side], cache: Path, log: Path, opts: Ga
                 if not (cache / "venvs" / key / INSTALLED_STAMP).is_file():
                     tree = names.private_dir(f"gate-{side.name}") / "src"
                     _git(repo, "worktree", "add", "--detach", str(tree), side.commit or "")
-                    side.source = tree
+                    side.source = tree / side.prefix if side.prefix else tree
             install_side(side, cache, log, opts.timeout, opts.isolated)
         finally:
             if tree is not None:
@@ -307,19 +398,51 @@ def run_gate(opts: GateOptions) -> int:
     repo = repo_top()
     cache = Path(opts.cache_dir).resolve() if opts.cache_dir else repo / ".ipcbench-gate"
     out = Path(opts.out).resolve() if opts.out else cache / "report"
-    base, head = _sides(repo, opts)
+    try:
+        base, head = _sides(repo, opts)
+    except Unadopted as exc:
+        if not opts.skip_unadopted_base:
+            raise
+        notice = f"ipcbench gate: not gated: {exc}"
+        print(notice)
+        out.mkdir(parents=True, exist_ok=True)
+        md = f"## Perf gate: head vs {opts.base}\n\n:information_source: {notice}\n"
+        (out / "compare.md").write_text(md)
+        if opts.decision.markdown:
+            Path(opts.decision.markdown).parent.mkdir(parents=True, exist_ok=True)
+            Path(opts.decision.markdown).write_text(md)
+        return 0
+    project = head.decl is not None
+    if project and opts.isolated:
+        raise GateError("--isolated is for pytest-ipcbench's own repository: in another project both sides "
+                        "share the gate's pytest-ipcbench, numpy, mpi4py and MPI")
+    run_text = opts.run_args if opts.run_args is not None else ("" if project else "--quick")
     if out.exists():
         shutil.rmtree(out)
     (out / "rounds").mkdir(parents=True)
     log = out / "gate.log"
-    run_args = shlex.split(opts.run_args)
+    run_args = shlex.split(run_text)
     print(f"[gate] base: {base.label}\n[gate] head: {head.label}\n[gate] log: {log}", flush=True)
+    if project:
+        for side in (base, head):
+            assert side.decl is not None and side.decl.config is not None and side.decl.text is not None
+            side.config = out / f"{side.name}.pyproject.toml"
+            side.config.write_text(side.decl.text)
+            print(f"[gate] {side.name} declares {side.decl.config.describe()}", flush=True)
     _install(repo, (base, head), cache, log, opts)
 
     sides = {"base": base, "head": head}
     sets: dict[str, list[ResultSet]] = {"base": [], "head": []}
     warnings: list[str] = []
     scratch = names.private_dir("gate-run")
+    job = uuid.uuid4().hex
+    if project:
+        try:
+            for side in (base, head):
+                print(f"[gate] {side.name}: {check_matrix(side, scratch, opts.timeout)} cases declared", flush=True)
+        except BaseException:
+            names.remove(scratch)
+            raise
 
     def run_rounds(count: int) -> Comparison:
         for i, name in round_order(count, first=len(sets["base"])):
@@ -332,10 +455,12 @@ def run_gate(opts: GateOptions) -> int:
         merged = {name: merge_rounds(s) for name, s in sets.items()}
         for name, rs in merged.items():
             rs.env["gate_side"] = sides[name].label
+            rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
             rs.save(out / f"{name}.json")
         try:
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
-                                      opts.decision.confidence, opts.decision.metric, opts.decision.family_wise)
+                                      opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
+                                      paired=True)
         except ValueError as exc:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)
@@ -353,7 +478,9 @@ def run_gate(opts: GateOptions) -> int:
     rounds = len(sets["base"])
     intro = (
         f"ipcbench gate: head {head.label} vs base {base.label}; {rounds} interleaved rounds of "
-        f"`ipcbench run {opts.run_args}` per side, in this job, on this machine"
+        f"`ipcbench run{' ' + run_text if run_text else ''}`"
+        f"{' over the matrix each side declares in [tool.ipcbench]' if project else ''} per side, in this job, "
+        f"on this machine"
     )
     table = format_table(comparison)
     (out / "compare.txt").write_text(intro + "\n" + table + "\n")

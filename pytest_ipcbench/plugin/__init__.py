@@ -14,17 +14,21 @@ import hashlib
 import os
 import sys
 import traceback
+import types
+import weakref
+from pathlib import Path
 from typing import Any, Generator
 
 import pytest
 
-from ..backends.base import BACKEND_NAMES, MODES, BackendSpec
+from ..backends.base import MODES, BackendSpec, backend_names
 from ..core.group import Group
-from ..core.payloads import KINDS, PayloadSpec
+from ..core.payloads import PayloadSpec, payload_kinds
 from .session import (
-    BACKEND_FIXTURES,
     IpcSession,
     SESSION_KEY,
+    backend_fixture_name,
+    backend_fixtures,
     describe,
     get_session,
     marker_kwargs,
@@ -40,7 +44,7 @@ pytest_plugins = [
     "pytest_ipcbench.plugin.fixtures.seed004",
 ]
 
-IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode", *BACKEND_FIXTURES})
+IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode"})
 MARKER_HELP = (
     "ipcbench(backends=, modes=, payloads=, sizes=, ranks=, timeout=): restrict (backends, modes, "
     "payloads) or set (sizes, ranks, timeout in s) what this test runs over"
@@ -56,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ipc-backends",
         dest="ipc_backends",
         metavar="LIST",
-        help=f"backends to test, comma-separated, or 'all' (default): {', '.join(BACKEND_NAMES)}",
+        help=f"backends to test, comma-separated, or 'all' (default): {', '.join(backend_names())}",
     )
     group.addoption("--ipc-sizes", dest="ipc_sizes", metavar="LIST", help="payload sizes (default 1KB,1MB)")
     group.addoption(
@@ -70,7 +74,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ipc-payloads",
         dest="ipc_payloads",
         metavar="LIST",
-        help=f"payload kinds, or 'all' (default): {', '.join(KINDS)}",
+        help=f"payload kinds, or 'all' (default): {', '.join(payload_kinds())}",
     )
     group.addoption(
         "--ipc-timeout",
@@ -166,8 +170,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def is_ipc_test(item: pytest.Item) -> bool:
     """A test that uses an ipcbench fixture or carries the ipcbench marker."""
-    names = getattr(item, "fixturenames", ())
-    return bool(IPC_FIXTURES.intersection(names)) or item.get_closest_marker("ipcbench") is not None
+    names = set(getattr(item, "fixturenames", ()))
+    return (
+        bool(IPC_FIXTURES.intersection(names) or names.intersection(backend_fixtures()))
+        or item.get_closest_marker("ipcbench") is not None
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -235,19 +242,37 @@ def _backend_fixture(name: str) -> Any:
         return _backend_spec(request, name, ipc_mode)
 
     fixture.__doc__ = f"A BackendSpec of the {name} backend in ``ipc_mode`` (skipped with the reason where it cannot run)."
-    fixture.__name__ = f"{name.replace('-', '_')}_backend"
+    fixture.__name__ = backend_fixture_name(name)
     return pytest.fixture(name=fixture.__name__)(fixture)
 
 
-lmdb_backend = _backend_fixture("lmdb")
-shm_backend = _backend_fixture("shm")
-zmq_backend = _backend_fixture("zmq")
-mpi_bcast_backend = _backend_fixture("mpi-bcast")
-mpi_pkl5_backend = _backend_fixture("mpi-pkl5")
-mpi_buffer_backend = _backend_fixture("mpi-buffer")
-mpi_p2p_backend = _backend_fixture("mpi-p2p")
-mp_queue_backend = _backend_fixture("mp-queue")
-mpi_shm_win_backend = _backend_fixture("mpi-shm-win")
+# plugin manager -> backends that have their <name>_backend fixture there (pytester runs nest)
+_FIXTURES_MADE: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+
+
+def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: pytest.PytestPluginManager) -> None:
+    """One ``<name>_backend`` fixture per backend, built-ins and plugins alike.
+
+    Called for every plugin pytest registers, conftest.py files included (after their import, so
+    after their ``register_backend`` calls): backends that have no fixture yet get one, in a
+    small plugin module of their own.
+    """
+    made = _FIXTURES_MADE.setdefault(manager, set())
+    taken = set(IPC_FIXTURES) | {backend_fixture_name(name) for name in made}
+    new = []
+    for name in backend_names():
+        # a name whose fixture name is taken (backend "ipc", or "a-b" next to "a_b") gets none: ipc_backend serves it
+        if name not in made and backend_fixture_name(name) not in taken:
+            new.append(name)
+            taken.add(backend_fixture_name(name))
+    if not new:
+        return
+    made.update(new)
+    holder = types.ModuleType(f"pytest_ipcbench.plugin.backend_fixtures_{len(made)}")
+    holder.__doc__ = f"ipcbench: per-backend fixtures of {', '.join(new)}"
+    for name in new:
+        setattr(holder, backend_fixture_name(name), _backend_fixture(name))
+    manager.register(holder, holder.__name__)
 
 
 @pytest.fixture
@@ -284,7 +309,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
         try:
             from ..report import write_report
+            from .fixtures.bench import finish_results
 
+            # results.json first: two pytest runs are compared with `ipcbench compare`
+            finish_results(ipc.results).save(Path(ipc.settings.report_dir) / "results.json")
             written = write_report(ipc.results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
         except Exception:

@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import itertools
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
-from ..backends.base import BACKEND_NAMES, MODES, unavailable_reason
+from ..backends.base import MODES, backend_names, declared_resources, unavailable_reason
 from ..core.envinfo import collect
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
+from ..core.procs import load_average
 from ..core.units import size_label
-from ..core.payloads import KINDS, TINY_BYTES, PayloadSpec, parse_size
+from ..core.payloads import PayloadSpec, get_kind, parse_size, payload_kinds
 from ..history.results import Result, ResultSet
 
 DEFAULT_SIZES = "1KB,1MB"
@@ -32,8 +34,17 @@ DEFAULT_LOCAL_RANKS = "2,4"
 DEFAULT_MPI_RANKS = 2  # and the world size
 DEFAULT_TIMEOUT_S = DEFAULT_TIMEOUT
 
-# fixture name -> backend name: lmdb_backend, shm_backend, ..., mp_queue_backend
-BACKEND_FIXTURES: dict[str, str] = {f"{name.replace('-', '_')}_backend": name for name in BACKEND_NAMES}
+
+
+def backend_fixture_name(backend: str) -> str:
+    """``mpi-pkl5`` -> ``mpi_pkl5_backend``: the per-backend fixture's name."""
+    return f"{backend.replace('-', '_').replace('.', '_')}_backend"
+
+
+def backend_fixtures() -> dict[str, str]:
+    """Fixture name -> backend name, for every backend known now (built-ins and plugins)."""
+    return {backend_fixture_name(name): name for name in backend_names()}
+
 # keyword arguments @pytest.mark.ipcbench accepts
 MARKER_KEYS = ("backends", "modes", "payloads", "sizes", "ranks", "timeout")
 
@@ -63,8 +74,12 @@ def _choices(value: Any, source: str, allowed: Sequence[str], what: str, alls: S
     out: list[str] = []
     for item in items:
         if item not in allowed:
+            hint = "" if what == "mode" else (
+                "; a plugin's names come from its entry point or a register_"
+                f"{'backend' if what == 'backend' else 'payload'}() call in a conftest.py loaded at start"
+            )
             raise pytest.UsageError(
-                f"{source}: unknown {what} {item!r} (choose from {', '.join(allowed)}, or all)"
+                f"{source}: unknown {what} {item!r} (choose from {', '.join(allowed)}, or all{hint})"
             )
         if item not in out:
             out.append(item)
@@ -72,8 +87,8 @@ def _choices(value: Any, source: str, allowed: Sequence[str], what: str, alls: S
 
 
 def parse_backends(value: Any, source: str) -> tuple[str, ...]:
-    """``"shm,lmdb"`` or ``"all"`` -> backend names, in the order given."""
-    return _choices(value, source, BACKEND_NAMES, "backend", ("all",))
+    """``"shm,lmdb"`` or ``"all"`` -> backend names (checked against the registry), in the order given."""
+    return _choices(value, source, backend_names(), "backend", ("all",))
 
 
 def parse_modes(value: Any, source: str) -> tuple[str, ...]:
@@ -82,8 +97,8 @@ def parse_modes(value: Any, source: str) -> tuple[str, ...]:
 
 
 def parse_payloads(value: Any, source: str) -> tuple[str, ...]:
-    """Payload kinds (``dict,ndarray,array1d,ragged2d,tiny``) or ``"all"``."""
-    return _choices(value, source, tuple(KINDS), "payload kind", ("all",))
+    """Payload kinds (``dict,ndarray,array1d,ragged2d,tiny`` and plugins' kinds) or ``"all"``."""
+    return _choices(value, source, payload_kinds(), "payload kind", ("all",))
 
 
 def parse_sizes(value: Any, source: str) -> tuple[int, ...]:
@@ -171,11 +186,11 @@ OPTIONS: dict[str, tuple[str, str, str, str]] = {
 class Settings:
     """What the ipcbench fixtures run over, after every layer was applied."""
 
-    backends: tuple[str, ...] = BACKEND_NAMES
+    backends: tuple[str, ...] = field(default_factory=backend_names)  # every one known at start
     sizes: tuple[int, ...] = (10**3, 10**6)
     ranks: tuple[int, ...] = (2, 4)
     modes: tuple[str, ...] = MODES
-    payloads: tuple[str, ...] = tuple(KINDS)
+    payloads: tuple[str, ...] = field(default_factory=payload_kinds)
     timeout: float = DEFAULT_TIMEOUT_S
     report_dir: Path | None = None
     all_ranks_output: bool = False
@@ -220,11 +235,11 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "all_ranks_output": parse_bool,
     }
     defaults: dict[str, Any] = {
-        "backends": BACKEND_NAMES,
+        "backends": backend_names(),
         "sizes": parse_sizes(DEFAULT_SIZES, "default"),
         "ranks": default_ranks(mpi_world_size),
         "modes": MODES,
-        "payloads": tuple(KINDS),
+        "payloads": payload_kinds(),
         "timeout": DEFAULT_TIMEOUT_S,
         "all_ranks_output": False,
         "report": None,
@@ -292,11 +307,12 @@ class Matrix:
 
 
 def payload_specs(kinds: Sequence[str], sizes: Sequence[int]) -> list[PayloadSpec]:
-    """Kinds x sizes; ``tiny`` has one fixed size, so it appears once."""
+    """Kinds x sizes; a kind of fixed size (``tiny``) appears once."""
     specs: list[PayloadSpec] = []
     for kind in kinds:
-        if kind == "tiny":
-            specs.append(PayloadSpec("tiny", TINY_BYTES))
+        fixed = get_kind(kind).fixed_size
+        if fixed is not None:
+            specs.append(PayloadSpec(kind, fixed))
         else:
             specs.extend(PayloadSpec(kind, size) for size in sizes)
     return specs
@@ -326,7 +342,7 @@ class IpcSession:
         self._local_pids: set[int] = set()
         self._reasons: dict[str, str | None] = {}
         # what was there before this run (e.g. an outer pytest run in the same process): not ours
-        self._before = {str(item.path) for item in find_ours(os.getpid())}
+        self._before = {str(item.path) for item in find_ours(os.getpid(), declared_resources())}
 
     # --------------------------------------------------------------------------- groups
 
@@ -394,8 +410,9 @@ class IpcSession:
         Only what appeared during the run counts; the owners are this process and its workers.
         """
         found = []
+        patterns = declared_resources()  # of the backends this run loaded: plugins name theirs
         for pid in self.pids():
-            for item in find_ours(pid):
+            for item in find_ours(pid, patterns):
                 if str(item.path) in self._before:
                     continue
                 found.append(f"{item.path} (owner pid {item.pid})")
@@ -423,6 +440,8 @@ class IpcSession:
         world = self._mpi_world
         env = collect(self.world_size, group_kind=group_kind,
                       node_sizes=world.node_sizes if world is not None else None)
+        # two files with different run ids are not a paired experiment (`ipcbench compare`)
+        env.update(run_id=uuid.uuid4().hex, load_start=load_average())
         if self.config is not None:
             self.config.hook.pytest_ipcbench_update_environment(config=self.config, env=env)
         return env
@@ -441,7 +460,8 @@ class IpcSession:
         two are in the closure of every test that needs them.
         """
         s = self.settings
-        named = [BACKEND_FIXTURES[f] for f in BACKEND_FIXTURES if f in fixturenames]
+        per_backend = backend_fixtures()
+        named = [per_backend[f] for f in per_backend if f in fixturenames]
         dims: list[tuple[str, list[tuple[Any, str]]]] = []  # (argname, [(value, id part)])
         if "ipc_backend" in fixturenames:
             chosen = marker.get("backends", s.backends)

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..backends.base import BACKEND_NAMES
+from ..backends.base import backend_names
 from ..core.units import size_label
 from ..history.results import Result
 
@@ -22,7 +22,8 @@ def label(r: Result) -> str:
 
 
 def backend_order(name: str) -> tuple[int, str]:
-    return (BACKEND_NAMES.index(name) if name in BACKEND_NAMES else len(BACKEND_NAMES), name)
+    known = backend_names()
+    return (known.index(name) if name in known else len(known), name)
 
 
 def kind_order(kind: str) -> tuple[int, str]:

@@ -15,42 +15,58 @@ from ..history.results import Result, ResultSet
 from .common import kind_order, backend_order, median_of, size_of, table, by_scenario, copy_bandwidth_by_size, efficiency
 
 
+def test_of(result: Result) -> str:
+    """The pytest test a result was measured in (``extra["test"]``; empty for ``ipcbench run``)."""
+    return str(result.extra.get("test", "") or "")
+
+
 def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | None = None) -> str:
-    """Seed 000's table for one payload kind and size: backends by completion, relative speed."""
+    """Seed 000's table for one payload kind and size: backends by completion, relative speed.
+
+    Relative speed is taken among results of the same rank count (2 and 4 ranks are not rivals);
+    a Test column appears when the results come from pytest (``--ipc-report``).
+    """
     copies = copies or {}
     rows = [r for r in results if median_of(r, "completion")]
     if not rows:
         return ""
-    rows.sort(key=lambda r: median_of(r, "completion") or math.inf)
-    best = median_of(rows[0], "completion") or 1.0
+    rows.sort(key=lambda r: (r.ranks, median_of(r, "completion") or math.inf))
+    best = {}
+    for r in rows:
+        best.setdefault(r.ranks, median_of(r, "completion") or 1.0)
+    tests = any(test_of(r) for r in rows)
     lines = []
-    for i, r in enumerate(rows):
+    for r in rows:
         c = median_of(r, "completion") or math.inf
-        rel = "baseline (1.00x)" if i == 0 else f"{c / best:.2f}x slower"
+        rel = "baseline (1.00x)" if c == best[r.ranks] else f"{c / best[r.ranks]:.2f}x slower"
         eff = efficiency(r, copies)
         ver = r.verified
         lines.append([
-            r.backend, r.mode, r.kind, format_time(median_of(r, "write")),
+            r.backend, r.mode, r.kind, str(r.ranks), format_time(median_of(r, "write")),
             format_time(median_of(r, "read_avg")), format_time(c), format_time(median_of(r, "completion_touched")), rel,
             format_percent(eff),
             f"{ver.checked - ver.failed}/{ver.checked}" if ver else "-",
+            *([test_of(r) or "-"] if tests else []),
         ])
     return table(
-        ["Backend", "Mode", "Kind", "Median write", "Median read", "Completion", "Completion, touched",
-         "Relative speed", "Copy eff.", "Verified"],
-        lines, "lll" + "r" * 7,
+        ["Backend", "Mode", "Kind", "Ranks", "Median write", "Median read", "Completion", "Completion, touched",
+         "Relative speed", "Copy eff.", "Verified", *(["Test"] if tests else [])],
+        lines, "lll" + "r" * 8 + ("l" if tests else ""),
     )
 
 
 def _by_size_table(results: Sequence[Result], value: Callable[[Result], str]) -> str:
+    """Rows: backend, mode, ranks (and test, from pytest); columns: sizes."""
     sizes = sorted({r.size for r in results})
-    rows: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    rows: dict[tuple[str, str, int, str], dict[int, str]] = defaultdict(dict)
     for r in results:
-        rows[(r.backend, r.mode)][r.size] = value(r)
-    keys = sorted(rows, key=lambda k: (backend_order(k[0]), k[1]))
+        rows[(r.backend, r.mode, r.ranks, test_of(r))][r.size] = value(r)
+    keys = sorted(rows, key=lambda k: (backend_order(k[0]), k[1], k[2], k[3]))
     labels = {r.size: size_of(r) for r in results}
-    return table(["Backend", "Mode", *[labels[s] for s in sizes]],
-                  [[b, m, *[rows[(b, m)].get(s, "-") for s in sizes]] for b, m in keys])
+    tests = any(k[3] for k in keys)
+    return table(["Backend", "Mode", "Ranks", *[labels[s] for s in sizes], *(["Test"] if tests else [])],
+                  [[b, m, str(n), *[rows[(b, m, n, t)].get(s, "-") for s in sizes], *([t or "-"] if tests else [])]
+                   for b, m, n, t in keys])
 
 
 def headline(results: Sequence[Result]) -> str:
@@ -163,8 +179,15 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                 table(["Path", "Median", "Samples", "x one copy"],
                        [[r.backend, format_time(median_of(r, r.primary)), len(r.samples[r.primary]),
                          f"{(median_of(r, r.primary) or 0) / copy:.2f}x" if copy else "-"] for r in s2], "lrrr"), ""]
+    refs = by_scenario(results, "reference")
+    if refs:
+        out += ["## In-run references (what `ipcbench compare` divides out across runs)", "",
+                table(["Reference", "Size", "Median", "Samples"],
+                      [[f"{r.backend} ping-pong (round trip / 2)" if r.primary == "latency" else r.backend,
+                        format_bytes(r.nbytes), format_time(median_of(r, r.primary)), len(r.samples.get(r.primary, ()))]
+                       for r in sorted(refs, key=lambda r: (r.backend, r.size))], "lrrr"), ""]
     other = sorted({r.scenario for r in results}
-                   - {"broadcast", "pingpong", "stream", "granularity", "copy", "mpi-method", "seed002"})
+                   - {"broadcast", "pingpong", "stream", "granularity", "copy", "reference", "mpi-method", "seed002"})
     if other:
         out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]
     failures = rs.env.get("failures") if rs.env else None

@@ -5,8 +5,10 @@ and works without MPI. :func:`write_mpi_method_report` writes ``mpi-methods.md``
 ``mpi-methods.png`` into a folder; ``report.write_report`` calls it when the results hold any
 ``mpi-method`` case.
 
-Times are the median over the samples of the ``completion`` metric (seconds per transfer, the
-max over ranks of each sample). Sizes: MB = 10**6 bytes.
+Times are the median over the samples of each result's primary metric (``transfer``: seconds
+per transfer, the max over every rank of each transfer, timed by the harness; ``completion`` in
+files written before seed 004 ran on the harness). Sizes: MB = 10**6 bytes. The
+configurations, shapes and method names come from :mod:`pytest_ipcbench.seed004`.
 """
 
 from __future__ import annotations
@@ -20,11 +22,8 @@ import numpy as np
 
 from ..core.units import format_bytes, format_ratio, format_time
 from ..history.results import Result
-
-SCENARIO = "mpi-method"
-CONFIG_ORDER = ("Small", "Medium", "Large", "XLarge", "XXLarge", "XXXLarge")
-SHAPE_OF_PAYLOAD = {"array1d": "1d", "ragged2d": "2d"}
-SHAPE_TITLES = {"2d": "2D (ragged rows)", "1d": "1D (contiguous)"}
+from ..seed004.configs import CONFIG_ORDER, SCENARIO, SHAPE_OF_PAYLOAD, SHAPE_TITLES, config_of_size
+from ..seed004.methods import METHOD_NAMES, METHODS
 
 # Seed 004 (shared/seeds/004_38d19fb6032b7bb8.txt, "Performance Results"): C++ with Google
 # Benchmark, GCC -O3, 4 processes, average time per operation, converted here to microseconds.
@@ -130,11 +129,7 @@ def method_results(results: Iterable[Result]) -> list[Result]:
 
 def _config_of(r: Result) -> str:
     config = r.extra.get("config")
-    if config:
-        return str(config)
-    base = r.size // (55 * 4)
-    return {50: "Small", 500: "Medium", 5000: "Large", 50000: "XLarge", 500000: "XXLarge",
-            2000000: "XXXLarge"}.get(base, f"base {base}")
+    return str(config) if config else config_of_size(r.size)
 
 
 def _config_key(config: str) -> tuple[int, str]:
@@ -446,14 +441,12 @@ def _config_sizes(rows: Sequence[Row], shape: str) -> dict[str, int]:
 
 
 def _method_key(name: str) -> tuple[int, str]:
-    order = ("p2p", "bcast", "ibcast", "pack", "datatype", "rma-fence", "rma-lock", "pickle", "pkl5")
+    order = METHOD_NAMES
     return (order.index(name), name) if name in order else (len(order), name)
 
 
 def methods_table() -> str:
     """What each method does for 1D and for 2D (from the method classes)."""
-    from ..seed004.methods import METHODS
-
     return _table(
         ("Method", "1D", "2D (ragged rows)"),
         ((name, cls.notes_1d, cls.notes_2d) for name, cls in METHODS.items()),
@@ -468,8 +461,8 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
     results = method_results(results)
     parts = [
         "# MPI methods (seed 004's matrix)",
-        "Median time per transfer from rank 0 to every rank; each sample is the max over ranks of "
-        "the mean over an inner loop (MPI.Wtime). MB = 10^6 bytes. Seed C++ numbers: seed 004, "
+        "Median time per transfer from rank 0 to every rank; each sample is one transfer timed by "
+        "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. Seed C++ numbers: seed 004, "
         f"{SEED_CPP_RANKS} processes.",
     ]
     if plot_name:

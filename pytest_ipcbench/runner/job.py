@@ -7,7 +7,7 @@ Phases (one results folder, one JSON file):
 2. **mpi**: every case of a backend that can run over MPI ranks (lmdb, shm, zmq, mpi-*), in one
    ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here when
    ``ipcbench run`` is not itself under MPI; mpiexec is looked for next to ``sys.executable``
-   first, then on PATH); then seed 004's MPI method matrix (:mod:`..seed004.methods`) in the same job;
+   first, then on PATH); then seed 004's MPI method matrix (:mod:`..seed004`) in the same job;
 3. **local**: mp-queue (it cannot cross mpiexec ranks) over a :class:`~..core.group.LocalWorld` of
    RANKS processes, in this process; also every other non-MPI backend when MPI is missing;
 4. **seed 002**: the shared-array experiment (:func:`..shared.experiment.run_seed002`).
@@ -31,21 +31,24 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.base import BACKEND_NAMES, MODES
+from ..backends.base import BACKENDS, MODES, backend_names, declared_resources
+from ..core.payloads import PAYLOADS
 from ..core import names
 from ..core.envinfo import collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
-from ..core.procs import find_mpiexec, has_module, kill_group
-from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, with_copy_reference, copy_result, payload_bytes, quiet_barrier
+from ..core.procs import find_mpiexec, has_module, kill_group, load_average
+from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
+                               pipe_pingpong_result, quiet_barrier, with_copy_reference)
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
-from .matrix import LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix
+from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, needs_mpi
 from .progress import Progress, summary_note
 from .worker import MARK, case_unavailable, error_text, noop, run_case_local, run_mpi_cases
 
@@ -57,7 +60,7 @@ class RunOptions:
     level: str = "default"
     out: str | None = None
     ranks: int = 4
-    backends: Sequence[str] = BACKEND_NAMES
+    backends: Sequence[str] | None = None  # None: every registered backend (entry points, plugins too)
     modes: Sequence[str] = MODES
     kinds: Sequence[str] | None = None
     scenarios: Sequence[str] = SCENARIOS
@@ -74,9 +77,13 @@ class RunOptions:
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise ValueError(f"unknown level {self.level!r}; choose from {', '.join(LEVELS)}")
+        if self.backends is None:
+            self.backends = backend_names()
         for b in self.backends:
-            if b not in BACKEND_NAMES:
-                raise ValueError(f"unknown backend {b!r}; choose from {', '.join(BACKEND_NAMES)}")
+            BACKENDS.check_name(b)  # ValueError naming the known ones (entry points included)
+        for k in self.kinds or ():
+            if k != BUFFER and k not in PAYLOADS:
+                raise ValueError(f"unknown payload kind {k!r}; choose from {', '.join(PAYLOADS.names())}, or {BUFFER}")
         for m in self.modes:
             if m not in MODES:
                 raise ValueError(f"unknown mode {m!r}; choose bytes or native")
@@ -102,6 +109,7 @@ class Runner:
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
         self.results = ResultSet()
         self.copies: dict[int, Result] = {}
+        self.references: dict[int, Result] = {}
         self.failures: list[str] = []
         self.log_lines: list[str] = []
         self.mpi_env: dict[str, Any] = {}
@@ -133,6 +141,13 @@ class Runner:
                 self.copies[n] = r
             else:
                 old.extra["passes"] = r.extra["passes"]
+        # the raw pipe ping-pong: with the copies, the in-run references that let `ipcbench
+        # compare` divide out the load of the moment when it compares two runs (METHOD rule 19)
+        for n in PIPE_REFERENCE_SIZES:
+            r = pipe_pingpong_result(n, time_budget=0.05 if self.options.level == "quick" else 0.2)
+            old = self.references.get(n)
+            if old is None or r.summary().median < old.summary().median:
+                self.references[n] = r
         if progress is not None:
             progress.finish("copy bandwidth (numpy)", f"{len(sizes)} sizes")
         return {n: r.throughput() for n, r in self.copies.items()}
@@ -286,7 +301,7 @@ class Runner:
 
     def _clean_after(self, proc: subprocess.Popen[str]) -> None:
         """Remove what the killed job's ranks left (only resources of processes that are gone)."""
-        for item in names.find_ours():
+        for item in names.find_ours(patterns=declared_resources(load_all=True)):
             if not item.alive and item.pid in self._job_pids:
                 names.remove(item.path)
 
@@ -363,7 +378,7 @@ class Runner:
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
         have_mpi = has_module("mpi4py")
         mpi_cases = [c for c in cases if c.phase == "mpi" and have_mpi and not opts.no_mpi]
-        local_cases = [c for c in cases if c not in mpi_cases and (c.phase == "local" or not c.backend.startswith("mpi-"))]
+        local_cases = [c for c in cases if c not in mpi_cases and (c.phase == "local" or not needs_mpi(c.backend))]
         dropped = [c for c in cases if c not in mpi_cases and c not in local_cases]
         methods = None
         if not opts.no_extras and have_mpi and not opts.no_mpi and not opts.only:
@@ -384,6 +399,8 @@ class Runner:
             self.out.mkdir(parents=True, exist_ok=True)
             env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level},
                               node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
+            env["run_id"] = uuid.uuid4().hex  # two files with different ids are not a paired experiment
+            env["load_start"] = load_average()
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", seed 004's MPI methods" if methods else "")
                   + (", seed 002" if seed002 else "") + f" -> {self.out}")
@@ -422,6 +439,7 @@ class Runner:
     def finish(self, env: dict[str, Any], copies: dict[int, float], wall: float, n_cases: int) -> int:
         """Efficiency, environment, results.json, the report, the summary on the terminal."""
         self.results.extend(self.copies[n] for n in sorted(self.copies))
+        self.results.extend(self.references[n] for n in sorted(self.references))
         for r in self.results.results:
             if r.scenario in ("broadcast", "pingpong", "stream") and r.nbytes in copies:
                 with_copy_reference(r, copies[r.nbytes])
@@ -432,6 +450,7 @@ class Runner:
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
+        env["load_end"] = load_average()
         env.update(wall_s=round(wall, 1), cases=n_cases, failures=self.failures,
                    settings=asdict(self.settings), case_timeout_s=self.case_timeout)
         self.results.env = env

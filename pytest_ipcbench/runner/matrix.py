@@ -10,15 +10,14 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..backends.base import BACKEND_NAMES, MODES
-from ..core.payloads import PayloadSpec
+from ..backends.base import MODES, BackendUnavailable, backend_names, get_backend
+from ..core.payloads import PAYLOADS, PayloadSpec, get_kind, payload_kinds
 from ..core.units import duration_label, size_label
 from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload
-from ..seed004.methods import CONFIG_NAMES, config_nbytes
+from ..seed004.configs import CONFIG_NAMES, config_nbytes
 
 LEVELS = ("quick", "default", "full")
-LOCAL_ONLY = ("mp-queue",)
-CHANNEL_BACKENDS = ("zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
+BUFFER = "buffer"  # the pseudo-kind of ping-pong and stream: exactly ``size`` bytes
 MB = 10**6
 KB = 10**3
 MEMORY_COPY_BYTES = 64 * MB  # the copy bandwidth shown in the environment: twice the L3 of our machines
@@ -29,7 +28,7 @@ class Case:
     scenario: str
     backend: str
     mode: str
-    kind: str  # a payloads kind, or "buffer" (exactly ``size`` bytes)
+    kind: str  # a payload kind, or BUFFER (exactly ``size`` bytes)
     size: int
     ranks: int
     work: float = 0.0
@@ -42,11 +41,34 @@ class Case:
         return f"{self.scenario} {self.backend}/{self.mode} {self.kind}-{size} r{ranks}{work}"
 
     def payload(self) -> Any:
-        return BufferPayload(self.size) if self.kind == "buffer" else PayloadSpec(self.kind, self.size)
+        return BufferPayload(self.size) if self.kind == BUFFER else PayloadSpec(self.kind, self.size)
 
     @property
     def phase(self) -> str:
-        return "local" if self.backend in LOCAL_ONLY else "mpi"
+        return "local" if _backend_flag(self.backend, "local_only") else "mpi"
+
+
+def _backend_flag(name: str, flag: str) -> Any:
+    """A class attribute of a backend (False when its entry point cannot load here)."""
+    try:
+        return getattr(get_backend(name), flag, False)
+    except BackendUnavailable:
+        return False
+
+
+def needs_mpi(name: str) -> bool:
+    """Only over MPI ranks (False too for a backend that does not load here: its case says why)."""
+    return bool(_backend_flag(name, "needs_mpi"))
+
+
+def is_channel(name: str) -> bool:
+    return _backend_flag(name, "kind") == "channel"
+
+
+def plugin_kinds() -> tuple[str, ...]:
+    """Payload kinds that other distributions (or registrations) add: the broadcast cases run them
+    too, at the level's ``ndarray`` sizes (or at their fixed size)."""
+    return tuple(k for k in payload_kinds() if not PAYLOADS.builtin(k))
 
 
 @dataclass(frozen=True)
@@ -120,29 +142,41 @@ LEVEL_SPECS: dict[str, Level] = {
 def build_matrix(
     level: str = "default",
     ranks: int = 4,
-    backends: Sequence[str] = BACKEND_NAMES,
+    backends: Sequence[str] | None = None,
     modes: Sequence[str] = MODES,
     kinds: Sequence[str] | None = None,
     scenarios: Sequence[str] = SCENARIOS,
     sizes: Sequence[int] | None = None,
     only: Sequence[str] = (),
 ) -> list[Case]:
-    """Every case of a level, filtered; MPI-phase cases first, in a stable order."""
+    """Every case of a level, filtered; MPI-phase cases first, in a stable order.
+
+    ``backends`` None: every registered backend (plugins too). Broadcast runs the level's kinds and
+    every plugin payload kind; ``kinds`` narrows that (a plugin kind then needs no other step).
+    """
     spec = LEVEL_SPECS[level]
+    backends = backend_names() if backends is None else backends
+    broadcast = dict(spec.broadcast)
+    for kind in (plugin_kinds() if kinds is None else [k for k in kinds if k not in broadcast and k != BUFFER]):
+        fixed = get_kind(kind).fixed_size
+        broadcast[kind] = (fixed,) if fixed is not None else spec.broadcast["ndarray"]
     cases: list[Case] = []
     for backend in backends:
         for mode in modes:
             if "broadcast" in scenarios:
-                for kind, kind_sizes in spec.broadcast.items():
+                for kind, kind_sizes in broadcast.items():
                     if kinds is not None and kind not in kinds:
                         continue
-                    for size in sizes or kind_sizes:
+                    fixed = get_kind(kind).fixed_size
+                    for size in ((fixed,) if fixed is not None and kind not in spec.broadcast else sizes or kind_sizes):
                         cases.append(Case("broadcast", backend, mode, kind, size, ranks))
             if "pingpong" in scenarios and (kinds is None or "buffer" in kinds):
                 for size in sizes or spec.pingpong:
                     cases.append(Case("pingpong", backend, mode, "buffer", size, ranks))
-            if "stream" in scenarios and backend in CHANNEL_BACKENDS and mode in spec.stream_modes \
-                    and (kinds is None or "buffer" in kinds):
+            # a channel whose native values are views of one slot cannot keep a window of them
+            if "stream" in scenarios and is_channel(backend) and mode in spec.stream_modes \
+                    and (kinds is None or "buffer" in kinds) \
+                    and not (mode == "native" and _backend_flag(backend, "native_views_until_next_write")):
                 for size in sizes or spec.stream:
                     cases.append(Case("stream", backend, mode, "buffer", size, ranks))
             if "granularity" in scenarios and mode in spec.granularity_modes and (kinds is None or "tiny" in kinds):
@@ -151,5 +185,6 @@ def build_matrix(
     if only:
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.label, pat) or pat in c.label for pat in only)]
     order = {s: i for i, s in enumerate(SCENARIOS)}
+    known = {name: i for i, name in enumerate(backend_names())}
     return sorted(cases, key=lambda c: (c.phase != "mpi", order[c.scenario], c.kind, c.size, c.work,
-                                        BACKEND_NAMES.index(c.backend) if c.backend in BACKEND_NAMES else 99, c.mode))
+                                        known.get(c.backend, len(known)), c.mode))

@@ -107,22 +107,20 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
 
 
 def _run_mpi_methods(world: Any, opts: dict[str, Any], say: Callable[..., None]) -> None:
-    """The hook for seed 004's MPI method matrix: ``pytest_ipcbench.seed004.methods.run_matrix``
-    (collective; Result records on rank 0), if that module is there."""
-    try:
-        from ..seed004 import methods as mpi_methods
-    except ImportError:
-        return
+    """The hook for seed 004's MPI method matrix: :func:`pytest_ipcbench.seed004.run_matrix`
+    (collective; Result records on rank 0)."""
+    from .. import seed004
+
     say("start", index=-1, label="seed 004: MPI methods")
     try:
-        plan = mpi_methods.Plan(case_time=float(opts.get("case_time", 1.5)))
-        configs = [c for c in opts.get("configs", ()) if c in mpi_methods.CONFIGS]
+        settings = seed004.matrix_settings(case_time=float(opts.get("case_time", seed004.DEFAULT_CASE_TIME)))
+        configs = [c for c in opts.get("configs", ()) if c in seed004.CONFIGS]
 
         def progress(line: str) -> None:
             say("note", label="seed 004", message=line.strip())
 
-        results = mpi_methods.run_matrix(world, configs=configs, plan=plan,
-                                         progress=progress if world.rank == 0 else None)
+        results = seed004.run_matrix(world, configs=configs, settings=settings,
+                                     progress=progress if world.rank == 0 else None)
         quiet_barrier(world)
     except Exception as exc:
         say("error", index=-1, label="seed 004: MPI methods", message=error_text(exc))

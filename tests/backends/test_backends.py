@@ -1,4 +1,5 @@
-"""The local backends (lmdb, shm, zmq, mp-queue) over local process groups, with plain pytest.
+"""The local backends (lmdb, shm, zmq, mp-queue) over local process groups, with plain pytest,
+beyond the conformance suite (test_conformance.py).
 
 One LocalWorld of 4 processes serves the whole module (spawning is slow); every test checks that
 it left nothing of ours in /dev/shm or the temp dir. The MPI backends are in test_backends_mpi.py.
@@ -15,7 +16,7 @@ import pytest
 
 from pytest_ipcbench.core import names
 from pytest_ipcbench.backends import BackendSpec, BackendUnavailable, PayloadError, get_backend
-from pytest_ipcbench.backends.base import BACKEND_NAMES, unavailable_reason
+from pytest_ipcbench.backends.base import backend_names, unavailable_reason
 from pytest_ipcbench.core.group import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness.transfer import assert_delivered, deliver
@@ -26,7 +27,6 @@ LOCAL = ("lmdb", "shm", "zmq", "mp-queue")
 STORES = ("lmdb", "shm")
 MPI_ONLY = ("mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p")
 MODES = ("bytes", "native")
-KINDS = ("dict", "ndarray", "array1d", "ragged2d")
 KB, MB = 10**3, 10**6
 
 
@@ -61,19 +61,8 @@ def no_leftovers() -> Iterator[None]:
     assert not left, f"left behind: {left}"
 
 
-def _cases() -> Iterator[object]:
-    for name in LOCAL:
-        for mode in MODES:
-            for ranks in (2, 4):
-                for kind in KINDS:
-                    for size in (KB, MB):
-                        yield pytest.param(name, mode, kind, size, ranks, id=f"{name}-{mode}-{kind}-{size // KB}KB-{ranks}r")
-                yield pytest.param(name, mode, "tiny", 0, ranks, id=f"{name}-{mode}-tiny-{ranks}r")
-
-
-@pytest.mark.parametrize("name, mode, kind, size, ranks", list(_cases()))
-def test_delivers(world: LocalWorld, name: str, mode: str, kind: str, size: int, ranks: int) -> None:
-    assert_delivered(world.run(deliver, BackendSpec(name, mode), PayloadSpec(kind, size), ranks=ranks))
+# Delivery of every payload kind in both modes at 2 and 4 ranks, writer errors, timeouts and
+# cleanup are the conformance suite's (test_conformance.py); this file covers what is beyond it.
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -208,11 +197,15 @@ def test_mpi_backends_are_unavailable_on_a_local_group(world: LocalWorld, name: 
         BackendSpec(name).open(group)
 
 
-def test_every_backend_registers() -> None:
-    for name in BACKEND_NAMES:
+BUILT_INS = LOCAL + MPI_ONLY
+
+
+def test_every_built_in_backend_is_an_entry_point() -> None:
+    assert set(BUILT_INS) <= set(backend_names())
+    for name in BUILT_INS:
         assert get_backend(name).name == name
     assert {get_backend(n).kind for n in STORES} == {"store"}
-    assert {get_backend(n).kind for n in BACKEND_NAMES if n not in STORES} == {"channel"}
+    assert {get_backend(n).kind for n in BUILT_INS if n not in STORES} == {"channel"}
 
 
 def test_mp_queue_needs_mailboxes() -> None:

@@ -143,3 +143,12 @@ def test_shm_native_beats_bytes_mode_for_large_arrays():
                                           "broadcast", settings, rounds=3)
     # to a fully read object, so the view pays for reading every cache line too
     assert_faster((native, "completion_touched"), (pickled, "completion_touched"), at_least=2)
+
+
+def test_comparison_repr_is_short():
+    rng = np.random.default_rng(0)
+    c = compare(list(rng.lognormal(0, 0.05, 5000) * 1e-3), list(rng.lognormal(0, 0.05, 5000) * 2e-3),
+                names=("fast", "slow"))
+    text = repr(c)
+    assert len(text) < 200 and "fast / slow" in text and "5000/5000 samples" in text
+    assert str(c) == text  # print(comparison) too

@@ -33,7 +33,7 @@ def make_set(seed: int = 0, factors: dict[str, float] | None = None, spread: flo
     """Every backend x kind x size x ranks; sample times ~ lognormal around a per-case median."""
     rng = np.random.default_rng(seed)
     factors = factors or {}
-    rs = ResultSet(env={"host": "test", "python": "3"})
+    rs = ResultSet(env={"host": "test", "python": "3", "gate_job": "synthetic"})  # one paired experiment
     for backend in BACKENDS:
         for kind in KINDS:
             for size in SIZES:
@@ -296,7 +296,8 @@ def test_malformed_records_exit_2(tmp_path: Path, base_file: str, capsys: pytest
 
 
 def test_nothing_in_common_exits_2(tmp_path: Path, base_file: str, capsys: pytest.CaptureFixture[str]) -> None:
-    other = ResultSet(results=[Result("x", "shm", "bytes", "tiny", 64, 2, {"completion": [1e-6] * 5})])
+    other = ResultSet(env={"gate_job": "synthetic"},
+                      results=[Result("x", "shm", "bytes", "tiny", 64, 2, {"completion": [1e-6] * 5})])
     assert main(["compare", base_file, save(other, tmp_path / "o.json")]) == 2
     assert "nothing to compare" in capsys.readouterr().err
 

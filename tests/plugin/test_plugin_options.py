@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_ipcbench.backends.base import BACKEND_NAMES
+from pytest_ipcbench.backends.base import backend_names
 from pytest_ipcbench.plugin.session import (
-    BACKEND_FIXTURES,
+    backend_fixtures,
     IpcSession,
     Settings,
     default_ranks,
@@ -25,7 +25,7 @@ from pytest_ipcbench.plugin.session import (
 
 def test_parse_lists_keep_order_and_drop_repeats() -> None:
     assert parse_backends("shm, lmdb,shm", "x") == ("shm", "lmdb")
-    assert parse_backends("all", "x") == BACKEND_NAMES
+    assert parse_backends("all", "x") == backend_names()
     assert parse_backends(["zmq", "mp-queue"], "x") == ("zmq", "mp-queue")
     assert parse_modes("both", "x") == ("bytes", "native")
     assert parse_modes("native", "x") == ("native",)
@@ -42,7 +42,7 @@ def test_parse_lists_keep_order_and_drop_repeats() -> None:
 @pytest.mark.parametrize(
     ("parse", "value", "expected"),
     [
-        (parse_backends, "shmm", "--opt: unknown backend 'shmm' (choose from lmdb, shm"),
+        (parse_backends, "shmm", "--opt: unknown backend 'shmm' (choose from lmdb, mp-queue, mpi-bcast"),
         (parse_backends, "", "--opt: no backend given"),
         (parse_modes, "fast", "--opt: unknown mode 'fast'"),
         (parse_payloads, "json", "--opt: unknown payload kind 'json'"),
@@ -128,12 +128,11 @@ def test_matrix_marker_that_excludes_everything_gives_one_skipped_item() -> None
 
 
 def test_backend_fixture_names() -> None:
-    assert BACKEND_FIXTURES["mpi_pkl5_backend"] == "mpi-pkl5"
-    assert BACKEND_FIXTURES["mp_queue_backend"] == "mp-queue"
-    assert len(BACKEND_FIXTURES) == len(BACKEND_NAMES) == 9
-    import pytest_ipcbench.plugin as plugin
-
-    assert all(hasattr(plugin, fixture) for fixture in BACKEND_FIXTURES)  # each one is defined
+    fixtures = backend_fixtures()
+    assert fixtures["mpi_pkl5_backend"] == "mpi-pkl5"
+    assert fixtures["mp_queue_backend"] == "mp-queue"
+    assert fixtures["mpi_shm_win_backend"] == "mpi-shm-win"
+    assert len(fixtures) == len(backend_names()) >= 8
 
 
 # ------------------------------------------------------------------- through pytest itself
@@ -143,7 +142,7 @@ def test_bad_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest("--ipc-backends", "shm,shmm")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--ipc-backends: unknown backend 'shmm' (choose from lmdb, shm, zmq*"])
+    result.stderr.fnmatch_lines(["*--ipc-backends: unknown backend 'shmm' (choose from lmdb, mp-queue, *, shm, zmq*"])
 
 
 def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
@@ -247,7 +246,10 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
     result = pytester.runpytest("--ipc-report", "out")
     result.assert_outcomes(passed=1)
     ((resultset, folder),) = calls
-    assert [r.key for r in resultset.results] == ["bcast/shm/bytes/ndarray/1000/r2"]
+    # the recorded result, and the in-run references added for `ipcbench compare`
+    assert [r.key for r in resultset.results if r.scenario not in ("copy", "reference")] == [
+        "bcast/shm/bytes/ndarray/1000/r2"]
+    assert {r.scenario for r in resultset.results} == {"bcast", "reference"}
     assert str(folder) == "out"
     calls.clear()
     pytester.makepyfile("def test_records():\n    pass\n")

@@ -188,3 +188,15 @@ def test_pivot_table(results: list[Result]) -> None:
     cells = [c.strip() for c in small_2d.strip("|").split("|")]
     assert cells[3:] == ["", "40 µs", "**25 µs**", "", "90 µs", ""]
     assert rep.pivot_table(results, ranks=2) == "_No results._"
+
+
+def test_rows_use_the_primary_metric_of_harness_results() -> None:
+    """Results of seed 004 on the harness: primary ``transfer`` (max over every rank), not the
+    readers' ``completion``; configurations recognised by size when ``extra`` lacks them."""
+    r = Result(
+        scenario="mpi-method", backend="p2p", mode="native", payload="array1d", size=SIZES["Medium"], ranks=4,
+        samples={"completion": [1e-6] * 3, "write": [5e-6] * 3, "transfer": [5e-6] * 3},
+        nbytes=SIZES["Medium"], primary="transfer",
+    )
+    (row,) = rep.rows_of([r])
+    assert row.median == pytest.approx(5e-6) and row.config == "Medium" and row.shape == "1d"

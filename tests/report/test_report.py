@@ -105,7 +105,8 @@ def test_markdown_has_the_seed_tables(written):
     text = summary.read_text()
     assert "# pytest-ipcbench results" in text
     assert "MPI: MPICH 4.3.0" in text and "oversubscribed: yes" in text and "MB = 10^6" in text
-    assert "| Backend | Mode | Kind | Median write | Median read | Completion |" in text
+    assert "| Backend | Mode | Kind | Ranks | Median write | Median read | Completion |" in text
+    assert "| Backend | Mode | Ranks | " in text  # tables by size: a row per backend, mode and rank count
     assert "baseline (1.00x)" in text and "x slower" in text
     assert "## Write time against size (seed 001)" in text and "## Read time against size" in text
     assert "## Ping-pong latency" in text and "## Stream" in text and "## Granularity" in text

@@ -13,11 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_ipcbench.seed004 import methods as mm
+from pytest_ipcbench import seed004 as mm
+from pytest_ipcbench.seed004.methods import Bcast
+from pytest_ipcbench.harness.measure import BenchSettings, VerificationError, static_plan
 # the fixtures mpi_method, ragged_payload and contiguous_payload come from the plugin
 from pytest_ipcbench.plugin.fixtures.seed004 import MethodRunner, SeedPayload, mpi_unavailable_reason
 
-QUICK = mm.QUICK_PLAN
+QUICK = mm.QUICK_SETTINGS
 
 
 def _comm():
@@ -35,8 +37,9 @@ def _comm():
 def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: SeedPayload) -> None:
     comm = _comm()
     data = ragged_payload.data
-    m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, plan=QUICK)
+    m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, settings=QUICK)
     assert m.verified is True
+    assert m.result.verified.checked > 0 and m.result.verified.failed == 0
     assert m.shape == "2d" and m.nbytes == ragged_payload.nbytes == ragged_payload.base * 55 * 4
     assert [r.size for r in m.received] == [ragged_payload.base * (i + 1) ** 2 for i in range(5)]
     assert len(m.samples) == 1 and m.samples[0] > 0
@@ -47,7 +50,7 @@ def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: SeedPaylo
 def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload: SeedPayload) -> None:
     comm = _comm()
     data = contiguous_payload.data
-    m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, plan=QUICK)
+    m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, settings=QUICK)
     assert m.verified is True
     assert m.shape == "1d" and m.received.dtype == np.int32
     assert m.received.size == contiguous_payload.base * 55
@@ -75,18 +78,28 @@ def test_own_ragged_data_from_last_rank(name: str) -> None:
 
 @pytest.mark.mpi(min_size=2)
 def test_timing_loop_and_repeated_lengths() -> None:
-    """Several samples with an inner loop; the same method object reused for a changed layout."""
+    """The harness's plan: warm-up then timed transfers; the method reused for every transfer."""
     comm = _comm()
     data = mm.build_data("Small", "2d")
-    plan = mm.Plan(inner=5, samples=3)
-    m = mm.measure(comm, "datatype", data if comm.rank == 0 else None, expected=data, plan=plan)
-    assert (m.inner, len(m.samples)) == (5, 3) and m.warmup >= 1
+    settings = BenchSettings(warmup=2, min_iterations=3, max_iterations=3, touch=False)
+    m = mm.bench_method(comm, "datatype", data if comm.rank == 0 else None, expected=data, settings=settings)
+    assert (m.result.plan["iterations"], len(m.samples)) == (3, 3) and m.warmup == 2
     assert all(s > 0 for s in m.samples)
-    # samples are the max over ranks: the same list on every rank
+    # samples are the max over readers: the same list on every rank
     assert comm.allgather(m.samples) == [m.samples] * comm.size
+    assert m.result.scenario == "broadcast" and m.result.readers == comm.size - 1
 
 
-class _Corrupting(mm.Bcast):
+@pytest.mark.mpi(min_size=2)
+def test_own_data_is_verified_without_expected() -> None:
+    """Without ``expected``, the readers check against the root's data (broadcast untimed)."""
+    comm = _comm()
+    rows = _own_rows(0)
+    m = mm.bench_method(comm, "bcast", rows if comm.rank == 0 else None, settings=QUICK)
+    assert m.verified is True and mm.data_equal(m.received, rows)
+
+
+class _Corrupting(Bcast):
     """A Bcast whose last receiver damages what it got."""
 
     name = "corrupting"
@@ -101,8 +114,8 @@ class _Corrupting(mm.Bcast):
 def test_verification_fails_on_every_rank() -> None:
     comm = _comm()
     data = mm.build_data("Small", "1d")
-    with pytest.raises(mm.VerificationError, match=rf"ranks \[{comm.size - 1}\]"):
-        mm.measure(comm, _Corrupting(), data if comm.rank == 0 else None, expected=data, plan=QUICK)
+    with pytest.raises(VerificationError, match=rf"rank {comm.size - 1} failed"):
+        mm.bench_method(comm, _Corrupting, data if comm.rank == 0 else None, expected=data, settings=QUICK)
 
 
 @pytest.mark.mpi(min_size=2)
@@ -111,6 +124,7 @@ def test_free_releases_mpi_objects() -> None:
     for shape in mm.SHAPES:
         data = mm.build_data("Small", shape)
         info = mm.ShapeInfo.of(data)
+        other = mm.build_data("Small", shape, seed=7)
         for name in mm.METHOD_NAMES:
             m = mm.get_method(name)
             m.prepare(comm, data if comm.rank == 0 else None, info)
@@ -119,6 +133,14 @@ def test_free_releases_mpi_objects() -> None:
             assert m.comm is None
             assert getattr(m, "win", None) is None
             assert getattr(m, "_attached", []) == []
+            # two sources (what the harness alternates): slot k sends source k
+            m = mm.get_method(name)
+            m.prepare(comm, [data, other] if comm.rank == 0 else None, info, slots=2)
+            for slot, want in ((1, other), (0, data), (1, other)):
+                m.transfer(slot)
+                assert mm.data_equal(m.result(), want)
+            m.free()
+            assert m.comm is None and getattr(m, "_wins", []) == []
 
 
 @pytest.mark.mpi(min_size=2)
@@ -128,7 +150,7 @@ def test_run_matrix_results() -> None:
     comm = _comm()
     lines: list[str] = []
     results = mm.run_matrix(
-        MPIGroup(comm), configs=("Small",), methods=("bcast", "pkl5"), plan=QUICK, progress=lines.append
+        MPIGroup(comm), configs=("Small",), methods=("bcast", "pkl5"), settings=QUICK, progress=lines.append
     )
     if comm.rank != 0:
         assert results == [] and lines == []
@@ -141,9 +163,30 @@ def test_run_matrix_results() -> None:
     ]
     for r in results:
         assert (r.scenario, r.mode, r.size, r.nbytes, r.ranks) == ("mpi-method", "native", 11_000, 11_000, comm.size)
-        assert r.extra["config"] == "Small" and r.extra["base"] == 50 and r.extra["verified"] is True
-        assert list(r.samples) == ["completion"] and r.samples["completion"][0] > 0
+        assert r.extra["config"] == "Small" and r.extra["base"] == 50
+        assert r.verified.checked > 0 and r.verified.failed == 0
+        assert r.primary == "transfer" and r.samples["transfer"][0] > 0
+        assert len(r.samples["transfer"]) == mm.DEFAULT_ROUNDS  # one transfer per round, pooled
+        # the max over every rank: the root's time and the slowest reader's, per transfer
+        assert r.samples["transfer"] == [max(w, c) for w, c in zip(r.samples["write"], r.samples["completion"])]
+        assert r.extra["waits"] == "busy"
     assert len(lines) == 4
+
+
+@pytest.mark.mpi(min_size=2)
+def test_methods_run_in_the_broadcast_scenario_only() -> None:
+    """A method is one collective transfer: the harness's pair scenarios get a clear error."""
+    from pytest_ipcbench.backends.base import BackendSpec
+    from pytest_ipcbench.core.group import MPIGroup
+    from pytest_ipcbench.harness.measure import bench
+
+    comm = _comm()
+    spec = BackendSpec(mm.backend_name("bcast"), "native")
+    pair = MPIGroup(comm).split(2)  # the ranks of a pingpong (the others have no part)
+    if pair is not None:
+        with pytest.raises(RuntimeError, match="broadcast scenario"):
+            bench(pair, spec, mm.payload_spec("Small", "1d"), "pingpong", QUICK)
+    comm.Barrier()
 
 
 # -------------------------------------------------------------------------------- no MPI
@@ -182,15 +225,28 @@ def test_shape_info_rejects_what_mpi_cannot_send() -> None:
 
 
 def test_plan_scales_iterations_down_with_size() -> None:
-    plan = mm.Plan()
-    k_small, n_small = plan.choose(11_000, 20e-6)
-    k_large, n_large = plan.choose(11_000_000, 5e-3)
-    k_huge, n_huge = plan.choose(440_000_000, 0.5)
-    assert k_small > k_large > k_huge == 1
-    assert k_small <= 10_000 and k_large <= 10
-    assert plan.min_samples <= n_huge <= n_large <= plan.max_samples
-    assert mm.Plan(inner=7, samples=2).choose(10, 1.0) == (7, 2)
-    assert plan.choose(110_000_000, 1e-6)[0] <= plan.volume_cap // 110_000_000
+    """The harness's plan for seed 004's sizes: fewer iterations as the size grows."""
+    settings = mm.matrix_settings()
+    counts = [static_plan(mm.config_nbytes(c), settings).iterations for c in mm.CONFIG_NAMES]
+    assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1]
+    assert counts[0] == settings.max_iterations == 1000  # a round stays bounded on a loaded machine
+    assert all(n >= settings.min_iterations for n in counts)
+    assert mm.matrix_settings(case_time=3.0, rounds=3).time_budget == pytest.approx(1.0)
+    assert mm.matrix_settings().touch is False  # methods deliver into real buffers
+    assert mm.matrix_settings().quiet_waits is False  # ranks wait in MPI, as in seed 004's loop
+    with pytest.raises(ValueError, match="case_time"):
+        mm.matrix_settings(case_time=0)
+
+
+def test_own_data_payload_alternates() -> None:
+    rows = _own_rows(0)
+    payload = mm.DataPayload(rows)
+    first, second = payload.build(1), payload.build(2)
+    assert first is rows and not payload.equal(first, second)
+    assert payload.equal(second, mm.DataPayload(rows).build(2))
+    assert (payload.kind, payload.nbytes) == ("ragged2d", sum(r.nbytes for r in rows))
+    nan = np.array([np.nan, 1.0])
+    assert mm.data_equal(nan, nan.copy())  # bytes compared: a delivered NaN is equal
 
 
 def test_fixtures_skip_without_mpi(pytestconfig: pytest.Config) -> None:

@@ -1,0 +1,180 @@
+"""Files another project needs to adopt the gate and the asv history: written by ``ipcbench init-ci``.
+
+* ``.github/workflows/perf-gate.yml``: on every pull request, install pytest-ipcbench (from a git
+  URL or a wheel: it is not on PyPI), then ``ipcbench gate --base origin/BASE`` over the matrix the
+  project declares in ``[tool.ipcbench]``; the verdict goes to the job summary, the report is an
+  artifact. The pull request that adopts pytest-ipcbench is not gated (its base has no table).
+* with ``--asv``: ``asv.conf.json`` and ``benchmarks/bench_ipcbench.py``, the asv suite of
+  :mod:`.asv_suite` over the same declared matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: What the workflow installs when nothing else is said: the project's git repository.
+DEFAULT_INSTALL = "pytest-ipcbench[mpi] @ git+https://github.com/OWNER/pytest-ipcbench"
+DEFAULT_WORKFLOW = ".github/workflows/perf-gate.yml"
+DEFAULT_PYTHON = "3.12"
+
+WORKFLOW = """\
+# Perf gate on pull requests (written by `ipcbench init-ci`): the base branch and the pull request
+# are installed side by side and measured in this job, interleaved (base head, head base, ...),
+# over the matrix declared in [tool.ipcbench] of {project_dir}pyproject.toml; a case fails the job
+# only when it is slower than +10% with 95% confidence. pytest-ipcbench is not on PyPI: it is
+# installed from {install_kind}, the same for both sides.
+name: perf-gate
+
+on:
+  pull_request:
+
+permissions:
+  contents: read
+
+concurrency:
+  group: perf-gate-${{{{ github.event.pull_request.number }}}}
+  cancel-in-progress: true
+
+jobs:
+  gate:
+    runs-on: ubuntu-24.04
+    timeout-minutes: 90
+    env:
+      BASE_REF: ${{{{ github.base_ref }}}}
+      IPCBENCH_INSTALL: "{install}"
+      PYTHONUNBUFFERED: "1"
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          fetch-depth: 0  # the gate checks the base commit out into a worktree
+
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "{python}"
+
+      - name: Install pytest-ipcbench (not from PyPI)
+        run: |
+          python -m pip install --upgrade pip
+          python -m pip install "${{IPCBENCH_INSTALL}}"
+
+      - name: Environments of earlier runs (keyed by the base commit)
+        uses: actions/cache@v4
+        with:
+          path: {project_dir}.ipcbench-gate/venvs
+          key: perf-gate-venvs-${{{{ runner.os }}}}-py{python}-${{{{ github.event.pull_request.base.sha }}}}
+          restore-keys: perf-gate-venvs-${{{{ runner.os }}}}-py{python}-
+
+      - name: Perf gate against the base branch
+        working-directory: {working_directory}
+        # --skip-unadopted-base: the pull request that adds [tool.ipcbench] has nothing to compare with
+        run: ipcbench gate --base "origin/${{BASE_REF}}" --skip-unadopted-base{gate_args}
+
+      - name: Job summary
+        if: always()
+        working-directory: {working_directory}
+        run: |
+          if [ -f .ipcbench-gate/report/compare.md ]; then
+            cat .ipcbench-gate/report/compare.md >> "$GITHUB_STEP_SUMMARY"
+          else
+            echo "The perf gate did not produce a report; see the log of the gate step." >> "$GITHUB_STEP_SUMMARY"
+          fi
+
+      - name: Upload the report
+        if: always()
+        uses: actions/upload-artifact@v4
+        with:
+          name: perf-gate-report
+          path: {project_dir}.ipcbench-gate/report/
+          if-no-files-found: warn
+          retention-days: 30
+"""
+
+ASV_CONF = {
+    "version": 1,
+    "project": "",
+    "project_url": "",
+    "repo": ".",
+    "branches": ["HEAD"],
+    "environment_type": "virtualenv",
+    "benchmark_dir": "benchmarks",
+    "env_dir": ".asv/env",
+    "results_dir": ".asv/results",
+    "html_dir": ".asv/html",
+    "build_command": ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"],
+    "install_command": ["in-dir={env_dir} python -m pip install {wheel_file}"],
+}
+
+ASV_MODULE = '''\
+"""asv suite: times the matrix this project declares in [tool.ipcbench] (written by `ipcbench init-ci --asv`).
+
+asv installs this project at each commit; pytest-ipcbench comes from the "matrix" of asv.conf.json
+(a git URL or a wheel: it is not on PyPI). `asv run`, `asv continuous main HEAD`, `asv publish`.
+"""
+
+from pytest_ipcbench.history.asv_suite import *  # noqa: F401,F403 (TimeDeclared, MemDeclared...)
+'''
+
+
+@dataclass(frozen=True)
+class Written:
+    path: Path
+    what: str
+
+
+def _project_name(pyproject: Path) -> str:
+    from ..runner.config import tomllib
+
+    try:
+        return str(tomllib.loads(pyproject.read_text()).get("project", {}).get("name", ""))
+    except (OSError, tomllib.TOMLDecodeError):
+        return ""
+
+
+def render_workflow(install: str = DEFAULT_INSTALL, python: str = DEFAULT_PYTHON, project_dir: str = "",
+                    gate_args: str = "") -> str:
+    """The perf-gate workflow; ``project_dir`` is the project's folder in its repository ("" or "sub/")."""
+    if '"' in install or "\n" in install:
+        raise ValueError(f"the install spec may not hold quotes or new lines: {install!r}")
+    if not re.fullmatch(r"3\.\d+", python):
+        raise ValueError(f"bad Python version {python!r} (e.g. 3.12)")
+    project_dir = project_dir.strip("/") + "/" if project_dir.strip("/") else ""
+    kind = "a wheel" if install.endswith(".whl") else "git" if "git+" in install else f"'{install}'"
+    return WORKFLOW.format(install=install, python=python, project_dir=project_dir, install_kind=kind,
+                           working_directory=project_dir.rstrip("/") or ".",
+                           gate_args=f" {gate_args}" if gate_args else "")
+
+
+def write_files(root: Path, workflow: str | None = DEFAULT_WORKFLOW, install: str = DEFAULT_INSTALL,
+                python: str = DEFAULT_PYTHON, asv: bool = False, force: bool = False,
+                project_dir: str = "") -> list[Written]:
+    """Write the workflow (relative to ``root``, the repository's top) and, ``asv``, the asv suite
+    (in the project's folder); an existing file is kept unless ``force``."""
+    project = root / project_dir
+    pyproject = project / "pyproject.toml"
+    if not pyproject.is_file():
+        raise FileNotFoundError(f"no pyproject.toml in {project}: run `ipcbench init-ci` in the project")
+    todo: list[tuple[Path, str, str]] = []
+    if workflow:
+        todo.append((root / workflow, render_workflow(install, python, project_dir), "perf gate workflow"))
+    if asv:
+        conf = dict(ASV_CONF, project=_project_name(pyproject) or project.name)
+        # pytest-ipcbench is not on PyPI: every asv environment installs it first, then the project
+        conf["install_command"] = [f'in-dir={{env_dir}} python -m pip install "{install}"',
+                                   "in-dir={env_dir} python -m pip install {wheel_file}"]
+        todo.append((project / "asv.conf.json", json.dumps(conf, indent=2) + "\n", "asv configuration"))
+        todo.append((project / "benchmarks" / "bench_ipcbench.py", ASV_MODULE, "asv suite"))
+        init = project / "benchmarks" / "__init__.py"
+        if not init.exists():
+            todo.append((init, "", "asv benchmark package"))
+    existing = [p for p, _, _ in todo if p.exists() and p.name != "__init__.py"]
+    if existing and not force:
+        raise FileExistsError(f"{', '.join(map(str, existing))} exist(s); --force overwrites")
+    out = []
+    for path, text, what in todo:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        out.append(Written(path, what))
+    return out

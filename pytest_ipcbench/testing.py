@@ -1,0 +1,233 @@
+"""A backend author's kit: the conformance suite every backend must pass, built-in or plugin.
+
+In the spirit of the abstract test classes that storage libraries ship for their implementations:
+subclass it in a test module of your project and name your backend::
+
+    from pytest_ipcbench.testing import BackendConformance
+
+    class TestMyFifo(BackendConformance):
+        backend = "fifo"
+
+The subclass runs with the ipcbench fixtures, so it follows the usual options: plain ``pytest``
+runs it over local worker processes at 2 and 4 ranks, ``mpiexec -n 4 python -m pytest --with-mpi
+-m mpi`` over MPI (2 and 4 ranks). It checks, in both modes:
+
+* **delivery**: every registered payload kind (``--ipc-payloads``, default all) at every size
+  (``--ipc-sizes``) reaches every reader exactly, several rounds in a row (a stale read fails);
+* **writer errors**: an object the writer cannot pickle raises :class:`PayloadError` on the writer
+  *and* on every reader (no reader waits for a value that never comes), and the next transfer works;
+* **timeouts**: a reader whose writer writes nothing gives up after the backend's ``timeout`` with
+  a TimeoutError that names the backend (skipped, with the reason, for a backend whose class sets
+  ``no_read_timeout``: a read inside an MPI collective cannot be abandoned);
+* **nothing left behind**: after a transfer, and after an exception inside ``with``, no rank still
+  has a resource of ours (``ipcb-<pid>-*`` names, and the backend's declared ``resources``).
+
+Where the backend cannot run (``Backend.unavailable``) every test is skipped with its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from .backends.base import BACKENDS, BackendSpec, PayloadError
+from .core import names
+from .core.group import Group
+from .core.payloads import PayloadSpec
+from .harness.transfer import Delivery, assert_delivered, deliver
+
+__all__ = ["BackendConformance"]
+
+
+# ----------------------------------------------------------------- programs run on every rank
+# (module level: local worker processes import them from here)
+
+
+def _ours(patterns: tuple[str, ...]) -> set[str]:
+    return {str(item.path) for item in names.find_ours(os.getpid(), patterns)}
+
+
+def delivery_program(group: Group, spec: BackendSpec, payload: PayloadSpec, rounds: int) -> tuple[Delivery, list[str]]:
+    """``deliver`` plus what this rank left behind: (delivery, leftovers)."""
+    patterns = spec.cls.resources
+    before = _ours(patterns)
+    delivery = deliver(group, spec, payload, rounds)
+    return delivery, sorted(_ours(patterns) - before)
+
+
+class _Unpicklable:
+    def __reduce__(self) -> Any:
+        raise TypeError("this object refuses to be pickled (conformance check)")
+
+
+def writer_error_program(group: Group, spec: BackendSpec) -> tuple[str, str, list[str]]:
+    """The writer sends an unpicklable object, then a good one.
+
+    Returns (what the first transfer raised here, how the second went, leftovers).
+    """
+    bad = {"fine": np.arange(10), "bad": _Unpicklable()}
+    good = [np.arange(5, dtype=np.int32), {"x": 1}]
+    patterns = spec.cls.resources
+    before = _ours(patterns)
+    with spec.open(group) as live:
+        store = live.kind == "store"
+        group.barrier()
+        first = "no error"
+        if group.rank == live.root:
+            try:
+                live.write(bad)
+            except PayloadError as exc:
+                first = f"PayloadError: {exc}"
+            except Exception as exc:
+                first = f"{type(exc).__name__}: {exc}"
+            if store:
+                group.barrier()
+        else:
+            if store:
+                group.barrier()
+            try:
+                live.read()
+            except PayloadError as exc:
+                first = f"PayloadError: {exc}"
+            except Exception as exc:
+                first = f"{type(exc).__name__}: {exc}"
+        group.barrier()
+        second = "sent"
+        if group.rank == live.root:
+            live.write(good)
+            if store:
+                group.barrier()
+        else:
+            if store:
+                group.barrier()
+            got = live.read()
+            same = (
+                isinstance(got, (list, tuple))
+                and len(got) == 2
+                and np.array_equal(got[0], good[0])
+                and got[1] == good[1]
+            )
+            second = "ok" if same else f"wrong value: {type(got).__name__}"
+        group.barrier()
+    return first, second, sorted(_ours(patterns) - before)
+
+
+def read_timeout_program(group: Group, spec: BackendSpec) -> tuple[str, float]:
+    """Nobody writes: every reader's read() must give up. Returns (outcome, seconds waited)."""
+    with spec.open(group) as live:
+        group.barrier()
+        outcome, waited = "writer", 0.0
+        if group.rank != live.root:
+            start = time.monotonic()
+            try:
+                got = live.read()
+                outcome = f"read() returned a {type(got).__name__} although nothing was written"
+            except TimeoutError as exc:
+                outcome = f"TimeoutError: {exc}"
+            except Exception as exc:
+                outcome = f"{type(exc).__name__} instead of TimeoutError: {exc}"
+            waited = time.monotonic() - start
+        group.barrier()
+    return outcome, waited
+
+
+def cleanup_program(group: Group, spec: BackendSpec) -> tuple[str, list[str]]:
+    """A transfer, then an exception inside ``with``: what this rank left behind."""
+    patterns = spec.cls.resources
+    before = _ours(patterns)
+    deliver(group, spec, PayloadSpec("tiny", 64), 1)
+    outcome = "no exception"
+    try:
+        with spec.open(group) as live:
+            group.barrier()
+            if group.rank == live.root and not live.needs_mpi:  # an MPI write needs its readers
+                live.write(np.arange(1000))  # and nobody reads it
+            group.barrier()
+            raise RuntimeError("raised inside with")
+    except RuntimeError as exc:
+        outcome = str(exc)
+    return outcome, sorted(_ours(patterns) - before)
+
+
+# ---------------------------------------------------------------------------- the test class
+
+
+def _leftovers(results: list[Any], index: int) -> list[str]:
+    return [f"rank {rank}: {path}" for rank, result in enumerate(results) for path in result[index]]
+
+
+class BackendConformance:
+    """Subclass as ``Test...`` and set ``backend`` to the name of the backend under test."""
+
+    backend: ClassVar[str] = ""
+    rounds: ClassVar[int] = 3  # transfers in a row per delivery check (each with another seed)
+    timeout: ClassVar[float] = 60.0  # the backend's read timeout in every check but the timeout one
+    read_timeout: ClassVar[float] = 0.5  # seconds a reader waits in the timeout check
+
+    @pytest.fixture
+    def conformance_backend(self, request: pytest.FixtureRequest, ipc_mode: str, ipc_ranks: int) -> BackendSpec:
+        """The backend under test in ``ipc_mode``; skipped with the reason where it cannot run."""
+        from .plugin.session import get_session
+
+        name = self.backend
+        if not name:
+            pytest.fail(f"{type(self).__name__}: set the class attribute backend = '<name of the backend under test>'")
+        if name not in BACKENDS:
+            pytest.fail(f"{type(self).__name__}: {BACKENDS.unknown(name)}")
+        reason = get_session(request.config).backend_unavailable(name, ipc_ranks)
+        if reason:
+            pytest.skip(reason)
+        return BackendSpec(name, ipc_mode, timeout=self.timeout)
+
+    def test_delivers_every_payload_kind(
+        self, ipc_group: Group, ipc_payload: PayloadSpec, conformance_backend: BackendSpec
+    ) -> None:
+        results = ipc_group.run(delivery_program, conformance_backend, ipc_payload, self.rounds)
+        assert_delivered([delivery for delivery, _ in results])
+        left = _leftovers(results, 1)
+        assert not left, f"{conformance_backend.id} left behind: {left}"
+
+    def test_writer_error_reaches_the_readers(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:
+        spec = conformance_backend
+        results = ipc_group.run(writer_error_program, spec)
+        root = spec.root
+        problems = []
+        for rank, (first, second, _) in enumerate(results):
+            side = "writer" if rank == root else "reader"
+            if not first.startswith("PayloadError: "):
+                problems.append(f"rank {rank} ({side}): expected PayloadError, got {first}")
+            if rank != root and second != "ok":
+                problems.append(f"rank {rank} (reader): the transfer after the error: {second}")
+        assert not problems, f"{spec.id}, unpicklable object:\n  " + "\n  ".join(problems)
+        left = _leftovers(results, 2)
+        assert not left, f"{spec.id} left behind: {left}"
+
+    @pytest.mark.ipcbench(timeout=120)  # a read that never gives up is caught within this
+    def test_read_times_out_clearly(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:
+        reason = conformance_backend.cls.no_read_timeout
+        if reason:
+            pytest.skip(f"{conformance_backend.name}: {reason}")
+        limit = self.read_timeout
+        spec = BackendSpec(conformance_backend.name, conformance_backend.mode, timeout=limit)
+        results = ipc_group.run(read_timeout_program, spec)
+        problems = []
+        for rank, (outcome, waited) in enumerate(results):
+            if rank == spec.root:
+                continue
+            if not outcome.startswith("TimeoutError: "):
+                problems.append(f"rank {rank}: {outcome}")
+            elif spec.name not in outcome:
+                problems.append(f"rank {rank}: the TimeoutError does not name the backend: {outcome}")
+            elif not 0.9 * limit <= waited <= limit + 30:
+                problems.append(f"rank {rank}: gave up after {waited:.2f} s with a timeout of {limit:g} s")
+        assert not problems, f"{spec.id}, nothing written, timeout {limit:g} s:\n  " + "\n  ".join(problems)
+
+    def test_leaves_nothing_behind(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:
+        results = ipc_group.run(cleanup_program, conformance_backend)
+        assert [outcome for outcome, _ in results] == ["raised inside with"] * len(results)
+        left = _leftovers(results, 1)
+        assert not left, f"{conformance_backend.id} left behind (after a transfer and an exception inside with): {left}"

@@ -1,0 +1,75 @@
+"""The pytest route end to end: ``--ipc-report`` writes results.json that ``ipcbench compare``
+reads, the report's tables carry ranks and the test, every ``ipc_bench`` call is recorded, and
+pytest-benchmark gets the parameters by their ids."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_ipcbench.backends.base import unavailable_reason
+from pytest_ipcbench.commands import main
+from pytest_ipcbench.history.results import ResultSet
+
+TWO_CALLS = """
+    import pytest
+
+    @pytest.mark.ipcbench(backends="shm", modes="bytes", payloads="ndarray", sizes="10KB", ranks="2,4")
+    def test_two_calls(ipc_bench, ipc_backend, ipc_payload, ipc_group):
+        first = ipc_bench(ipc_backend, ipc_payload, time_budget=0.02, min_iterations=5, max_iterations=5)
+        second = ipc_bench(ipc_backend, ipc_payload, "pingpong" if ipc_group.size == 2 else "broadcast",
+                           time_budget=0.02, min_iterations=6, max_iterations=6)
+        assert first.extra["test"].startswith("test_route.py::test_two_calls[")
+"""
+
+
+@pytest.fixture
+def two_runs(pytester: pytest.Pytester, tmp_path: Path) -> list[tuple[Path, Path]]:
+    if unavailable_reason("shm"):
+        pytest.skip("no shm backend")
+    pytester.makepyfile(test_route=textwrap.dedent(TWO_CALLS))
+    runs = []
+    for i in (1, 2):
+        bench, report = tmp_path / f"bench{i}.json", tmp_path / f"report{i}"
+        res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--benchmark-json={bench}",
+                                            f"--ipc-report={report}", "-q", timeout=180)
+        res.assert_outcomes(passed=2)
+        runs.append((bench, report))
+    return runs
+
+
+def test_pytest_route_records_every_call_and_is_comparable(two_runs: list[tuple[Path, Path]],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (bench, report), (_, report2) = two_runs
+    rs = ResultSet.load(report / "results.json")
+    measured = [r for r in rs.results if r.scenario not in ("copy", "reference")]
+    # two tests (r2, r4) x two calls each: nothing dropped, each knows its test
+    assert len(measured) == 4
+    assert {r.scenario for r in measured} == {"broadcast", "pingpong"}
+    assert all("test_two_calls[" in r.extra["test"] for r in measured)
+    assert {r.ranks for r in measured} == {2, 4}
+    assert {r.scenario for r in rs.results} >= {"copy", "reference"}  # in-run references
+    assert rs.env["run_id"] and "load_end" in rs.env
+
+    data = json.loads(bench.read_text())
+    assert len(data["benchmarks"]) == 2  # pytest-benchmark: one per test...
+    for bm in data["benchmarks"]:
+        calls = bm["extra_info"]["ipcbench_calls"]  # ...and every call listed in it
+        assert len(calls) == 2 and calls[0]["key"] == bm["extra_info"]["ipcbench"]["key"]
+        assert bm["stats"]["rounds"] == calls[0]["samples"] == 5  # the first call's timing
+        assert bm["params"]["ipc_payload"] == "ndarray-10KB" and "shm" in json.dumps(bm["params"])
+        assert "UNSERIALIZABLE" not in json.dumps(bm["params"])
+
+    summary = (report / "summary.md").read_text()
+    assert "| Ranks |" in summary and "| Test |" in summary and "test_two_calls[" in summary
+    assert "In-run references" in summary
+
+    # two pytest runs: different runs, compared through their references (never "no references")
+    code = main(["compare", str(report / "results.json"), str(report2 / "results.json")])
+    out, err = capsys.readouterr()
+    assert code in (0, 1, 2), err
+    assert "different runs" in out + err
+    assert "share no in-run reference" not in err

@@ -1,0 +1,101 @@
+"""``[tool.ipcbench]``: a project's declared matrix, read by ``ipcbench run`` (the command line wins)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_ipcbench.commands import main
+from pytest_ipcbench.runner.config import discover, parse_table, read_config
+
+TABLE = """
+[project]
+name = "someone-else"
+version = "0"
+
+[tool.ipcbench]
+backends = ["shm"]
+modes = ["bytes"]
+scenarios = ["pingpong", "broadcast"]
+payloads = ["ndarray"]
+sizes = ["1KB", 2000000]
+ranks = 2
+level = "quick"
+"""
+
+
+def project(tmp_path: Path, text: str = TABLE) -> Path:
+    (tmp_path / ".git").mkdir()  # the top of a repository: discovery stops here
+    (tmp_path / "pyproject.toml").write_text(text)
+    return tmp_path
+
+
+def test_table_becomes_run_options(tmp_path: Path) -> None:
+    config = read_config(project(tmp_path) / "pyproject.toml")
+    assert config is not None
+    assert config.options == {"backends": ["shm"], "modes": ["bytes"], "scenarios": ["pingpong", "broadcast"],
+                              "kinds": ["ndarray", "buffer", "tiny"], "sizes": [1000, 2_000_000], "ranks": 2, "level": "quick",
+                              "no_extras": True}
+    assert parse_table({"extras": True}, tmp_path).options["no_extras"] is False
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"backend": ["shm"]}, "unknown key(s) backend"),
+    ({"sizes": ["1 parsec"]}, "bad size '1 parsec'"),
+    ({"ranks": "two"}, "ranks: expected a whole number"),
+    ({"payloads": ["a"], "kinds": ["b"]}, "both payloads and kinds"),
+    ({"backends": []}, "the list is empty"),
+    ({"extras": "yes"}, "expected true or false"),
+])
+def test_bad_table_names_file_and_key(tmp_path: Path, table: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        parse_table(table, tmp_path / "pyproject.toml")
+    assert "pyproject.toml" in str(info.value)
+
+
+def test_no_table_declares_nothing(tmp_path: Path) -> None:
+    project(tmp_path, "[project]\nname = 'x'\n")
+    assert discover(tmp_path) is None
+    sub = tmp_path / "src" / "deep"
+    sub.mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text(TABLE)
+    found = discover(sub)
+    assert found is not None and found.path == tmp_path / "pyproject.toml"
+
+
+def _list(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_ipcbench", "run", "--list", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_run_lists_the_declared_matrix_and_the_command_line_overrides_it(tmp_path: Path) -> None:
+    project(tmp_path)
+    declared = _list(tmp_path)
+    assert declared.returncode == 0, declared.stderr
+    lines = [ln for ln in declared.stdout.splitlines() if ln.startswith(("mpi ", "local "))]
+    assert lines and all(" shm/bytes " in ln for ln in lines), declared.stdout
+    assert any("pingpong" in ln and "buffer-1KB r2" in ln for ln in lines)
+    assert any("broadcast" in ln and "ndarray-2MB r2" in ln for ln in lines)
+    assert not any("granularity" in ln or "stream" in ln for ln in lines)
+    assert "seed 002" not in declared.stdout  # extras are off under a table
+    override = _list(tmp_path, "--backends", "zmq", "--scenarios", "pingpong")
+    lines = [ln for ln in override.stdout.splitlines() if ln.startswith(("mpi ", "local "))]
+    assert lines and all(" zmq/bytes " in ln and "pingpong" in ln for ln in lines), override.stdout
+    ignored = _list(tmp_path, "--no-config", "--backends", "shm")
+    assert "granularity" in ignored.stdout  # the standard matrix
+
+
+def test_run_reports_a_bad_table_with_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    project(tmp_path, TABLE.replace('backends = ["shm"]', 'backends = ["no-such-backend"]'))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--list"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-backend" in err and "pyproject.toml [tool.ipcbench]" in err
+    (tmp_path / "other.toml").write_text("[tool.other]\n")
+    assert main(["run", "--list", "--config", str(tmp_path / "other.toml")]) == 2
+    assert "has no [tool.ipcbench] table" in capsys.readouterr().err
