@@ -68,6 +68,7 @@ class MPQueueBackend(Backend):
     name = "mp-queue"
     kind = "channel"
     local_only = True
+    reference = "ref-mp-queue"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

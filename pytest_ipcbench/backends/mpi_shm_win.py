@@ -36,7 +36,7 @@ import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily
 import numpy as np
 
 from ..core.nodes import layout_of
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob
+from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
 
 ALIGN = 64
 STATE_VALUE, STATE_ERROR = 0, 1
@@ -63,6 +63,7 @@ class MPIShmWinBackend(Backend):
     initial_capacity = 1 << 20
     #: native values are views of the window, overwritten by the next write (no stream scenario)
     native_views_until_next_write = True
+    reference = "ref-mpi-shm-win"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -266,4 +267,30 @@ class MPIShmWinBackend(Backend):
         return loads_oob(bytes(view[head_off : head_off + head_len]), buffers)
 
 
-__all__ = ["MPIShmWinBackend"]
+@register
+class RefMPIShmWin(MPIShmWinBackend):
+    """The reference (``ipcbench selfcheck``): the same windows, version word and acknowledgements,
+    moving the raw bytes of a buffer in native mode (a reader gets a flat ``uint8`` copy) and the
+    pickled object in bytes mode: what is left of mpi-shm-win's cost is the window itself."""
+
+    name = "ref-mpi-shm-win"
+    internal = True
+    reference = None
+    native_views_until_next_write = False  # readers copy
+
+    def _layout(self, obj: Any) -> tuple[list[Any], list[int], int, np.ndarray | None]:
+        if self.mode == "bytes":
+            return super()._layout(obj)
+        from ..harness.references import raw_bytes
+
+        raw = raw_bytes(obj, self.name)
+        return [raw], [0], raw.nbytes, None
+
+    def _decode(self, nbytes: int) -> Any:
+        if self.mode == "bytes":
+            return super()._decode(nbytes)
+        assert self._data is not None
+        return self._data[:nbytes].copy()
+
+
+__all__ = ["MPIShmWinBackend", "RefMPIShmWin"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from ..backends.base import WAITS
 from ..core.units import parse_size
 from ..harness.measure import SCENARIOS
 from ..runner.config import ProjectConfig, discover, read_config
@@ -57,6 +58,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="take the matrix from this file's [tool.ipcbench] table (default: the nearest "
                           "pyproject.toml, if it has one)")
     cfg.add_argument("--no-config", action="store_true", help="ignore any [tool.ipcbench] table")
+    parser.add_argument("--wait", choices=WAITS, default=None,
+                        help="how readers wait: auto (block when ranks <= cores, else backoff), block or backoff "
+                             "(default: $IPCBENCH_WAIT, else auto)")
 
 
 def project_config(args: argparse.Namespace) -> ProjectConfig | None:

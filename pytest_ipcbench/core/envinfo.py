@@ -122,6 +122,7 @@ def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", e
     if node_sizes is not None:
         env["nodes"] = len(node_sizes)
         env["ranks_per_node"] = list(node_sizes)
+    env["wait"] = _wait_record(ranks, n_cores)
     if group_kind:
         env["group"] = group_kind
     if mode:
@@ -129,6 +130,17 @@ def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", e
     if extra:
         env.update(extra)
     return env
+
+
+def _wait_record(ranks: int | None, n_cores: int) -> dict[str, Any]:
+    """The readers' wait strategy asked for (auto/block/backoff) and what it means at ``ranks``."""
+    from ..backends.base import default_wait, resolve_wait
+
+    asked = default_wait()
+    record: dict[str, Any] = {"asked": asked}
+    if ranks is not None:
+        record["resolved"] = resolve_wait(asked, ranks, n_cores)
+    return record
 
 
 def describe(env: dict[str, Any]) -> list[str]:
@@ -158,6 +170,10 @@ def describe(env: dict[str, Any]) -> list[str]:
                      f"{env['copy_bandwidth_MBps']:.0f} MB/s")
     if env.get("mode"):
         lines.append(f"mode: {env['mode']}")
+    wait = env.get("wait") or {}
+    if wait:
+        lines.append(f"wait strategy: {wait.get('asked', '?')}"
+                     + (f" ({wait['resolved']} at {env['ranks']} ranks)" if "resolved" in wait and "ranks" in env else ""))
     lines.append("units: times in seconds (tables in ms/µs as labelled), MB = 10^6 bytes")
     return lines
 

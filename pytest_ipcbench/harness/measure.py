@@ -329,6 +329,7 @@ class _Case:
         backend = spec.open(self.group)
         backend.setup()
         self.live.append(backend)
+        self.extra["wait"] = backend.wait  # how its readers waited (METHOD rule 18)
         return backend
 
     def _payloads(self) -> list[Any]:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
-from ..backends.base import MODES, backend_names, declared_resources, unavailable_reason
+from ..backends.base import MODES, backend_names, declared_resources, parse_wait, unavailable_reason
 from ..core.envinfo import collect
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
@@ -151,6 +151,14 @@ def parse_timeout(value: Any, source: str) -> float:
     return seconds
 
 
+def parse_wait_setting(value: Any, source: str) -> str:
+    """How readers wait: auto (block when ranks <= cores, else backoff), block or backoff."""
+    try:
+        return parse_wait(str(value), source)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def parse_bool(value: Any, source: str) -> bool:
     if isinstance(value, bool):
         return value
@@ -173,6 +181,7 @@ OPTIONS: dict[str, tuple[str, str, str, str]] = {
     "payloads": ("--ipc-payloads", "ipc_payloads", "ipc_payloads", "IPCBENCH_PAYLOADS"),
     "timeout": ("--ipc-timeout", "ipc_timeout", "ipc_timeout", "IPCBENCH_TIMEOUT"),
     "report": ("--ipc-report", "ipc_report", "ipc_report", "IPCBENCH_REPORT"),
+    "wait": ("--ipc-wait", "ipc_wait", "ipc_wait", "IPCBENCH_WAIT"),
     "all_ranks_output": (
         "--ipc-all-ranks-output",
         "ipc_all_ranks_output",
@@ -194,6 +203,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT_S
     report_dir: Path | None = None
     all_ranks_output: bool = False
+    wait: str = "auto"  # the readers' wait strategy (backends.base.WAITS)
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
 
@@ -233,6 +243,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "payloads": parse_payloads,
         "timeout": parse_timeout,
         "all_ranks_output": parse_bool,
+        "wait": parse_wait_setting,
     }
     defaults: dict[str, Any] = {
         "backends": backend_names(),
@@ -243,6 +254,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "timeout": DEFAULT_TIMEOUT_S,
         "all_ranks_output": False,
         "report": None,
+        "wait": "auto",
     }
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -266,6 +278,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         timeout=values["timeout"],
         report_dir=values["report"],
         all_ranks_output=values["all_ranks_output"],
+        wait=values["wait"],
         sources=sources,
     )
 
@@ -533,5 +546,5 @@ def describe(settings: Settings) -> str:
     return (
         f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(size_label(s) for s in settings.sizes)} "
         f"ranks={','.join(map(str, settings.ranks))} modes={','.join(settings.modes)} "
-        f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s"
+        f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s wait={settings.wait}"
     )

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.base import BACKENDS, MODES, backend_names, declared_resources
+from ..backends.base import BACKENDS, MODES, backend_names, declared_resources, parse_wait, set_default_wait
 from ..core.payloads import PAYLOADS
 from ..core import names
 from ..core.envinfo import collect as collect_env, describe as describe_env
@@ -73,8 +73,11 @@ class RunOptions:
     no_extras: bool = False
     mpiexec: str | None = None
     progress: str = "auto"
+    wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
 
     def __post_init__(self) -> None:
+        if self.wait is not None:
+            parse_wait(self.wait, "--wait")
         if self.level not in LEVELS:
             raise ValueError(f"unknown level {self.level!r}; choose from {', '.join(LEVELS)}")
         if self.backends is None:
@@ -369,6 +372,8 @@ class Runner:
 
     def run(self) -> int:
         opts = self.options
+        if opts.wait is not None:
+            set_default_wait(opts.wait)  # exported: the mpiexec job and local workers follow it
         world = None
         if in_mpi_job():
             world = MPIGroup.world()

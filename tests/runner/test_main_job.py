@@ -186,10 +186,18 @@ def test_parse_mpi4py_bench_output():
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (install pytest-ipcbench[mpi])")
 def test_selfcheck_agrees_with_mpi4py_bench_and_numpy(tmp_path):
     out = tmp_path / "selfcheck.json"
-    proc = _run(["selfcheck", "--rounds", "1", "--json", str(out)], timeout=240)
+    report = tmp_path / "report"
+    # the backend-against-reference part, small: one MPI and one local backend, one size
+    proc = _run(["selfcheck", "--rounds", "1", "--json", str(out), "--backends", "mpi-p2p,shm", "--sizes", "1KB",
+                 "--scenarios", "pingpong", "--time-budget", "0.05", "--ref-rounds", "3", "--out", str(report)],
+                timeout=300)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a figure outside 15% (shared machine)
     assert "mpi4py.bench pingpong" in proc.stdout and "timeit np.copyto" in proc.stdout
     data = json.loads(out.read_text())
+    assert [(r["backend"], r["reference"], r["size"]) for r in data["references"]] == [
+        ("mpi-p2p", "ref-mpi-p2p", 1000), ("shm", "ref-shm", 1000)]
+    assert "ref-mpi-p2p" in proc.stdout and "ref-shm" in proc.stdout
+    assert {"summary.md", "references.csv", "references.json"} <= {p.name for p in report.iterdir()}
     figures = {f["name"]: f for f in data["figures"]}
     assert set(figures) == {"MPI ping-pong latency, 1 B", "MPI ping-pong bandwidth, 16 MiB", "copy bandwidth, 64 MB"}
     assert "machine load" in proc.stdout
