@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve()
 FULL = os.environ.get("IPCBENCH_ASV_FULL", "").strip().lower() not in ("", "0", "no", "false")
 
 # The matrix, fixed in the suite (not read from the package) so it is the same over history.
-BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
+BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue", "mpi-shm-win")
 MODES = ("bytes", "native")
 KINDS = ("dict", "ndarray", "array1d", "ragged2d", "tiny")
 SIZES = ("1KB", "1MB")  # small (latency-bound) and large (bandwidth-bound); `ipcbench run` goes bigger

@@ -239,6 +239,10 @@ class Backend(ABC):
     name: ClassVar[str]
     kind: ClassVar[str]  # "store" or "channel"
     needs_mpi: ClassVar[bool] = False
+    # its resources live on one host (files, shared memory, ipc sockets); None: unless it needs MPI.
+    # Across nodes a node-local store (or MPI channel) runs once per node, fed over MPI
+    # (backends/hierarchy.py); another node-local channel is skipped.
+    node_local: ClassVar[bool | None] = None
     # connects only processes started by one parent (a LocalWorld), never mpiexec ranks (mp-queue)
     local_only: ClassVar[bool] = False
     # OS resources this backend creates under names of its own (not through core/names.py, whose
@@ -276,7 +280,16 @@ class Backend(ABC):
         """Why this backend cannot run with ``group`` (None if it can)."""
         if cls.needs_mpi and group is not None and not group.is_mpi:
             return f"{cls.name} needs MPI: run under mpiexec with --with-mpi"
+        if cls.kind == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
+            from ..core.nodes import layout_of
+
+            return (f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)} "
+                    "(a backend that reaches other nodes declares node_local = False)")
         return None
+
+    @classmethod
+    def is_node_local(cls) -> bool:
+        return (not cls.needs_mpi) if cls.node_local is None else cls.node_local
 
     @property
     def readers(self) -> list[int]:
@@ -479,5 +492,9 @@ class BackendSpec:
         reason = cls.unavailable(group)
         if reason:
             raise BackendUnavailable(reason)
+        from .hierarchy import HierarchicalStore, needs_hierarchy
+
+        if needs_hierarchy(cls, group):  # one store per node, fed over MPI
+            return HierarchicalStore(cls, group, self.mode, self.root, self.timeout, wait=self.wait)
         return cls(group, self.mode, self.root, self.timeout, wait=self.wait)
 

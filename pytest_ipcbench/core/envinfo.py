@@ -97,8 +97,10 @@ def mpi_info() -> dict[str, Any]:
     return info
 
 
-def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The environment record; ``ranks`` is the number of processes of the measurement."""
+def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", extra: dict[str, Any] | None = None,
+            node_sizes: list[int] | None = None) -> dict[str, Any]:
+    """The environment record; ``ranks`` is the number of processes of the measurement,
+    ``node_sizes`` the ranks on each node (an MPI group's ``node_sizes``; one node if not given)."""
     n_cores = cores()
     env: dict[str, Any] = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -117,6 +119,9 @@ def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", e
     if ranks is not None:
         env["ranks"] = ranks
         env["oversubscribed"] = ranks > n_cores
+    if node_sizes is not None:
+        env["nodes"] = len(node_sizes)
+        env["ranks_per_node"] = list(node_sizes)
     env["wait"] = _wait_record(ranks, n_cores)
     if group_kind:
         env["group"] = group_kind
@@ -149,6 +154,8 @@ def describe(env: dict[str, Any]) -> list[str]:
     if "ranks" in env:
         over = "yes" if env.get("oversubscribed") else "no"
         lines.append(f"ranks: {env['ranks']} on {env.get('cores', '?')} cores (oversubscribed: {over})")
+        if "nodes" in env:
+            lines.append(f"nodes: {env['nodes']} (ranks per node: {', '.join(map(str, env.get('ranks_per_node', [])))})")
     else:
         lines.append(f"cores: {env.get('cores', '?')}")
     lines.append(f"CPU: {env.get('cpu', '?')}; Python: {env.get('python', '?')}")

@@ -473,7 +473,9 @@ class IpcSession:
     def environment(self, group_kind: str = "") -> dict[str, Any]:
         """The environment record of this run: :func:`~..core.envinfo.collect`, then every
         ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
-        env = collect(self.world_size, group_kind=group_kind)
+        world = self._mpi_world
+        env = collect(self.world_size, group_kind=group_kind,
+                      node_sizes=world.node_sizes if world is not None else None)
         # two files with different run ids are not a paired experiment (`ipcbench compare`)
         env.update(run_id=uuid.uuid4().hex, load_start=load_average())
         if self.config is not None:

@@ -428,7 +428,8 @@ class Runner:
         opts = self.options
         env: dict[str, Any] = {}
         if rank0:
-            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level})
+            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level},
+                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
             env["run_id"] = uuid.uuid4().hex  # two files with different ids are not a paired experiment
             env["load_start"] = load_average()
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
@@ -475,6 +476,8 @@ class Runner:
                 with_copy_reference(r, copies[r.nbytes])
         if self.mpi_env.get("mpi"):
             env["mpi"] = self.mpi_env["mpi"]
+        if self.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
+            env["nodes"], env["ranks_per_node"] = len(self.mpi_env["ranks_per_node"]), self.mpi_env["ranks_per_node"]
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import segment as _segment
+from ..core.nodes import this_node
 from .segment import Segment
 
 #: Arrays with fewer bytes than this are kept in process memory and pickled by value.
@@ -195,8 +196,7 @@ class SharedNDArray(np.ndarray):
                 plain = dt.fields is None and dt.subdtype is None and dt.metadata is None and dt.kind != "V"
                 args = (seg.name, generation, offset, self.shape, self.strides, dt.str if plain else dt,
                         not self.flags.writeable)
-                cls = type(self)
-                return (_rebuild, args if cls is SharedNDArray else args + (cls,))
+                return (_rebuild, args + (type(self), this_node()))
         return (_by_value, (self.view(np.ndarray), type(self)))
 
     def __reduce__(self) -> tuple:
@@ -228,13 +228,31 @@ class SharedNDArray(np.ndarray):
         return obj if type(obj) is np.ndarray else obj.view(np.ndarray)
 
 
+class OtherNodeError(RuntimeError):
+    """A handle was received on another node than the one whose memory holds the array."""
+
+
 def _rebuild(name: str, generation: int, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
-             dtype: np.dtype | str, readonly: bool, cls: type = SharedNDArray) -> SharedNDArray:
+             dtype: np.dtype | str, readonly: bool, cls: type = SharedNDArray,
+             node: str | None = None) -> SharedNDArray:
     """Unpickle a handle: map the segment (adopting the in-transit reference) and view it.
 
     A mapping this process made before is reused (see :mod:`.segment`); a handle whose
-    generation is not the segment's raises :class:`~.segment.SegmentGone`.
+    generation is not the segment's raises :class:`~.segment.SegmentGone`. A handle is refused
+    on another node (its segment is in the sender node's memory): the data must travel instead,
+    e.g. ``np.asarray(a)`` through a backend, or a store backend, which keeps one copy per node.
     """
+    here = this_node()
+    if node is not None and node != here:
+        try:  # give back the in-transit reference where the segment is reachable (simulated nodes)
+            _segment.attach(name, adopt=True, generation=generation).release()
+        except OSError:
+            pass
+        raise OtherNodeError(
+            f"a SharedNDArray handle ({name}, shape {tuple(shape)}) made on node {node} was received on "
+            f"node {here}: shared arrays live in one node's memory; send the data instead "
+            "(np.asarray(a) through a backend, or a store backend, which keeps one copy per node)"
+        )
     seg = _segment.attach(name, adopt=True, generation=generation)
     return _over(seg, offset, tuple(shape), tuple(strides), np.dtype(dtype), readonly, cls)
 

@@ -21,7 +21,7 @@ from pytest_ipcbench.harness.speed import SpeedAssertionError, assert_not_slower
 
 pytestmark = pytest.mark.mpi
 
-MPI_BACKENDS = ("mpi-p2p", "mpi-buffer", "mpi-bcast", "mpi-pkl5")
+MPI_BACKENDS = ("mpi-p2p", "mpi-buffer", "mpi-bcast", "mpi-pkl5", "mpi-shm-win")
 QUICK = BenchSettings(time_budget=0.15, warmup=3)
 # before issue 11: mpi-p2p 3.9x its reference at 1 B and 4-10x at 1 MB, mpi-buffer 4.7x at 1 B
 BOUNDS = {1: 4.0, 10**6: 3.0}

@@ -133,6 +133,7 @@ def test_backend_fixture_names() -> None:
     fixtures = backend_fixtures()
     assert fixtures["mpi_pkl5_backend"] == "mpi-pkl5"
     assert fixtures["mp_queue_backend"] == "mp-queue"
+    assert fixtures["mpi_shm_win_backend"] == "mpi-shm-win"
     assert len(fixtures) == len(backend_names()) >= 8
 
 

@@ -32,8 +32,10 @@ def test_matrix_levels_grow_and_filters_apply():
     assert all(is_channel(c.backend) for c in default if c.scenario == "stream")
     # (backends registered by other test modules of this process run by default too: look at ours)
     assert {c.backend for c in default if c.scenario == "stream" and BACKENDS.builtin(c.backend)} == {
-        "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue"
+        "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue", "mpi-shm-win"
     }
+    # mpi-shm-win's native values are views of one slot: it streams in bytes mode only
+    assert {c.mode for c in default if c.scenario == "stream" and c.backend == "mpi-shm-win"} == {"bytes"}
     phases = [c.phase for c in default]
     assert phases == sorted(phases, key=lambda p: p != "mpi")  # the MPI job first, then the local phase
     assert {c.phase for c in default if c.backend == "mp-queue"} == {"local"}
