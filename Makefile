@@ -36,6 +36,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi
+	MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	$(BIN)/ipcbench clean --dry-run
 	$(MAKE) test-example
 

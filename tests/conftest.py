@@ -1,39 +1,49 @@
-import tempfile
+import os
 import time
-from pathlib import Path
 
 import pytest
 
-from pytest_ipcbench.core.cleanup import stale_hydra_files, stale_mpich_segments
+from pytest_ipcbench.core.cleanup import JobWatch
 from pytest_ipcbench.core.group import in_mpi_job
-from pytest_ipcbench.core.names import SHM_DIR, remove
+from pytest_ipcbench.core.names import remove
 
 pytest_plugins = ["pytester"]
 
-_MPICH_BEFORE = pytest.StashKey[set]()
+_WATCH = pytest.StashKey[JobWatch]()
+# what an MPI launcher puts in its ranks' environment (Hydra's PMI, Open MPI's, PMIx)
+_LAUNCHER_ENV = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "OMPI_", "MPI_LOCALNRANKS", "MPI_LOCALRANKID")
+
+
+@pytest.fixture(autouse=True)
+def _plain_environment(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under MPI a test without the mpi marker runs on rank 0 alone (ipc_unmarked = rank0): the
+    processes it starts must not inherit the job's PMI connection (their MPI_Init would fail on
+    the rank's file descriptor), so they start as plain processes, as in a plain run."""
+    if in_mpi_job() and request.node.get_closest_marker("mpi") is None:
+        for key in list(os.environ):
+            if key.startswith(_LAUNCHER_ENV):
+                monkeypatch.delenv(key)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[_MPICH_BEFORE] = {p.name for p in stale_mpich_segments(min_age=0)} | {
-        p.name for p in stale_hydra_files(min_age=0)
-    }
+    # our watchdog tests end MPI jobs with MPI_Abort, after which MPICH leaves its segment in
+    # /dev/shm and Hydra its topology file in /tmp, named without an owner: record what the jobs
+    # started below this process use while they run (the jobs that abort are launched from the
+    # plain run), so that only those are removed at the end, never another job's
+    if not in_mpi_job():
+        session.config.stash[_WATCH] = JobWatch().start()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    # our watchdog tests end MPI jobs with MPI_Abort, after which MPICH leaves its segment in
-    # /dev/shm and Hydra its topology file in /tmp: remove what this session's jobs left
-    if in_mpi_job():  # the jobs that abort are launched from the plain run
+    watch = session.config.stash.get(_WATCH, None)
+    if watch is None:
         return
-    before = session.config.stash.get(_MPICH_BEFORE, set())
+    watch.stop()
     # ranks of an aborted job may take a few seconds to die and unmap: wait for them, bounded
     deadline = time.monotonic() + 20
     while True:
-        for path in stale_mpich_segments(min_age=0, ignore=before) + stale_hydra_files(min_age=0, ignore=before):
+        for path in watch.leftovers():
             remove(path)
-        pending = [
-            p for p in [*SHM_DIR.glob("mpich_shm_*"), *Path(tempfile.gettempdir()).glob("hydra_hwloc_xmlfile_*")]
-            if p.name not in before
-        ]
-        if not pending or time.monotonic() > deadline:
+        if not watch.pending() or time.monotonic() > deadline:
             break
         time.sleep(0.5)

@@ -9,7 +9,7 @@ metasync=False`` (we measure IPC, not durability; seed 000 used the same setting
 One write is one write transaction: key ``seq`` (sequence number, state, buffer count) and the
 value (``data`` in bytes mode; ``head`` and ``buf<i>`` in native mode). LMDB's MVCC gives a reader
 a consistent snapshot, so a reader polls ``seq`` in a fresh read transaction (with
-:class:`~.base.Backoff`) until it is newer than the last one it read.
+:meth:`~.base.Backend.pacer`, by the wait strategy) until it is newer than the last one it read.
 
 Map size: the writer sizes the map before writing (``set_mapsize`` to at least three times the
 value plus slack: a reader may pin the previous version while a new one is written) and grows it
@@ -17,11 +17,18 @@ again on ``MapFullError``. A reader whose map is then too small gets ``MapResize
 begins its next transaction; it adopts the new size with ``set_mapsize(0)`` (allowed because it
 holds no transaction then) and retries.
 
+Full filesystem: with ``writemap`` a write goes through a mapping of a sparse file, and a page
+the filesystem cannot hold is SIGBUS, which kills the process. So before each transaction the
+writer allocates (``posix_fallocate``) the file's pages it may write past the last used one, as
+the shm backend does: a filesystem too small for the value raises ``OSError`` (ENOSPC) naming the
+folder, the value's size and the free space, and the run goes on.
+
 Modes:
 
 * ``bytes``: pickle at write; a reader copies the bytes out (``buffers=False``), ends the
   transaction and unpickles.
-* ``native``: pickle protocol 5; header and out-of-band buffers are stored under their own keys
+* ``native``: a plain numpy array is stored as its (dtype, shape) and its bytes, without pickling;
+  anything else with pickle protocol 5; header and out-of-band buffers are stored under their own keys
   (each put copies a buffer once into the map); a reader opens the transaction with
   ``buffers=True`` and unpickles with zero-copy, read-only views into the map. The reader keeps
   that transaction open until its next ``read()`` or ``close()``, so the snapshot (and the views)
@@ -35,20 +42,28 @@ environments keep working on unlinked files.
 
 from __future__ import annotations
 
+import errno
+import os
+import pickle
 import shutil
 import struct
 from pathlib import Path
 from typing import Any
 
 import lmdb
+import numpy as np
 
 from ..core import names
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob
+from ..core.units import format_bytes
+from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
-STATE_VALUE, STATE_ERROR = 0, 1
+STATE_VALUE, STATE_ERROR, STATE_ARRAY = 0, 1, 2  # STATE_ARRAY: head is a plain array's (dtype, shape)
 _SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
 _KEY_SEQ, _KEY_DATA, _KEY_HEAD, _KEY_ERROR = b"seq", b"data", b"head", b"error"
 _MIB = 1 << 20
+_SMALL_TXN = 64 * 1024  # what a transaction of small keys may add: a few pages and the tree
+_RESERVE_AHEAD = 2 * _MIB  # the data file is allocated at least this far past its last used page
+_FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def _buf_key(i: int) -> bytes:
@@ -60,6 +75,7 @@ class LMDBBackend(Backend):
 
     name = "lmdb"
     kind = "store"
+    reference = "ref-lmdb"
     #: map size of a new environment; a bigger payload grows it
     initial_map_size = 64 * _MIB
     #: a write sizes the map to at least this many times the payload (versions pinned by readers)
@@ -72,6 +88,12 @@ class LMDBBackend(Backend):
         self._txn: lmdb.Transaction | None = None  # a reader's open snapshot (native mode)
         self._seq = 0
         self._owner = False
+        self._map_known = 0  # writer: a map size known to be set (saves env.info() per write)
+        self._meta: dict[Any, bytes] = {}  # writer: (dtype, shape) -> pickled description
+        self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
+        self._reserved_to = 0  # the writer's data file is allocated up to here (bytes)
+        self._used_bound = 0  # and used at most up to here
+        self._psize = 0
 
     # ------------------------------------------------------------------ setup and close
 
@@ -91,7 +113,10 @@ class LMDBBackend(Backend):
             readahead=False,
             meminit=False,
             max_dbs=0,
+            mode=0o600,  # data and lock file: readable by their owner only, like the folder
         )
+        self._reserved_to = self._used_bound = 0
+        self._reserve(_SMALL_TXN)
         with self._env.begin(write=True) as txn:
             txn.put(_KEY_SEQ, _SEQ.pack(0, STATE_VALUE, 0))
         return str(self.path)
@@ -125,10 +150,15 @@ class LMDBBackend(Backend):
         env = self._env
         if env is None or not self._owner:
             raise RuntimeError("lmdb: write() is for the root, after setup()")
+        state = STATE_VALUE
         try:
             if self.mode == "bytes":
                 items: list[tuple[bytes, Any]] = [(_KEY_DATA, dumps(obj))]
                 nbuf = 0
+            elif type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
+                # a plain array without pickling: its (dtype, shape), cached, and its bytes
+                items = [(_KEY_HEAD, self._array_meta(obj)), (_buf_key(0), obj.reshape(-1).view(np.uint8))]
+                nbuf, state = 1, STATE_ARRAY
             else:
                 head, buffers = dumps_oob(obj)
                 items = [(_KEY_HEAD, head)]
@@ -141,13 +171,23 @@ class LMDBBackend(Backend):
             self._commit([(_KEY_ERROR, str(exc).encode("utf-8", "replace"))], STATE_ERROR, 0)
             raise
         try:
-            self._commit(items, STATE_VALUE, nbuf)
+            self._commit(items, state, nbuf)
         except Exception as exc:  # e.g. a full disk: tell the readers, if that still works
             try:
                 self._commit([(_KEY_ERROR, f"{type(exc).__name__}: {exc}".encode())], STATE_ERROR, 0)
             except Exception:
                 pass
             raise
+
+    def _array_meta(self, arr: np.ndarray) -> bytes:
+        """The pickled (dtype, shape) of a plain array, cached per dtype and shape."""
+        key = (arr.dtype.str, arr.shape)
+        meta = self._meta.get(key)
+        if meta is None:
+            if len(self._meta) > 64:
+                self._meta.clear()
+            meta = self._meta[key] = pickle.dumps((arr.dtype, arr.shape), protocol=5)
+        return meta
 
     def _commit(self, items: list[tuple[bytes, Any]], state: int, nbuf: int) -> None:
         env = self._env
@@ -156,10 +196,12 @@ class LMDBBackend(Backend):
         # every value on its own overflow pages, plus a page each and the tree
         needed = nbytes + (len(items) + 16) * 4096
         want = self.headroom * needed + 4 * _MIB
-        if self.map_size < want:
+        if self._map_known < want and self.map_size < want:  # env.info() only when it may be short
             env.set_mapsize(_grow(self.map_size, want))
+        self._map_known = max(self._map_known, want)
         seq = self._seq + 1
         for _attempt in range(8):
+            self._reserve(needed, nbytes)
             try:
                 with env.begin(write=True) as txn:
                     for key, value in items:
@@ -171,6 +213,64 @@ class LMDBBackend(Backend):
         else:
             raise PayloadError(f"lmdb: {nbytes} bytes do not fit in a map of {self.map_size} bytes")
         self._seq = seq
+
+    def _reserve(self, nbytes: int, value: int = 0) -> None:
+        """Allocate the file's pages that the next transaction (of a ``value`` of that many bytes)
+        may write: up to ``nbytes`` past the last used page.
+
+        With ``writemap`` LMDB writes through a mapping of a sparse file: on a full filesystem
+        that is SIGBUS, which kills the process. Pages past the last used one are allocated
+        first (``posix_fallocate``, as the shm backend does), so a full filesystem is an error.
+        """
+        env = self._env
+        assert env is not None and self.path is not None
+        # a transaction adds at most nbytes past the last used page: while that bound stays in
+        # what is reserved, no need to ask LMDB (most small writes skip every call below)
+        if self._used_bound + nbytes <= self._reserved_to:
+            self._used_bound += nbytes
+            return
+        info = env.info()
+        self._psize = self._psize or int(env.stat()["psize"])
+        start = (int(info["last_pgno"]) + 1) * self._psize
+        self._used_bound = start + nbytes
+        map_end = int(info["map_size"])
+        need_end = min(start + nbytes, map_end)  # a bigger one fails MapFullError first, then grows
+        ahead_end = min(start + max(nbytes, _RESERVE_AHEAD), map_end)
+        try:
+            self._fallocate(ahead_end)
+        except OSError as exc:
+            if ahead_end > need_end and exc.errno in _FULL_ERRNOS:
+                try:  # the filesystem may hold the transaction but not the slack ahead of it
+                    self._fallocate(need_end)
+                    return
+                except OSError as again:
+                    exc = again
+            if exc.errno not in _FULL_ERRNOS:
+                raise
+            st = os.statvfs(self.path)
+            raise OSError(
+                exc.errno,
+                f"lmdb: cannot reserve {format_bytes(need_end - start)} in {self.path} for a value of {format_bytes(value)}: "
+                f"{format_bytes(st.f_bavail * st.f_frsize)} free of {format_bytes(st.f_blocks * st.f_frsize)} on its "
+                f"filesystem ({exc.strerror}); set TMPDIR to a folder with more space or use a smaller payload",
+            ) from None
+
+    def _fallocate(self, end: int) -> None:
+        """Allocate the data file up to ``end`` bytes (from where it is reserved already)."""
+        assert self.path is not None
+        if end <= self._reserved_to:
+            return
+        fd = os.open(self.path / "data.mdb", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.posix_fallocate(fd, self._reserved_to, end - self._reserved_to)
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # cannot reserve here: LMDB as it is
+                self._reserved_to = end
+                return
+            raise
+        finally:
+            os.close(fd)
+        self._reserved_to = end
 
     # ------------------------------------------------------------------ reader
 
@@ -191,7 +291,7 @@ class LMDBBackend(Backend):
         if self._txn is not None:  # the previous native snapshot: its views end here
             self._txn.abort()
             self._txn = None
-        backoff = Backoff(self.timeout)
+        pace = None
         native = self.mode == "native"
         while True:
             txn = self._begin(buffers=native)
@@ -207,13 +307,24 @@ class LMDBBackend(Backend):
                         txn = None
                         return loads(data)
                     head = txn.get(_KEY_HEAD)
-                    value = loads_oob(head, [txn.get(_buf_key(i)) for i in range(nbuf)])
+                    if state == STATE_ARRAY:
+                        meta = bytes(head)
+                        desc = self._desc.get(meta)
+                        if desc is None:
+                            if len(self._desc) > 64:
+                                self._desc.clear()
+                            desc = self._desc[meta] = pickle.loads(meta)
+                        value = np.frombuffer(txn.get(_buf_key(0)), dtype=np.uint8).view(desc[0]).reshape(desc[1])
+                    else:
+                        value = loads_oob(head, [txn.get(_buf_key(i)) for i in range(nbuf)])
                     self._txn, txn = txn, None  # keep the snapshot while the views live
                     return value
             finally:
                 if txn is not None:
                     txn.abort()
-            if not backoff.wait():
+            if pace is None:
+                pace = self.pacer()
+            if not pace.wait():
                 raise self.timeout_error(f"a value newer than number {self._seq} in LMDB environment {self.path}")
 
 

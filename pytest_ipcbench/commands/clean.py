@@ -4,23 +4,30 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.cleanup import clean
+from ..core.cleanup import STALE_AFTER, clean
 
 HELP = "remove segments, LMDB folders and sockets left by dead processes"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="also remove resources of live owners")
+    parser.add_argument("--all-users", action="store_true",
+                        help="also other users' leftovers (default: only files you own)")
+    parser.add_argument("--min-age", type=float, default=STALE_AFTER, metavar="SECONDS",
+                        help="a leftover whose owner pid is not running here must be this old (default "
+                        f"{STALE_AFTER:g}: the owner may live in another PID namespace)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be removed")
 
 
 def run(args: argparse.Namespace) -> int:
-    removed, reclaimed = clean(all_owners=args.all, dry_run=args.dry_run)
+    result = clean(all_owners=args.all, dry_run=args.dry_run, all_users=args.all_users, min_age=args.min_age)
     verb = "would remove" if args.dry_run else "removed"
-    for r in removed:
+    for r in result.removed:
         print(f"{verb} {r.path} ({r.why})")
-    for name in reclaimed:
-        print(f"reclaimed shared array {name}")
-    if not removed and not reclaimed:
+    for name in result.reclaimed:
+        print(f"{'would reclaim' if args.dry_run else 'reclaimed'} shared array {name} (held by no live process)")
+    for r in result.skipped:
+        print(f"skipped {r.path} ({r.why})")
+    if not result.removed and not result.reclaimed and not result.skipped:
         print("nothing of ours is left")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..core.outdir import check_folder
 from ..history.results import ResultSet
 from ..report import headline, write_report
 
@@ -23,7 +24,9 @@ def run(args: argparse.Namespace) -> int:
 
 def report(results: str, out: str | None = None, plots: bool = True) -> int:
     rs = ResultSet.load(results)
-    folder = Path(out) if out else Path(results).resolve().parent
+    # checked first (a folder, the caller's, writable): a clear error, never a traceback or a
+    # write through another user's symlink
+    folder = check_folder(Path(out) if out else Path(results).resolve().parent)
     summary = write_report(rs, folder, plots=plots)
     print(headline(rs.results) or "(no broadcast or ping-pong results)")
     print(f"\nreport: {summary}")

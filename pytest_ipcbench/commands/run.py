@@ -1,6 +1,6 @@
 """``ipcbench run``: the standard matrix into a folder of results, CSV, plots and tables.
 
-In a project whose pyproject.toml has a ``[tool.ipcbench]`` table (:mod:`..core.project`), the
+In a project whose pyproject.toml has a ``[tool.ipcbench]`` table (:mod:`..runner.config`), the
 table declares the matrix; every option given on the command line overrides its key.
 """
 
@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from ..backends.base import WAITS
 from ..core.units import parse_size
 from ..harness.measure import SCENARIOS
-from ..core.project import ProjectConfig, discover, read_config
+from ..runner.config import ProjectConfig, discover, read_config
 from ..runner.job import RunOptions, Runner
 
 HELP = "run the standard matrix and write results, CSV, plots and tables into a folder"
@@ -23,6 +24,17 @@ def _csv(value: str) -> list[str]:
 
 def _sizes(value: str) -> list[int]:
     return [parse_size(v) for v in _csv(value)]
+
+
+def _seconds(value: str) -> float:
+    """Seconds, finite and at most a week (``inf`` would overflow every wait); 0: the default."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad number of seconds {value!r} (e.g. 90)") from None
+    if not 0 <= seconds <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"bad number of seconds {value!r} (0 for the default, at most a week: 604800)")
+    return seconds
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -45,13 +57,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", default=None, metavar="PATTERN",
                         help="run the cases whose label matches (glob or substring; repeatable); see --list")
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
-    parser.add_argument("--time-budget", type=float, default=None, help="seconds of timed iterations per case")
-    parser.add_argument("--case-timeout", type=float, default=None, help="seconds without progress before a job is killed")
+    parser.add_argument("--time-budget", type=_seconds, default=None, help="seconds of timed iterations per case")
+    parser.add_argument("--case-timeout", type=_seconds, default=None, help="seconds without progress before a job is killed")
     parser.add_argument("--no-mpi", action="store_true", help="do not launch mpiexec (local backends only)")
     parser.add_argument("--no-extras", action="store_const", const=True, default=None,
                         help="skip seed 004's MPI methods and seed 002 (the default under [tool.ipcbench])")
     parser.add_argument("--mpiexec", help="the mpiexec to launch (default: next to python, then PATH)")
     parser.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto")
+    parser.add_argument("--wait", choices=WAITS, default=None,
+                        help="how readers wait: auto (block when ranks <= cores, else backoff), block or backoff "
+                             "(default: $IPCBENCH_WAIT, else auto)")
     cfg = parser.add_mutually_exclusive_group()
     cfg.add_argument("--config", metavar="PYPROJECT",
                      help="take the matrix from this file's [tool.ipcbench] table (default: the nearest "

@@ -11,16 +11,22 @@ no live process maps it and it is older than a minute (a job being set up maps i
 
 from __future__ import annotations
 
-import tempfile
+import os
+import shutil
+import stat
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import names
+from . import names, procs
 from .procs import launcher_running, mapped_shm_names
 
 MPICH_PREFIX = "mpich_shm_"
+HYDRA_PREFIX = "hydra_hwloc_xmlfile_"
+HYDRA_DIR = Path("/tmp")  # Hydra's own choice, whatever TMPDIR says
 MPICH_MIN_AGE = 60.0
+STALE_AFTER = 3600.0  # a file whose owner pid is unknown here counts as left behind after this
 
 
 
@@ -53,10 +59,9 @@ def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozens
 
     They carry no owner, so they count as stale only while no MPICH launcher runs at all.
     """
-    tmp = Path(tempfile.gettempdir())
     now = time.time()
     try:
-        found = [p for p in tmp.glob("hydra_hwloc_xmlfile_*") if p.name not in ignore]
+        found = [p for p in HYDRA_DIR.glob(HYDRA_PREFIX + "*") if p.name not in ignore]
     except OSError:
         return []
     found = [p for p in found if p.exists() and now - p.stat().st_mtime >= min_age]
@@ -65,31 +70,197 @@ def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozens
     return sorted(found)
 
 
+class JobWatch:
+    """What the MPICH jobs started below this process use, recorded while they run.
+
+    An aborted MPICH job leaves its segment ``/dev/shm/mpich_shm_*`` and Hydra's topology file
+    ``/tmp/hydra_hwloc_xmlfile_*``; neither name says whose it is. A daemon thread looks at this
+    process's descendants every ``interval`` seconds: the segments that an MPI rank (a child of
+    ``hydra_pmi_proxy``) maps and the Hydra files that a proxy holds open are recorded with the
+    pids that used them. :meth:`leftovers` returns the recorded files that still exist once every
+    process that used them is dead, so only what this process's own jobs made is ever removed.
+    """
+
+    def __init__(self, interval: float = 0.2, root: int | None = None) -> None:
+        self.interval = interval
+        self.root = os.getpid() if root is None else root
+        self.users: dict[Path, set[int]] = {}  # file -> pids seen using it
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "JobWatch":
+        self._thread = threading.Thread(target=self._loop, name="ipcbench-jobwatch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.look()  # a last look at what still runs
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.look()
+            except Exception:  # /proc races: never let the watch die
+                continue
+
+    def look(self) -> None:
+        """Record what the MPI processes below us use now."""
+        for pid in procs.children_tree(self.root):
+            if procs.comm(pid).startswith("hydra_pmi_prox"):
+                self._record(pid, procs.open_files(pid, HYDRA_PREFIX))
+                for rank in procs.children(pid):
+                    self._record(rank, procs.mapped_files(rank, "/dev/shm/" + MPICH_PREFIX))
+
+    def _record(self, pid: int, paths: list[Path]) -> None:
+        if paths:
+            with self._lock:
+                for path in paths:
+                    self.users.setdefault(path, set()).add(pid)
+
+    def leftovers(self) -> list[Path]:
+        """Recorded files that still exist, all of whose users are dead."""
+        with self._lock:
+            items = [(path, set(pids)) for path, pids in self.users.items()]
+        return sorted(path for path, pids in items if path.exists() and not any(procs.running(p) for p in pids))
+
+    def pending(self) -> list[Path]:
+        """Recorded files that still exist while some of their users still run."""
+        with self._lock:
+            items = [(path, set(pids)) for path, pids in self.users.items()]
+        return sorted(path for path, pids in items if path.exists() and any(procs.running(p) for p in pids))
+
+
 @dataclass(frozen=True)
 class Removal:
     path: Path
     why: str
 
 
-def clean(all_owners: bool = False, dry_run: bool = False) -> tuple[list[Removal], list[str]]:
-    """Remove (or with ``dry_run`` only list) what dead processes left; (removals, reclaimed
-    shared-array segments). ``all_owners`` takes live owners' resources too."""
+@dataclass
+class CleanResult:
+    removed: list[Removal]  # removed (or, in a dry run, to be removed)
+    reclaimed: list[str]  # shared-array segments no live process holds (reclaimed or to be)
+    skipped: list[Removal]  # left alone, with the reason: another user's, odd, not removable
+
+
+def age(path: Path) -> float:
+    """Seconds since ``path`` (or, for a folder, its newest entry) last changed."""
+    newest = path.lstat().st_mtime
+    if path.is_dir() and not path.is_symlink():
+        try:
+            for entry in path.iterdir():
+                newest = max(newest, entry.lstat().st_mtime)
+        except OSError:
+            pass
+    return time.time() - newest
+
+
+def owner_gone(path: Path, pid: int, min_age: float = STALE_AFTER) -> bool:
+    """The owner pid is not running here *and* the file is old.
+
+    A pid unknown here may be alive in another PID namespace (a container sharing /dev/shm or
+    /tmp): only age tells that its files are no longer used.
+    """
+    if names.pid_alive(pid):
+        return False
+    try:
+        return age(path) >= min_age
+    except FileNotFoundError:
+        return False
+
+
+def _remove(path: Path) -> str | None:
+    """Remove ``path``; the reason it could not be (None when it is gone)."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            problems: list[str] = []
+            shutil.rmtree(path, onerror=lambda _f, p, exc: problems.append(f"{p}: {exc[1]}"))
+            return problems[0] if problems and path.exists() else None
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = False,
+          min_age: float = STALE_AFTER) -> CleanResult:
+    """Remove (or with ``dry_run`` only list) what dead processes left.
+
+    Only files owned by this user, unless ``all_users``; only those of owners that are gone
+    (see :func:`owner_gone`), unless ``all_owners``. Entries that are neither files nor folders
+    (a FIFO named like ours), other users' leftovers and what cannot be removed are skipped and
+    reported; the rest is cleaned.
+    """
     from ..backends.base import declared_resources
     from ..shared import reclaim_orphans
 
-    reclaimed = [] if dry_run else list(reclaim_orphans())
     # plugin backends' own names (Backend.resources) are ours too: every backend is loaded to read them
     patterns = declared_resources(load_all=True)
+    uid = os.geteuid()
+    removed: list[Removal] = []
+    skipped: list[Removal] = []
+
+    def foreign(path: Path) -> int | None:
+        """The owning uid when it is another user's and we may not take it."""
+        try:
+            owner = path.lstat().st_uid
+        except FileNotFoundError:
+            return None
+        return None if all_users or owner == uid else owner
+
+    def gone(path: Path, pid: int) -> bool:
+        return all_owners or owner_gone(path, pid, min_age)
+
     # shared-array segments ("-nd") are counted by their holders: only reclaim_orphans() may
     # judge them (a dead creator does not mean nobody maps it any more)
-    found = [
-        Removal(item.path, f"owner {item.pid}, {'alive' if item.alive else 'dead'}")
-        for item in names.find_ours(patterns=patterns)
-        if (all_owners or not item.alive) and not item.path.name.endswith("-nd")
-    ]
-    found += [Removal(p, "MPICH segment of an aborted job, mapped by no process") for p in stale_mpich_segments()]
-    found += [Removal(p, "Hydra file of an aborted MPICH job") for p in stale_hydra_files()]
+    nd: list[str] = []
+    for item in names.find_ours(patterns=patterns):
+        path = item.path
+        if path.name.endswith("-nd") and path.parent == names.SHM_DIR:
+            other = foreign(path)
+            if other is not None:
+                if gone(path, item.pid):
+                    skipped.append(Removal(path, f"owned by uid {other}; --all-users to include it"))
+            else:
+                nd.append(path.name)
+            continue
+        if not gone(path, item.pid):
+            continue
+        why = f"owner {item.pid}, {'alive' if item.alive else 'dead'}"
+        other = foreign(path)
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            continue
+        if other is not None:
+            skipped.append(Removal(path, f"owned by uid {other}; --all-users to include it"))
+        elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            skipped.append(Removal(path, "not a file or folder (a FIFO or device named like ours)"))
+        else:
+            removed.append(Removal(path, why))
+    odd: list[tuple[str, str]] = []
+    reclaimed = reclaim_orphans(names=nd, dry_run=dry_run, skipped=odd,
+                                judge=lambda name, pid: gone(names.SHM_DIR / name, pid))
+    skipped += [Removal(names.SHM_DIR / name, why) for name, why in odd]
+    for path in stale_mpich_segments():
+        if foreign(path) is None:
+            removed.append(Removal(path, "MPICH segment of an aborted job, mapped by no process"))
+    for path in stale_hydra_files():
+        if foreign(path) is None:
+            removed.append(Removal(path, "Hydra file of an aborted MPICH job"))
     if not dry_run:
-        for r in found:
-            names.remove(r.path)
-    return found, reclaimed
+        done = []
+        for r in removed:
+            problem = _remove(r.path)
+            if problem:
+                skipped.append(Removal(r.path, f"cannot remove it: {problem}"))
+            else:
+                done.append(r)
+        removed = done
+    return CleanResult(removed, reclaimed, skipped)

@@ -19,11 +19,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from . import registry
 
@@ -51,10 +52,32 @@ class RankFailure:
 
 
 class Group(ABC):
-    """A set of ranks that run the same function; collectives are called by every rank."""
+    """A set of ranks that run the same function; collectives are called by every rank.
+
+    Node layout: ``node`` (index of this rank's node), ``nodes`` (how many), ``node_rank`` and
+    ``node_size`` (this rank's place on its node). A local group is one node; an MPI group asks
+    MPI which ranks share memory (``COMM_TYPE_SHARED``).
+    """
 
     rank: int
     size: int
+    node: int = 0
+    nodes: int = 1
+    node_rank: int = 0
+    node_size: int = 1
+    node_of: tuple[int, ...] = (0,)  # the node of each rank, by rank
+
+    @property
+    def node_ranks(self) -> list[list[int]]:
+        """The ranks on each node, by node index (nodes numbered by their lowest rank)."""
+        out: list[list[int]] = [[] for _ in range(self.nodes)]
+        for rank, node in enumerate(self.node_of):
+            out[node].append(rank)
+        return out
+
+    @property
+    def node_sizes(self) -> list[int]:
+        return [len(r) for r in self.node_ranks]
 
     @property
     def is_mpi(self) -> bool:
@@ -92,6 +115,48 @@ class Group(ABC):
         """
 
 
+# ------------------------------------------------------------------------------- observers
+
+
+class GroupObserver(Protocol):
+    """Told where an MPI rank waits, so a watchdog can name the rank that did not arrive."""
+
+    def collective(self, what: str | None) -> None:
+        """Entering collective ``what`` (``None``: it returned)."""
+
+    def raised(self, text: str) -> None:
+        """This rank's own error, caught by :meth:`Group.run` to be reported to every rank."""
+
+
+_observers: list[GroupObserver] = []
+
+
+def observe(observer: GroupObserver) -> None:
+    _observers.append(observer)
+
+
+def unobserve(observer: GroupObserver) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+class _InCollective:
+    """``with _InCollective("barrier"):`` tells the observers (no cost without any)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        for o in _observers:
+            o.collective(self.what)
+
+    def __exit__(self, *exc: object) -> None:
+        for o in _observers:
+            o.collective(None)
+
+
 # --------------------------------------------------------------------------------------- MPI
 
 
@@ -103,6 +168,14 @@ class MPIGroup(Group):
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self._splits: dict[int, MPIGroup | None] = {}
+        self._node_group: MPIGroup | None = None
+        self._leaders_group: MPIGroup | None = None
+        # the node layout, collective over comm (every member builds its MPIGroup together):
+        # see core/nodes.py
+        from .nodes import node_layout
+
+        self.node_comm, self.leaders_comm, layout = node_layout(comm)
+        self.node, self.nodes, self.node_rank, self.node_size, self.node_of = layout
 
     @classmethod
     def world(cls) -> "MPIGroup":
@@ -115,16 +188,28 @@ class MPIGroup(Group):
         return True
 
     def barrier(self) -> None:
-        self.comm.Barrier()
+        if not _observers:
+            return self.comm.Barrier()
+        with _InCollective("a barrier"):
+            self.comm.Barrier()
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
-        return self.comm.bcast(obj, root=root)
+        if not _observers:
+            return self.comm.bcast(obj, root=root)
+        with _InCollective(f"a bcast from rank {root}"):
+            return self.comm.bcast(obj, root=root)
 
     def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
-        return self.comm.gather(obj, root=root)
+        if not _observers:
+            return self.comm.gather(obj, root=root)
+        with _InCollective(f"a gather to rank {root}"):
+            return self.comm.gather(obj, root=root)
 
     def allgather(self, obj: Any) -> list[Any]:
-        return self.comm.allgather(obj)
+        if not _observers:
+            return self.comm.allgather(obj)
+        with _InCollective("an allgather"):
+            return self.comm.allgather(obj)
 
     def split(self, n: int) -> "MPIGroup | None":
         """Ranks ``< n`` form a new group (collective over them only); the others get None.
@@ -153,15 +238,44 @@ class MPIGroup(Group):
             outcome: Any = ("ok", fn(self, *args))
         except Exception as exc:  # reported to every rank below
             outcome = ("error", RankFailure(self.rank, _describe(exc)))
-        outcomes = self.comm.allgather(outcome)
+            for o in _observers:  # shown even if the exchange below never completes
+                o.raised(f"{''.join(traceback.format_exception_only(type(exc), exc)).strip()}"
+                         f" ({_where(exc)})")
+        with _InCollective("the exchange of Group.run's outcomes"):
+            outcomes = self.comm.allgather(outcome)
         _raise_failures(outcomes)
         return [value for _, value in outcomes]
 
+    def node_group(self) -> "MPIGroup":
+        """The ranks of this rank's node as a group (collective over the node; made once)."""
+        if self._node_group is None:
+            self._node_group = MPIGroup(self.node_comm)
+        return self._node_group
+
+    def leaders_group(self) -> "MPIGroup | None":
+        """The lowest rank of each node as a group (None on the other ranks; collective over the
+        leaders; made once)."""
+        if self.leaders_comm is None:
+            return None
+        if self._leaders_group is None:
+            self._leaders_group = MPIGroup(self.leaders_comm)
+        return self._leaders_group
+
     def free(self) -> None:
+        if self._leaders_group is not None:
+            self._leaders_group.free()  # frees leaders_comm, which it wraps
+            self.leaders_comm = self._leaders_group = None
         for sub in self._splits.values():
             if sub is not None:
                 sub.free()
         self._splits.clear()
+        if self._node_group is not None:
+            self._node_group.free()  # frees node_comm, which it wraps
+            self.node_comm = self._node_group = None
+        for c in (self.node_comm, self.leaders_comm):
+            if c is not None:
+                c.Free()
+        self.node_comm = self.leaders_comm = None
         if self.comm is not None and not self._is_world():
             self.comm.Free()
         self.comm = None
@@ -198,6 +312,7 @@ class LocalGroup(Group):
         self.timeout = timeout
         self._world = world
         self._active = rank != 0  # rank 0 is active only inside run()
+        self.node_size, self.node_of = size, (0,) * size  # local processes: one node
 
     # Messages are (tag, payload). Everything is in program order on each pipe, so a plain
     # send/recv pair per collective is enough; an _ERROR from a peer aborts the collective.
@@ -276,6 +391,11 @@ class _PeerFailed(Exception):
         self.failure = failure
 
 
+def _where(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    return f"{os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else "?"
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, _PeerFailed):
         return f"(peer) {exc.failure.message}"
@@ -296,6 +416,10 @@ def _raise_failures(outcomes: Sequence[tuple[str, Any]]) -> None:
 
 def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float) -> None:
     """Loop of a local worker: run what rank 0 sends until told to stop."""
+    # Ctrl-C in a terminal reaches the whole process group: rank 0 alone handles it (it stops
+    # the run, then stops the workers); a worker dying of it mid-collective would turn rank 0's
+    # KeyboardInterrupt into "rank N died"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         conn.send((_READY, os.getpid()))  # started: the run timeout does not count start-up
     except OSError:
@@ -434,6 +558,9 @@ class LocalWorld:
                     continue
                 outcomes.append(self._collect(peer, group.timeout, after_failure=broken))
                 broken = broken or outcomes[-1][0] == "error"
+        except BaseException:  # Ctrl-C or exit half-way: the workers are somewhere in fn
+            broken = True
+            raise
         finally:
             group._active = False
             if broken:
@@ -488,6 +615,9 @@ class LocalWorld:
         for conn in self._links.values():
             conn.close()
         for box in self.mailboxes:
+            # what is still queued is for workers that are gone: do not wait to flush it (a
+            # reader stopped half-way, e.g. by Ctrl-C, leaves a full pipe and a blocked feeder)
+            box.cancel_join_thread()
             box.close()
             box.join_thread()
         self._procs, self._links, self.mailboxes = [], {}, []

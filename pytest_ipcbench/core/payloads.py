@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .registry import ExtensionError, Registry
-from .units import parse_size, size_label
+from .units import check_size, parse_size, size_label
 
 NDARRAY_COLS = 602
 DICT_ENTRY_BYTES = 100
@@ -46,6 +46,7 @@ class PayloadSpec:
         PAYLOADS.check_name(self.kind)
         if self.size < 0:
             raise ValueError(f"payload size must not be negative: {self.size}")
+        check_size(self.size)
 
     @property
     def id(self) -> str:

@@ -58,6 +58,86 @@ def descendants(pid: int | None = None) -> set[int]:
     return found
 
 
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (of every thread), from ``/proc/<pid>/task/*/children``."""
+    kids: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return kids
+
+
+def children_tree(pid: int) -> list[int]:
+    """Live processes below ``pid``, reading only their own entries (cheap enough to poll);
+    :func:`descendants` when the kernel lacks ``task/*/children``."""
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        return sorted(descendants(pid))
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        frontier = [k for p in frontier for k in children(p) if k not in found]
+        found.extend(frontier)
+    return found
+
+
+def comm(pid: int) -> str:
+    """The command name of ``pid`` ("" when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a dead child its parent has not reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+def mapped_files(pid: int, prefix: str) -> list[Path]:
+    """Files whose path starts with ``prefix`` that ``pid`` maps."""
+    found: list[Path] = []
+    key = prefix.encode()
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            for line in f:
+                i = line.find(key)
+                if i >= 0:
+                    found.append(Path(line[i:].split(b" ")[0].strip().decode(errors="replace")))
+    except OSError:
+        pass
+    return found
+
+
+def open_files(pid: int, name_prefix: str) -> list[Path]:
+    """Files named ``name_prefix*`` that ``pid`` holds open."""
+    found: list[Path] = []
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if os.path.basename(target).startswith(name_prefix):
+            found.append(Path(target))
+    return found
+
+
 def launcher_running() -> bool:
     """Is an MPICH launcher (mpiexec / hydra proxy) running on this machine?"""
     return any(p.comm.startswith(("mpiexec", "hydra_pmi_proxy", "mpirun")) for p in processes())

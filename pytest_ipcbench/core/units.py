@@ -8,7 +8,11 @@ MB = 10**6 bytes, KiB = 1024 bytes; times are seconds. Two size styles exist on 
 from __future__ import annotations
 
 import math
+import os
 import re
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
 
 UNITS = {
     "B": 1,
@@ -22,12 +26,51 @@ UNITS = {
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
+class SizeTooLarge(ValueError):
+    """A payload size beyond what this machine can hold."""
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process can have: physical memory, or a smaller cgroup limit."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(limit_file) as f:
+                limit = int(f.read().strip())
+        except (OSError, ValueError):  # absent, or "max"
+            continue
+        if 0 < limit < (total or limit + 1):
+            total = limit
+    return total
+
+
+def check_size(nbytes: int, text: Any = None) -> int:
+    """``nbytes`` if this machine can hold a payload that big, else :class:`SizeTooLarge` naming both.
+
+    A payload lives several times over during a transfer (the object, its serialized bytes, each
+    reader's copy), so one larger than the whole memory can only end in the OOM killer.
+    """
+    memory = machine_memory()
+    if memory and nbytes > memory:
+        shown = f"{text!r} ({Decimal(nbytes):.3g} bytes)" if text is not None and str(text) != str(nbytes) else f"{nbytes}"
+        raise SizeTooLarge(
+            f"size {shown} is more than this machine's memory ({memory / 1e9:.3g} GB): a payload must fit in it"
+        )
+    return nbytes
+
+
 def parse_size(text: str | int) -> int:
-    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes."""
+    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes.
+
+    Raises ValueError on bad text, :class:`SizeTooLarge` for a size beyond this machine's memory.
+    """
     if isinstance(text, int):
         if text < 0:
             raise ValueError(f"size must not be negative: {text}")
-        return text
+        return check_size(text)
     m = _SIZE_RE.match(str(text))
     unit = m.group(2).upper() if m else ""
     if not m or unit not in {"", *UNITS}:
@@ -35,7 +78,9 @@ def parse_size(text: str | int) -> int:
             f"bad size {text!r}: expected a number with an optional unit "
             f"(B, KB, MB, GB, KiB, MiB, GiB), e.g. 1MB"
         )
-    return int(float(m.group(1)) * UNITS[unit or "B"])
+    # exact arithmetic: float() of a long digit string is inf (and int(inf) an OverflowError)
+    number = Fraction(m.group(1)) * UNITS[unit or "B"]
+    return check_size(int(number), text)
 
 
 def size_label(nbytes: int) -> str:

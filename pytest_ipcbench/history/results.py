@@ -9,6 +9,7 @@ needed, never stored apart from them. A :class:`ResultSet` adds the environment 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -57,6 +58,7 @@ class Result:
     readers: int = 0
     group: str = ""  # "mpi" or "local"
     oversubscribed: bool | None = None  # more ranks than cores
+    nodes: int = 1  # nodes the ranks ran on (COMM_TYPE_SHARED; see core/nodes.py)
     plan: dict[str, Any] | None = None  # warm-up and iterations the harness chose
     # bytes/s of a plain numpy copy of ``nbytes``, measured in the same run: the reference of
     # :meth:`efficiency` (a measurement, so it is stored; the efficiency is derived)
@@ -121,6 +123,58 @@ class Result:
         return cls(**fields)
 
 
+class MalformedResults(ValueError):
+    """A results file with the right schema whose content is not what this version writes."""
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# field -> (check, what it must be); a field absent from a record takes its default
+_CHECKS: dict[str, tuple[Any, str]] = {
+    "scenario": (lambda v: isinstance(v, str) and v != "", "a non-empty string"),
+    "backend": (lambda v: isinstance(v, str) and v != "", "a non-empty string"),
+    "mode": (lambda v: isinstance(v, str), "a string"),
+    "payload": (lambda v: isinstance(v, str), "a string"),
+    "size": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number >= 0"),
+    "ranks": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number >= 1"),
+    "nbytes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number >= 0"),
+    "samples": (lambda v: isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(xs, list) and all(_number(x) and x >= 0 for x in xs) for k, xs in v.items()),
+        "an object of metric -> list of finite seconds >= 0"),
+    "primary": (lambda v: isinstance(v, str), "a string"),
+    "extra": (lambda v: isinstance(v, dict), "an object"),
+    "variant": (lambda v: isinstance(v, str), "a string"),
+    "verified": (lambda v: v is None or (isinstance(v, dict) and set(v) <= {"checked", "failed"} and all(
+        isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v.values())),
+        "null or {checked, failed} whole numbers"),
+    "kind": (lambda v: isinstance(v, str), "a string"),
+    "readers": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number >= 0"),
+    "group": (lambda v: isinstance(v, str), "a string"),
+    "oversubscribed": (lambda v: v is None or isinstance(v, bool), "null, true or false"),
+    "plan": (lambda v: v is None or isinstance(v, dict), "null or an object"),
+}
+_REQUIRED = ("scenario", "backend", "mode", "payload", "size", "ranks", "samples")
+
+
+def check_record(d: Any, where: str) -> None:
+    """Raise MalformedResults naming ``where`` (file and record) and the field that is wrong."""
+    if not isinstance(d, dict):
+        raise MalformedResults(f"{where}: expected an object, got {_describe(d)}")
+    for name in _REQUIRED:
+        if name not in d:
+            raise MalformedResults(f"{where}: field {name!r} is missing")
+    for name, (ok, what) in _CHECKS.items():
+        if name in d and not ok(d[name]):
+            raise MalformedResults(f"{where}: field {name!r} must be {what}, got {_describe(d[name])}")
+
+
 @dataclass
 class ResultSet:
     env: dict[str, Any] = field(default_factory=dict)
@@ -166,6 +220,18 @@ class ResultSet:
             raise ValueError(f"{path} is not a results JSON file: {exc}") from None
         if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             raise ValueError(f"{path} is not a pytest-ipcbench results file (schema {SCHEMA!r} expected)")
+        # everything is checked here, at load: a bad record is an error naming the file, the
+        # record and the field, never a crash half-way through a comparison or a report
+        if not isinstance(data.get("env", {}), dict):
+            raise MalformedResults(f"{path}: field 'env' must be an object, got {_describe(data['env'])}")
+        records = data.get("results", [])
+        if not isinstance(records, list):
+            raise MalformedResults(f"{path}: field 'results' must be a list, got {_describe(records)}")
+        for i, record in enumerate(records):
+            where = f"{path}: results[{i}]"
+            if isinstance(record, dict) and isinstance(record.get("key"), str):
+                where += f" ({record['key']})"
+            check_record(record, where)
         return cls(
             env=data.get("env", {}),
             results=[Result.from_dict(r) for r in data.get("results", [])],

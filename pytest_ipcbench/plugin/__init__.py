@@ -5,7 +5,9 @@ Hooks and fixtures only; the logic lives in :mod:`.session` (settings, groups, p
 
 Tests that use the ipcbench fixtures run in both modes with the same code: under plain ``pytest``
 over local worker processes, and under ``mpiexec -n N python -m pytest --with-mpi`` over MPI,
-where they also get pytest-mpi's ``mpi`` marker (so ``-m mpi`` selects them).
+where they also get pytest-mpi's ``mpi`` marker (so ``-m mpi`` selects them). A test without the
+``mpi`` marker runs on every rank, as with pytest-mpi alone, or with ``--ipc-unmarked rank0`` once,
+on rank 0, while the other ranks wait for its verdict.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from typing import Any, Generator
 
 import pytest
 
-from ..backends.base import MODES, BackendSpec, backend_names
-from ..core.group import Group
+from ..backends.base import MODES, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
+from ..core.group import Group, observe, unobserve
 from ..core.payloads import PayloadSpec, payload_kinds
 from .session import (
     IpcSession,
@@ -52,6 +54,9 @@ MARKER_HELP = (
 
 
 # ----------------------------------------------------------------------------------- options
+
+
+_WAIT_BEFORE_KEY = pytest.StashKey[tuple]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,11 +89,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--ipc-report", dest="ipc_report", metavar="DIR", help="write the results report into DIR")
     group.addoption(
+        "--ipc-wait",
+        dest="ipc_wait",
+        metavar="STRATEGY",
+        help="how readers wait: auto (default: block when ranks <= cores, else backoff), block or backoff",
+    )
+    group.addoption(
         "--ipc-all-ranks-output",
         dest="ipc_all_ranks_output",
         action="store_true",
         default=None,
         help="under MPI, let every rank print its pytest output (default: rank 0 only)",
+    )
+    group.addoption(
+        "--ipc-unmarked",
+        dest="ipc_unmarked",
+        metavar="all|rank0",
+        help="under MPI, run tests without the mpi marker on all ranks (default, as pytest-mpi) "
+        "or once on rank 0 (the other ranks wait for its verdict)",
     )
     for key, text in (
         ("ipc_backends", "backends to test (comma list or all)"),
@@ -98,7 +116,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("ipc_payloads", "payload kinds (comma list or all)"),
         ("ipc_timeout", "seconds per test before a hung run is ended"),
         ("ipc_report", "folder for the results report"),
+        ("ipc_wait", "how readers wait: auto, block or backoff"),
         ("ipc_all_ranks_output", "every MPI rank prints its output (true/false)"),
+        ("ipc_unmarked", "under MPI, tests without the mpi marker run on all ranks or rank0"),
     ):
         parser.addini(key, f"ipcbench: {text}", default="")
 
@@ -134,6 +154,11 @@ def pytest_configure(config: pytest.Config) -> None:
             # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
             raise pytest.UsageError() from exc
         raise
+    # every backend made from now on (here and in workers started later) waits this way;
+    # pytest_unconfigure puts the process's earlier choice back (pytester runs in-process)
+    config.stash[_WAIT_BEFORE_KEY] = wait_state()
+    if settings.sources.get("wait", "default") != "default":
+        set_default_wait(settings.wait)
     session = IpcSession(settings, comm, config)
     config.stash[SESSION_KEY] = session
     if comm is not None:
@@ -145,12 +170,20 @@ def _all_ranks_flag(config: pytest.Config) -> bool:
     return bool(config.getoption("ipc_all_ranks_output", default=None))
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    before = config.stash.get(_WAIT_BEFORE_KEY, None)
+    if before is not None:
+        restore_wait_state(before)
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = get_session(config)
     lines = [describe(session.settings)]
     if session.mpi:
         quiet = "every rank prints" if session.settings.all_ranks_output else "only rank 0 prints"
-        lines.append(f"ipcbench: MPI world of {session.world_size} ranks ({quiet})")
+        unmarked = "rank 0 only" if session.settings.unmarked == "rank0" else "every rank"
+        lines.append(f"ipcbench: MPI world of {session.world_size} ranks ({quiet}; tests without the mpi marker "
+                     f"run on {unmarked})")
     return lines
 
 
@@ -308,13 +341,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
         try:
+            from ..core.outdir import OutputFolderError, check_folder
             from ..report import write_report
             from .fixtures.bench import finish_results
 
+            check_folder(ipc.settings.report_dir)  # a folder, the caller's own, writable
             # results.json first: two pytest runs are compared with `ipcbench compare`
             finish_results(ipc.results).save(Path(ipc.settings.report_dir) / "results.json")
             written = write_report(ipc.results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
+        except OutputFolderError as exc:
+            notes.append(("red", "ipcbench: could not write the report", [str(exc)]))
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         except Exception:
             notes.append(("red", "ipcbench: could not write the report", traceback.format_exc().splitlines()))
             if session.exitstatus == pytest.ExitCode.OK:
@@ -350,6 +389,7 @@ class MpiHygiene:
             # give it /dev/null; sys.stdout itself comes back at session start. stderr stays.
             sys.stdout = open(os.devnull, "w")
         self.watchdog = Watchdog(self.rank, comm.Abort)
+        observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
         self.watchdog.arm("pytest start-up", session.settings.timeout, "start-up")
         self.channel = WorldChannel.open(comm)
         self.watchdog.disarm()
@@ -377,11 +417,25 @@ class MpiHygiene:
             )
             raise pytest.UsageError(*([] if self.quiet else [message]))  # printed by rank 0 only
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+    def idle_reason(self, item: pytest.Item) -> str | None:
+        """Why this rank sits ``item`` out while the others run it (None if it takes part).
+
+        A rank outside the test's group is idle; with ``--ipc-unmarked rank0`` so is every rank but
+        0 for a test without the ``mpi`` marker: it runs once instead of N times at once on one
+        machine, where the copies would race for the same files and see each other's resources.
+        """
         ranks = item_ranks(item)
         if self.session.is_idle(ranks):
-            pytest.skip(f"idle: rank {self.rank} is not in this test's group of {ranks} ranks")
+            return f"idle: rank {self.rank} is not in this test's group of {ranks} ranks"
+        if self.rank > 0 and self.session.settings.unmarked == "rank0" and item.get_closest_marker("mpi") is None:
+            return f"idle: not an MPI test, it runs on rank 0 only (rank {self.rank} waits)"
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        reason = self.idle_reason(item)
+        if reason:
+            pytest.skip(reason)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
@@ -394,7 +448,7 @@ class MpiHygiene:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
         report = yield
-        idle = self.session.is_idle(item_ranks(item))
+        idle = self.idle_reason(item) is not None
         if idle and report.when == "setup" and report.skipped and not hasattr(report, "wasxfail"):
             path, line, reason = report.longrepr if isinstance(report.longrepr, tuple) else ("", 0, "")
             report.longrepr = (str(item.location[0]), (item.location[1] or 0) + 1, reason)
@@ -436,6 +490,7 @@ class MpiHygiene:
             sys.stderr.flush()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        unobserve(self.watchdog)
         self.watchdog.close()
         self.channel.close()
 

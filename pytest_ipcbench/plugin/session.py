@@ -20,12 +20,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
-from ..backends.base import MODES, backend_names, declared_resources, unavailable_reason
+from ..backends.base import MODES, backend_names, declared_resources, parse_wait, unavailable_reason
 from ..core.envinfo import collect
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
 from ..core.procs import load_average
-from ..core.units import size_label
+from ..core.units import SizeTooLarge, size_label
 from ..core.payloads import PayloadSpec, get_kind, parse_size, payload_kinds
 from ..history.results import Result, ResultSet
 
@@ -110,6 +110,8 @@ def parse_sizes(value: Any, source: str) -> tuple[int, ...]:
     for item in items:
         try:
             size = parse_size(item)
+        except SizeTooLarge as exc:
+            raise pytest.UsageError(f"{source}: {exc}") from None
         except ValueError:
             raise pytest.UsageError(
                 f"{source}: bad size {item!r} (a number with an optional unit B, KB, MB, GB, KiB, MiB, GiB; "
@@ -140,6 +142,9 @@ def parse_ranks(value: Any, source: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+MAX_TIMEOUT_S = 7 * 86400.0  # a week: longer is a typo, and an infinite one overflows the OS waits
+
+
 def parse_timeout(value: Any, source: str) -> float:
     """Seconds per test before the watchdog ends the run; ``0`` turns the watchdog off."""
     try:
@@ -148,7 +153,28 @@ def parse_timeout(value: Any, source: str) -> float:
         raise pytest.UsageError(f"{source}: bad timeout {value!r} (seconds, e.g. 300)") from None
     if seconds < 0 or seconds != seconds:
         raise pytest.UsageError(f"{source}: bad timeout {value!r} (seconds >= 0; 0 turns the watchdog off)")
+    if seconds > MAX_TIMEOUT_S:
+        raise pytest.UsageError(
+            f"{source}: bad timeout {value!r} (at most {MAX_TIMEOUT_S:g} s, a week; 0 turns the watchdog off)"
+        )
     return seconds
+
+
+def parse_wait_setting(value: Any, source: str) -> str:
+    """How readers wait: auto (block when ranks <= cores, else backoff), block or backoff."""
+    try:
+        return parse_wait(str(value), source)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+UNMARKED_CHOICES = ("all", "rank0")
+
+
+def parse_unmarked(value: Any, source: str) -> str:
+    """Where a test without the ``mpi`` marker runs under MPI: ``all`` ranks or ``rank0`` only."""
+    text = str(value).strip().lower()
+    if text not in UNMARKED_CHOICES:
+        raise pytest.UsageError(f"{source}: bad value {value!r} (all or rank0)")
+    return text
 
 
 def parse_bool(value: Any, source: str) -> bool:
@@ -173,12 +199,14 @@ OPTIONS: dict[str, tuple[str, str, str, str]] = {
     "payloads": ("--ipc-payloads", "ipc_payloads", "ipc_payloads", "IPCBENCH_PAYLOADS"),
     "timeout": ("--ipc-timeout", "ipc_timeout", "ipc_timeout", "IPCBENCH_TIMEOUT"),
     "report": ("--ipc-report", "ipc_report", "ipc_report", "IPCBENCH_REPORT"),
+    "wait": ("--ipc-wait", "ipc_wait", "ipc_wait", "IPCBENCH_WAIT"),
     "all_ranks_output": (
         "--ipc-all-ranks-output",
         "ipc_all_ranks_output",
         "ipc_all_ranks_output",
         "IPCBENCH_ALL_RANKS_OUTPUT",
     ),
+    "unmarked": ("--ipc-unmarked", "ipc_unmarked", "ipc_unmarked", "IPCBENCH_UNMARKED"),
 }
 
 
@@ -194,6 +222,8 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT_S
     report_dir: Path | None = None
     all_ranks_output: bool = False
+    wait: str = "auto"  # the readers' wait strategy (backends.base.WAITS)
+    unmarked: str = "all"  # under MPI, tests without the mpi marker run on "all" ranks or "rank0"
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
 
@@ -233,6 +263,8 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "payloads": parse_payloads,
         "timeout": parse_timeout,
         "all_ranks_output": parse_bool,
+        "wait": parse_wait_setting,
+        "unmarked": parse_unmarked,
     }
     defaults: dict[str, Any] = {
         "backends": backend_names(),
@@ -242,7 +274,9 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "payloads": payload_kinds(),
         "timeout": DEFAULT_TIMEOUT_S,
         "all_ranks_output": False,
+        "unmarked": "all",
         "report": None,
+        "wait": "auto",
     }
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -266,6 +300,8 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         timeout=values["timeout"],
         report_dir=values["report"],
         all_ranks_output=values["all_ranks_output"],
+        wait=values["wait"],
+        unmarked=values["unmarked"],
         sources=sources,
     )
 
@@ -437,7 +473,9 @@ class IpcSession:
     def environment(self, group_kind: str = "") -> dict[str, Any]:
         """The environment record of this run: :func:`~..core.envinfo.collect`, then every
         ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
-        env = collect(self.world_size, group_kind=group_kind)
+        world = self._mpi_world
+        env = collect(self.world_size, group_kind=group_kind,
+                      node_sizes=world.node_sizes if world is not None else None)
         # two files with different run ids are not a paired experiment (`ipcbench compare`)
         env.update(run_id=uuid.uuid4().hex, load_start=load_average())
         if self.config is not None:
@@ -531,5 +569,5 @@ def describe(settings: Settings) -> str:
     return (
         f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(size_label(s) for s in settings.sizes)} "
         f"ranks={','.join(map(str, settings.ranks))} modes={','.join(settings.modes)} "
-        f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s"
+        f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s wait={settings.wait}"
     )

@@ -20,6 +20,7 @@ from typing import Callable
 
 EXIT_CODE = 70
 HARD_EXIT_AFTER_S = 10.0
+MAX_WAIT_S = 3600.0
 
 
 class Watchdog:
@@ -44,6 +45,9 @@ class Watchdog:
         self._seconds = 0.0
         self._phase = ""
         self._waiting = False
+        self._collective: str | None = None  # the group collective this rank waits in
+        self._errors: list[str] = []  # this rank's own errors in this test, caught for an exchange
+        self._noted = False
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="ipcbench-watchdog", daemon=True)
         self._thread.start()
@@ -56,6 +60,7 @@ class Watchdog:
             else:
                 self._deadline = time.monotonic() + seconds
             self._what, self._seconds, self._phase, self._waiting = what, seconds, phase, False
+            self._collective, self._errors, self._noted = None, [], False
             self._cond.notify()
 
     def phase(self, phase: str, waiting: bool = False) -> None:
@@ -63,6 +68,22 @@ class Watchdog:
         with self._cond:
             self._phase, self._waiting = phase, waiting
             self._cond.notify()
+
+    # GroupObserver (core.group.observe): where this rank waits, and its own errors
+    def collective(self, what: str | None) -> None:
+        """This rank waits in a group collective (``None``: no longer)."""
+        with self._cond:
+            self._collective = what
+            self._cond.notify()
+
+    def raised(self, text: str) -> None:
+        """This rank's own error, which a collective exchange was to report (it may never end)."""
+        with self._cond:
+            self._errors.append(text)
+            self._cond.notify()
+
+    def _is_waiting(self) -> bool:
+        return self._waiting or self._collective is not None
 
     def disarm(self) -> None:
         with self._cond:
@@ -80,15 +101,30 @@ class Watchdog:
             self._own_fd = False
 
     def message(self) -> str:
-        where = (
-            f"rank {self.rank} waited for the other ranks after {self._phase}"
-            if self._waiting
-            else f"rank {self.rank} was still in {self._phase}"
-        )
+        if self._collective is not None:
+            where = f"rank {self.rank} waited in {self._collective} during {self._phase}"
+        elif self._waiting:
+            where = f"rank {self.rank} waited for the other ranks after {self._phase}"
+        else:
+            where = f"rank {self.rank} was still in {self._phase}"
+        if self._is_waiting():
+            head = (f"ipcbench: {self._what} did not finish within {self._seconds:g} s: rank {self.rank} waited "
+                    f"for a rank that did not arrive (see that rank's message) — aborting the MPI job\n")
+        else:
+            head = (f"ipcbench: {self._what} did not finish within {self._seconds:g} s on rank {self.rank}: rank "
+                    f"{self.rank} did not arrive (its traceback follows) — a rank hung or died; aborting the MPI job\n")
+        errors = "".join(f"ipcbench: rank {self.rank} had raised: {e}\n" for e in self._errors)
         return (
-            f"ipcbench: {self._what} did not finish within {self._seconds:g} s on rank {self.rank} "
-            f"— a rank hung or died; aborting the MPI job\n"
-            f"ipcbench: ({where}; raise --ipc-timeout or @pytest.mark.ipcbench(timeout=...) if it is only slow)\n"
+            head + errors
+            + f"ipcbench: ({where}; raise --ipc-timeout or @pytest.mark.ipcbench(timeout=...) if it is only slow)\n"
+        )
+
+    def _note(self) -> str:
+        """Said by a waiting rank that had raised, before any rank fires (its error would be lost)."""
+        where = self._collective or "the exchange after " + self._phase
+        return "".join(
+            f"ipcbench: {self._what}: rank {self.rank} raised {e}, then waited in {where} for ranks that "
+            "did not arrive\n" for e in self._errors
         )
 
     def _loop(self) -> None:
@@ -97,10 +133,25 @@ class Watchdog:
                 if self._deadline is None:
                     self._cond.wait()
                     continue
-                due = self._deadline + (self.grace if self._waiting else 0.0)
+                waiting = self._is_waiting()
+                if waiting and self._errors and not self._noted:
+                    # one second before anyone fires: the abort may not leave this rank time later
+                    early = self._deadline - min(1.0, self._seconds / 2) - time.monotonic()
+                    if early <= 0:
+                        self._noted = True
+                        try:
+                            os.write(self.err_fd, self._note().encode())
+                        except OSError:
+                            pass
+                        continue
+                    self._cond.wait(min(early, MAX_WAIT_S))
+                    continue
+                due = self._deadline + (self.grace if waiting else 0.0)
                 left = due - time.monotonic()
                 if left > 0:
-                    self._cond.wait(left)
+                    # in slices: a huge deadline must not overflow the wait (the thread would die,
+                    # leaving the run without a watchdog)
+                    self._cond.wait(min(left, MAX_WAIT_S))
                     continue
                 break
             if self._closed:

@@ -20,6 +20,9 @@ Units: times in seconds in the CSV (``_s`` columns), MB = 10**6 bytes, MB/s = 10
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from ..history.results import ResultSet
@@ -33,19 +36,29 @@ __all__ = ["headline", "markdown", "write_report"]
 
 def write_report(resultset: ResultSet, out_dir: str | Path, plots: bool = True) -> Path:
     """Write CSVs, PNGs (unless ``plots`` is False), summary.md (and seed 004's report if there
-    are MPI method cases) into ``out_dir``; return the path of summary.md."""
+    are MPI method cases) into ``out_dir``; return the path of summary.md.
+
+    Everything is written into a temporary folder inside ``out_dir`` first and moved in at the
+    end: a report that fails half-way leaves no file of it behind.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    results = list(resultset.results)
-    files: list[Path] = []
-    for name, rows in csv_rows(results).items():
-        p = write_csv(out / name, rows)
-        if p:
-            files.append(p)
-    if plots:
-        files.extend(write_plots(results, out))
-    if plots and any(r.scenario == "mpi-method" for r in results):
-        files.extend(Path(p) for p in write_mpi_method_report(results, out))
-    summary = out / "summary.md"
-    summary.write_text(markdown(resultset, sorted(set(files), key=lambda p: (p.suffix, p.name))) + "\n")
-    return summary
+    staging = Path(tempfile.mkdtemp(prefix=".ipcbench-report-", dir=out))
+    try:
+        results = list(resultset.results)
+        files: list[Path] = []
+        for name, rows in csv_rows(results).items():
+            p = write_csv(staging / name, rows)
+            if p:
+                files.append(p)
+        if plots:
+            files.extend(write_plots(results, staging))
+        if plots and any(r.scenario == "mpi-method" for r in results):
+            files.extend(Path(p) for p in write_mpi_method_report(results, staging))
+        summary = staging / "summary.md"
+        summary.write_text(markdown(resultset, sorted(set(files), key=lambda p: (p.suffix, p.name))) + "\n")
+        for entry in sorted(staging.iterdir()):
+            os.replace(entry, out / entry.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out / "summary.md"

@@ -37,11 +37,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.base import BACKENDS, MODES, backend_names, declared_resources
+from ..backends.base import BACKENDS, MODES, backend_names, declared_resources, parse_wait, set_default_wait
 from ..core.payloads import PAYLOADS
 from ..core import names
 from ..core.envinfo import collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
+from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
 from ..core.procs import find_mpiexec, has_module, kill_group, load_average
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier, with_copy_reference)
@@ -73,8 +74,11 @@ class RunOptions:
     no_extras: bool = False
     mpiexec: str | None = None
     progress: str = "auto"
+    wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
 
     def __post_init__(self) -> None:
+        if self.wait is not None:
+            parse_wait(self.wait, "--wait")
         if self.level not in LEVELS:
             raise ValueError(f"unknown level {self.level!r}; choose from {', '.join(LEVELS)}")
         if self.backends is None:
@@ -107,6 +111,7 @@ class Runner:
         self.settings = settings
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
+        self._lock: FolderLock | None = None  # held while the run writes into self.out
         self.results = ResultSet()
         self.copies: dict[int, Result] = {}
         self.references: dict[int, Result] = {}
@@ -167,7 +172,7 @@ class Runner:
             spec = {"cases": [asdict(c) for c in cases], "start": start, "settings": asdict(self.settings),
                     "mpi_methods": methods}
             path = self.out / ".cases.json"
-            path.write_text(json.dumps(spec))
+            write_text(path, json.dumps(spec))
             cmd = [exe, "-n", str(self.options.ranks), sys.executable, "-m", "pytest_ipcbench.runner.worker", str(path)]
             progress.start(f"starting mpiexec -n {self.options.ranks}")
             next_start, finished, methods_done = self._run_job(cmd, cases, start, progress)
@@ -343,7 +348,7 @@ class Runner:
             return
         results = seed002_results(got)
         self.results.extend(results)
-        (self.out / "seed002.json").write_text(json.dumps(got, indent=1, default=str) + "\n")
+        write_text(self.out / "seed002.json", json.dumps(got, indent=1, default=str) + "\n")
         med = got.get("median", {}) if isinstance(got, dict) else {}
         progress.finish(label, ", ".join(f"{k} {v:.3g} s" for k, v in med.items()))
 
@@ -369,10 +374,11 @@ class Runner:
 
     def run(self) -> int:
         opts = self.options
+        if opts.wait is not None:
+            set_default_wait(opts.wait)  # exported: the mpiexec job and local workers follow it
         world = None
         if in_mpi_job():
             world = MPIGroup.world()
-            self.out = Path(world.bcast(str(self.out)))
         rank0 = world is None or world.rank == 0
         cases = build_matrix(opts.level, opts.ranks if world is None else world.size, opts.backends, opts.modes,
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
@@ -394,10 +400,36 @@ class Runner:
                       + (" + seed 004 MPI methods" if methods else "") + (" + seed 002" if seed002 else ""))
             return 0
         ranks = opts.ranks if world is None else world.size
+        self.claim_folder(world)
+        try:
+            return self._run(world, rank0, ranks, mpi_cases, local_cases, dropped, methods, seed002)
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+    def claim_folder(self, world: MPIGroup | None) -> None:
+        """Rank 0 claims the output folder (checked and locked, see core.outdir); every rank
+        learns it, or the error."""
+        got: tuple[str, str] = ("", "")
+        if world is None or world.rank == 0:
+            try:
+                self.out, self._lock = claim(self.options.out, self.out.parent, self.out.name)
+                got = (str(self.out), "")
+            except OutputFolderError as exc:
+                got = ("", str(exc))
+        if world is not None:
+            got = world.bcast(got)
+        if got[1]:
+            raise OutputFolderError(got[1])
+        self.out = Path(got[0])
+
+    def _run(self, world: MPIGroup | None, rank0: bool, ranks: int, mpi_cases: list[Case], local_cases: list[Case],
+             dropped: list[Case], methods: dict[str, Any] | None, seed002: bool) -> int:
+        opts = self.options
         env: dict[str, Any] = {}
         if rank0:
-            self.out.mkdir(parents=True, exist_ok=True)
-            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level})
+            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level},
+                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
             env["run_id"] = uuid.uuid4().hex  # two files with different ids are not a paired experiment
             env["load_start"] = load_average()
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
@@ -444,6 +476,8 @@ class Runner:
                 with_copy_reference(r, copies[r.nbytes])
         if self.mpi_env.get("mpi"):
             env["mpi"] = self.mpi_env["mpi"]
+        if self.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
+            env["nodes"], env["ranks_per_node"] = len(self.mpi_env["ranks_per_node"]), self.mpi_env["ranks_per_node"]
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
@@ -453,7 +487,7 @@ class Runner:
         self.results.env = env
         path = self.results.save(self.out / "results.json")
         summary = write_report(self.results, self.out)
-        (self.out / "run.log").write_text("\n".join(self.log_lines) + "\n")
+        write_text(self.out / "run.log", "\n".join(self.log_lines) + "\n")
         print()
         print(headline(self.results.results) or "(no results)")
         print()
@@ -475,10 +509,19 @@ def seed002_results(got: Any) -> list[Result]:
     if not isinstance(got, dict) or "samples" not in got:
         return []
     nbytes = int(got.get("nbytes", 0))
-    return [
+    results = [
         Result(scenario="seed002", backend=path, mode="native", payload="ndarray", size=nbytes, ranks=2,
                samples={"completion": [float(x) for x in samples]}, nbytes=nbytes,
                extra={"shape": list(got.get("shape", ())), "ratios": got.get("ratios", {}),
                       "what": "put until the consumer holds the array (seed 002)"})
         for path, samples in got["samples"].items() if samples
     ]
+    sweep = got.get("handle_sweep") or {}
+    for n, label in zip(sweep.get("sizes", ()), sweep.get("samples", {})):
+        for path, samples in sweep["samples"][label].items():
+            results.append(Result(
+                scenario="seed002-handle", backend=path, mode="native", payload="ndarray", size=int(n), ranks=2,
+                samples={"completion": [float(x) for x in samples]}, nbytes=int(n),
+                extra={"ratio": sweep.get("ratio", {}).get(label),
+                       "what": "handle-only round trip (handle) against None (ping), same queue"}))
+    return results

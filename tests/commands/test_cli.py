@@ -47,3 +47,15 @@ def test_run_options_are_typed_and_checked_without_argparse() -> None:
 def test_a_bad_run_option_exits_2_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--backends", "shmm", "--list"]) == 2
     assert "unknown backend 'shmm'" in capsys.readouterr().err
+
+
+def test_run_refuses_an_infinite_case_timeout(capsys) -> None:
+    import pytest
+
+    from pytest_ipcbench.commands import main
+
+    for bad in ("inf", "1e12", "-1"):
+        with pytest.raises(SystemExit) as info:
+            main(["run", "--case-timeout", bad, "--list"])
+        assert info.value.code == 2
+        assert f"--case-timeout: bad number of seconds '{bad}'" in capsys.readouterr().err

@@ -5,11 +5,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import textwrap
 import time
 from pathlib import Path
 
-from pytest_ipcbench.core import names
-from pytest_ipcbench.core.cleanup import stale_mpich_segments
+import pytest
+
+from pytest_ipcbench.commands import main as ipcbench
+from pytest_ipcbench.core import cleanup, names
+from pytest_ipcbench.core.cleanup import JobWatch, stale_mpich_segments
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.shared import segment
+
+MPIEXEC = Path(sys.executable).with_name("mpiexec")
 
 
 def _dead_pid() -> int:
@@ -26,20 +35,117 @@ def _clean(*args: str) -> str:
     return proc.stdout
 
 
-def test_clean_removes_what_a_dead_owner_left_and_keeps_a_live_one() -> None:
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private /dev/shm and temp dir for ``clean`` (a real clean would judge other jobs' files)."""
+    shm, tmp = tmp_path / "shm", tmp_path / "tmp"
+    shm.mkdir()
+    tmp.mkdir()
+    monkeypatch.setattr(names, "SHM_DIR", shm)
+    monkeypatch.setattr(segment, "_SHM_DIR", str(shm))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setattr(cleanup, "HYDRA_DIR", tmp)
+    return tmp_path
+
+
+def clean_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``ipcbench clean ARGS`` in this process (inside the sandbox): exit code and output."""
+    code = ipcbench(["clean", *args])
+    return code, capsys.readouterr().out
+
+
+def test_clean_dry_run_lists_and_removes_nothing() -> None:
+    dead = names.private_dir("lmdb", pid=_dead_pid())
+    try:
+        listed = _clean("--dry-run", "--min-age", "0")
+        assert f"would remove {dead}" in listed and dead.exists()
+    finally:
+        names.remove(dead)
+
+
+def test_clean_removes_what_a_dead_owner_left_and_keeps_a_live_one(sandbox: Path, capsys) -> None:
     dead = names.private_dir("lmdb", pid=_dead_pid())
     (dead / "data.mdb").write_bytes(b"x")
     live = names.private_dir("zmq")  # this process: alive
-    try:
-        listed = _clean("--dry-run")
-        assert str(dead) in listed and dead.exists()  # a dry run removes nothing
-        out = _clean()
-        assert f"removed {dead}" in out
-        assert not dead.exists()
-        assert live.exists() and str(live) not in out
-    finally:
-        names.remove(dead)
-        names.remove(live)
+    code, listed = clean_here(capsys, "--dry-run", "--min-age", "0")
+    assert code == 0 and str(dead) in listed and dead.exists()  # a dry run removes nothing
+    code, out = clean_here(capsys, "--min-age", "0")
+    assert code == 0 and f"removed {dead}" in out
+    assert not dead.exists()
+    assert live.exists() and str(live) not in out
+
+
+def _old(path: Path, seconds: float = 7200) -> Path:
+    then = time.time() - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+    return path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file owned by another user")
+def test_clean_takes_only_the_callers_files_unless_asked(sandbox: Path, capsys) -> None:
+    theirs = _old(names.private_dir("lmdb", pid=_dead_pid()))
+    os.chown(theirs, 65534, 65534)  # nobody's, as planted by another user
+    code, out = clean_here(capsys)
+    assert code == 0 and theirs.exists()
+    assert f"skipped {theirs} (owned by uid 65534; --all-users to include it)" in out
+    code, out = clean_here(capsys, "--all-users")
+    assert f"removed {theirs}" in out and not theirs.exists()
+
+
+def test_an_unknown_pid_counts_as_alive_unless_the_file_is_old(sandbox: Path, capsys) -> None:
+    """A pid not running here may be a live process in another PID namespace."""
+    fresh = names.private_dir("lmdb", pid=_dead_pid())
+    old = _old(names.private_dir("lmdb", pid=_dead_pid()))
+    code, out = clean_here(capsys)
+    assert f"removed {old}" in out and not old.exists()
+    assert fresh.exists() and str(fresh) not in out
+
+
+def test_clean_skips_and_reports_odd_entries_and_cleans_the_rest(sandbox: Path, capsys, monkeypatch) -> None:
+    dead = _dead_pid()
+    fifo = names.SHM_DIR / f"{names.resource_name('nd', pid=dead)}"
+    os.mkfifo(fifo)
+    stuck = names.private_dir("zmq", pid=dead)
+    (stuck / "router").write_bytes(b"")
+    _old(stuck / "router")
+    _old(stuck)
+    leftover = _old(names.private_dir("lmdb", pid=dead))
+    _old(fifo)
+    real_unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):  # as a non-root user meets a file it may not remove
+        if os.path.basename(path) == "router":  # rmtree passes names relative to a dir_fd
+            raise PermissionError(13, "Permission denied")
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    code, out = clean_here(capsys)
+    assert code == 0
+    assert f"removed {leftover}" in out and not leftover.exists()
+    assert f"skipped {fifo} (not a regular file)" in out and fifo.exists()
+    assert f"skipped {stuck} (cannot remove it:" in out
+
+
+def test_dry_run_lists_the_orphaned_shared_array_segments_that_clean_reclaims(sandbox: Path, capsys) -> None:
+    import gc
+    import pickle
+
+    import numpy as np
+
+    from pytest_ipcbench.shared import SharedNDArray
+
+    arr = SharedNDArray.from_numpy_array(np.arange(1000.0), inline_below=0)
+    mine = arr.segment_name
+    pickle.dumps(arr)  # an in-transit reference that nobody will adopt
+    del arr
+    gc.collect()
+    orphan = mine.replace(f"-{os.getpid()}-", f"-{_dead_pid()}-", 1)  # as if its creator died
+    os.rename(names.SHM_DIR / mine, names.SHM_DIR / orphan)
+    _old(names.SHM_DIR / orphan)
+    code, out = clean_here(capsys, "--dry-run")
+    assert f"would reclaim shared array {orphan}" in out and (names.SHM_DIR / orphan).exists()
+    code, out = clean_here(capsys)
+    assert f"reclaimed shared array {orphan}" in out and not (names.SHM_DIR / orphan).exists()
 
 
 def test_an_old_unmapped_mpich_segment_is_stale_a_mapped_one_is_not() -> None:
@@ -71,7 +177,7 @@ def test_a_hydra_file_left_by_an_aborted_job_is_stale_only_when_no_launcher_runs
 
     if cleanup.launcher_running():
         pytest.skip("an MPICH launcher is running on this machine")
-    left = Path(cleanup.tempfile.gettempdir()) / f"hydra_hwloc_xmlfile_ipcbtest{os.getpid()}"
+    left = cleanup.HYDRA_DIR / f"hydra_hwloc_xmlfile_ipcbtest{os.getpid()}"
     try:
         left.write_text("<topology/>")
         old = time.time() - 3600
@@ -81,3 +187,46 @@ def test_a_hydra_file_left_by_an_aborted_job_is_stale_only_when_no_launcher_runs
         assert left not in cleanup.stale_hydra_files(min_age=7200)
     finally:
         left.unlink(missing_ok=True)
+
+
+ABORTS = textwrap.dedent("""
+    import time
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    comm.Barrier()
+    time.sleep(1.0)  # long enough for the watch to see the job
+    if comm.Get_rank() == 1:
+        comm.Abort(3)
+    time.sleep(30)
+""")
+
+
+@pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")
+@pytest.mark.skipif(in_mpi_job(), reason="starts an MPI job of its own: not inside one")
+def test_job_watch_claims_what_its_own_aborted_job_left_and_nothing_else(tmp_path: Path) -> None:
+    pytest.importorskip("mpi4py")
+    # another job's leftover, made while ours runs: unmapped and new, but not ours
+    foreign = names.SHM_DIR / f"mpich_shm_ipcbtest{os.getpid()}_9"
+    foreign.write_bytes(b"\0" * 4096)
+    watch = JobWatch(interval=0.05).start()
+    try:
+        script = tmp_path / "aborts.py"
+        script.write_text(ABORTS)
+        proc = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, str(script)],
+                              capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode != 0
+        watch.stop()
+        deadline = time.monotonic() + 20
+        while watch.pending() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        seen = {p.name.split("_")[0] for p in watch.users}
+        assert seen == {"mpich", "hydra"}, watch.users  # the job's segment and its Hydra file
+        left = watch.leftovers()
+        assert left and set(left) <= set(watch.users), (left, watch.users)  # the abort left some
+        assert foreign not in left
+    finally:
+        watch.stop()
+        for path in watch.leftovers():
+            names.remove(path)
+        foreign.unlink(missing_ok=True)

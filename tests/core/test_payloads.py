@@ -9,6 +9,8 @@ import pytest
 
 from pytest_ipcbench.core.units import size_label
 from pytest_ipcbench.core.payloads import (
+    SizeTooLarge,
+    machine_memory,
     NDARRAY_COLS,
     TINY_BYTES,
     PayloadSpec,
@@ -110,3 +112,15 @@ def test_specs_are_picklable_and_hashable() -> None:
     spec = PayloadSpec("array1d", 5000)
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert len({spec, PayloadSpec("array1d", 5000)}) == 1
+
+
+@pytest.mark.parametrize("text", ["99999999999999999999GB", "9" * 400 + "GB", 10**30])
+def test_a_size_beyond_this_machine_is_refused_naming_both(text) -> None:
+    memory = machine_memory()
+    assert memory > 0
+    with pytest.raises(SizeTooLarge, match=r"is more than this machine's memory \(\d+(\.\d+)? GB\)") as info:
+        parse_size(text)
+    assert str(text)[:20] in str(info.value)
+    with pytest.raises(ValueError, match="machine's memory"):
+        PayloadSpec("dict", memory + 1)  # an API caller's spec too: it would grow until OOM
+    assert parse_size(str(memory // 2)) == memory // 2  # what fits is fine

@@ -189,7 +189,7 @@ def test_declared_resources_are_found_and_cleaned(clean_registry: None, tmp_path
         assert found[orphan].pid == dead_pid and not found[orphan].alive
         assert [str(x.path) for x in names.find_ours(os.getpid(), declared_resources())] == [mine]
         # a dry run only: a real one would remove other dead processes' leftovers on this machine
-        assert main(["clean", "--dry-run"]) == 0
+        assert main(["clean", "--dry-run", "--min-age", "0"]) == 0  # the orphan is new
         out = capsys.readouterr().out
         assert f"would remove {orphan} (owner {dead_pid}, dead)" in out and mine not in out
     finally:

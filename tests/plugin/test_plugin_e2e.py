@@ -215,6 +215,75 @@ def test_all_ranks_output_and_usage_errors_under_mpi(pytester: pytest.Pytester) 
     assert sum("--ipc-backends: unknown backend 'shmm'" in line for line in bad.errlines) == 1, bad.errlines
 
 
+UNMARKED = """
+    import pytest
+    from mpi4py import MPI
+
+    RANK = MPI.COMM_WORLD.Get_rank()
+
+    def test_plain():
+        open(f"ran-plain-{RANK}", "w").close()
+
+    def test_plain_fails_on_rank_0():
+        assert RANK != 0, "rank 0 says no"
+
+    @pytest.mark.mpi
+    def test_marked():
+        open(f"ran-marked-{RANK}", "w").close()
+"""
+
+
+@needs_mpiexec
+def test_unmarked_tests_run_once_on_rank_0_when_asked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_unmarked=UNMARKED)
+    once = mpi_run(pytester, 3, "--ipc-unmarked", "rank0")
+    assert once.ret == 1, once.stdout.str() + once.stderr.str()
+    ran = sorted(p.name for p in pytester.path.glob("ran-*"))
+    assert ran == ["ran-marked-0", "ran-marked-1", "ran-marked-2", "ran-plain-0"]
+    (summary,) = summaries(once.outlines)
+    assert "1 failed, 2 passed" in summary, summary
+    once.stdout.fnmatch_lines(["*tests without the mpi marker run on rank 0 only*"])
+    for path in pytester.path.glob("ran-*"):
+        path.unlink()
+    every = mpi_run(pytester, 3)  # the default: pytest-mpi's behaviour, every rank runs them
+    assert every.ret == 1
+    ran = sorted(p.name for p in pytester.path.glob("ran-*"))
+    assert ran == ["ran-marked-0", "ran-marked-1", "ran-marked-2", "ran-plain-0", "ran-plain-1", "ran-plain-2"]
+
+
+COLLECTIVE_HANGS = """
+    import time
+
+    def body(group, who):
+        if group.rank == 1 and who == "raises":
+            raise ValueError("rank 1's own problem")
+        if group.rank == (1 if who == "sleeps" else 0):
+            time.sleep(600)  # never arrives at the next collective
+        group.barrier()
+
+    def test_hang(ipc_group, who):
+        ipc_group.run(body, who)
+"""
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("who", ["sleeps", "raises"])
+def test_the_watchdog_names_the_rank_that_did_not_arrive_and_shows_each_ranks_error(
+    pytester: pytest.Pytester, who: str
+) -> None:
+    pytester.makepyfile(test_collective=COLLECTIVE_HANGS)
+    pytester.makeconftest(f"import pytest\n\n@pytest.fixture\ndef who():\n    return {who!r}\n")
+    result = mpi_run(pytester, 2, "--ipc-timeout", "6", "--ipc-ranks", "2", timeout=90)
+    assert result.ret != 0
+    err = result.stderr.str()
+    if who == "sleeps":  # rank 1 sleeps in the body while rank 0 waits in the barrier
+        assert "did not finish within 6 s on rank 1: rank 1 did not arrive" in err, err
+        assert "rank 0 did not arrive" not in err, err
+    else:  # rank 1 raised and went to the exchange; rank 0 sleeps: rank 1's error must show
+        assert "rank 1 raised ValueError: rank 1's own problem (test_collective.py:5)" in err, err
+        assert "did not finish within 6 s on rank 0: rank 0 did not arrive" in err, err
+
+
 # ------------------------------------------------------------------------- plain (no MPI)
 
 
@@ -297,8 +366,8 @@ def test_a_hung_rank_ends_the_run_within_the_timeout(hang_run: dict) -> None:
     assert took < 60, took
     lines = err.splitlines()
     expected = [
-        "ipcbench: test_hang.py::test_rank_2_hangs did not finish within 10 s on rank 2 "
-        "— a rank hung or died; aborting the MPI job",
+        "ipcbench: test_hang.py::test_rank_2_hangs did not finish within 10 s on rank 2: rank 2 did not arrive "
+        "(its traceback follows) — a rank hung or died; aborting the MPI job",
         "*rank 2 was still in call*",
         "*test_hang.py*line 10 in test_rank_2_hangs*",  # the stuck rank's traceback
     ]

@@ -52,6 +52,8 @@ def test_parse_lists_keep_order_and_drop_repeats() -> None:
         (parse_ranks, "0", "--opt: bad rank count '0' (at least 1)"),
         (parse_timeout, "soon", "--opt: bad timeout 'soon'"),
         (parse_timeout, "-1", "--opt: bad timeout '-1'"),
+        (parse_timeout, "inf", "--opt: bad timeout 'inf' (at most 604800 s, a week; 0 turns the watchdog off)"),
+        (parse_timeout, "1e12", "--opt: bad timeout '1e12' (at most 604800 s"),
         (parse_bool, "maybe", "--opt: bad boolean 'maybe'"),
     ],
 )
@@ -131,6 +133,7 @@ def test_backend_fixture_names() -> None:
     fixtures = backend_fixtures()
     assert fixtures["mpi_pkl5_backend"] == "mpi-pkl5"
     assert fixtures["mp_queue_backend"] == "mp-queue"
+    assert fixtures["mpi_shm_win_backend"] == "mpi-shm-win"
     assert len(fixtures) == len(backend_names()) >= 8
 
 
@@ -158,6 +161,17 @@ def test_bad_environment_value_names_the_variable(pytester: pytest.Pytester, mon
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*env IPCBENCH_RANKS: bad rank count 'x'*"])
+
+
+def test_a_size_beyond_the_machine_is_a_usage_error_naming_both(pytester: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.setenv("IPCBENCH_SIZES", "1KB,99999999999999999999GB")
+    pytester.makepyfile("def test_x(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*env IPCBENCH_SIZES: size '99999999999999999999GB' (1.00e+29 bytes) is more than this machine's "
+         "memory (* GB)*"]
+    )
 
 
 def test_layers_command_line_over_env_over_ini(pytester: pytest.Pytester, monkeypatch) -> None:
@@ -256,6 +270,25 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
     assert calls == []  # nothing recorded: no report
 
 
+def test_ipc_report_onto_a_file_is_a_clear_failure(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.plugin.session import get_session
+
+        def test_records(request):
+            get_session(request.config).record(
+                Result("bcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [0.1, 0.2]})
+            )
+        """
+    )
+    (pytester.path / "taken").write_text("a file")
+    result = pytester.runpytest("--ipc-report", "taken")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ipcbench: could not write the report*", "*taken is not a folder*"])
+    assert "Traceback" not in result.stdout.str()
+
+
 def test_get_session_without_the_plugin(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
@@ -268,6 +301,27 @@ def test_get_session_without_the_plugin(pytester: pytest.Pytester) -> None:
         """
     )
     pytester.runpytest("-p", "no:ipcbench").assert_outcomes(passed=1)
+
+
+def test_ipc_wait_layers_and_errors(pytester: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.delenv("IPCBENCH_WAIT", raising=False)
+    pytester.makeini("[pytest]\nipc_wait = backoff\n")
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.backends.base import default_wait
+        from pytest_ipcbench.plugin.session import get_session
+        def test_settings(request):
+            s = get_session(request.config).settings
+            assert s.wait == "block" and s.sources["wait"] == "--ipc-wait"
+            assert default_wait() == "block"  # every backend made in this run waits so
+        """
+    )
+    result = pytester.runpytest("--ipc-wait", "block")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*wait=block*"])
+    result = pytester.runpytest("--ipc-wait", "nap")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*--ipc-wait: unknown wait strategy 'nap'*"])
 
 
 def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> None:

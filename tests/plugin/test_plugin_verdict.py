@@ -101,7 +101,8 @@ def test_watchdog_fires_with_a_clear_message_and_aborts() -> None:
         os.close(read)
     assert aborted == [1] and exited == [70]
     assert text.startswith(
-        "ipcbench: t.py::test_hang did not finish within 0.2 s on rank 2 — a rank hung or died; aborting the MPI job"
+        "ipcbench: t.py::test_hang did not finish within 0.2 s on rank 2: rank 2 did not arrive (its traceback "
+        "follows) — a rank hung or died; aborting the MPI job"
     )
     assert "rank 2 was still in call" in text
     assert "test_watchdog_fires_with_a_clear_message_and_aborts" in text  # the tracebacks
@@ -119,3 +120,18 @@ def test_watchdog_disarmed_or_waiting_does_not_fire_early() -> None:
         assert not dog.fired.is_set() and fired == []
     finally:
         dog.close()
+
+
+def test_watchdog_survives_a_huge_deadline() -> None:
+    """A deadline beyond what the OS can wait for (an API caller's 1e12 s) must not kill its thread."""
+    fired: list[int] = []
+    dog = Watchdog(0, fired.append, grace=10.0, hard_exit=fired.append)
+    try:
+        dog.arm("t", 1e12, "call")
+        time.sleep(0.2)
+        assert dog._thread.is_alive()
+        dog.arm("t", 0.1, "call")  # still watching: a short deadline after it fires
+        assert dog.fired.wait(5.0)
+    finally:
+        dog.close()
+    assert fired

@@ -148,14 +148,19 @@ def test_release_drops_reference_early():
     assert back.segment_name is None and back[99] == 99.0
 
 
+def _mine() -> set[str]:
+    """Our names in /dev/shm owned by this process (other jobs on the machine come and go)."""
+    return {x.path.name for x in names.find_ours(os.getpid()) if x.path.parent == names.SHM_DIR}
+
+
 def test_full_dev_shm_raises_clear_error_and_leaves_nothing():
-    before = {p.name for p in names.SHM_DIR.iterdir()}
+    before = _mine()
     total = os.statvfs(names.SHM_DIR).f_blocks * os.statvfs(names.SHM_DIR).f_frsize
     huge = total // 8 + (1 << 30) // 8  # more float64 than the whole tmpfs holds
     with pytest.raises(SharedMemoryFull, match=r"cannot reserve .* in /dev/shm .* free of") as info:
         SharedNDArray.empty(huge, np.float64, inline_below=0)
     assert isinstance(info.value, OSError)
-    assert {p.name for p in names.SHM_DIR.iterdir()} - before == set()
+    assert _mine() - before == set()
 
 
 def test_full_dev_shm_caught_at_fallocate_too(monkeypatch):
@@ -163,11 +168,11 @@ def test_full_dev_shm_caught_at_fallocate_too(monkeypatch):
     from pytest_ipcbench.shared import segment
 
     monkeypatch.setattr(segment, "_check_free", lambda size: None)
-    before = {p.name for p in names.SHM_DIR.iterdir()}
+    before = _mine()
     st = os.statvfs(names.SHM_DIR)
     with pytest.raises(SharedMemoryFull, match="free of"):
         SharedNDArray.empty(st.f_blocks * st.f_frsize + (1 << 30), np.uint8, inline_below=0)
-    assert {p.name for p in names.SHM_DIR.iterdir()} - before == set()
+    assert _mine() - before == set()
 
 
 def test_fixture_factory_releases_at_teardown(shared_array):

@@ -8,9 +8,11 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 
+from pytest_ipcbench.core import names
 from pytest_ipcbench.plugin.fixtures.shared import leaked_segments, snapshot
 from pytest_ipcbench.shared import SharedNDArray, reclaim_orphans
 from pytest_ipcbench.shared.segment import shm_path
@@ -59,9 +61,47 @@ def test_guard_fails_a_leaking_test_and_removes_the_leak(tmp_path):
     (tmp_path / "test_inner.py").write_text(INNER)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert "2 passed, 1 error" in stdout, stdout + stderr  # fails at teardown
+    assert "test left 1 shared segment(s)" in stdout
+    assert names.find_ours(proc.pid) == []  # the inner run's own segments (not other jobs')
+
+
+HELD_ELSEWHERE = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    from pytest_ipcbench.shared import SharedNDArray
+
+    arr = SharedNDArray.from_numpy_array(np.ones(10_000), inline_below=0)
+    r, w = os.pipe()
+    if os.fork() == 0:  # the holder: outlives its creator, and is no descendant of the test
+        if os.fork():
+            os._exit(0)
+        os.write(w, f"{arr.segment_name} {os.getpid()}\\n".encode())
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # let the test read to the end of our output
+            os.dup2(null, fd)
+        time.sleep(60)
+        os._exit(0)
+    os.waitpid(-1, 0)
+    print(os.read(r, 200).decode().strip(), flush=True)
+""")
+
+
+def test_leak_check_ignores_a_segment_of_the_same_process_group_held_by_another_process():
+    """Another pytest run started from the same shell: its creator died, its holder lives on."""
     before = snapshot()
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
-    assert "2 passed, 1 error" in out.stdout, out.stdout + out.stderr  # fails at teardown
-    assert "test left 1 shared segment(s)" in out.stdout
-    assert snapshot() - before == set()
+    out = subprocess.run([sys.executable, "-c", HELD_ELSEWHERE], capture_output=True, text=True, timeout=60)
+    name, holder = out.stdout.split()
+    try:
+        assert names.owner_pid(name) not in (None, os.getpid())
+        assert name not in leaked_segments(before)
+    finally:
+        os.kill(int(holder), 9)
+        deadline = time.monotonic() + 10
+        while names.pid_alive(int(holder)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        reclaim_orphans(names=[name])
+    assert not shm_path(name).exists()

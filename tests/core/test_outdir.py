@@ -1,0 +1,127 @@
+"""Output folders of ``ipcbench run`` / ``report``: unique or locked, the caller's own, clear errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_ipcbench.commands import main as ipcbench
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.outdir import OutputFolderError, claim
+from pytest_ipcbench.history.results import Result, ResultSet
+
+# they start ipcbench or pytest processes of their own (an MPI job's environment would make
+# those MPI singletons): never nested inside an MPI job
+pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
+
+# the smallest real run: one local case, no MPI, no extras
+TINY_RUN = ["--quick", "--no-mpi", "--no-extras", "--scenarios", "broadcast", "--backends", "shm",
+            "--kinds", "tiny", "--modes", "bytes", "--ranks", "2", "--progress", "none"]
+
+
+def results_file(folder: Path) -> Path:
+    rs = ResultSet()
+    rs.add(Result("broadcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [1e-5] * 5}, nbytes=1000))
+    return rs.save(folder / "results.json")
+
+
+def test_default_folders_are_unique_even_within_one_second(tmp_path: Path) -> None:
+    a, lock_a = claim(None, tmp_path, "20260101-000000")
+    b, lock_b = claim(None, tmp_path, "20260101-000000")
+    assert a != b and a.is_dir() and b.is_dir()
+    lock_a.release()
+    lock_b.release()
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pytest_ipcbench.core.outdir import claim
+    folder, lock = claim(sys.argv[1], None, "")
+    print("locked", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_a_busy_folder_is_refused_naming_the_run_that_has_it(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(OutputFolderError, match=rf"is in use by another ipcbench run \(pid {holder.pid}\)"):
+            claim(out, tmp_path, "x")
+        assert ipcbench(["run", "--out", str(out), *TINY_RUN]) == 2
+        assert f"{out} is in use by another ipcbench run (pid {holder.pid})" in capsys.readouterr().err
+        assert sorted(p.name for p in out.iterdir()) == [".ipcbench.lock"]  # nothing of ours mixed in
+    finally:
+        holder.kill()
+        holder.wait()
+    folder, lock = claim(out, tmp_path, "x")  # free again once its run is gone
+    lock.release()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a folder owned by another user")
+@pytest.mark.parametrize("command", ["run", "report"])
+def test_a_folder_of_another_user_is_refused_and_its_symlinks_are_not_followed(tmp_path: Path, capsys,
+                                                                              command: str) -> None:
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    target = tmp_path / "victim.txt"
+    target.write_text("untouched")
+    for name in ("run.log", "summary.md", "all_results.csv", "results.json"):
+        (planted / name).symlink_to(target)
+    os.chown(planted, 65534, 65534)
+    args = ["run", "--out", str(planted), *TINY_RUN] if command == "run" else \
+        ["report", str(results_file(tmp_path)), "--out", str(planted), "--no-plots"]
+    assert ipcbench(args) == 2
+    err = capsys.readouterr().err
+    assert f"{planted} belongs to uid 65534, not to you (uid 0): refusing to write into it" in err, err
+    assert target.read_text() == "untouched"
+
+
+@pytest.mark.parametrize("command", ["run", "report"])
+def test_out_onto_an_existing_file_is_a_clear_error(tmp_path: Path, capsys, command: str) -> None:
+    a_file = tmp_path / "taken"
+    a_file.write_text("a file")
+    args = ["run", "--out", str(a_file), *TINY_RUN] if command == "run" else \
+        ["report", str(results_file(tmp_path)), "--out", str(a_file), "--no-plots"]
+    assert ipcbench(args) == 2
+    err = capsys.readouterr().err
+    assert f"{a_file} is not a folder" in err and "Traceback" not in err, err
+    assert a_file.read_text() == "a file"
+
+
+READ_ONLY = textwrap.dedent("""
+    import sys
+    from pytest_ipcbench.commands import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+@pytest.mark.parametrize("command", ["run", "report"])
+def test_out_in_a_read_only_folder_is_a_clear_error(tmp_path: Path, command: str) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    out = ro / "report"
+    args = ["run", "--out", str(out), *TINY_RUN] if command == "run" else \
+        ["report", str(results_file(tmp_path)), "--out", str(out), "--no-plots"]
+    if os.geteuid() == 0:  # root writes anywhere: a read-only mount, in a private mount namespace
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            pytest.skip("needs unshare(1) for a read-only mount as root")
+        script = 'mount -t tmpfs -o ro,size=1m tmpfs "$0" || exit 99; exec "$@"'
+        proc = subprocess.run([unshare, "-m", "sh", "-c", script, str(ro), sys.executable, "-c", READ_ONLY, *args],
+                              capture_output=True, text=True, timeout=120)
+        if proc.returncode == 99:
+            pytest.skip(f"cannot mount a read-only tmpfs: {proc.stderr.strip()}")
+    else:
+        ro.chmod(0o555)
+        proc = subprocess.run([sys.executable, "-c", READ_ONLY, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"cannot write into {ro}" in proc.stderr or f"cannot write into {out}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,122 @@
+"""Ctrl-C stops a run at any moment: pytest exits 2 (interrupted), the workers end, nothing is left.
+
+A terminal's Ctrl-C sends SIGINT to the whole foreground process group: pytest and its local
+worker processes. The run under test is a pytest subprocess in a session of its own, so the test
+can signal its group like a terminal would.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_ipcbench.core import names
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.procs import descendants, running
+
+# they start ipcbench or pytest processes of their own (an MPI job's environment would make
+# those MPI singletons): never nested inside an MPI job
+pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
+
+LOOP = textwrap.dedent("""
+    import multiprocessing, os, time
+    from pytest_ipcbench import BackendSpec, PayloadSpec, assert_delivered, deliver
+    from pytest_ipcbench.backends import base
+    from pytest_ipcbench.core import payloads
+
+    BACKEND = os.environ["IPCB_TEST_BACKEND"]
+    SLOW = float(os.environ.get("IPCB_TEST_SLOW", "0"))
+
+    # Slow motion, for a Ctrl-C at a chosen moment: the writer (rank 0, the pytest process) is
+    # inside write() while the readers (workers, which import this module to run run_deliver)
+    # still build their expected payload; then SIGINT ends the readers before the next barrier.
+    if SLOW and multiprocessing.current_process().name.startswith("ipcbench-rank"):
+        build = payloads.PayloadSpec.build
+
+        def slow_build(self, seed=0):
+            time.sleep(2 * SLOW)
+            return build(self, seed)
+
+        payloads.PayloadSpec.build = slow_build
+    elif SLOW:
+        cls = base.get_backend(BACKEND)
+        write = cls.write
+
+        def slow_write(self, obj):
+            open("writing", "w").close()
+            time.sleep(SLOW)
+            write(self, obj)
+
+        cls.write = slow_write
+
+    def run_deliver(group, spec, payload):
+        return deliver(group, spec, payload)
+
+    def test_deliver_until_interrupted(ipc_group):
+        spec = BackendSpec(BACKEND, "native")
+        payload = PayloadSpec("ndarray", 2_000_000)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert_delivered(ipc_group.run(run_deliver, spec, payload))
+            open("delivered", "w").close()
+""")
+
+
+def interrupt_run(tmp_path: Path, backend: str, wait_for: str, delay: float, slow: float = 0) -> dict:
+    """Start the loop, wait for file ``wait_for`` and ``delay`` s more, then Ctrl-C its process group."""
+    (tmp_path / "test_loop.py").write_text(LOOP)
+    env = dict(os.environ, IPCB_TEST_BACKEND=backend, IPCB_TEST_SLOW=str(slow))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ipc-ranks", "3", "test_loop.py"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / wait_for).exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the run did not get to {wait_for!r}:\n{proc.communicate()[0]}")
+            time.sleep(0.02)
+        time.sleep(delay)
+        pids = [proc.pid, *sorted(descendants(proc.pid))]
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        start = time.monotonic()
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    time.sleep(0.5)
+    return {
+        "rc": proc.returncode, "out": out, "took": took,
+        "alive": [pid for pid in pids if running(pid)],
+        "left": [str(item.path) for pid in pids for item in names.find_ours(pid)],
+    }
+
+
+def assert_stopped_cleanly(run: dict) -> None:
+    assert run["rc"] == pytest.ExitCode.INTERRUPTED, f"rc {run['rc']}\n{run['out']}"
+    assert "KeyboardInterrupt" in run["out"], run["out"]
+    assert "resources left behind" not in run["out"], run["out"]
+    assert run["left"] == [] and run["alive"] == [], run
+    assert run["took"] < 30, run["took"]
+
+
+@pytest.mark.parametrize("backend", ["lmdb", "shm"])
+def test_ctrl_c_inside_a_store_write_stops_the_run(tmp_path: Path, backend: str) -> None:
+    """The writer is inside write() when Ctrl-C comes; its readers, not yet at the barrier after
+    the write, die of the same signal (the barrier's broken pipe used to replace the Ctrl-C)."""
+    assert_stopped_cleanly(interrupt_run(tmp_path, backend, "writing", 0.3, slow=1.0))
+
+
+@pytest.mark.parametrize("backend", ["lmdb", "shm", "zmq", "mp-queue"])
+def test_ctrl_c_at_any_moment_stops_the_run(tmp_path: Path, backend: str) -> None:
+    assert_stopped_cleanly(interrupt_run(tmp_path, backend, "delivered", random.uniform(0, 0.3)))
