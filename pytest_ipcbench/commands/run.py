@@ -1,6 +1,6 @@
 """``ipcbench run``: the standard matrix into a folder of results, CSV, plots and tables.
 
-In a project whose pyproject.toml has a ``[tool.ipcbench]`` table (:mod:`..runner.config`), the
+In a project whose pyproject.toml has a ``[tool.ipcbench]`` table (:mod:`..core.project`), the
 table declares the matrix; every option given on the command line overrides its key.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import fields
 from ..backends.base import WAITS
 from ..core.units import parse_size
 from ..harness.measure import SCENARIOS
-from ..runner.config import ProjectConfig, discover, read_config
+from ..core.project import ProjectConfig, discover, read_config
 from ..runner.job import RunOptions, Runner
 
 HELP = "run the standard matrix and write results, CSV, plots and tables into a folder"
