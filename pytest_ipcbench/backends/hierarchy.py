@@ -53,10 +53,11 @@ class HierarchicalStore(Backend):
     needs_mpi = True
 
     def __init__(self, inner_cls: type[Backend], group: "Group", mode: str = "bytes", root: int = 0,
-                 timeout: float = 120.0) -> None:
+                 timeout: float = 120.0, wait: str | None = None) -> None:
         self.name = inner_cls.name  # reported as the backend it runs
         self.kind = inner_cls.kind
-        super().__init__(group, mode, root, timeout)
+        super().__init__(group, mode, root, timeout, wait=wait)
+        self._wait_asked = wait
         self.inner_cls = inner_cls
         self.native_views_until_next_write = getattr(inner_cls, "native_views_until_next_write", False)
         self.inner: Backend | None = None  # this node's store (None on a node of one rank)
@@ -93,7 +94,7 @@ class HierarchicalStore(Backend):
         node = group.node_group()
         error = None
         if node.size > 1:
-            self.inner = self.inner_cls(node, self.mode, self.node_root, self.timeout)
+            self.inner = self.inner_cls(node, self.mode, self.node_root, self.timeout, wait=self._wait_asked)
             try:
                 self.inner.setup()
             except Exception as exc:  # collective over the node: every rank of it raises
