@@ -139,7 +139,8 @@ def _suite_counts(full: bool) -> dict[str, int]:
         "import json, math, sys; sys.path.insert(0, sys.argv[1])\n"
         "import benchmarks._job as j\n"
         "pairs = len(j.suite_pairs())\n"
-        "print(json.dumps({'transfer': len(j.BACKENDS) * len(j.MODES) * pairs * len(j.SUITE_RANKS),\n"
+        "print(json.dumps({'backends': len(j.BACKENDS),\n"
+        "                  'transfer': len(j.BACKENDS) * len(j.MODES) * pairs * len(j.SUITE_RANKS),\n"
         "                  'methods': 9 * len(j.SUITE_METHOD_CONFIGS) * len(j.SHAPES) * len(j.SUITE_RANKS),\n"
         "                  'full': j.FULL}))\n"
     )
@@ -155,8 +156,10 @@ def _suite_counts(full: bool) -> dict[str, int]:
 def test_default_suite_is_small_and_the_full_matrix_is_behind_an_option() -> None:
     default, full = _suite_counts(False), _suite_counts(True)
     assert default["full"] is False and full["full"] is True
-    assert default["transfer"] == 8 * 2 * 4 * 1 and default["methods"] == 9 * 2 * 2 * 1
-    assert full["transfer"] == 8 * 2 * 9 * 2 and full["methods"] == 9 * 3 * 2 * 2
+    n = default["backends"]  # every built-in backend (nine with mpi-shm-win)
+    assert n >= 9 and full["backends"] == n
+    assert default["transfer"] == n * 2 * 4 * 1 and default["methods"] == 9 * 2 * 2 * 1
+    assert full["transfer"] == n * 2 * 9 * 2 and full["methods"] == 9 * 3 * 2 * 2
 
 
 def test_one_setup_cache_serves_every_mpi_benchmark() -> None:
