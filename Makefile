@@ -36,6 +36,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi
+	MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	$(BIN)/ipcbench clean --dry-run
 	$(MAKE) test-example
 
@@ -47,9 +48,9 @@ test-example:
 	$(EXAMPLE_PY) -m pip install --quiet ./$(EXAMPLE)
 	cd $(EXAMPLE) && $(EXAMPLE_PY) -m pytest
 	cd $(EXAMPLE) && timeout $(MPI_RUN_TIMEOUT) $(dir $(EXAMPLE_PY))mpiexec -n 2 $(EXAMPLE_PY) -m pytest --with-mpi -m mpi
-	@# the plugin in the main job too: its MPI phase (mpiexec -n 2) and its local phase
-	cd $(EXAMPLE) && $(dir $(EXAMPLE_PY))ipcbench run --quick --ranks 2 --backends fifo,shm --kinds records,buffer \
-		--scenarios broadcast,pingpong --no-extras --progress plain --out $(abspath $(EXAMPLE_VENV))/run
+	@# the plugin in the main job too (its MPI phase and its local phase), over the matrix the
+	@# example declares in [tool.ipcbench] of its pyproject.toml
+	cd $(EXAMPLE) && $(dir $(EXAMPLE_PY))ipcbench run --progress plain --out $(abspath $(EXAMPLE_VENV))/run
 	$(dir $(EXAMPLE_PY))ipcbench clean --dry-run
 
 dist: $(STAMP)

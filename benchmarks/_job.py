@@ -1,13 +1,21 @@
 """Runs a block of cases in a job of its own and writes one JSON line per case.
 
 asv runs each benchmark in a process that cannot be an MPI rank, so the MPI cases of the suite
-are measured here, under ``mpiexec -n 4`` started from a ``setup_cache`` (one launch serves every
-``track_*`` benchmark of a class): the job times inside itself with the project's harness, and the
-figure asv records is the median over iterations of the max over readers -- mpiexec start-up is
-never part of it. Cases of 2 ranks run on a sub-group of the first two ranks of the same launch.
+are measured here, under ``mpiexec -n 4`` started from :func:`setup_cache` -- one launch for
+*every* MPI case of a commit (the broadcast matrix of ``bench_transfer`` and seed 004's methods of
+``bench_mpi_methods``: both modules import this one function, so asv runs it once and shares its
+cache). The job times inside itself with the project's harness, and the figure asv records is
+the median over iterations of the max over readers -- mpiexec start-up is never part of it.
+Cases of 2 ranks run on a sub-group of the first two ranks of the same launch.
+
+The default suite is small on purpose (a few minutes a commit): one latency case and three 1 MB
+shapes of data per backend and mode at 4 ranks, seed 004's Small and Large configurations.
+``IPCBENCH_ASV_FULL=1`` (set when running asv) selects the full matrix: every payload kind and
+size, 2 and 4 ranks, every configuration. Cases outside the selected suite show as skipped.
 
 Usable by hand too::
 
+    mpiexec -n 4 python benchmarks/_job.py all --out cases.jsonl
     mpiexec -n 4 python benchmarks/_job.py transfer --out cases.jsonl --backends shm --sizes 1MB
     python benchmarks/_job.py transfer --local --backends mp-queue --out cases.jsonl
 
@@ -36,8 +44,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 HERE = Path(__file__).resolve()
 
+#: The full matrix instead of the default suite (``IPCBENCH_ASV_FULL=1`` in asv's environment).
+FULL = os.environ.get("IPCBENCH_ASV_FULL", "").strip().lower() not in ("", "0", "no", "false")
+
 # The matrix, fixed in the suite (not read from the package) so it is the same over history.
-BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
+BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue", "mpi-shm-win")
 MODES = ("bytes", "native")
 KINDS = ("dict", "ndarray", "array1d", "ragged2d", "tiny")
 SIZES = ("1KB", "1MB")  # small (latency-bound) and large (bandwidth-bound); `ipcbench run` goes bigger
@@ -48,9 +59,58 @@ TIME_BUDGET = 0.1  # seconds of timed iterations per case: asv wants a suite, no
 MAX_ITERATIONS = 500
 JOB_TIMEOUT = 1500.0
 
+# The default suite: what each case adds (the full matrix repeats most of it).  (kind, size):
+# tiny = latency; ndarray = one buffer (bandwidth); dict and ragged2d = many objects per message,
+# the serialization-bound shapes -- at 1 MB, where backends differ most.  4 ranks (fan-out);
+# seed 004's Small (11 KB) and Large (1.1 MB) configurations, both shapes.
+DEFAULT_CASES = (("tiny", "1KB"), ("ndarray", "1MB"), ("dict", "1MB"), ("ragged2d", "1MB"))
+DEFAULT_RANKS = (4,)
+DEFAULT_METHOD_CONFIGS = ("Small", "Large")
+
+#: What the selected suite (default or full) covers; the asv classes take their params from here.
+SUITE_KINDS = KINDS if FULL else tuple(k for k in KINDS if any(k == c[0] for c in DEFAULT_CASES))
+SUITE_RANKS = RANKS if FULL else DEFAULT_RANKS
+SUITE_METHOD_CONFIGS = METHOD_CONFIGS if FULL else DEFAULT_METHOD_CONFIGS
+#: asv rounds of the in-process time benchmarks (asv's default is 2; one is enough to follow history)
+ROUNDS = 2 if FULL else 1
+#: asv repeat and warm-up of the in-process time benchmarks: asv's defaults (0 and -1: up to 10
+#: samples or 20 s, 1 s of warm-up) in the full suite; up to 5 samples within 4 s by default
+REPEAT: Any = 0 if FULL else (1, 5, 4.0)
+WARMUP_TIME = -1 if FULL else 0.2
+#: asv rounds of the track_* benchmarks: their figures come from a cache, another round reads
+#: the same number again
+TRACK_ROUNDS = 1
+NOT_IN_SUITE = "not in the default suite (IPCBENCH_ASV_FULL=1 runs the full matrix)"
+
 
 def case_key(*parts: Any) -> str:
     return "|".join(str(p) for p in parts)
+
+
+def skip_reason(kind: str, size: str) -> str | None:
+    """Why (kind, size) is not measured by the selected suite, or None."""
+    if kind == "tiny" and size != SIZES[0]:
+        return "tiny payloads have one size (64 B), listed under the smallest"
+    if not FULL and (kind, size) not in DEFAULT_CASES:
+        return NOT_IN_SUITE
+    return None
+
+
+def suite_pairs() -> list[tuple[str, str]]:
+    """The (kind, size) pairs of the selected suite."""
+    return [(k, s) for k in SUITE_KINDS for s in SIZES if skip_reason(k, s) is None]
+
+
+def case_label(kind: str, size: str) -> str:
+    """The asv parameter value of a (kind, size) pair: ``ndarray-1MB``, ``tiny-64B``."""
+    return "tiny-64B" if kind == "tiny" else f"{kind}-{size}"
+
+
+#: asv parameter values of the selected suite's payload cases, and what each one means.  asv
+#: runs every parameter combination in a process of its own (skipped ones too), so the
+#: parameters list exactly what is measured instead of a product with holes.
+SUITE_CASES = [case_label(k, s) for k, s in suite_pairs()]
+CASE_OF = {case_label(k, s): (k, s) for k in KINDS for s in SIZES if k != "tiny" or s == SIZES[0]}
 
 
 def transfer_cases(backends: Iterable[str] = BACKENDS, modes: Iterable[str] = MODES,
@@ -89,14 +149,26 @@ def _median(xs: Sequence[float]) -> float:
     return float(s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
 
 
-def _transfer_job(args: argparse.Namespace) -> int:
+def _cases_of(args: argparse.Namespace) -> list[tuple[str, str, str, str]]:
     cases = transfer_cases(args.backends, args.modes, args.kinds, args.sizes)
+    if args.pairs:
+        pairs = {tuple(p.split("@", 1)) for p in args.pairs}
+        cases = [c for c in cases if (c[2], c[3]) in pairs]
+    return cases
+
+
+def _transfer_job(args: argparse.Namespace, world: Any = None, out: _Out | None = None) -> int:
+    """The broadcast matrix; given ``world`` and ``out`` (the ``all`` job), no final done line."""
+    cases = _cases_of(args)
     try:
         from pytest_ipcbench.harness import measure
         from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
         from pytest_ipcbench.core.payloads import PayloadSpec, parse_size
     except ImportError as exc:  # an older commit: no harness yet
-        print(json.dumps({"error": f"this commit cannot be measured: {exc}"}), file=_stream(args))
+        if out is not None:
+            out(error=f"this commit cannot measure transfers: {exc}", part="transfer")
+        else:
+            print(json.dumps({"error": f"this commit cannot be measured: {exc}"}), file=_stream(args))
         return 0
     settings = measure.BenchSettings(time_budget=args.budget, min_iterations=5, max_iterations=MAX_ITERATIONS)
 
@@ -106,10 +178,13 @@ def _transfer_job(args: argparse.Namespace) -> int:
     if args.local:
         return _local_transfer(args, cases, measure, BackendSpec, unavailable_reason, payload, settings)
 
-    from pytest_ipcbench.core.group import MPIGroup
+    own = out is None
+    if world is None:
+        from pytest_ipcbench.core.group import MPIGroup
 
-    world = MPIGroup.world()
-    out = _Out(args.out, world.rank == 0)
+        world = MPIGroup.world()
+    if out is None:
+        out = _Out(args.out, world.rank == 0)
     try:
         for ranks in args.ranks:
             if ranks > world.size:
@@ -128,9 +203,11 @@ def _transfer_job(args: argparse.Namespace) -> int:
                     _one(out, key, lambda: measure.bench(sub, BackendSpec(b, m), payload(k, s), "broadcast", settings),
                          sub.rank == 0)
             _quiet_barrier(world, measure)
-        out(done=True)
+        if own:
+            out(done=True)
     finally:
-        out.close()
+        if own:
+            out.close()
     return 0
 
 
@@ -190,7 +267,8 @@ def _quiet_barrier(world: Any, measure: Any) -> None:
     barrier(world) if barrier else world.barrier()
 
 
-def _methods_job(args: argparse.Namespace) -> int:
+def _methods_job(args: argparse.Namespace, world: Any = None, out: _Out | None = None) -> int:
+    """Seed 004's methods; given ``world`` and ``out`` (the ``all`` job), no final done line."""
     try:
         from pytest_ipcbench import seed004 as mm
         from pytest_ipcbench.core.group import MPIGroup
@@ -200,10 +278,16 @@ def _methods_job(args: argparse.Namespace) -> int:
             from pytest_ipcbench.seed004 import methods as mm
             timing = {"plan": mm.Plan(sample_time=0.02, case_time=0.2, min_samples=5, max_samples=7)}
     except ImportError as exc:
-        print(json.dumps({"error": f"this commit has no seed 004 methods: {exc}"}), file=_stream(args))
+        if out is not None:
+            out(error=f"this commit has no seed 004 methods: {exc}", part="methods")
+        else:
+            print(json.dumps({"error": f"this commit has no seed 004 methods: {exc}"}), file=_stream(args))
         return 0
-    world = MPIGroup.world()
-    out = _Out(args.out, world.rank == 0)
+    own = out is None
+    if world is None:
+        world = MPIGroup.world()
+    if out is None:
+        out = _Out(args.out, world.rank == 0)
     try:
         for ranks in args.ranks:
             sub = world.split(ranks) if ranks <= world.size else None
@@ -220,6 +304,26 @@ def _methods_job(args: argparse.Namespace) -> int:
                             for r in results:
                                 out(case=key, value=_median(r.samples["completion"]), n=len(r.samples["completion"]))
             _quiet_barrier(world, _try_measure())
+        if own:
+            out(done=True)
+    finally:
+        if own:
+            out.close()
+    return 0
+
+
+def _all_job(args: argparse.Namespace) -> int:
+    """Every MPI case of the suite in one launch: the broadcast matrix, then seed 004's methods."""
+    try:
+        from pytest_ipcbench.core.group import MPIGroup
+    except ImportError as exc:
+        print(json.dumps({"error": f"this commit cannot be measured: {exc}"}), file=_stream(args))
+        return 0
+    world = MPIGroup.world()
+    out = _Out(args.out, world.rank == 0)
+    try:
+        _transfer_job(args, world, out)
+        _methods_job(args, world, out)
         out(done=True)
     finally:
         out.close()
@@ -246,23 +350,52 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="benchmarks/_job.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="job", required=True)
     t = sub.add_parser("transfer", help="broadcast: every backend x mode x payload kind x size x ranks")
-    t.add_argument("--backends", type=_csv, default=list(BACKENDS))
-    t.add_argument("--modes", type=_csv, default=list(MODES))
-    t.add_argument("--kinds", type=_csv, default=list(KINDS))
-    t.add_argument("--sizes", type=_csv, default=list(SIZES))
-    t.add_argument("--budget", type=float, default=TIME_BUDGET, help="seconds of timed iterations per case")
-    t.add_argument("--local", action="store_true", help="a local world of processes instead of MPI ranks")
     m = sub.add_parser("methods", help="seed 004: every MPI method x configuration x shape x ranks")
-    m.add_argument("--configs", type=_csv, default=list(METHOD_CONFIGS))
-    for q in (t, m):
+    a = sub.add_parser("all", help="both, in one launch (the selected suite by default)")
+    for q in (t, a):
+        q.add_argument("--backends", type=_csv, default=list(BACKENDS))
+        q.add_argument("--modes", type=_csv, default=list(MODES))
+        q.add_argument("--kinds", type=_csv, default=list(KINDS))
+        q.add_argument("--sizes", type=_csv, default=list(SIZES))
+        q.add_argument("--pairs", type=_csv, default=None, metavar="KIND@SIZE,...",
+                       help="only these (kind, size) pairs, e.g. tiny@1KB,ndarray@1MB")
+        q.add_argument("--budget", type=float, default=TIME_BUDGET, help="seconds of timed iterations per case")
+    t.add_argument("--local", action="store_true", help="a local world of processes instead of MPI ranks")
+    for q in (m, a):
+        q.add_argument("--configs", type=_csv, default=list(METHOD_CONFIGS))
+    for q in (t, m, a):
         q.add_argument("--ranks", type=lambda s: [int(x) for x in _csv(s)], default=list(RANKS))
         q.add_argument("--out", help="JSON lines file (rank 0 appends)")
+    a.set_defaults(local=False)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return _transfer_job(args) if args.job == "transfer" else _methods_job(args)
+    return {"transfer": _transfer_job, "methods": _methods_job, "all": _all_job}[args.job](args)
+
+
+def suite_args() -> list[str]:
+    """Arguments of the ``all`` job for the selected suite (default or ``IPCBENCH_ASV_FULL``)."""
+    return ["--kinds", ",".join(SUITE_KINDS), "--pairs", ",".join(f"{k}@{s}" for k, s in suite_pairs()),
+            "--ranks", ",".join(map(str, SUITE_RANKS)), "--configs", ",".join(SUITE_METHOD_CONFIGS)]
+
+
+def setup_cache() -> dict[str, Any]:
+    """One ``mpiexec -n 4`` job for every MPI case of the commit, then one plain launch for the
+    backends that cannot run between MPI ranks (mp-queue: its queues are inherited by local
+    processes).  ``bench_transfer`` and ``bench_mpi_methods`` both import this function, so asv
+    (which keys a cache by the function's module and line) runs it once per commit for both."""
+    cache = launch(["all", *suite_args()], Path("mpi-cases.jsonl").resolve(), nprocs=4)
+    local = sorted(cache.pop("!local", ()))
+    if local:
+        transfer_only = suite_args()[:6]  # kinds, pairs, ranks
+        cache.update(launch(["transfer", "--local", "--backends", ",".join(local), *transfer_only],
+                            Path("local-cases.jsonl").resolve(), nprocs=None))
+    return cache
+
+
+setup_cache.timeout = 2 * JOB_TIMEOUT + 60  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------- from setup_cache
@@ -358,7 +491,7 @@ def read_lines(path: Path) -> dict[str, Any]:
         except ValueError:
             continue
         if "error" in rec:
-            cache["*"] = f"skip: {rec['error']}"
+            cache["*" + rec.get("part", "")] = f"skip: {rec['error']}"
         elif rec.get("done"):
             cache["!done"] = True
         elif "case" in rec:
@@ -368,9 +501,12 @@ def read_lines(path: Path) -> dict[str, Any]:
     return cache
 
 
-def lookup(cache: dict[str, Any], key: str) -> float:
-    """The measured seconds of ``key``; NotImplementedError (asv: skipped) when there are none."""
-    value = cache.get(key, cache.get("*", "skip: not measured by this commit"))
+def lookup(cache: dict[str, Any], key: str, part: str = "") -> float:
+    """The measured seconds of ``key``; NotImplementedError (asv: skipped) when there are none.
+
+    ``part`` (``transfer``, ``methods``): a failure of that part of the ``all`` job applies too.
+    """
+    value = cache.get(key, cache.get("*" + part, cache.get("*", "skip: not measured by this commit")))
     if isinstance(value, str):
         raise NotImplementedError(value)
     return float(value)

@@ -23,30 +23,33 @@ def _payload(kind: str, size: str) -> Any:
 
 
 class Serialize:
-    params = [list(_job.KINDS), list(_job.SIZES), list(PROTOCOLS)]
-    param_names = ["payload", "size", "protocol"]
-    timeout = 120
+    """``payload``: kind and size (``ndarray-1MB``; ``tiny-64B``), as in ``bench_transfer``."""
 
-    def setup(self, kind: str, size: str, protocol: str) -> None:
-        if kind == "tiny" and size != _job.SIZES[0]:
-            raise NotImplementedError("tiny payloads have one size (64 B), listed under the smallest")
-        self.obj = _payload(kind, size)
+    params = [list(_job.SUITE_CASES), list(PROTOCOLS)]
+    param_names = ["payload", "protocol"]
+    timeout = 120
+    rounds = _job.ROUNDS
+    repeat = _job.REPEAT
+    warmup_time = _job.WARMUP_TIME
+
+    def setup(self, payload: str, protocol: str) -> None:
+        self.obj = _payload(*_job.CASE_OF[payload])
         self.buffers: list[pickle.PickleBuffer] = []
         if protocol == "oob":
             self.blob = pickle.dumps(self.obj, protocol=5, buffer_callback=self.buffers.append)
         else:
             self.blob = pickle.dumps(self.obj, protocol=5)
 
-    def time_dumps(self, kind: str, size: str, protocol: str) -> None:
+    def time_dumps(self, payload: str, protocol: str) -> None:
         if protocol == "oob":
             pickle.dumps(self.obj, protocol=5, buffer_callback=[].append)
         else:
             pickle.dumps(self.obj, protocol=5)
 
-    def time_loads(self, kind: str, size: str, protocol: str) -> None:
+    def time_loads(self, payload: str, protocol: str) -> None:
         pickle.loads(self.blob, buffers=self.buffers)
 
-    def peakmem_roundtrip(self, kind: str, size: str, protocol: str) -> None:
+    def peakmem_roundtrip(self, payload: str, protocol: str) -> None:
         """Peak RSS of a dumps + loads round trip (the payload itself included)."""
         if protocol == "oob":
             buffers: list[pickle.PickleBuffer] = []
@@ -58,13 +61,15 @@ class Serialize:
 class PayloadBuild:
     """Building a payload happens outside every timed region; this keeps its cost visible."""
 
-    params = [list(_job.KINDS), list(_job.SIZES)]
-    param_names = ["payload", "size"]
+    params = [list(_job.SUITE_CASES)]
+    param_names = ["payload"]
+    rounds = _job.ROUNDS
+    repeat = _job.REPEAT
+    warmup_time = _job.WARMUP_TIME
 
-    def setup(self, kind: str, size: str) -> None:
-        if kind == "tiny" and size != _job.SIZES[0]:
-            raise NotImplementedError("tiny payloads have one size (64 B), listed under the smallest")
-        _payload(kind, size)  # skips on commits without payloads
+    def setup(self, payload: str) -> None:
+        self.case = _job.CASE_OF[payload]
+        _payload(*self.case)  # skips on commits without payloads
 
-    def time_build(self, kind: str, size: str) -> None:
-        _payload(kind, size)
+    def time_build(self, payload: str) -> None:
+        _payload(*self.case)

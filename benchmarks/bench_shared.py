@@ -2,7 +2,9 @@
 
 In-process ``time_*`` / ``peakmem_*`` benchmarks of the sender's side (make a shared copy in a
 fresh segment, in a pooled one, pickle the handle), and ``track_*`` figures of seed 002's
-two-process experiment (``pytest_ipcbench.shared.experiment``) when the commit has it.
+two-process experiment (``pytest_ipcbench.shared.experiment``) when the commit has it:
+``Seed002Experiment`` (the five paths) and ``HandlePath`` (handle-only round trip against
+``None``, and their ratio, at 1 MB and 1 GiB).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import numpy as np
 
 from . import _job
 
-# float32 rows x 602 columns (seed 002's GNN batch) of about these sizes
-SIZES = ("1MB", "100MB")
+# float32 rows x 602 columns (seed 002's GNN batch) of about these sizes (the default suite
+# keeps the large one: the copies are bandwidth-bound there, pickling a handle costs the same)
+SIZES = ("1MB", "100MB") if _job.FULL else ("100MB",)
 COLS = 602
 
 
@@ -40,6 +43,9 @@ class SharedArray:
     params = [list(SIZES)]
     param_names = ["size"]
     timeout = 120
+    rounds = _job.ROUNDS
+    repeat = _job.REPEAT
+    warmup_time = _job.WARMUP_TIME
 
     def setup(self, size: str) -> None:
         self.shared = _shared()
@@ -76,35 +82,51 @@ class SharedArray:
 
 
 # seed 002's batch: ROWS x 602 float32 (25000 rows: 60 MB; 250000 rows: the seed's 602 MB)
-EXPERIMENT_ROWS = {"60MB": 25_000, "602MB": 250_000}
-EXPERIMENT_PATHS = ("mpqueue", "fresh", "pool", "handle", "copy")
+EXPERIMENT_ROWS_ALL = {"60MB": 25_000, "602MB": 250_000}
+EXPERIMENT_ROWS = EXPERIMENT_ROWS_ALL if _job.FULL else {"60MB": 25_000}
+EXPERIMENT_PATHS = ("mpqueue", "fresh", "pool", "handle", "ping", "copy")
+HANDLE_SIZES = ("1MB", "1GiB")  # the handle path should not depend on the array's size
+
+
+def _experiment_cache() -> dict[str, Any]:
+    """Seed 002's experiment (one spawned consumer per size); it ends with the handle sweep
+    (handle vs None at 1 MB and 1 GiB) on commits that have it.  Shared by the two classes
+    below (asv keys a cache by its function's module and line)."""
+    cache: dict[str, Any] = {}
+    for size, rows in EXPERIMENT_ROWS.items():
+        got = _job.run_json([sys.executable, "-m", "pytest_ipcbench.shared.experiment", "--rows", str(rows),
+                             "--repeats", "3", "--json"], timeout=600)
+        if isinstance(got, str):
+            cache[size] = got
+            continue
+        for path, seconds in got.get("median", {}).items():
+            cache[f"{size}|{path}"] = float(seconds)
+        sweep = got.get("handle_sweep") or {}
+        for label, med in sweep.get("median", {}).items():
+            for path, seconds in med.items():
+                cache[f"sweep|{label}|{path}"] = float(seconds)
+        for label, ratio in sweep.get("paired", {}).items():
+            cache[f"sweep|{label}|paired"] = float(ratio)
+    return cache
+
+
+_experiment_cache.timeout = 1300  # type: ignore[attr-defined]
 
 
 class Seed002Experiment:
     """Seed 002's producer -> consumer transfer of one batch, timed by the experiment itself.
 
     From just before the put until the consumer holds the array and acknowledged it: through
-    multiprocessing.Queue, a fresh segment, a pooled segment, a premade array's handle, and a
-    plain copy for reference. Run in a process of its own (it spawns its consumer).
+    multiprocessing.Queue, a fresh segment, a pooled segment, a premade array's handle, ``None``
+    (the queue's own latency), and a plain copy for reference. Run in a process of its own (it
+    spawns its consumer). Default suite: 60 MB; ``IPCBENCH_ASV_FULL=1`` adds the seed's 602 MB.
     """
 
     params = [list(EXPERIMENT_ROWS), list(EXPERIMENT_PATHS)]
     param_names = ["size", "path"]
     timeout = 120
-
-    def setup_cache(self) -> dict[str, Any]:
-        cache: dict[str, Any] = {}
-        for size, rows in EXPERIMENT_ROWS.items():
-            got = _job.run_json([sys.executable, "-m", "pytest_ipcbench.shared.experiment", "--rows", str(rows),
-                                 "--repeats", "3", "--json"], timeout=600)
-            if isinstance(got, str):
-                cache[size] = got
-                continue
-            for path, seconds in got.get("median", {}).items():
-                cache[f"{size}|{path}"] = float(seconds)
-        return cache
-
-    setup_cache.timeout = 1300  # type: ignore[attr-defined]
+    rounds = _job.TRACK_ROUNDS
+    setup_cache = staticmethod(_experiment_cache)
 
     def setup(self, cache: dict[str, Any], size: str, path: str) -> None:
         self.value = _lookup(cache, size, path)
@@ -113,6 +135,49 @@ class Seed002Experiment:
         return _lookup(cache, size, path)
 
     track_transfer.unit = "seconds"  # type: ignore[attr-defined]
+
+
+class HandlePath:
+    """Handle-only round trip of a premade shared array against ``None`` through the same queue.
+
+    ``track_roundtrip_*``: median seconds from put until the consumer acknowledged (it maps
+    the segment, or reuses the mapping it made before, and reads one element). ``track_ratio``:
+    handle / None, rounds interleaved (median of per-round ratios) -- the figure to watch: 1.0
+    would be a free handle, and it should be the same at 1 MB and 1 GiB.
+    """
+
+    params = [list(HANDLE_SIZES)]
+    param_names = ["size"]
+    timeout = 120
+    rounds = _job.TRACK_ROUNDS
+    setup_cache = staticmethod(_experiment_cache)
+
+    def setup(self, cache: dict[str, Any], size: str) -> None:
+        _sweep(cache, size, "handle")
+
+    def track_roundtrip_handle(self, cache: dict[str, Any], size: str) -> float:
+        return _sweep(cache, size, "handle")
+
+    track_roundtrip_handle.unit = "seconds"  # type: ignore[attr-defined]
+
+    def track_roundtrip_none(self, cache: dict[str, Any], size: str) -> float:
+        return _sweep(cache, size, "ping")
+
+    track_roundtrip_none.unit = "seconds"  # type: ignore[attr-defined]
+
+    def track_ratio(self, cache: dict[str, Any], size: str) -> float:
+        """Median over rounds of handle / None of the same round (robust to load drifts)."""
+        paired = cache.get(f"sweep|{size}|paired")
+        return float(paired) if paired is not None else _sweep(cache, size, "handle") / _sweep(cache, size, "ping")
+
+    track_ratio.unit = "ratio"  # type: ignore[attr-defined]
+
+
+def _sweep(cache: dict[str, Any], size: str, path: str) -> float:
+    value = cache.get(f"sweep|{size}|{path}")
+    if value is None:
+        raise NotImplementedError(f"skip: this commit's experiment has no handle sweep at {size}")
+    return float(value)
 
 
 def _lookup(cache: dict[str, Any], size: str, path: str) -> float:

@@ -229,6 +229,26 @@ def _handle(cmd: str, args: tuple, held: dict, inboxes: list[Queue], index: int)
         key, n = args
         held[key] = SharedNDArray.from_numpy_array(np.zeros(n))
         return held[key].segment_name
+    if cmd == "make_named":  # a new segment under a given name (one that was unlinked)
+        key, n, name, value = args
+        from pytest_ipcbench.core import names as names_
+        orig = names_.resource_name
+        names_.resource_name = lambda kind: name
+        try:
+            held[key] = SharedNDArray.from_numpy_array(np.full(n, value))
+        finally:
+            names_.resource_name = orig
+        return held[key].segment_name
+    if cmd == "get":  # the array itself: it travels back to the caller as a handle
+        (key,) = args
+        return held[key]
+    if cmd == "hold_blob":  # unpickle bytes the caller pickled (a handle it may replay)
+        key, blob = args
+        held[key] = pickle.loads(blob)
+        return getattr(held[key], "segment_name", None)
+    if cmd == "cache_info":
+        from pytest_ipcbench.shared import segment as segment_
+        return segment_.cache_info()
     if cmd == "leak_handle":
         (key,) = args
         pickle.dumps(held[key])  # an in-transit reference nobody will adopt

@@ -77,6 +77,122 @@ def loads_oob(head: Any, buffers: list[Any]) -> Any:
     return pickle.loads(head, buffers=buffers)
 
 
+# ----------------------------------------------------------------------------- wait strategy
+
+#: How a reader waits for the writer (METHOD rule 18). ``block``: the way its mechanism waits
+#: best -- a blocking call (zmq, mp.Queue), or polling without sleeping (MPI Test, the shm
+#: version word, an LMDB snapshot); right when every rank has a core. ``backoff``: spin briefly,
+#: yield, then sleep in growing steps; right when ranks outnumber cores (a polling reader would
+#: take the writer's core). ``auto``: ``block`` if the backend's ranks fit on the cores, else
+#: ``backoff``.
+WAITS = ("auto", "block", "backoff")
+WAIT_ENV = "IPCBENCH_WAIT"
+_default_wait: str | None = None
+
+
+def parse_wait(value: str, source: str = "wait") -> str:
+    """A valid wait strategy; ValueError naming ``source`` otherwise."""
+    value = str(value).strip().lower()
+    if value not in WAITS:
+        raise ValueError(f"{source}: unknown wait strategy {value!r}; choose one of {', '.join(WAITS)}")
+    return value
+
+
+def default_wait() -> str:
+    """The wait strategy asked for in this process: set_default_wait(), else $IPCBENCH_WAIT, else auto."""
+    if _default_wait is not None:
+        return _default_wait
+    env = os.environ.get(WAIT_ENV)
+    return parse_wait(env, f"environment variable {WAIT_ENV}") if env else "auto"
+
+
+def set_default_wait(value: str | None) -> None:
+    """Force the wait strategy of every backend made from now on (None: back to $IPCBENCH_WAIT).
+
+    Also exported as $IPCBENCH_WAIT, so worker processes started later (LocalWorld, mpiexec)
+    follow it.
+    """
+    global _default_wait
+    if value is None:
+        _default_wait = None
+        os.environ.pop(WAIT_ENV, None)
+        return
+    _default_wait = parse_wait(value)
+    os.environ[WAIT_ENV] = _default_wait
+
+
+def wait_state() -> tuple[str | None, str | None]:
+    """What set_default_wait() changes, to put back with restore_wait_state()."""
+    return (_default_wait, os.environ.get(WAIT_ENV))
+
+
+def restore_wait_state(state: tuple[str | None, str | None]) -> None:
+    global _default_wait
+    _default_wait, env = state
+    if env is None:
+        os.environ.pop(WAIT_ENV, None)
+    else:
+        os.environ[WAIT_ENV] = env
+
+
+def resolve_wait(wait: str | None, ranks: int, cores: int | None = None) -> str:
+    """``block`` or ``backoff`` for a backend of ``ranks`` ranks (``auto``/None: ranks vs cores)."""
+    wait = parse_wait(wait) if wait else default_wait()
+    if wait != "auto":
+        return wait
+    if cores is None:
+        from ..core.envinfo import cores as _cores
+
+        cores = _cores()
+    return "block" if ranks <= cores else "backoff"
+
+
+class Spin:
+    """Pacing for a reader that polls with a core of its own (wait strategy ``block``).
+
+    Polls back to back for ``SPIN`` seconds, then with ``sched_yield`` between polls (free when
+    nothing else wants the core, polite when something does) up to ``YIELD`` seconds, then
+    sleeps ``SLEEP`` between polls: never the growing sleeps of :class:`Backoff`, so a reader
+    wakes within a poll of the writer while it is fast, and within ~0.1 ms while the writer
+    computes for long. ``wait()`` returns False once ``timeout`` seconds have passed.
+    """
+
+    SPIN = 20e-6
+    YIELD = 2e-3
+    SLEEP = 20e-6
+    CHECK = 16  # look at the clock every this many polls
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.start = time.monotonic()
+        self.deadline = self.start + timeout
+        self.polls = 0
+        self._phase = 0  # 0 spin, 1 yield, 2 sleep
+
+    @property
+    def waited(self) -> float:
+        return time.monotonic() - self.start
+
+    def wait(self) -> bool:
+        self.polls += 1
+        if self.polls % self.CHECK == 0 or self._phase == 2:
+            now = time.monotonic()
+            if now >= self.deadline:
+                return False
+            waited = now - self.start
+            self._phase = 0 if waited < self.SPIN else 1 if waited < self.YIELD else 2
+        if self._phase == 1:
+            os.sched_yield()
+        elif self._phase == 2:
+            time.sleep(self.SLEEP)
+        return True
+
+
+def pacer(wait: str, timeout: float) -> "Spin | Backoff":
+    """A fresh pacing object for one wait under a resolved strategy (``block`` or ``backoff``)."""
+    return Spin(timeout) if wait == "block" else Backoff(timeout)
+
+
 class Backoff:
     """Pacing for a reader that polls for a new value: spin briefly, then yield, then sleep.
 
@@ -123,6 +239,10 @@ class Backend(ABC):
     name: ClassVar[str]
     kind: ClassVar[str]  # "store" or "channel"
     needs_mpi: ClassVar[bool] = False
+    # its resources live on one host (files, shared memory, ipc sockets); None: unless it needs MPI.
+    # Across nodes a node-local store (or MPI channel) runs once per node, fed over MPI
+    # (backends/hierarchy.py); another node-local channel is skipped.
+    node_local: ClassVar[bool | None] = None
     # connects only processes started by one parent (a LocalWorld), never mpiexec ranks (mp-queue)
     local_only: ClassVar[bool] = False
     # OS resources this backend creates under names of its own (not through core/names.py, whose
@@ -132,9 +252,14 @@ class Backend(ABC):
     resources: ClassVar[tuple[str, ...]] = ()
     # why read() cannot give up after `timeout` (e.g. it waits inside an MPI collective); empty if it can
     no_read_timeout: ClassVar[str] = ""
+    #: the name of this backend's reference: the plainest use of the same mechanism, timed
+    #: against it by ``ipcbench selfcheck`` and the reference tests (harness/references.py)
+    reference: ClassVar[str | None] = None
+    #: True for references and other harness-internal backends: usable by name, never offered to users
+    internal: ClassVar[bool] = False
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
-                 timeout: float = DEFAULT_READ_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_READ_TIMEOUT, wait: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} for backend {self.name}; choose bytes or native")
         if not 0 <= root < group.size:
@@ -143,13 +268,28 @@ class Backend(ABC):
         self.mode = mode
         self.root = root
         self.timeout = timeout
+        #: the resolved wait strategy, ``block`` or ``backoff`` (see WAITS)
+        self.wait = resolve_wait(wait, group.size)
+
+    def pacer(self) -> "Spin | Backoff":
+        """Pacing for one polling wait of a reader, by this backend's wait strategy."""
+        return pacer(self.wait, self.timeout)
 
     @classmethod
     def unavailable(cls, group: "Group | None" = None) -> str | None:
         """Why this backend cannot run with ``group`` (None if it can)."""
         if cls.needs_mpi and group is not None and not group.is_mpi:
             return f"{cls.name} needs MPI: run under mpiexec with --with-mpi"
+        if cls.kind == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
+            from ..core.nodes import layout_of
+
+            return (f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)} "
+                    "(a backend that reaches other nodes declares node_local = False)")
         return None
+
+    @classmethod
+    def is_node_local(cls) -> bool:
+        return (not cls.needs_mpi) if cls.node_local is None else cls.node_local
 
     @property
     def readers(self) -> list[int]:
@@ -283,7 +423,19 @@ register = register_backend  # the class decorator's older name
 def get_backend(name: str) -> type[Backend]:
     """The backend class for ``name``: ValueError if unknown (naming the known ones),
     BackendUnavailable (with the reason) if its entry point needs a missing package."""
+    _load_references(name)
     return BACKENDS.get(name)
+
+
+REFERENCE_PREFIX = "ref-"  # the built-in references' names: ref-<backend>[-variant]
+
+
+def _load_references(name: str) -> None:
+    """The built-in references (harness/references.py) register when first asked for by name."""
+    if name.startswith(REFERENCE_PREFIX) and name not in BACKENDS:
+        import importlib
+
+        importlib.import_module("pytest_ipcbench.harness.references")
 
 
 def declared_resources(load_all: bool = False) -> list[str]:
@@ -316,10 +468,14 @@ class BackendSpec:
     mode: str = "bytes"
     root: int = 0
     timeout: float = DEFAULT_READ_TIMEOUT
+    wait: str | None = None  # auto | block | backoff; None: default_wait() where it is opened
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}; choose bytes or native")
+        if self.wait is not None:
+            parse_wait(self.wait, f"backend {self.name}")
+        _load_references(self.name)
         BACKENDS.check_name(self.name)
 
     @property
@@ -336,5 +492,9 @@ class BackendSpec:
         reason = cls.unavailable(group)
         if reason:
             raise BackendUnavailable(reason)
-        return cls(group, self.mode, self.root, self.timeout)
+        from .hierarchy import HierarchicalStore, needs_hierarchy
+
+        if needs_hierarchy(cls, group):  # one store per node, fed over MPI
+            return HierarchicalStore(cls, group, self.mode, self.root, self.timeout, wait=self.wait)
+        return cls(group, self.mode, self.root, self.timeout, wait=self.wait)
 

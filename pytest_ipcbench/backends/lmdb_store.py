@@ -9,7 +9,7 @@ metasync=False`` (we measure IPC, not durability; seed 000 used the same setting
 One write is one write transaction: key ``seq`` (sequence number, state, buffer count) and the
 value (``data`` in bytes mode; ``head`` and ``buf<i>`` in native mode). LMDB's MVCC gives a reader
 a consistent snapshot, so a reader polls ``seq`` in a fresh read transaction (with
-:class:`~.base.Backoff`) until it is newer than the last one it read.
+:meth:`~.base.Backend.pacer`, by the wait strategy) until it is newer than the last one it read.
 
 Map size: the writer sizes the map before writing (``set_mapsize`` to at least three times the
 value plus slack: a reader may pin the previous version while a new one is written) and grows it
@@ -27,7 +27,8 @@ Modes:
 
 * ``bytes``: pickle at write; a reader copies the bytes out (``buffers=False``), ends the
   transaction and unpickles.
-* ``native``: pickle protocol 5; header and out-of-band buffers are stored under their own keys
+* ``native``: a plain numpy array is stored as its (dtype, shape) and its bytes, without pickling;
+  anything else with pickle protocol 5; header and out-of-band buffers are stored under their own keys
   (each put copies a buffer once into the map); a reader opens the transaction with
   ``buffers=True`` and unpickles with zero-copy, read-only views into the map. The reader keeps
   that transaction open until its next ``read()`` or ``close()``, so the snapshot (and the views)
@@ -43,18 +44,20 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
 import shutil
 import struct
 from pathlib import Path
 from typing import Any
 
 import lmdb
+import numpy as np
 
 from ..core import names
 from ..core.units import format_bytes
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob
+from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
-STATE_VALUE, STATE_ERROR = 0, 1
+STATE_VALUE, STATE_ERROR, STATE_ARRAY = 0, 1, 2  # STATE_ARRAY: head is a plain array's (dtype, shape)
 _SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
 _KEY_SEQ, _KEY_DATA, _KEY_HEAD, _KEY_ERROR = b"seq", b"data", b"head", b"error"
 _MIB = 1 << 20
@@ -72,6 +75,7 @@ class LMDBBackend(Backend):
 
     name = "lmdb"
     kind = "store"
+    reference = "ref-lmdb"
     #: map size of a new environment; a bigger payload grows it
     initial_map_size = 64 * _MIB
     #: a write sizes the map to at least this many times the payload (versions pinned by readers)
@@ -84,6 +88,9 @@ class LMDBBackend(Backend):
         self._txn: lmdb.Transaction | None = None  # a reader's open snapshot (native mode)
         self._seq = 0
         self._owner = False
+        self._map_known = 0  # writer: a map size known to be set (saves env.info() per write)
+        self._meta: dict[Any, bytes] = {}  # writer: (dtype, shape) -> pickled description
+        self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
         self._reserved_to = 0  # the writer's data file is allocated up to here (bytes)
         self._used_bound = 0  # and used at most up to here
         self._psize = 0
@@ -143,10 +150,15 @@ class LMDBBackend(Backend):
         env = self._env
         if env is None or not self._owner:
             raise RuntimeError("lmdb: write() is for the root, after setup()")
+        state = STATE_VALUE
         try:
             if self.mode == "bytes":
                 items: list[tuple[bytes, Any]] = [(_KEY_DATA, dumps(obj))]
                 nbuf = 0
+            elif type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
+                # a plain array without pickling: its (dtype, shape), cached, and its bytes
+                items = [(_KEY_HEAD, self._array_meta(obj)), (_buf_key(0), obj.reshape(-1).view(np.uint8))]
+                nbuf, state = 1, STATE_ARRAY
             else:
                 head, buffers = dumps_oob(obj)
                 items = [(_KEY_HEAD, head)]
@@ -159,13 +171,23 @@ class LMDBBackend(Backend):
             self._commit([(_KEY_ERROR, str(exc).encode("utf-8", "replace"))], STATE_ERROR, 0)
             raise
         try:
-            self._commit(items, STATE_VALUE, nbuf)
+            self._commit(items, state, nbuf)
         except Exception as exc:  # e.g. a full disk: tell the readers, if that still works
             try:
                 self._commit([(_KEY_ERROR, f"{type(exc).__name__}: {exc}".encode())], STATE_ERROR, 0)
             except Exception:
                 pass
             raise
+
+    def _array_meta(self, arr: np.ndarray) -> bytes:
+        """The pickled (dtype, shape) of a plain array, cached per dtype and shape."""
+        key = (arr.dtype.str, arr.shape)
+        meta = self._meta.get(key)
+        if meta is None:
+            if len(self._meta) > 64:
+                self._meta.clear()
+            meta = self._meta[key] = pickle.dumps((arr.dtype, arr.shape), protocol=5)
+        return meta
 
     def _commit(self, items: list[tuple[bytes, Any]], state: int, nbuf: int) -> None:
         env = self._env
@@ -174,8 +196,9 @@ class LMDBBackend(Backend):
         # every value on its own overflow pages, plus a page each and the tree
         needed = nbytes + (len(items) + 16) * 4096
         want = self.headroom * needed + 4 * _MIB
-        if self.map_size < want:
+        if self._map_known < want and self.map_size < want:  # env.info() only when it may be short
             env.set_mapsize(_grow(self.map_size, want))
+        self._map_known = max(self._map_known, want)
         seq = self._seq + 1
         for _attempt in range(8):
             self._reserve(needed, nbytes)
@@ -268,7 +291,7 @@ class LMDBBackend(Backend):
         if self._txn is not None:  # the previous native snapshot: its views end here
             self._txn.abort()
             self._txn = None
-        backoff = Backoff(self.timeout)
+        pace = None
         native = self.mode == "native"
         while True:
             txn = self._begin(buffers=native)
@@ -284,13 +307,24 @@ class LMDBBackend(Backend):
                         txn = None
                         return loads(data)
                     head = txn.get(_KEY_HEAD)
-                    value = loads_oob(head, [txn.get(_buf_key(i)) for i in range(nbuf)])
+                    if state == STATE_ARRAY:
+                        meta = bytes(head)
+                        desc = self._desc.get(meta)
+                        if desc is None:
+                            if len(self._desc) > 64:
+                                self._desc.clear()
+                            desc = self._desc[meta] = pickle.loads(meta)
+                        value = np.frombuffer(txn.get(_buf_key(0)), dtype=np.uint8).view(desc[0]).reshape(desc[1])
+                    else:
+                        value = loads_oob(head, [txn.get(_buf_key(i)) for i in range(nbuf)])
                     self._txn, txn = txn, None  # keep the snapshot while the views live
                     return value
             finally:
                 if txn is not None:
                     txn.abort()
-            if not backoff.wait():
+            if pace is None:
+                pace = self.pacer()
+            if not pace.wait():
                 raise self.timeout_error(f"a value newer than number {self._seq} in LMDB environment {self.path}")
 
 

@@ -67,6 +67,7 @@ class MPQueueBackend(Backend):
 
     name = "mp-queue"
     kind = "channel"
+    reference = "ref-mp-queue"
     local_only = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -21,9 +21,10 @@ PayloadError too instead of waiting in a collective that never completes. For th
 writer sends ``(obj, mark)``: the mark is pickled after the object, so whether it was pickled
 tells whether the failure came before any communication.
 
-Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the first (size) message with a
-nonblocking operation polled with :class:`~.base.Backoff` (a reader does not spin while the writer
-is still busy, and gives up after ``timeout`` with TimeoutError); the data itself then moves with
+Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the head message with a nonblocking
+operation polled by the wait strategy (:meth:`~.base.Backend.pacer`; under ``backoff`` a reader
+does not spin while the writer is still busy) and give up after ``timeout`` with TimeoutError;
+the data itself then moves with
 blocking calls, which progress fastest. A timed-out ``mpi-p2p`` receive is cancelled, so the
 communicator stays usable; a timed-out ``mpi-buffer`` Ibcast cannot be cancelled (MPI has no
 cancel for collectives), so after that TimeoutError the group's communicator is unusable.
@@ -37,12 +38,14 @@ a backend is set up on an MPI group.
 from __future__ import annotations
 
 import pickle
+import struct
+import sys
 from typing import Any
 
 import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily)
 import numpy as np
 
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob
+from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
 _OK, _FAILED = 0, 1
@@ -130,6 +133,7 @@ class MPIBcastBackend(_MPIBackend):
     """``comm.bcast``: mpi4py's pickled broadcast."""
 
     name = "mpi-bcast"
+    reference = "ref-mpi-bcast"
     no_read_timeout = "its read() waits inside mpi4py's blocking bcast, which MPI cannot abandon"
 
     def write(self, obj: Any) -> None:
@@ -145,6 +149,7 @@ class MPIPkl5Backend(_MPIBackend):
     """``mpi4py.util.pkl5``: pickle-5 out-of-band buffers, no 2 GiB limit."""
 
     name = "mpi-pkl5"
+    reference = "ref-mpi-pkl5"
     no_read_timeout = "its read() waits inside pkl5's blocking bcast, which MPI cannot abandon"
 
     def setup(self) -> None:
@@ -245,43 +250,135 @@ def finish(plan: Any) -> Any:
     return loads_oob(plan[1], plan[2])
 
 
+# status, meta length, meta in the head?, buffers in the head?, size of the next head
+_HEAD = struct.Struct("<qqqqq")
+
+
 class _BufferBackend(_MPIBackend):
-    """Shared by mpi-buffer and mpi-p2p: a head (status, meta length), the meta, the buffers."""
+    """Shared by mpi-buffer and mpi-p2p: one head message, then what did not fit in it.
+
+    The head holds the status, the meta (the pickled bytes, or the small description of the
+    arrays) and, when everything fits in ``HEAD_MAX`` bytes, the data too: a small object is one
+    message, as in a plain ``Send``. Larger buffers follow as their own messages, received
+    straight into the arrays returned. The readers' head buffer is made once; an array returned
+    by ``read()`` is recycled for the next message of the same dtype and shape once nobody else
+    holds it (its reference count says so), otherwise a fresh one is allocated: no first-touch
+    page faults when the caller drops what it read, and no value overwritten that it kept.
+    """
+
+    HEAD_MAX = 512  # the first head's size (and the smallest)
+    #: a head may grow to carry the next object inline, up to this: the writer announces the next
+    #: head's size in each head (as large as this object needed: the next is likely the same)
+    HEAD_CAP = 512
+
+    def setup(self) -> None:
+        super().setup()
+        # blocking and nonblocking collectives do not match: every rank takes the root's strategy
+        self.wait = self.comm.bcast(self.wait, root=self.root)
+        self._head = np.zeros(max(self.HEAD_MAX, self.HEAD_CAP), dtype=np.uint8)
+        self._head_view = memoryview(self._head)
+        self._head_size = self.HEAD_MAX  # both sides: the size of the next head
+        self._meta_cache: dict[Any, bytes] = {}  # writer: array spec -> pickled meta
+        self._desc_cache: dict[bytes, Any] = {}  # reader: meta -> description
+        self._spare: dict[Any, np.ndarray] = {}  # reader: description -> the last array returned
+        self._readers = self.readers
+
+    def _encode(self, obj: Any) -> tuple[bytes, list[Any]]:
+        if self.mode == "native" and _plain_array(obj):  # the common case, without pickling
+            spec, arr = _encode_array(obj)
+            key = (spec[0].str, spec[1], spec[2])
+            meta = self._meta_cache.get(key)
+            if meta is None:
+                if len(self._meta_cache) > 64:
+                    self._meta_cache.clear()
+                meta = self._meta_cache[key] = pickle.dumps(("array", spec), protocol=5)
+            return meta, [_as_bytes(arr)]
+        return encode(obj, self.mode)
 
     def write(self, obj: Any) -> None:
         self._check(writer=True)
+        failure: PayloadError | None = None
         try:
-            meta, buffers = encode(obj, self.mode)
-            head = np.array([_OK, len(meta)], dtype=np.int64)
+            meta, buffers = self._encode(obj)
+            status = _OK
         except PayloadError as exc:
-            meta, buffers = str(exc).encode("utf-8", "replace"), []
-            head = np.array([_FAILED, len(meta)], dtype=np.int64)
-            self._send(head, meta, buffers)
-            raise
-        self._send(head, meta, buffers)
+            failure = exc
+            meta, buffers, status = str(exc).encode("utf-8", "replace"), [], _FAILED
+        limit = self._head_size
+        size = _HEAD.size + len(meta)
+        meta_in = size <= limit
+        data = sum(b.nbytes if isinstance(b, (memoryview, np.ndarray)) else len(b) for b in buffers)
+        bufs_in = meta_in and size + data <= limit
+        next_head = max(self.HEAD_MAX, min(self.HEAD_CAP, size + data)) if status == _OK else limit
+        parts = [_HEAD.pack(status, len(meta), meta_in, bufs_in, next_head)]
+        if meta_in:
+            parts.append(meta)
+            if bufs_in:
+                parts.extend(buffers)
+        head = b"".join(parts)
+        self._send(head, None if meta_in else meta, [] if bufs_in else buffers)
+        self._head_size = next_head
+        if failure is not None:
+            raise failure
 
     def read(self) -> Any:
         self._check(writer=False)
-        head = np.zeros(2, dtype=np.int64)
-        self._recv_head(head)
-        status, size = int(head[0]), int(head[1])
-        meta = bytearray(size)
-        self._recv_bytes(meta)
+        hv = self._head_view
+        self._recv_head()
+        status, meta_len, meta_in, bufs_in, self._head_size = _HEAD.unpack_from(hv)
+        if meta_in:
+            meta: Any = hv[_HEAD.size : _HEAD.size + meta_len]
+        else:
+            meta = bytearray(meta_len)
+            self._recv_bytes(meta)
         if status == _FAILED:
-            raise self.writer_failed(meta.decode("utf-8", "replace"))
-        plan, buffers = receive_plan(meta, self.mode)
-        self._recv_buffers(buffers)
+            raise self.writer_failed(bytes(meta).decode("utf-8", "replace"))
+        if self.mode == "bytes":
+            return loads(meta)
+        plan, buffers = self._receive_plan(bytes(meta))
+        if bufs_in:
+            pos = _HEAD.size + meta_len
+            for buf in buffers:
+                n = len(buf)
+                buf[:] = hv[pos : pos + n]
+                pos += n
+        else:
+            self._recv_buffers(buffers)
         return finish(plan)
 
+    def _receive_plan(self, meta: bytes) -> tuple[Any, list[Any]]:
+        desc = self._desc_cache.get(meta)
+        if desc is None:
+            desc = pickle.loads(meta)
+            if desc[0] != "array":
+                return receive_plan(meta, self.mode)
+            if len(self._desc_cache) > 64:
+                self._desc_cache.clear()
+                self._spare.clear()
+            self._desc_cache[meta] = desc
+        spec = desc[1]
+        if spec[2]:  # Fortran order: a view's base would be the buffer, not the value: no recycling
+            value, buf = _empty_array(spec)
+            return ("value", value), [_as_bytes(buf)]
+        value = self._spare.get(spec)
+        # refcount 3 (the dict, the name, the argument): nobody else holds it, nor a view of it
+        # (a view's base is the array itself)
+        if value is None or sys.getrefcount(value) > 3:
+            value = self._spare[spec] = _empty_array(spec)[0]
+        return ("value", value), [_as_bytes(value)]
+
     def _wait(self, request: Any, what: str, cancel: bool = False) -> None:
-        """Poll one nonblocking request with backoff until done; TimeoutError after timeout.
+        """Wait for one nonblocking request by the wait strategy; TimeoutError after timeout.
 
         With ``cancel`` (a receive) the request is cancelled on timeout, so that it cannot steal
         a later message; if the message arrived meanwhile, the wait succeeds after all.
         """
-        backoff = Backoff(self.timeout)
-        while not request.Test():
-            if not backoff.wait():
+        if request.Test():
+            return
+        pace = self.pacer()
+        test = request.Test
+        while not test():
+            if not pace.wait():
                 if cancel:
                     request.Cancel()
                     status = self.MPI.Status()
@@ -291,10 +388,10 @@ class _BufferBackend(_MPIBackend):
                 raise self.timeout_error(what)
 
     # the four steps each subclass provides
-    def _send(self, head: np.ndarray, meta: bytes, buffers: list[Any]) -> None:
+    def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
         raise NotImplementedError
 
-    def _recv_head(self, head: np.ndarray) -> None:
+    def _recv_head(self) -> None:
         raise NotImplementedError
 
     def _recv_bytes(self, meta: bytearray) -> None:
@@ -305,23 +402,26 @@ class _BufferBackend(_MPIBackend):
 
 
 class MPIBufferBackend(_BufferBackend):
-    """Size first (``Ibcast``), then ``Bcast`` of raw buffers."""
+    """A head (``Ibcast``) as large as the previous object needed, then ``Bcast`` of what did not fit."""
 
     name = "mpi-buffer"
+    reference = "ref-mpi-buffer"
+    HEAD_CAP = 16384 + 512  # objects of the same size up to 16 KiB travel in one Bcast
     # it does time out, but the pending Ibcast leaves the communicator unusable for later tests
     no_read_timeout = "a timed-out Ibcast cannot be cancelled (MPI has no cancel for collectives)"
 
-    def _send(self, head: np.ndarray, meta: bytes, buffers: list[Any]) -> None:
+    def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
         comm, root = self.comm, self.root
-        comm.Ibcast(head, root=root).Wait()
-        if len(meta):
+        self._head_view[: len(head)] = head
+        comm.Ibcast(self._head[: self._head_size], root=root).Wait()
+        if meta is not None:
             comm.Bcast(meta, root=root)
         for buf in buffers:
             if len(buf):
                 comm.Bcast(buf, root=root)
 
-    def _recv_head(self, head: np.ndarray) -> None:
-        self._wait(self.comm.Ibcast(head, root=self.root), "the size broadcast (Ibcast)")
+    def _recv_head(self) -> None:
+        self._wait(self.comm.Ibcast(self._head[: self._head_size], root=self.root), "the head broadcast (Ibcast)")
 
     def _recv_bytes(self, meta: bytearray) -> None:
         if len(meta):
@@ -334,25 +434,31 @@ class MPIBufferBackend(_BufferBackend):
 
 
 class MPIP2PBackend(_BufferBackend):
-    """``Isend`` from the writer to each reader (size, meta, buffers), ``Recv`` on the readers."""
+    """``Send``/``Isend`` from the writer to each reader (head, then the rest), ``Recv`` on the readers."""
 
     name = "mpi-p2p"
+    reference = "ref-mpi-p2p"
+    HEAD_MAX = HEAD_CAP = 16384  # a head message is as long as it needs, up to this
 
-    def _send(self, head: np.ndarray, meta: bytes, buffers: list[Any]) -> None:
+    def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
         comm = self.comm
+        readers = self._readers
+        if len(readers) == 1 and meta is None and not buffers:  # one small message: a plain Send
+            comm.Send(head, dest=readers[0], tag=_TAG_HEAD)
+            return
         requests = []
-        for reader in self.readers:
+        for reader in readers:
             requests.append(comm.Isend(head, dest=reader, tag=_TAG_HEAD))
-            if len(meta):
+            if meta is not None and len(meta):
                 requests.append(comm.Isend(meta, dest=reader, tag=_TAG_META))
             for buf in buffers:
                 if len(buf):
                     requests.append(comm.Isend(buf, dest=reader, tag=_TAG_DATA))
         self.MPI.Request.Waitall(requests)
 
-    def _recv_head(self, head: np.ndarray) -> None:
-        request = self.comm.Irecv(head, source=self.root, tag=_TAG_HEAD)
-        self._wait(request, "the size message (Irecv)", cancel=True)
+    def _recv_head(self) -> None:
+        request = self.comm.Irecv(self._head, source=self.root, tag=_TAG_HEAD)
+        self._wait(request, "the head message (Irecv)", cancel=True)
 
     def _recv_bytes(self, meta: bytearray) -> None:
         if len(meta):

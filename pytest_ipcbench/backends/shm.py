@@ -7,7 +7,8 @@ The control page holds a sequence number ``seq`` (the last value published), ``w
 value the writer *started* to write), the state (a value, or the writer's error message), the
 length of the value and the name and generation of the current data segment. The writer bumps
 ``wseq``, writes (growing the data segment if needed), then sets ``seq``: a seqlock. A reader
-polls ``seq`` (with :class:`~.base.Backoff`, never a pure spin) until it is newer than the last
+polls ``seq`` (paced by the wait strategy: ``block`` polls without sleeping, ``backoff`` spins
+briefly, yields, then sleeps; see :meth:`~.base.Backend.pacer`) until it is newer than the last
 value it read, follows the data segment if its generation changed (by name, from the control
 page: no collective inside ``read()``), reads, and checks that ``wseq`` did not move meanwhile.
 
@@ -21,9 +22,10 @@ tracker unlinks segments it did not create when a process exits (CPython gh-8230
 
 Modes:
 
-* ``bytes``: pickle at write, copy the bytes into the segment; a reader copies them out and
-  unpickles them.
-* ``native``: pickle protocol 5 with out-of-band buffers; the buffers are laid out in the segment
+* ``bytes``: pickle at write, copy the bytes into the segment; a reader unpickles them from the
+  segment (then checks that the writer did not start a newer value meanwhile).
+* ``native``: a plain numpy array as its (dtype, shape) and its bytes, without pickling it; any
+  other object with pickle protocol 5 and out-of-band buffers; the buffers are laid out in the segment
   (64-byte aligned) and a reader unpickles with zero-copy, read-only views of its mapping.
   **Such an object is valid until the writer's next write** (the writer then overwrites the
   segment in place); keep a copy if you need it longer. The mapping itself stays alive as long
@@ -37,13 +39,15 @@ from __future__ import annotations
 
 import mmap
 import os
+import pickle
 import struct
 from typing import Any
+
+import numpy as np
 
 from ..core import names
 from .base import (
     Backend,
-    Backoff,
     PayloadError,
     dumps,
     dumps_oob,
@@ -65,9 +69,10 @@ _NAME_MAX = 200
 _MSG_OFF = 256
 _MSG_LEN = struct.Struct("<I")
 _MSG_MAX = CTRL_SIZE - _MSG_OFF - _MSG_LEN.size
-# native data segment: number of buffers, reserved, header offset, header length; then per
+# native data segment: number of buffers, layout flag, header offset, header length; then per
 # buffer (offset, length)
 _TABLE = struct.Struct("<IIQQ")
+_PICKLED, _ARRAY = 0, 1  # the table's layout flag: a pickle-5 header, or a plain array's (dtype, shape)
 _ENTRY = struct.Struct("<QQ")
 
 
@@ -129,6 +134,7 @@ class SharedMemoryBackend(Backend):
 
     name = "shm"
     kind = "store"
+    reference = "ref-shm"
     #: data bytes of the first data segment; a bigger payload makes a bigger one
     initial_capacity = 1 << 20
 
@@ -142,6 +148,8 @@ class SharedMemoryBackend(Backend):
         self._gen = 0
         self._seq = 0  # writer: last published; reader: last read
         self._owner = False
+        self._meta: dict[Any, bytes] = {}  # writer: (dtype, shape) -> pickled description
+        self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
 
     @classmethod
     def unavailable(cls, group: Any = None) -> str | None:
@@ -219,11 +227,17 @@ class SharedMemoryBackend(Backend):
                 end = len(parts[0])
                 table = b""
             else:
-                head, buffers = dumps_oob(obj)
-                try:
-                    raws = [b.raw() for b in buffers]
-                except BufferError as exc:
-                    raise PayloadError(f"cannot lay out a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
+                flag = _PICKLED
+                if type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
+                    flag, head, raws = _ARRAY, self._array_meta(obj), [memoryview(obj.reshape(-1).view(np.uint8))]
+                else:
+                    head, buffers = dumps_oob(obj)
+                    try:
+                        raws = [b.raw() for b in buffers]
+                    except BufferError as exc:
+                        raise PayloadError(
+                            f"cannot lay out a non-contiguous buffer of {type(obj).__name__}: {exc}"
+                        ) from exc
                 pos = _align(_TABLE.size + _ENTRY.size * len(raws))
                 head_off, pos = pos, _align(pos + len(head))
                 offsets, parts = [head_off], [head]
@@ -234,7 +248,7 @@ class SharedMemoryBackend(Backend):
                     entries.append(_ENTRY.pack(pos, raw.nbytes))
                     pos = _align(pos + raw.nbytes)
                 end = pos
-                table = _TABLE.pack(len(raws), 0, head_off, len(head)) + b"".join(entries)
+                table = _TABLE.pack(len(raws), flag, head_off, len(head)) + b"".join(entries)
         except PayloadError as exc:
             self._publish_error(str(exc))
             raise
@@ -261,6 +275,16 @@ class SharedMemoryBackend(Backend):
         old, self._old_name = self._old_name, None
         _unlink(old)
 
+    def _array_meta(self, arr: np.ndarray) -> bytes:
+        """The pickled (dtype, shape) of a plain array, cached per dtype and shape."""
+        key = (arr.dtype.str, arr.shape)
+        meta = self._meta.get(key)
+        if meta is None:
+            if len(self._meta) > 64:
+                self._meta.clear()
+            meta = self._meta[key] = pickle.dumps((arr.dtype, arr.shape), protocol=5)
+        return meta
+
     def _publish_error(self, message: str) -> None:
         """Tell the readers that this write failed (their read() raises PayloadError)."""
         assert self._ctrl is not None
@@ -279,14 +303,17 @@ class SharedMemoryBackend(Backend):
         ctrl = self._ctrl
         if ctrl is None or self._owner:
             raise RuntimeError("shm: read() is for the readers, after setup()")
-        backoff = Backoff(self.timeout)
+        pace = None
+        unpack = _Q.unpack_from
         while True:
-            seq = _Q.unpack_from(ctrl, _SEQ_OFF)[0]
+            seq = unpack(ctrl, _SEQ_OFF)[0]
             if seq > self._seq:
                 done, value = self._try_read(ctrl, seq)
                 if done:
                     return value
-            if not backoff.wait():
+            if pace is None:
+                pace = self.pacer()
+            if not pace.wait():
                 raise self.timeout_error(
                     f"a value newer than number {self._seq} in shared memory segment {self._ctrl_name}"
                 )
@@ -317,13 +344,15 @@ class SharedMemoryBackend(Backend):
             return False, None
         try:
             if self.mode == "bytes":
-                raw = data[:nbytes]
+                # unpickle straight from the mapping (no copy of the bytes first), then check
+                # that the writer did not start another value meanwhile
+                with memoryview(data) as view, view[:nbytes] as raw:
+                    value = loads(raw)
                 if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:
                     return False, None
-                value = loads(raw)
             else:
                 view = memoryview(data)
-                count, _, head_off, head_len = _TABLE.unpack_from(data, 0)
+                count, flag, head_off, head_len = _TABLE.unpack_from(data, 0)
                 if _TABLE.size + count * _ENTRY.size > nbytes or head_off + head_len > nbytes:
                     return False, None  # a table being rewritten: the writer moved on
                 buffers = []
@@ -333,7 +362,15 @@ class SharedMemoryBackend(Backend):
                 head = data[head_off : head_off + head_len]
                 if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:
                     return False, None
-                value = loads_oob(head, buffers)
+                if flag == _ARRAY and count == 1:
+                    desc = self._desc.get(head)
+                    if desc is None:
+                        if len(self._desc) > 64:
+                            self._desc.clear()
+                        desc = self._desc[head] = pickle.loads(head)
+                    value = np.frombuffer(buffers[0], dtype=np.uint8).view(desc[0]).reshape(desc[1])
+                else:
+                    value = loads_oob(head, buffers)
         except Exception:
             if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:  # torn by a newer write: retry
                 return False, None

@@ -7,16 +7,24 @@ has one from every reader, so every connection exists before ``setup()`` returns
 write cannot be lost (the slow-joiner problem of PUB/SUB does not arise). The ROUTER is
 ``ROUTER_MANDATORY``: a message to a reader that is gone raises instead of vanishing.
 
-A message is ``[kind, sequence, frames...]`` with kind ``B`` (bytes), ``N`` (native) or ``E``
-(the writer's error: ``read()`` raises PayloadError). Each backend instance has its own random
-token in the hello, and its own context, so nothing of an earlier instance can be read.
+A message is one frame that starts with its kind, then, for large payloads, the frames that did
+not fit in it: ``b``/``B`` (bytes: the pickle inline below 64 KiB, else in a second frame),
+``a``/``A`` (a plain numpy array in native mode: its cached dtype and shape, then its bytes, inline
+below 64 KiB, else in a second frame), ``N`` (native: a pickle-5 header, then one frame per
+out-of-band buffer) or ``E`` (the
+writer's error: ``read()`` raises PayloadError). A small object is one frame, as in a plain
+``send``. Each backend instance has its own random token in the hello, and its own context, so
+nothing of an earlier instance can be read. A reader blocks in ``recv`` (the kernel wakes it;
+``RCVTIMEO`` is the timeout), whatever the wait strategy.
 
 Modes:
 
 * ``bytes``: pickle at write, send the bytes (without a copy when large); a reader unpickles.
-* ``native``: pickle protocol 5: a header frame plus one frame per out-of-band buffer, sent with
+* ``native``: a plain numpy array as its bytes (no pickling); anything else with pickle protocol
+  5: a header frame plus one frame per out-of-band buffer. Large frames are sent with
   ``copy=False`` (pyzmq copies frames below its copy threshold, 64 KiB, and shares the rest).
-  A reader unpickles over the received frames (zero-copy; the objects own their frames).
+  A reader builds the array over, or unpickles over, the received frames (zero-copy, read-only;
+  the objects own their frames).
   **Zero-copy send**: the writer must not modify a sent object until the readers got it (the
   I/O thread reads it after ``write()`` returns).
 
@@ -28,18 +36,25 @@ Modes:
 
 from __future__ import annotations
 
+import pickle
 import os
 import secrets
 import shutil
+import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import zmq
 
 from ..core import names
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
-_BYTES, _NATIVE, _ERROR, _HELLO = b"B", b"N", b"E", b"H"
+_BYTES, _NATIVE, _ARRAY, _ERROR, _HELLO = b"B", b"N", b"A", b"E", b"H"
+_BYTES_INLINE, _ARRAY_INLINE = b"b", b"a"  # the data inline in the one frame
+_SNDMORE = zmq.SNDMORE
+_INLINE_MAX = 65536  # pyzmq's copy threshold: below it a frame is copied anyway
+_META_LEN = struct.Struct("<I")
 _UNIX_PATH_MAX = 107
 
 
@@ -48,6 +63,7 @@ class ZMQBackend(Backend):
 
     name = "zmq"
     kind = "channel"
+    reference = "ref-zmq"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -56,8 +72,9 @@ class ZMQBackend(Backend):
         self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
         self._peers: list[bytes] = []
-        self._seq = 0
         self._owner = False
+        self._meta: dict[Any, bytes] = {}  # writer: (dtype, shape) -> encoded description
+        self._desc: dict[bytes, Any] = {}  # reader: encoded description -> (dtype, shape)
 
     # ------------------------------------------------------------------ setup and close
 
@@ -94,6 +111,7 @@ class ZMQBackend(Backend):
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.ROUTING_ID, _routing_id(self.group.rank))
+        self._sock.setsockopt(zmq.RCVTIMEO, max(1, int(self.timeout * 1000)))
         self._sock.connect(self.endpoint)
         self._sock.send_multipart([_HELLO, token.encode()])
 
@@ -130,27 +148,50 @@ class ZMQBackend(Backend):
         sock = self._sock
         if sock is None or not self._owner:
             raise RuntimeError("zmq: write() is for the root, after setup()")
-        self._seq += 1
-        seq = b"%d" % self._seq
         try:
             if self.mode == "bytes":
-                frames: list[Any] = [_BYTES, seq, dumps(obj)]
+                data = dumps(obj)
+                frames: list[Any] = [_BYTES_INLINE + data] if len(data) < _INLINE_MAX else [_BYTES, data]
+            elif type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
+                frames = self._array_frames(obj)
             else:
                 head, buffers = dumps_oob(obj)
                 try:
-                    frames = [_NATIVE, seq, head, *(b.raw() for b in buffers)]
+                    frames = [_NATIVE + head, *(b.raw() for b in buffers)]
                 except BufferError as exc:
                     raise PayloadError(f"cannot send a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
         except PayloadError as exc:
-            self._send_all([_ERROR, seq, str(exc).encode("utf-8", "replace")])
+            self._send_all([_ERROR + str(exc).encode("utf-8", "replace")])
             raise
         self._send_all(frames)
 
+    def _array_frames(self, arr: np.ndarray) -> list[Any]:
+        """A plain array without pickling: its cached description, then its bytes (inline when small)."""
+        key = (arr.dtype.str, arr.shape)
+        meta = self._meta.get(key)
+        if meta is None:
+            if len(self._meta) > 64:
+                self._meta.clear()
+            desc = pickle.dumps((arr.dtype, arr.shape), protocol=5)
+            meta = self._meta[key] = _META_LEN.pack(len(desc)) + desc
+        data = arr.reshape(-1).view(np.uint8)
+        if data.nbytes < _INLINE_MAX:  # one frame: a copy this small costs less than a frame
+            return [b"".join((_ARRAY_INLINE, meta, data))]
+        return [_ARRAY + meta, data]
+
     def _send_all(self, frames: list[Any]) -> None:
-        assert self._sock is not None
+        sock = self._sock
+        assert sock is not None
+        last = len(frames) - 1
         for peer in self._peers:
             try:
-                self._sock.send_multipart([peer, *frames], copy=False)
+                sock.send(peer, _SNDMORE)
+                if not last:  # the common small message: one frame, no loop
+                    sock.send(frames[0])
+                    continue
+                for i, frame in enumerate(frames):
+                    # large frames without a copy (pyzmq copies below its threshold anyway)
+                    sock.send(frame, _SNDMORE if i < last else 0, copy=len(frame) < _INLINE_MAX)
             except zmq.ZMQError as exc:
                 if exc.errno == zmq.EHOSTUNREACH:
                     raise RuntimeError(f"zmq: reader {peer.decode()} is no longer connected") from None
@@ -162,17 +203,35 @@ class ZMQBackend(Backend):
         sock = self._sock
         if sock is None or self._owner:
             raise RuntimeError("zmq: read() is for the readers, after setup()")
-        if not sock.poll(int(self.timeout * 1000)):
-            raise self.timeout_error(f"a message on {self.endpoint}")
-        kind, _seq, *frames = sock.recv_multipart(copy=False)
-        tag = kind.bytes
-        if tag == _BYTES:
-            return loads(frames[0].buffer)
-        if tag == _NATIVE:
-            return loads_oob(frames[0].buffer, [f.buffer for f in frames[1:]])
-        if tag == _ERROR:
-            raise self.writer_failed(frames[0].bytes.decode("utf-8", "replace"))
-        raise RuntimeError(f"zmq: unexpected message kind {tag!r} on {self.endpoint}")
+        try:
+            head = sock.recv(copy=False).buffer  # blocks in the kernel up to RCVTIMEO (the timeout)
+        except zmq.Again:
+            raise self.timeout_error(f"a message on {self.endpoint}") from None
+        tag = head[0]  # the kinds say how many frames follow: no RCVMORE query for small messages
+        if tag == _ARRAY_INLINE[0] or tag == _ARRAY[0]:
+            (n,) = _META_LEN.unpack_from(head, 1)
+            start = 1 + _META_LEN.size
+            meta = bytes(head[start : start + n])
+            desc = self._desc.get(meta)
+            if desc is None:
+                if len(self._desc) > 64:
+                    self._desc.clear()
+                desc = self._desc[meta] = pickle.loads(meta)
+            if tag == _ARRAY_INLINE[0]:
+                return np.frombuffer(head, dtype=desc[0], offset=start + n).reshape(desc[1])
+            return np.frombuffer(sock.recv(copy=False).buffer, dtype=desc[0]).reshape(desc[1])
+        if tag == _BYTES_INLINE[0]:
+            return loads(head[1:])
+        if tag == _BYTES[0]:
+            return loads(sock.recv(copy=False).buffer)
+        more = []
+        while sock.get(zmq.RCVMORE):
+            more.append(sock.recv(copy=False).buffer)
+        if tag == _NATIVE[0]:
+            return loads_oob(head[1:], more)
+        if tag == _ERROR[0]:
+            raise self.writer_failed(bytes(head[1:]).decode("utf-8", "replace"))
+        raise RuntimeError(f"zmq: unexpected message kind {bytes(head[:1])!r} on {self.endpoint}")
 
 
 def _routing_id(rank: int) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from ..backends.base import WAITS
 from ..core.units import parse_size
 from ..harness.measure import SCENARIOS
 from ..runner.config import ProjectConfig, discover, read_config
@@ -63,6 +64,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="skip seed 004's MPI methods and seed 002 (the default under [tool.ipcbench])")
     parser.add_argument("--mpiexec", help="the mpiexec to launch (default: next to python, then PATH)")
     parser.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto")
+    parser.add_argument("--wait", choices=WAITS, default=None,
+                        help="how readers wait: auto (block when ranks <= cores, else backoff), block or backoff "
+                             "(default: $IPCBENCH_WAIT, else auto)")
     cfg = parser.add_mutually_exclusive_group()
     cfg.add_argument("--config", metavar="PYPROJECT",
                      help="take the matrix from this file's [tool.ipcbench] table (default: the nearest "

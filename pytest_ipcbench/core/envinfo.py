@@ -97,8 +97,10 @@ def mpi_info() -> dict[str, Any]:
     return info
 
 
-def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The environment record; ``ranks`` is the number of processes of the measurement."""
+def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", extra: dict[str, Any] | None = None,
+            node_sizes: list[int] | None = None) -> dict[str, Any]:
+    """The environment record; ``ranks`` is the number of processes of the measurement,
+    ``node_sizes`` the ranks on each node (an MPI group's ``node_sizes``; one node if not given)."""
     n_cores = cores()
     env: dict[str, Any] = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -117,6 +119,10 @@ def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", e
     if ranks is not None:
         env["ranks"] = ranks
         env["oversubscribed"] = ranks > n_cores
+    if node_sizes is not None:
+        env["nodes"] = len(node_sizes)
+        env["ranks_per_node"] = list(node_sizes)
+    env["wait"] = _wait_record(ranks, n_cores)
     if group_kind:
         env["group"] = group_kind
     if mode:
@@ -124,6 +130,17 @@ def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", e
     if extra:
         env.update(extra)
     return env
+
+
+def _wait_record(ranks: int | None, n_cores: int) -> dict[str, Any]:
+    """The readers' wait strategy asked for (auto/block/backoff) and what it means at ``ranks``."""
+    from ..backends.base import default_wait, resolve_wait
+
+    asked = default_wait()
+    record: dict[str, Any] = {"asked": asked}
+    if ranks is not None:
+        record["resolved"] = resolve_wait(asked, ranks, n_cores)
+    return record
 
 
 def describe(env: dict[str, Any]) -> list[str]:
@@ -137,6 +154,8 @@ def describe(env: dict[str, Any]) -> list[str]:
     if "ranks" in env:
         over = "yes" if env.get("oversubscribed") else "no"
         lines.append(f"ranks: {env['ranks']} on {env.get('cores', '?')} cores (oversubscribed: {over})")
+        if "nodes" in env:
+            lines.append(f"nodes: {env['nodes']} (ranks per node: {', '.join(map(str, env.get('ranks_per_node', [])))})")
     else:
         lines.append(f"cores: {env.get('cores', '?')}")
     lines.append(f"CPU: {env.get('cpu', '?')}; Python: {env.get('python', '?')}")
@@ -151,6 +170,10 @@ def describe(env: dict[str, Any]) -> list[str]:
                      f"{env['copy_bandwidth_MBps']:.0f} MB/s")
     if env.get("mode"):
         lines.append(f"mode: {env['mode']}")
+    wait = env.get("wait") or {}
+    if wait:
+        lines.append(f"wait strategy: {wait.get('asked', '?')}"
+                     + (f" ({wait['resolved']} at {env['ranks']} ranks)" if "resolved" in wait and "ranks" in env else ""))
     lines.append("units: times in seconds (tables in ms/µs as labelled), MB = 10^6 bytes")
     return lines
 

@@ -52,10 +52,32 @@ class RankFailure:
 
 
 class Group(ABC):
-    """A set of ranks that run the same function; collectives are called by every rank."""
+    """A set of ranks that run the same function; collectives are called by every rank.
+
+    Node layout: ``node`` (index of this rank's node), ``nodes`` (how many), ``node_rank`` and
+    ``node_size`` (this rank's place on its node). A local group is one node; an MPI group asks
+    MPI which ranks share memory (``COMM_TYPE_SHARED``).
+    """
 
     rank: int
     size: int
+    node: int = 0
+    nodes: int = 1
+    node_rank: int = 0
+    node_size: int = 1
+    node_of: tuple[int, ...] = (0,)  # the node of each rank, by rank
+
+    @property
+    def node_ranks(self) -> list[list[int]]:
+        """The ranks on each node, by node index (nodes numbered by their lowest rank)."""
+        out: list[list[int]] = [[] for _ in range(self.nodes)]
+        for rank, node in enumerate(self.node_of):
+            out[node].append(rank)
+        return out
+
+    @property
+    def node_sizes(self) -> list[int]:
+        return [len(r) for r in self.node_ranks]
 
     @property
     def is_mpi(self) -> bool:
@@ -146,6 +168,14 @@ class MPIGroup(Group):
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self._splits: dict[int, MPIGroup | None] = {}
+        self._node_group: MPIGroup | None = None
+        self._leaders_group: MPIGroup | None = None
+        # the node layout, collective over comm (every member builds its MPIGroup together):
+        # see core/nodes.py
+        from .nodes import node_layout
+
+        self.node_comm, self.leaders_comm, layout = node_layout(comm)
+        self.node, self.nodes, self.node_rank, self.node_size, self.node_of = layout
 
     @classmethod
     def world(cls) -> "MPIGroup":
@@ -216,11 +246,36 @@ class MPIGroup(Group):
         _raise_failures(outcomes)
         return [value for _, value in outcomes]
 
+    def node_group(self) -> "MPIGroup":
+        """The ranks of this rank's node as a group (collective over the node; made once)."""
+        if self._node_group is None:
+            self._node_group = MPIGroup(self.node_comm)
+        return self._node_group
+
+    def leaders_group(self) -> "MPIGroup | None":
+        """The lowest rank of each node as a group (None on the other ranks; collective over the
+        leaders; made once)."""
+        if self.leaders_comm is None:
+            return None
+        if self._leaders_group is None:
+            self._leaders_group = MPIGroup(self.leaders_comm)
+        return self._leaders_group
+
     def free(self) -> None:
+        if self._leaders_group is not None:
+            self._leaders_group.free()  # frees leaders_comm, which it wraps
+            self.leaders_comm = self._leaders_group = None
         for sub in self._splits.values():
             if sub is not None:
                 sub.free()
         self._splits.clear()
+        if self._node_group is not None:
+            self._node_group.free()  # frees node_comm, which it wraps
+            self.node_comm = self._node_group = None
+        for c in (self.node_comm, self.leaders_comm):
+            if c is not None:
+                c.Free()
+        self.node_comm = self.leaders_comm = None
         if self.comm is not None and not self._is_world():
             self.comm.Free()
         self.comm = None
@@ -257,6 +312,7 @@ class LocalGroup(Group):
         self.timeout = timeout
         self._world = world
         self._active = rank != 0  # rank 0 is active only inside run()
+        self.node_size, self.node_of = size, (0,) * size  # local processes: one node
 
     # Messages are (tag, payload). Everything is in program order on each pipe, so a plain
     # send/recv pair per collective is enough; an _ERROR from a peer aborts the collective.

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .registry import ExtensionError, Registry
-from .units import SizeTooLarge, check_size, machine_memory, parse_size, size_label
+from .units import check_size, parse_size, size_label
 
 NDARRAY_COLS = 602
 DICT_ENTRY_BYTES = 100

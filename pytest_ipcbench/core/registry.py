@@ -108,9 +108,13 @@ class Registry(Generic[T]):
         return self._entry_points
 
     def names(self) -> tuple[str, ...]:
-        """Every known name: entry points (ours first), then run-time registrations in their order."""
+        """Every name offered to users: entry points (ours first), then run-time registrations in
+        their order, less the harness's internal ones (``internal = True``: references, seed 004's
+        method adapters), which stay usable by name."""
         eps = self.entry_points()
-        return tuple(eps) + tuple(n for n in self._added if n not in eps)
+        return tuple(eps) + tuple(
+            n for n, obj in self._added.items() if n not in eps and not getattr(obj, "internal", False)
+        )
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (name in self._added or name in self.entry_points())

@@ -329,6 +329,7 @@ class _Case:
         backend = spec.open(self.group)
         backend.setup()
         self.live.append(backend)
+        self.extra["wait"] = backend.wait  # how its readers waited (METHOD rule 18)
         return backend
 
     def _payloads(self) -> list[Any]:
@@ -374,6 +375,7 @@ class _Case:
             readers=self.readers,
             group="mpi" if self.group.is_mpi else "local",
             oversubscribed=self.group.size > _CORES,
+            nodes=self.group.nodes,
             plan=asdict(plan),
         )
 
@@ -547,6 +549,11 @@ class _Stream(_Case):
             raise ValueError(
                 f"the stream scenario needs a channel backend; {self.spec.name} is a "
                 f"{self.live_backend.kind} (a store keeps only the newest value)"
+            )
+        if self.spec.mode == "native" and getattr(self.live_backend, "native_views_until_next_write", False):
+            raise ValueError(
+                f"the stream scenario keeps a window of values; {self.spec.name}'s native values are "
+                "views that the next write overwrites: stream it in bytes mode"
             )
         self.is_writer = self.group.rank == self.live_backend.root
         self.window = max(1, min(self.settings.window, self.settings.window_bytes // max(1, self.nbytes)))

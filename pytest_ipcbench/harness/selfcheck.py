@@ -56,9 +56,12 @@ class MPIRaw(Backend):
     For the self-check only (it moves 1-D uint8 arrays); kind ``channel``, needs MPI.
     """
 
+    internal = True  # the harness's own raw MPI case, not a backend users pick
+
     name = "mpi-raw"
     kind = "channel"
     needs_mpi = True
+    internal = True
 
     def setup(self) -> None:
         # write() and read() become closures over what they use: the self-check compares this

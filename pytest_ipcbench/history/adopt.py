@@ -125,7 +125,7 @@ class Written:
 
 
 def _project_name(pyproject: Path) -> str:
-    from ..runner.config import tomllib
+    from ..core.project import tomllib
 
     try:
         return str(tomllib.loads(pyproject.read_text()).get("project", {}).get("name", ""))

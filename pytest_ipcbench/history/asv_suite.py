@@ -38,7 +38,7 @@ def config_path() -> Path | None:
     conf_dir = os.environ.get("ASV_CONF_DIR")
     if conf_dir and (Path(conf_dir) / "pyproject.toml").is_file():
         return Path(conf_dir) / "pyproject.toml"
-    from ..runner.config import find_pyproject
+    from ..core.project import find_pyproject
 
     return find_pyproject()
 
@@ -47,7 +47,7 @@ def declared_keys(path: Path | None = None) -> list[str]:
     """The result keys of the declared matrix (what ``ipcbench run --config`` would record)."""
     from ..harness.measure import PAIR_SCENARIOS
     from ..core.units import duration_label
-    from ..runner.config import read_config
+    from ..core.project import read_config
     from ..runner.job import RunOptions
     from ..runner.matrix import build_matrix
 

@@ -2,7 +2,7 @@
 
 In a project that is not pytest-ipcbench itself, ``ipcbench gate``
 
-* reads each side's ``[tool.ipcbench]`` table (:mod:`..runner.config`) from that side's own
+* reads each side's ``[tool.ipcbench]`` table (:mod:`..core.project`) from that side's own
   pyproject.toml (base from its commit, head from the working tree or its commit): each side
   measures the matrix *it* declares; cases only one side declares are listed as added or removed,
   never decided;
@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runner.config import ProjectConfig, parse_table, tomllib
+from ..core.project import ProjectConfig, parse_table, tomllib
 from .compare import GateError
 
 SELF = "pytest-ipcbench"
@@ -68,9 +68,10 @@ def declared(text: str | None, where: str) -> Declared:
 
 
 def read_declared(repo: Path, prefix: str, commit: str | None, tree: Path | None, label: str) -> Declared:
-    """A side's pyproject.toml, from its working tree or from its commit."""
+    """A side's pyproject.toml, from its working folder (``tree``: the project's own folder) or
+    from its commit (at ``prefix``, the project's folder in the repository)."""
     if tree is not None:
-        path = tree / prefix / "pyproject.toml"
+        path = tree / "pyproject.toml"
         return declared(path.read_text() if path.is_file() else None, f"{label}: {path}")
     spec = f"{commit}:{prefix}pyproject.toml"
     proc = subprocess.run(["git", "-C", str(repo), "show", spec], capture_output=True, text=True)

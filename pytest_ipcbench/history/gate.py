@@ -31,7 +31,7 @@ from typing import Sequence
 
 from ..core import names
 from ..core.procs import kill_group
-from ..runner.config import find_pyproject
+from ..core.project import find_pyproject
 from . import consumer
 from .compare import Comparison, Decision, GateError, compare_sets, format_markdown, format_table, merge_rounds
 from .results import ResultSet
@@ -349,10 +349,12 @@ def _sides(repo: Path, opts: GateOptions) -> tuple[Side, Side]:
     else:
         head_commit = resolve_commit(repo, opts.head)
         head = Side("head", f"{opts.head} ({head_commit[:12]})", head_commit)
+    # the project's folder in the repository: the head's working folder, or the nearest pyproject.toml
     pyproject = find_pyproject(head.source or Path.cwd())
     prefix = ""
-    if pyproject is not None and head.source is None:
-        rel = pyproject.parent.resolve().relative_to(repo.resolve()).as_posix()
+    folder = head.source if head.source is not None else (pyproject.parent if pyproject is not None else None)
+    if folder is not None and folder.resolve().is_relative_to(repo.resolve()):
+        rel = folder.resolve().relative_to(repo.resolve()).as_posix()
         prefix = "" if rel == "." else rel + "/"
     head_decl = consumer.read_declared(repo, prefix, head.commit, head.source, "head")
     if head_decl.text is not None and not head_decl.is_self:  # another project: its declared matrix

@@ -58,6 +58,7 @@ class Result:
     readers: int = 0
     group: str = ""  # "mpi" or "local"
     oversubscribed: bool | None = None  # more ranks than cores
+    nodes: int = 1  # nodes the ranks ran on (COMM_TYPE_SHARED; see core/nodes.py)
     plan: dict[str, Any] | None = None  # warm-up and iterations the harness chose
     # bytes/s of a plain numpy copy of ``nbytes``, measured in the same run: the reference of
     # :meth:`efficiency` (a measurement, so it is stored; the efficiency is derived)

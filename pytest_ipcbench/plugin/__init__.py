@@ -23,7 +23,7 @@ from typing import Any, Generator
 
 import pytest
 
-from ..backends.base import MODES, BackendSpec, backend_names
+from ..backends.base import MODES, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
 from ..core.group import Group, observe, unobserve
 from ..core.payloads import PayloadSpec, payload_kinds
 from .session import (
@@ -56,6 +56,9 @@ MARKER_HELP = (
 # ----------------------------------------------------------------------------------- options
 
 
+_WAIT_BEFORE_KEY = pytest.StashKey[tuple]()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ipcbench", "IPC benchmarks (pytest-ipcbench)")
     group.addoption(
@@ -86,6 +89,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--ipc-report", dest="ipc_report", metavar="DIR", help="write the results report into DIR")
     group.addoption(
+        "--ipc-wait",
+        dest="ipc_wait",
+        metavar="STRATEGY",
+        help="how readers wait: auto (default: block when ranks <= cores, else backoff), block or backoff",
+    )
+    group.addoption(
         "--ipc-all-ranks-output",
         dest="ipc_all_ranks_output",
         action="store_true",
@@ -107,6 +116,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("ipc_payloads", "payload kinds (comma list or all)"),
         ("ipc_timeout", "seconds per test before a hung run is ended"),
         ("ipc_report", "folder for the results report"),
+        ("ipc_wait", "how readers wait: auto, block or backoff"),
         ("ipc_all_ranks_output", "every MPI rank prints its output (true/false)"),
         ("ipc_unmarked", "under MPI, tests without the mpi marker run on all ranks or rank0"),
     ):
@@ -144,6 +154,11 @@ def pytest_configure(config: pytest.Config) -> None:
             # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
             raise pytest.UsageError() from exc
         raise
+    # every backend made from now on (here and in workers started later) waits this way;
+    # pytest_unconfigure puts the process's earlier choice back (pytester runs in-process)
+    config.stash[_WAIT_BEFORE_KEY] = wait_state()
+    if settings.sources.get("wait", "default") != "default":
+        set_default_wait(settings.wait)
     session = IpcSession(settings, comm, config)
     config.stash[SESSION_KEY] = session
     if comm is not None:
@@ -153,6 +168,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _all_ranks_flag(config: pytest.Config) -> bool:
     return bool(config.getoption("ipc_all_ranks_output", default=None))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    before = config.stash.get(_WAIT_BEFORE_KEY, None)
+    if before is not None:
+        restore_wait_state(before)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

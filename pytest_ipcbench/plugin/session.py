@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pytest
 
-from ..backends.base import MODES, backend_names, declared_resources, unavailable_reason
+from ..backends.base import MODES, backend_names, declared_resources, parse_wait, unavailable_reason
 from ..core.envinfo import collect
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
@@ -160,6 +160,12 @@ def parse_timeout(value: Any, source: str) -> float:
     return seconds
 
 
+def parse_wait_setting(value: Any, source: str) -> str:
+    """How readers wait: auto (block when ranks <= cores, else backoff), block or backoff."""
+    try:
+        return parse_wait(str(value), source)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 UNMARKED_CHOICES = ("all", "rank0")
 
 
@@ -193,6 +199,7 @@ OPTIONS: dict[str, tuple[str, str, str, str]] = {
     "payloads": ("--ipc-payloads", "ipc_payloads", "ipc_payloads", "IPCBENCH_PAYLOADS"),
     "timeout": ("--ipc-timeout", "ipc_timeout", "ipc_timeout", "IPCBENCH_TIMEOUT"),
     "report": ("--ipc-report", "ipc_report", "ipc_report", "IPCBENCH_REPORT"),
+    "wait": ("--ipc-wait", "ipc_wait", "ipc_wait", "IPCBENCH_WAIT"),
     "all_ranks_output": (
         "--ipc-all-ranks-output",
         "ipc_all_ranks_output",
@@ -215,6 +222,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT_S
     report_dir: Path | None = None
     all_ranks_output: bool = False
+    wait: str = "auto"  # the readers' wait strategy (backends.base.WAITS)
     unmarked: str = "all"  # under MPI, tests without the mpi marker run on "all" ranks or "rank0"
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
@@ -255,6 +263,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "payloads": parse_payloads,
         "timeout": parse_timeout,
         "all_ranks_output": parse_bool,
+        "wait": parse_wait_setting,
         "unmarked": parse_unmarked,
     }
     defaults: dict[str, Any] = {
@@ -267,6 +276,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         "all_ranks_output": False,
         "unmarked": "all",
         "report": None,
+        "wait": "auto",
     }
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -290,6 +300,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         timeout=values["timeout"],
         report_dir=values["report"],
         all_ranks_output=values["all_ranks_output"],
+        wait=values["wait"],
         unmarked=values["unmarked"],
         sources=sources,
     )
@@ -462,7 +473,9 @@ class IpcSession:
     def environment(self, group_kind: str = "") -> dict[str, Any]:
         """The environment record of this run: :func:`~..core.envinfo.collect`, then every
         ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
-        env = collect(self.world_size, group_kind=group_kind)
+        world = self._mpi_world
+        env = collect(self.world_size, group_kind=group_kind,
+                      node_sizes=world.node_sizes if world is not None else None)
         # two files with different run ids are not a paired experiment (`ipcbench compare`)
         env.update(run_id=uuid.uuid4().hex, load_start=load_average())
         if self.config is not None:
@@ -556,5 +569,5 @@ def describe(settings: Settings) -> str:
     return (
         f"ipcbench: backends={','.join(settings.backends)} sizes={','.join(size_label(s) for s in settings.sizes)} "
         f"ranks={','.join(map(str, settings.ranks))} modes={','.join(settings.modes)} "
-        f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s"
+        f"payloads={','.join(settings.payloads)} timeout={settings.timeout:g}s wait={settings.wait}"
     )

@@ -33,6 +33,7 @@ def _case(r: Result) -> dict[str, Any]:
         "variant": r.variant,
         "kind": r.kind,
         "group": r.group,
+        "nodes": r.nodes,
         "test": r.extra.get("test", ""),  # the pytest test that measured it (--ipc-report)
     }
 

@@ -179,6 +179,20 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                 table(["Path", "Median", "Samples", "x one copy"],
                        [[r.backend, format_time(median_of(r, r.primary)), len(r.samples[r.primary]),
                          f"{(median_of(r, r.primary) or 0) / copy:.2f}x" if copy else "-"] for r in s2], "lrrr"), ""]
+    handle: dict[int, dict[str, float]] = {}
+    for r in by_scenario(results, "seed002-handle"):
+        m = median_of(r, r.primary)
+        if m:
+            handle.setdefault(r.nbytes, {})[r.backend] = m
+    if handle:
+        out += ["## Seed 002: a shared array's handle against None through the same queue", "",
+                "Round trip: put until the consumer acknowledged (it maps the segment or reuses its "
+                "mapping, reads one element); rounds interleaved.", "",
+                table(["Array", "handle", "None", "handle / None"],
+                      [[format_bytes(n), format_time(v["handle"]) if "handle" in v else "-",
+                        format_time(v["ping"]) if "ping" in v else "-",
+                        f"{v['handle'] / v['ping']:.2f}x" if "handle" in v and "ping" in v else "-"]
+                       for n, v in sorted(handle.items())], "lrrr"), ""]
     refs = by_scenario(results, "reference")
     if refs:
         out += ["## In-run references (what `ipcbench compare` divides out across runs)", "",
@@ -187,7 +201,8 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                         format_bytes(r.nbytes), format_time(median_of(r, r.primary)), len(r.samples.get(r.primary, ()))]
                        for r in sorted(refs, key=lambda r: (r.backend, r.size))], "lrrr"), ""]
     other = sorted({r.scenario for r in results}
-                   - {"broadcast", "pingpong", "stream", "granularity", "copy", "reference", "mpi-method", "seed002"})
+                   - {"broadcast", "pingpong", "stream", "granularity", "copy", "reference", "mpi-method", "seed002",
+                      "seed002-handle"})
     if other:
         out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]
     failures = rs.env.get("failures") if rs.env else None

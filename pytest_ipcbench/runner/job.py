@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.base import BACKENDS, MODES, backend_names, declared_resources
+from ..backends.base import BACKENDS, MODES, backend_names, declared_resources, parse_wait, set_default_wait
 from ..core.payloads import PAYLOADS
 from ..core import names
 from ..core.envinfo import collect as collect_env, describe as describe_env
@@ -74,8 +74,11 @@ class RunOptions:
     no_extras: bool = False
     mpiexec: str | None = None
     progress: str = "auto"
+    wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
 
     def __post_init__(self) -> None:
+        if self.wait is not None:
+            parse_wait(self.wait, "--wait")
         if self.level not in LEVELS:
             raise ValueError(f"unknown level {self.level!r}; choose from {', '.join(LEVELS)}")
         if self.backends is None:
@@ -371,6 +374,8 @@ class Runner:
 
     def run(self) -> int:
         opts = self.options
+        if opts.wait is not None:
+            set_default_wait(opts.wait)  # exported: the mpiexec job and local workers follow it
         world = None
         if in_mpi_job():
             world = MPIGroup.world()
@@ -423,7 +428,8 @@ class Runner:
         opts = self.options
         env: dict[str, Any] = {}
         if rank0:
-            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level})
+            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level},
+                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
             env["run_id"] = uuid.uuid4().hex  # two files with different ids are not a paired experiment
             env["load_start"] = load_average()
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
@@ -470,6 +476,8 @@ class Runner:
                 with_copy_reference(r, copies[r.nbytes])
         if self.mpi_env.get("mpi"):
             env["mpi"] = self.mpi_env["mpi"]
+        if self.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
+            env["nodes"], env["ranks_per_node"] = len(self.mpi_env["ranks_per_node"]), self.mpi_env["ranks_per_node"]
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
@@ -501,10 +509,19 @@ def seed002_results(got: Any) -> list[Result]:
     if not isinstance(got, dict) or "samples" not in got:
         return []
     nbytes = int(got.get("nbytes", 0))
-    return [
+    results = [
         Result(scenario="seed002", backend=path, mode="native", payload="ndarray", size=nbytes, ranks=2,
                samples={"completion": [float(x) for x in samples]}, nbytes=nbytes,
                extra={"shape": list(got.get("shape", ())), "ratios": got.get("ratios", {}),
                       "what": "put until the consumer holds the array (seed 002)"})
         for path, samples in got["samples"].items() if samples
     ]
+    sweep = got.get("handle_sweep") or {}
+    for n, label in zip(sweep.get("sizes", ()), sweep.get("samples", {})):
+        for path, samples in sweep["samples"][label].items():
+            results.append(Result(
+                scenario="seed002-handle", backend=path, mode="native", payload="ndarray", size=int(n), ranks=2,
+                samples={"completion": [float(x) for x in samples]}, nbytes=int(n),
+                extra={"ratio": sweep.get("ratio", {}).get(label),
+                       "what": "handle-only round trip (handle) against None (ping), same queue"}))
+    return results

@@ -51,7 +51,7 @@ class Case:
 def _backend_flag(name: str, flag: str) -> Any:
     """A class attribute of a backend (False when its entry point cannot load here)."""
     try:
-        return getattr(get_backend(name), flag)
+        return getattr(get_backend(name), flag, False)
     except BackendUnavailable:
         return False
 
@@ -173,8 +173,10 @@ def build_matrix(
             if "pingpong" in scenarios and (kinds is None or "buffer" in kinds):
                 for size in sizes or spec.pingpong:
                     cases.append(Case("pingpong", backend, mode, "buffer", size, ranks))
+            # a channel whose native values are views of one slot cannot keep a window of them
             if "stream" in scenarios and is_channel(backend) and mode in spec.stream_modes \
-                    and (kinds is None or "buffer" in kinds):
+                    and (kinds is None or "buffer" in kinds) \
+                    and not (mode == "native" and _backend_flag(backend, "native_views_until_next_write")):
                 for size in sizes or spec.stream:
                     cases.append(Case("stream", backend, mode, "buffer", size, ranks))
             if "granularity" in scenarios and mode in spec.granularity_modes and (kinds is None or "tiny" in kinds):

@@ -69,7 +69,7 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
     settings = BenchSettings(**spec["settings"])
     cases = [Case(**c) for c in spec["cases"]]
     say = emit or (lambda *a, **k: None)
-    say("env", mpi=mpi_info(), ranks=world.size)
+    say("env", mpi=mpi_info(), ranks=world.size, ranks_per_node=world.node_sizes)
     for index, case in enumerate(cases):
         if index < spec.get("start", 0):
             continue

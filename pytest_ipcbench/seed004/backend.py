@@ -49,6 +49,8 @@ METRIC = "transfer"
 class MethodBackend(Backend):
     """A seed 004 method as a backend: ``write`` (root) and ``read`` (readers) make one transfer."""
 
+    internal = True  # an adapter for the harness, not a backend users pick
+
     kind = "channel"
     needs_mpi = True
     method_class: ClassVar[type[Method]]

@@ -10,13 +10,14 @@ liveness, crash safety), :mod:`.array` (handles, views, layout, small-array thre
 :mod:`.pool`, :mod:`.queue` (and the MPI recipe), :mod:`.experiment` (seed 002 figures).
 """
 
-from .array import INLINE_BELOW, SharedNDArray
+from .array import INLINE_BELOW, OtherNodeError, SharedNDArray
 from .pool import SharedNumpyPool
 from .queue import Queue
 from .segment import SegmentGone, SharedMemoryFull, reclaim_orphans
 
 __all__ = [
     "INLINE_BELOW",
+    "OtherNodeError",
     "Queue",
     "SegmentGone",
     "SharedMemoryFull",

@@ -65,9 +65,28 @@ def _fcntl(fd: int, cmd: int, lock_type: int, start: int, length: int) -> _Flock
     return _Flock.from_buffer_copy(raw)
 
 
+_holder_structs: dict[tuple[int, int], bytes] = {}
+
+
+def _holder_struct(lock_type: int, pid: int) -> bytes:
+    """The packed ``struct flock`` of ``pid``'s holder byte (built once: this is the hot path)."""
+    key = (lock_type, pid)
+    raw = _holder_structs.get(key)
+    if raw is None:
+        if len(_holder_structs) > 64:  # a fork child's pid is new: keep the table small
+            _holder_structs.clear()
+        raw = _holder_structs[key] = bytes(_Flock(lock_type, os.SEEK_SET, LOCK_BASE + pid, 1, 0))
+    return raw
+
+
 def hold_lock(fd: int, pid: int) -> None:
     """Take the holder read lock of process ``pid`` on the open file description of ``fd``."""
-    _fcntl(fd, fcntl.F_OFD_SETLK, fcntl.F_RDLCK, LOCK_BASE + pid, 1)
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _holder_struct(fcntl.F_RDLCK, pid))
+
+
+def drop_lock(fd: int, pid: int) -> None:
+    """Release the holder lock of process ``pid`` taken through ``fd``'s open file description."""
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _holder_struct(fcntl.F_UNLCK, pid))
 
 
 def any_holder(fd: int, exclude_pid: int | None = None) -> bool:

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import segment as _segment
+from ..core.nodes import this_node
 from .segment import Segment
 
 #: Arrays with fewer bytes than this are kept in process memory and pickled by value.
@@ -77,6 +78,7 @@ def _over(seg: Segment, offset: int, shape: tuple[int, ...], strides: tuple[int,
     raw = np.asarray(seg.anchor(offset, shape, strides, dtype.itemsize, readonly))
     arr = cast(SharedNDArray, raw.view(dtype=dtype, type=cls or SharedNDArray))
     arr._ipcb_seg = seg
+    arr._ipcb_off = offset  # the data pointer of an array never moves: pickling needs no lookup
     return arr
 
 
@@ -107,6 +109,7 @@ class SharedNDArray(np.ndarray):
     """
 
     _ipcb_seg: Segment | None = None
+    _ipcb_off: int | None = None  # set on arrays made over a segment; views compute theirs
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -169,6 +172,8 @@ class SharedNDArray(np.ndarray):
         seg = self._ipcb_seg
         if seg is None:
             return None
+        if self._ipcb_off is not None:
+            return self._ipcb_off
         if self.size == 0:
             return 0
         offset = self.__array_interface__["data"][0] - seg.data_addr
@@ -177,14 +182,21 @@ class SharedNDArray(np.ndarray):
     # ------------------------------------------------------------------ pickling
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
         seg = self._ipcb_seg
-        offset = self._offset()
-        if seg is not None and offset is not None and seg.held:
-            seg.send_ref()
-            sent = _sent.get()
-            if sent is not None:
-                sent.append(seg)
-            return (_rebuild, (seg.name, offset, self.shape, self.strides, self.dtype,
-                               not self.flags.writeable, type(self)))
+        if seg is not None:
+            offset = self._ipcb_off
+            if offset is None:
+                offset = self._offset()
+            generation = seg.try_send_ref() if offset is not None else None
+            if generation is not None:
+                sent = _sent.get()
+                if sent is not None:
+                    sent.append(seg)
+                dt = self.dtype
+                # a plain dtype travels as its string: cheaper to pickle and rebuild
+                plain = dt.fields is None and dt.subdtype is None and dt.metadata is None and dt.kind != "V"
+                args = (seg.name, generation, offset, self.shape, self.strides, dt.str if plain else dt,
+                        not self.flags.writeable)
+                return (_rebuild, args + (type(self), this_node()))
         return (_by_value, (self.view(np.ndarray), type(self)))
 
     def __reduce__(self) -> tuple:
@@ -216,11 +228,33 @@ class SharedNDArray(np.ndarray):
         return obj if type(obj) is np.ndarray else obj.view(np.ndarray)
 
 
-def _rebuild(name: str, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
-             dtype: np.dtype, readonly: bool, cls: type = SharedNDArray) -> SharedNDArray:
-    """Unpickle a handle: map the segment (adopting the in-transit reference) and view it."""
-    seg = _segment.attach(name, adopt=True)
-    return _over(seg, offset, tuple(shape), tuple(strides), dtype, readonly, cls)
+class OtherNodeError(RuntimeError):
+    """A handle was received on another node than the one whose memory holds the array."""
+
+
+def _rebuild(name: str, generation: int, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
+             dtype: np.dtype | str, readonly: bool, cls: type = SharedNDArray,
+             node: str | None = None) -> SharedNDArray:
+    """Unpickle a handle: map the segment (adopting the in-transit reference) and view it.
+
+    A mapping this process made before is reused (see :mod:`.segment`); a handle whose
+    generation is not the segment's raises :class:`~.segment.SegmentGone`. A handle is refused
+    on another node (its segment is in the sender node's memory): the data must travel instead,
+    e.g. ``np.asarray(a)`` through a backend, or a store backend, which keeps one copy per node.
+    """
+    here = this_node()
+    if node is not None and node != here:
+        try:  # give back the in-transit reference where the segment is reachable (simulated nodes)
+            _segment.attach(name, adopt=True, generation=generation).release()
+        except OSError:
+            pass
+        raise OtherNodeError(
+            f"a SharedNDArray handle ({name}, shape {tuple(shape)}) made on node {node} was received on "
+            f"node {here}: shared arrays live in one node's memory; send the data instead "
+            "(np.asarray(a) through a backend, or a store backend, which keeps one copy per node)"
+        )
+    seg = _segment.attach(name, adopt=True, generation=generation)
+    return _over(seg, offset, tuple(shape), tuple(strides), np.dtype(dtype), readonly, cls)
 
 
 def _by_value(a: np.ndarray, cls: type = SharedNDArray) -> SharedNDArray:

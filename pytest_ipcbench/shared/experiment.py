@@ -1,7 +1,11 @@
 """Seed 002's experiment: move one big float32 array to another process, five ways.
 
 Run it: ``python -m pytest_ipcbench.shared.experiment [--rows 250000 --cols 602 --repeats 5
---paths mpqueue,fresh,pool,handle,copy]``.
+--paths mpqueue,fresh,pool,handle,ping,copy]``.
+
+The handle path alone, against ``None`` through the same queue, at several array sizes (rounds
+interleaved handle, ping, handle, ...): ``python -m pytest_ipcbench.shared.experiment
+--handle-sizes 1MB,1GiB --repeats 200`` (:func:`handle_sweep`; also part of :func:`run_seed002`).
 """
 
 from __future__ import annotations
@@ -15,14 +19,18 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..core.units import parse_size, size_label
 from .array import SharedNDArray
 from .pool import SharedNumpyPool
 from .queue import Queue
+from .segment import SharedMemoryFull
 
-PATHS = ("mpqueue", "fresh", "pool", "handle", "copy")
-#: Extra path, not run by default: ``None`` through our Queue -- the IPC latency floor that
-#: ``handle`` adds its map/unmap work to.
-EXTRA_PATHS = ("ping",)
+#: ``ping`` is ``None`` through our Queue: the IPC latency floor that ``handle`` adds its
+#: receive work (map or cached mapping, lock, count) to.
+PATHS = ("mpqueue", "fresh", "pool", "handle", "ping", "copy")
+EXTRA_PATHS: tuple[str, ...] = ()
+#: Array sizes of the handle sweep in :func:`run_seed002` (the handle path should be flat).
+HANDLE_SIZES = (10**6, 2**30)
 
 
 def _consumer_main(conn: Any, mpq: Any, q: Queue) -> None:
@@ -118,13 +126,62 @@ def measure(array: np.ndarray, paths: Sequence[str] = PATHS, repeats: int = 5,
     return samples
 
 
+def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
+                 consumer: _Consumer | None = None) -> dict[str, Any]:
+    """Handle-only round trip against ``None`` through the same queue, per array size.
+
+    For each size a premade shared array (uint8, pages reserved, never copied) is sent by
+    handle; the consumer maps it (or reuses its cached mapping), reads one element and acks.
+    Rounds alternate handle and ping (ABAB, the first round of each discarded).  Sizes that
+    /dev/shm cannot hold are reported under ``skipped``.
+
+    Returns ``{"sizes": [n], "samples": {label: {"handle": [s], "ping": [s]}},
+    "median": {label: {"handle": s, "ping": s}}, "ratio": {label: handle/ping},
+    "paired": {label: median over rounds of handle/ping of the same round},
+    "p10": {label: {"handle": s, "ping": s}}, "skipped": {label: why}}`` with labels like
+    ``1MB``, ``1GiB``.  On a busy machine the paired ratio and the 10th percentiles say more than
+    the ratio of medians (a burst of load hits one round's pair alike).
+    """
+    own_consumer = consumer is None
+    consumer = consumer or _Consumer()
+    out: dict[str, Any] = {"sizes": [], "samples": {}, "median": {}, "ratio": {}, "paired": {}, "p10": {},
+                           "skipped": {}}
+    try:
+        for n in sizes:
+            label = size_label(int(n))
+            try:
+                arr = SharedNDArray.empty(int(n), np.uint8, inline_below=0)
+            except SharedMemoryFull as exc:
+                out["skipped"][label] = str(exc)
+                continue
+            got: dict[str, list[float]] = {"handle": [], "ping": []}
+            for i in range(max(2, int(rounds)) + 1):
+                h = consumer.transfer("q", lambda a=arr: consumer.q.put(a))
+                p = consumer.transfer("q", lambda: consumer.q.put(None))
+                if i:  # the first round warms both paths (and makes the consumer's mapping)
+                    got["handle"].append(h)
+                    got["ping"].append(p)
+            del arr
+            med = {k: statistics.median(v) for k, v in got.items()}
+            out["sizes"].append(int(n))
+            out["samples"][label] = got
+            out["median"][label] = med
+            out["ratio"][label] = med["handle"] / med["ping"]
+            out["paired"][label] = statistics.median(h / p for h, p in zip(got["handle"], got["ping"]))
+            out["p10"][label] = {k: sorted(v)[len(v) // 10] for k, v in got.items()}
+    finally:
+        if own_consumer:
+            consumer.close()
+    return out
+
+
 def _put(q: Queue, arr: SharedNDArray) -> SharedNDArray:
     q.put(arr)
     return arr  # kept alive by the caller until the consumer acknowledged
 
 
 def run_seed002(nbytes_rows: int = 250000, cols: int = 602, repeats: int = 5,
-                paths: Sequence[str] = PATHS) -> dict[str, Any]:
+                paths: Sequence[str] = PATHS, handle_sizes: Sequence[int] = HANDLE_SIZES) -> dict[str, Any]:
     """Seed 002's 600 MB experiment between this process and one spawned consumer.
 
     A float32 array of ``nbytes_rows x cols`` (ones) goes to the consumer by:
@@ -134,7 +191,10 @@ def run_seed002(nbytes_rows: int = 250000, cols: int = 602, repeats: int = 5,
     * ``pool``    -- ``SharedNumpyPool.from_numpy_array`` (reused, already touched segment) + Queue;
     * ``handle``  -- a premade shared array: only its handle passes;
     * ``copy``    -- reference: one ``np.copyto`` into a preallocated, touched array (no IPC);
-    * ``ping``    -- (only if asked for) ``None`` through our Queue: the IPC latency floor.
+    * ``ping``    -- ``None`` through our Queue: the IPC latency floor under ``handle``.
+
+    Then :func:`handle_sweep` over ``handle_sizes`` (``()`` to skip it) with ``40 x repeats``
+    rounds, under the key ``"handle_sweep"``.
 
     Time of one sample: from just before the put (including the copy into shared memory for
     fresh/pool) until the consumer has got the item, has it mapped, has read one element and
@@ -143,18 +203,27 @@ def run_seed002(nbytes_rows: int = 250000, cols: int = 602, repeats: int = 5,
     Rounds are interleaved over paths; one warm-up round per path is discarded.
 
     Returns ``{"nbytes", "shape", "repeats", "median": {path: s}, "samples": {path: [s]},
-    "ratios": {"pool/copy", "mpqueue/pool", "fresh/copy", "mpqueue/fresh"}}`` (ratios only for
-    measured paths).
+    "ratios": {"pool/copy", "mpqueue/pool", "fresh/copy", "mpqueue/fresh", "handle/ping"},
+    "handle_sweep": {...}}`` (ratios only for measured paths).
     """
     array = np.ones((nbytes_rows, cols), dtype=np.float32)
-    samples = measure(array, paths, repeats)
+    consumer = _Consumer()
+    try:
+        samples = measure(array, paths, repeats, consumer=consumer) if paths else {}
+        sweep = handle_sweep(handle_sizes, 40 * repeats, consumer=consumer) if handle_sizes else None
+    finally:
+        consumer.close()
     median = {p: statistics.median(s) for p, s in samples.items()}
     ratios = {}
-    for a, b in (("pool", "copy"), ("mpqueue", "pool"), ("fresh", "copy"), ("mpqueue", "fresh")):
+    for a, b in (("pool", "copy"), ("mpqueue", "pool"), ("fresh", "copy"), ("mpqueue", "fresh"),
+                 ("handle", "ping")):
         if a in median and b in median and median[b] > 0:
             ratios[f"{a}/{b}"] = median[a] / median[b]
-    return {"nbytes": array.nbytes, "shape": array.shape, "repeats": repeats,
-            "median": median, "samples": samples, "ratios": ratios}
+    res = {"nbytes": array.nbytes, "shape": array.shape, "repeats": repeats,
+           "median": median, "samples": samples, "ratios": ratios}
+    if sweep is not None:
+        res["handle_sweep"] = sweep
+    return res
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -162,10 +231,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--rows", type=int, default=250000)
     ap.add_argument("--cols", type=int, default=602)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--paths", default=",".join(PATHS))
+    ap.add_argument("--paths", default=None,
+                    help=f"comma list of {','.join(PATHS)} (default: all; '' for none)")
+    ap.add_argument("--handle-sizes", default=None, metavar="SIZES",
+                    help="array sizes of the handle sweep, e.g. 1MB,1GiB (default: 1MB,1GiB when "
+                         "--paths is not given, none when it is); given without --paths, only the "
+                         "sweep runs, with --repeats rounds")
     ap.add_argument("--json", action="store_true", help="print the whole result as JSON")
     args = ap.parse_args(argv)
-    res = run_seed002(args.rows, args.cols, args.repeats, tuple(args.paths.split(",")))
+    paths = PATHS if args.paths is None else tuple(p for p in args.paths.split(",") if p)
+    if args.handle_sizes is not None and args.paths is None:
+        sizes = [parse_size(x) for x in args.handle_sizes.split(",") if x]
+        sweep = handle_sweep(sizes, args.repeats)
+        print(json.dumps(sweep, indent=2) if args.json else _format_sweep(sweep, args.repeats))
+        return
+    if args.handle_sizes is None:  # the sweep by default only when every path runs
+        sizes: Sequence[int] = HANDLE_SIZES if args.paths is None else ()
+    else:
+        sizes = [parse_size(x) for x in args.handle_sizes.split(",") if x]
+    res = run_seed002(args.rows, args.cols, args.repeats, paths, sizes)
     if args.json:
         print(json.dumps(res, indent=2))
         return
@@ -175,6 +259,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"  {p:8s} {m * 1e3:10.3f} ms   (min {lo * 1e3:.3f}, max {hi * 1e3:.3f})")
     for k, v in res["ratios"].items():
         print(f"  {k:14s} {v:8.2f}x")
+    if "handle_sweep" in res:
+        print(_format_sweep(res["handle_sweep"], 40 * res["repeats"]))
+
+
+def _format_sweep(sweep: dict[str, Any], rounds: int) -> str:
+    lines = [f"handle only vs None through the same queue, {rounds} interleaved rounds (medians):"]
+    for label, med in sweep["median"].items():
+        p10 = sweep.get("p10", {}).get(label, {})
+        lines.append(f"  {label:>6s}  handle {med['handle'] * 1e6:8.1f} us   ping {med['ping'] * 1e6:8.1f} us"
+                     f"   handle/ping {sweep['ratio'][label]:.2f}x   paired {sweep['paired'][label]:.2f}x"
+                     + (f"   (10th percentiles {p10['handle'] * 1e6:.1f} / {p10['ping'] * 1e6:.1f} us)" if p10 else ""))
+    for label, why in sweep["skipped"].items():
+        lines.append(f"  {label:>6s}  skipped: {why}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ class SharedNumpyPool:
         cap = _round_up(nbytes)
         if self._kept + cap > self.max_bytes:
             self._evict(self._kept + cap - self.max_bytes)
-        seg = _segment.create(cap)
+        seg = _segment.create(cap, keep_fd=True)  # its liveness probe: one fcntl, no open
         self._created.add(seg.name)
         if len(self._created) > 2 * len(self._segments) + 1024:
             self._created = {n for n in self._created if _segment.shm_path(n).exists()}

@@ -11,7 +11,12 @@ Layout: a 4096-byte header (so the data is page aligned), then the data.  Header
     0  u32 magic       8  u32 refs                  24  u64 capacity (data bytes)
     4  u16 version    16  u64 transit word:          32  i32 creator pid
     6  u16 counter          high 32 bits = send seq  36  i32 creator process group
-       back end             low 32 bits  = in transit
+       back end             low 32 bits  = in transit 40  u64 generation
+
+Generation: random at creation, +1 each time a pool reuses the segment for new data.  A handle
+carries the generation it was sent at; the receiver checks it against the header it maps, so a
+handle can never show data of another incarnation of the name (a file unlinked and recreated
+under the same name starts at an unrelated random value) or of a later reuse.
 
 Reference count (``refs``).  One reference per *holding process* (one :class:`Segment` object
 per name per process, shared by all arrays and views of it there) plus one per *handle in
@@ -47,9 +52,24 @@ see) and unmaps the others.  Processes ending through ``multiprocessing`` or ``a
 their references without unmapping (arrays may still be reachable during shutdown); a process
 that ends with ``os._exit`` or a signal leaves its count, which the lock test above discounts.
 
-Costs: no file descriptor stays open per segment (the mapping holds the lock), except with the
-fcntl counter fallback or for segments re-held after fork.  Attach = open + fcntl + mmap + close;
-the liveness probe = open + two ``F_OFD_GETLK`` + close.
+Receiver's mapping cache (:mod:`._cache`).  A received segment keeps its file descriptor (up to
+:data:`FD_BUDGET` per process).  When its last local array dies the process uncounts, then
+unlocks through that descriptor, and parks the mapping in the cache instead of unmapping it: an
+idle entry holds neither a reference nor a lock, so it changes nothing for anybody else.  The
+next handle of that name takes the lock again on the kept descriptor (lock first, as always),
+checks that the file is still linked (``st_nlink``: the name still means the file we mapped)
+and that the handle's generation is the header's, then adopts the in-transit reference:
+one ``fcntl`` + one ``fstat`` instead of open + fcntl + fstat + pread + mmap + close.  The
+probe for dead holders that a drop used to run is deferred to the cache (sweep, eviction,
+exit); unlinked files are unmapped by the sweep within :data:`._cache.SWEEP_INTERVAL`.
+Inherited (fork) mappings are never cached: they carry the parent's lock.
+
+Costs: a file descriptor stays open per received segment (bounded by :data:`FD_BUDGET`, beyond
+it they are closed and not cached), per pool segment (its liveness probe is one ``fcntl`` on
+it), with the fcntl counter fallback and for segments re-held after fork; other created
+segments keep none (the mapping holds the lock).  Attach on a cache miss = open + fcntl + mmap;
+the liveness probe = ``fstat`` + one ``F_OFD_GETLK`` on a kept descriptor (open + two + close
+without one).
 """
 
 from __future__ import annotations
@@ -63,23 +83,29 @@ import os
 import stat as stat_mod
 import struct
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import Callable, Iterable
 
 from ..core import names as _names
 from ..core.units import format_bytes
-from . import _atomic, _libc
+from . import _atomic, _cache, _libc
 
 HEADER_SIZE = 4096
 KIND = "nd"
 MAGIC = 0x42435049  # b"IPCB" little-endian
-VERSION = 1
+VERSION = 2  # 2: generation word, handles carry it
 
-_HDR = struct.Struct("=IHHIIQQii")
+#: File descriptors this process keeps for received segments (to cache their mappings).
+FD_BUDGET = 256
+
+_HDR = struct.Struct("=IHHIIQQiiQ")
 _OFF_REFS = 8
 _OFF_TRANSIT = 16
+_OFF_GEN = 40
 _TRANSIT_SEND = (1 << 32) | 1  # seq += 1 and in-transit += 1 in one atomic add
+_U64 = ctypes.c_uint64
 _LOW32 = (1 << 32) - 1
 
 
@@ -115,24 +141,40 @@ def _full_error(size: int, cause: OSError | None = None) -> SharedMemoryFull:
 
 
 _flip_lock = threading.RLock()
+_fds = 0  # descriptors kept by this process's _State objects (a soft bound: FD_BUDGET)
 
 
 class _State:
-    """What the finalizer needs to release one mapping; never references the Segment."""
+    """What the finalizer needs to release one mapping; never references the Segment.
 
-    __slots__ = ("name", "addr", "size", "mode", "fd", "pid", "held", "mapped")
+    Also the entry the mapping cache keeps once the Segment is gone (``cacheable``: a received
+    segment with its descriptor kept, mapped by this process itself, not inherited at fork).
+    """
 
-    def __init__(self, name: str, addr: int, size: int, mode: int, fd: int | None) -> None:
-        self.name, self.addr, self.size, self.mode, self.fd = name, addr, size, mode, fd
+    __slots__ = ("name", "addr", "size", "capacity", "mode", "fd", "pid", "held", "mapped",
+                 "cacheable", "probe_due", "idle_since")
+
+    def __init__(self, name: str, addr: int, size: int, capacity: int, mode: int, fd: int | None,
+                 cacheable: bool = False) -> None:
+        global _fds
+        self.name, self.addr, self.size, self.capacity, self.mode, self.fd = name, addr, size, capacity, mode, fd
+        if fd is not None:
+            _fds += 1
         self.pid = os.getpid()
         self.held = True
         self.mapped = True
+        self.cacheable = cacheable and fd is not None
+        self.probe_due = False  # a drop left others counted and nobody checked they live
+        self.idle_since = 0.0
 
     def add(self, offset: int, delta: int, width: int) -> int:
         return _atomic.fetch_add(self.mode, self.addr + offset, delta, width, self.fd)
 
     def load(self, offset: int, width: int) -> int:
         return _atomic.load(self.mode, self.addr + offset, width)
+
+    def generation(self) -> int:
+        return _U64.from_address(self.addr + _OFF_GEN).value
 
     def drop_hold(self) -> None:
         """Give back this process's reference; unlink if it was the last one (or all others died)."""
@@ -151,12 +193,50 @@ class _State:
 
     def release(self, unmap: bool = True) -> None:
         self.drop_hold()
-        if unmap and self.mapped:
+        if unmap:
+            self.unmap()
+
+    def unmap(self) -> None:
+        """Unmap and close our descriptor: releases our holder lock (the OFD goes away)."""
+        if self.mapped:
             self.mapped = False
-            _libc.munmap(self.addr, self.size)  # releases our holder lock (the OFD goes away)
-            if self.fd is not None:
-                os.close(self.fd)
-                self.fd = None
+            _libc.munmap(self.addr, self.size)
+        self.close_fd()
+
+    def close_fd(self) -> None:
+        global _fds
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            _fds -= 1
+            os.close(fd)
+
+    def retire(self) -> None:
+        """Finalizer: the last local array died.  Uncount, then unlock and park the mapping in
+        the cache (received segments), or unmap (everything else)."""
+        if not (self.cacheable and self.mapped and _map_cache.enabled and self.pid == os.getpid()):
+            self.release()
+            return
+        with _flip_lock:
+            held, self.held = self.held, False
+        if not held:  # released explicitly before: nothing counted, just unmap
+            self.unmap()
+            return
+        old = self.add(_OFF_REFS, -1, 4)
+        if old <= 1:
+            if old == 0:  # pragma: no cover - never expected; keep the word sane
+                self.add(_OFF_REFS, 1, 4)
+            _unlink(self.name)
+            self.unmap()
+            return
+        assert self.fd is not None
+        try:
+            _libc.drop_lock(self.fd, self.pid)  # after we uncounted, as every holder does
+        except OSError:  # pragma: no cover - cannot unlock: let the kernel do it
+            self.unmap()
+            return
+        self.probe_due = True  # the dead-holder probe runs in the cache, off the receive path
+        self.idle_since = time.monotonic()
+        _map_cache.put(self.name, self)
 
 
 def _unlink(name: str) -> None:
@@ -166,14 +246,34 @@ def _unlink(name: str) -> None:
         pass
 
 
+def _probe_fd(st: _State, in_transit: bool = False) -> bool | None:
+    """:func:`_orphaned` through our kept descriptor: one fstat and one ``F_OFD_GETLK``.
+
+    Locks of our own open file description never conflict with a probe made through it, so
+    our own holder lock (if any) is not counted without excluding our pid.
+    """
+    assert st.fd is not None
+    if os.fstat(st.fd).st_nlink == 0:
+        return None
+    word = st.addr + _OFF_TRANSIT
+    w1 = _atomic.load(st.mode, word, 8)
+    holders = _libc.any_holder(st.fd)
+    w2 = _atomic.load(st.mode, word, 8)
+    if holders or w1 != w2:
+        return False
+    return in_transit or (w1 & _LOW32) == 0
+
+
 def _orphaned(name: str, exclude_pid: int | None = None, in_transit: bool = False,
               state: _State | None = None) -> bool | None:
     """True if nobody (but ``exclude_pid``) holds ``name`` and no handle is in transit.
 
     ``None`` when the file is gone or is not a complete segment of ours.  With ``in_transit``,
     handles pickled but never unpickled do not keep it alive.  ``state``: our own mapping of it,
-    read instead of mapping the header again.
+    read instead of mapping the header again (and its descriptor, if kept, instead of opening).
     """
+    if state is not None and state.fd is not None and state.mapped:
+        return _probe_fd(state, in_transit)
     try:
         fd = os.open(_path(name), os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -203,6 +303,19 @@ def _orphaned(name: str, exclude_pid: int | None = None, in_transit: bool = Fals
         os.close(fd)
 
 
+_dying: dict[weakref.ref[Segment], _State] = {}
+
+
+def _segment_gone(ref: weakref.ref[Segment]) -> None:
+    # After the exit hook (or once shutdown cleared this module: None), nothing: the hook
+    # released our references already, and arrays may be reachable until the very end.
+    if _exiting is not False:
+        return
+    state = _dying.pop(ref, None)
+    if state is not None:
+        state.retire()
+
+
 class Anchor:
     """The ``__array_interface__`` provider every array over a segment hangs from.
 
@@ -225,17 +338,23 @@ class Segment:
     the last of them is garbage collected.
     """
 
-    __slots__ = ("_state", "_finalizer", "_anchors", "capacity", "__weakref__")
+    __slots__ = ("_state", "_anchors", "capacity", "__weakref__")
 
-    def __init__(self, state: _State, capacity: int) -> None:
+    def __init__(self, state: _State) -> None:
         self._state = state
-        self.capacity = capacity
-        self._anchors: weakref.WeakSet[Anchor] = weakref.WeakSet()
-        self._finalizer = weakref.finalize(self, state.release)
-        self._finalizer.atexit = False  # the exit hook releases without unmapping
+        self.capacity = state.capacity
+        # weak references to the live anchors, each removing itself when its anchor dies (a
+        # plain set: a WeakSet costs more to make than the rest of a receive)
+        self._anchors: set[weakref.ref[Anchor]] = set()
         with _registry_lock:
             _registry[state.name] = self
-        _ensure_exit_hook()
+        # Released when every array and view over it is gone (each holds an anchor that holds
+        # us), by a weakref callback: cheaper than weakref.finalize (this runs once per received
+        # handle), and unlike __del__ it runs after every weak reference to us is cleared, so
+        # attach() can never pick a dying Segment out of the registry.
+        _dying[weakref.ref(self, _segment_gone)] = state
+        if _hook_pid != state.pid:
+            _ensure_exit_hook()
 
     @property
     def name(self) -> str:
@@ -254,6 +373,11 @@ class Segment:
 
     def in_transit(self) -> int:
         return self._state.load(_OFF_TRANSIT, 8) & _LOW32
+
+    @property
+    def generation(self) -> int:
+        """Random at creation, +1 at each pool reuse; handles carry it (see the module doc)."""
+        return self._state.generation()
 
     def anchor(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
                itemsize: int, readonly: bool = False) -> Anchor:
@@ -279,15 +403,26 @@ class Segment:
             "version": 3, "shape": tuple(shape), "strides": tuple(strides),
             "typestr": f"|V{itemsize}", "data": (self.data_addr + offset, readonly),
         })
-        self._anchors.add(a)
+        self._anchors.add(weakref.ref(a, self._anchors.discard))
         return a
 
-    def send_ref(self) -> None:
-        """Take the in-transit reference for one pickled handle (caller's thread, before sending)."""
-        if not self.held:
+    def send_ref(self) -> int:
+        """Take the in-transit reference for one pickled handle (caller's thread, before
+        sending); return the generation the handle carries."""
+        generation = self.try_send_ref()
+        if generation is None:
             raise SegmentGone(errno.ENOENT, f"this process no longer holds segment {self.name}")
-        self._state.add(_OFF_TRANSIT, _TRANSIT_SEND, 8)
-        self._state.add(_OFF_REFS, 1, 4)
+        return generation
+
+    def try_send_ref(self) -> int | None:
+        """:meth:`send_ref`, or None (nothing taken) if this process does not hold it."""
+        st = self._state
+        if not st.held or st.pid != os.getpid():
+            return None
+        mode, addr, fd = st.mode, st.addr, st.fd
+        _atomic.fetch_add(mode, addr + _OFF_TRANSIT, _TRANSIT_SEND, 8, fd)
+        _atomic.fetch_add(mode, addr + _OFF_REFS, 1, 4, fd)
+        return _U64.from_address(addr + _OFF_GEN).value
 
     def unsend_ref(self) -> None:
         """Give back an in-transit reference whose handle was never sent (failed put)."""
@@ -313,7 +448,8 @@ class Segment:
         return "gone" if verdict is None else "free" if verdict else "busy"
 
     def claim_for_reuse(self) -> bool:
-        """If free (see :meth:`probe`), reset the count to our one reference and return True.
+        """If free (see :meth:`probe`), reset the count to our one reference, bump the
+        generation and return True.
 
         Counts left by killed holders are dropped here: their locks are gone, so the kernel
         says they no longer hold it.  Nobody can add a reference meanwhile: that needs a local
@@ -324,11 +460,44 @@ class Segment:
         extra = self.refs() - 1
         if extra:
             self._state.add(_OFF_REFS, -extra, 4)
+        self._state.add(_OFF_GEN, 1, 8)  # new data: handles of the old contents no longer match
         return True
 
 
 _registry: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
 _registry_lock = threading.RLock()
+
+
+def _cache_check(st: _State, now: float) -> bool:
+    """For the cache: True to drop idle entry ``st`` (unlinked, orphaned, or idle too long).
+
+    Runs the deferred dead-holder probe: if nobody else holds it and nothing is in transit,
+    the holders still counted are dead, and we unlink it as their last drop would have.
+    """
+    try:
+        if os.fstat(st.fd).st_nlink == 0:  # type: ignore[arg-type]
+            return True  # unlinked: unmap now, our mapping alone keeps its pages allocated
+        if st.probe_due:
+            st.probe_due = False
+            if _probe_fd(st) is True:
+                _unlink(st.name)
+                return True
+    except OSError:  # pragma: no cover - a descriptor we own: not expected
+        return True
+    return now - st.idle_since > _cache.IDLE_TIMEOUT
+
+
+_map_cache = _cache.MappingCache(close=_State.unmap, check=_cache_check)
+
+
+def cache_info() -> dict[str, int]:
+    """The receiver's mapping cache: ``entries`` (idle mappings), ``hits``, ``misses``, ``fds``."""
+    return {"entries": len(_map_cache), "hits": _map_cache.hits, "misses": _map_cache.misses, "fds": _fds}
+
+
+def clear_cache() -> int:
+    """Unmap every idle cached mapping now (their deferred probes run first); how many."""
+    return _map_cache.clear()
 
 
 def _check_free(size: int) -> None:
@@ -337,8 +506,11 @@ def _check_free(size: int) -> None:
         raise _full_error(size)
 
 
-def create(nbytes: int) -> Segment:
-    """A new segment with ``nbytes`` of data, pages reserved now (``posix_fallocate``)."""
+def create(nbytes: int, keep_fd: bool = False) -> Segment:
+    """A new segment with ``nbytes`` of data, pages reserved now (``posix_fallocate``).
+
+    ``keep_fd``: keep the descriptor open (the pool does, so its liveness probes need no open).
+    """
     if nbytes < 0:
         raise ValueError("negative size")
     size = HEADER_SIZE + nbytes
@@ -359,7 +531,8 @@ def create(nbytes: int) -> Segment:
             raise
         addr = _libc.mmap(fd, size, populate=True)
         hdr = (ctypes.c_char * _HDR.size).from_address(addr)
-        _HDR.pack_into(hdr, 0, 0, VERSION, mode, 1, 0, 0, nbytes, pid, os.getpgid(0))
+        generation = int.from_bytes(os.urandom(8), "little") >> 1  # unrelated to a former file
+        _HDR.pack_into(hdr, 0, 0, VERSION, mode, 1, 0, 0, nbytes, pid, os.getpgid(0), generation)
         ctypes.c_uint32.from_address(addr).value = MAGIC  # written last: header complete
     except BaseException:
         _unlink(name)
@@ -367,24 +540,79 @@ def create(nbytes: int) -> Segment:
             _libc.munmap(addr, size)
         os.close(fd)
         raise
-    return Segment(_State(name, addr, size, mode, _keep_fd(fd, mode)), nbytes)
+    keep = keep_fd or mode == _atomic.FCNTL
+    if not keep:
+        os.close(fd)
+    return Segment(_State(name, addr, size, nbytes, mode, fd if keep else None))
 
 
-def attach(name: str, adopt: bool = True) -> Segment:
-    """This process's Segment for ``name``, adopting one in-transit reference if ``adopt``."""
+def attach(name: str, adopt: bool = True, generation: int | None = None) -> Segment:
+    """This process's Segment for ``name``, adopting one in-transit reference if ``adopt``.
+
+    ``generation``: the handle's; a segment at another generation raises :class:`SegmentGone`
+    (the handle is stale) without adopting anything.  Reuses a cached idle mapping if any.
+    """
     with _registry_lock:
         seg = _registry.get(name)
         if seg is not None and seg.held:
+            _check_generation(seg._state, generation)
             if adopt:  # we already hold one: give the in-transit reference back
                 seg.unsend_ref()
             return seg
-        seg = _map_existing(name)
+        st = _map_cache.take(name) if len(_map_cache) else None
+        seg = _revive(st, generation) if st is not None else None
+        if seg is None:
+            _map_cache.misses += 1
+            seg = _map_existing(name, generation)
+        else:
+            _map_cache.hits += 1
         if adopt:
             seg._state.add(_OFF_TRANSIT, -1, 8)  # after our lock is in place
         return seg
 
 
-def _map_existing(name: str) -> Segment:
+def _stale(name: str, handle: int, now: int) -> SegmentGone:
+    return SegmentGone(
+        errno.ESTALE,
+        f"stale handle: shared array segment {name} is at generation {now}, the handle was sent at "
+        f"{handle} (the segment was reused or recreated after this handle was written off)",
+    )
+
+
+def _check_generation(st: _State, generation: int | None) -> None:
+    if generation is not None:
+        now = st.generation()
+        if now != generation:
+            raise _stale(st.name, generation, now)
+
+
+def _revive(st: _State, generation: int | None) -> Segment | None:
+    """A Segment over the cached idle mapping ``st``, or None if its file was unlinked.
+
+    Lock first (as a fresh attach does), then check that the name still means our file
+    (``st_nlink``: we never rename) and the generation; only then count (the caller adopts).
+    """
+    assert st.fd is not None
+    pid = os.getpid()
+    try:
+        _libc.hold_lock(st.fd, pid)
+        linked = os.fstat(st.fd).st_nlink > 0
+    except OSError:  # pragma: no cover - a descriptor we own: not expected
+        linked = False
+    if not linked:
+        st.unmap()  # the lock goes with the descriptor and the mapping
+        return None
+    if generation is not None and st.generation() != generation:
+        now = st.generation()
+        _libc.drop_lock(st.fd, pid)
+        _map_cache.put(st.name, st)  # still good for current handles
+        raise _stale(st.name, generation, now)
+    st.held = True
+    st.probe_due = False  # we count again: our next drop decides anew
+    return Segment(st)
+
+
+def _map_existing(name: str, generation: int | None = None) -> Segment:
     path = _path(name)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -399,25 +627,24 @@ def _map_existing(name: str) -> Segment:
         _libc.hold_lock(fd, os.getpid())
         size = os.fstat(fd).st_size
         header = os.pread(fd, _HDR.size, 0)
-        magic, version, mode, _refs, _pad, _transit, capacity, _pid, _pgid = _HDR.unpack(header)
+        magic, version, mode, _refs, _pad, _transit, capacity, _pid, _pgid, gen = _HDR.unpack(header)
         if size < HEADER_SIZE or magic != MAGIC or version != VERSION:
             raise ValueError(f"{path} is not a complete shared array segment")
         if not _atomic.available(mode):
             raise RuntimeError(f"{path} uses a counter back end unavailable here (libatomic missing)")
+        if generation is not None and gen != generation:
+            raise _stale(name, generation, gen)
         addr = _libc.mmap(fd, size)
     except BaseException:
         os.close(fd)
         raise
-    return Segment(_State(name, addr, size, mode, _keep_fd(fd, mode)), capacity)
-
-
-def _keep_fd(fd: int, mode: int) -> int | None:
-    """Close ``fd`` unless the fcntl counter needs it: the mapping keeps the open file
-    description (and our holder lock) alive."""
-    if mode == _atomic.FCNTL:
-        return fd
-    os.close(fd)
-    return None
+    # Keep the descriptor (to unlock later without unmapping, i.e. to cache the mapping) while
+    # within the budget; the fcntl counter needs it anyway.  Otherwise the mapping alone keeps
+    # the open file description (and our holder lock) alive.
+    keep = mode == _atomic.FCNTL or (_map_cache.enabled and _fds < FD_BUDGET)
+    if not keep:
+        os.close(fd)
+    return Segment(_State(name, addr, size, capacity, mode, fd if keep else None, cacheable=True))
 
 
 def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | None = None,
@@ -471,6 +698,9 @@ def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | No
             if not dry_run:
                 _unlink(name)
             removed.append(name)
+            idle = _map_cache.take(name)
+            if idle is not None:  # our own idle mapping would keep its pages allocated
+                idle.unmap()
     return removed
 
 
@@ -503,10 +733,16 @@ def creator_pgid(name: str) -> int | None:
 
 
 # ----------------------------------------------------------------------------- process events
+_exiting = False
+
+
 def _release_all() -> None:
     """Exit hook: give back every reference this process holds, keep the mappings."""
+    global _exiting
+    _exiting = True
     for seg in list(_registry.values()):
         seg._state.release(unmap=False)
+    _map_cache.stop()  # idle mappings: their deferred probes run, then they are unmapped
 
 
 _hook_pid: int | None = None
@@ -545,15 +781,15 @@ def _rehold_in_child() -> None:
     must not reuse memory the child can still see).  One without (e.g. kept free by a pool)
     is unmapped in the child at once, so the child neither pins it nor keeps the parent's lock.
     """
+    global _fds
     pid = os.getpid()
     for seg in list(_registry.values()):
         st = seg._state
         if st.pid == pid:
             continue
         was_held, st.held, st.pid = st.held, False, pid
-        inherited_fd, st.fd = st.fd, None
-        if inherited_fd is not None:
-            os.close(inherited_fd)
+        st.cacheable = False  # the inherited mapping carries the parent's lock: never park it
+        st.close_fd()
         if not was_held or not len(seg._anchors):
             with contextlib.suppress(KeyError):
                 del _registry[st.name]
@@ -576,6 +812,7 @@ def _rehold_in_child() -> None:
             os.close(fd)
             continue
         st.fd = fd  # the lock lives on this new open file description: keep it
+        _fds += 1
         st.held = True
     global _hook_pid
     _hook_pid = None

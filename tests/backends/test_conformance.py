@@ -40,3 +40,7 @@ class TestMPIBuffer(BackendConformance):
 
 class TestMPIP2P(BackendConformance):
     backend = "mpi-p2p"
+
+
+class TestMPIShmWin(BackendConformance):
+    backend = "mpi-shm-win"

@@ -34,6 +34,7 @@ class MpiFakeChannel(Backend):
 
     name = "fake-mpi-chan"
     kind = "channel"
+    node_local = False  # rides on the group's collectives, which reach every node
 
     def write(self, obj):
         COUNTS["write"] += 1

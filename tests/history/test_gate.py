@@ -327,13 +327,13 @@ def _git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def tiny_repo(tmp_path: Path) -> Path:
-    """A repository whose first commit predates ``ipcbench run``."""
+    """A pytest-ipcbench repository whose first commit predates ``ipcbench run``."""
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "config", "user.email", "t@example.invalid")
     _git(repo, "config", "user.name", "t")
-    (repo / "pyproject.toml").write_text("[project]\nname = 'x'\nversion = '0'\n")
+    (repo / "pyproject.toml").write_text("[project]\nname = 'pytest-ipcbench'\nversion = '0'\n")
     _git(repo, "add", ".")
     _git(repo, "commit", "-q", "-m", "old")
     return repo

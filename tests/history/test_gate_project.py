@@ -90,6 +90,24 @@ def test_base_that_predates_the_adoption_exits_2_and_says_what_to_do(
     assert not (cache / "venvs").exists()  # nothing was installed
 
 
+def test_project_in_a_subfolder_is_read_there_at_each_side(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "mono"
+    (repo / "app" / "src" / "tiny").mkdir(parents=True)
+    (repo / "app" / "src" / "tiny" / "__init__.py").write_text("")
+    (repo / "app" / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "pyproject.toml").write_text("[project]\nname = 'the-monorepo'\nversion = '0'\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "t@example.invalid")
+    _git(repo, "config", "user.name", "t")
+    _commit(repo, "before")
+    (repo / "app" / "pyproject.toml").write_text(PYPROJECT + TABLE)  # the working tree adopts it
+    monkeypatch.chdir(repo / "app")
+    assert main(["gate", "--base", "HEAD", "--cache-dir", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert "predates the adoption" in err and "its app/pyproject.toml has no [tool.ipcbench]" in err
+
+
 def test_head_without_a_table_declares_nothing(consumer: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(consumer)
@@ -135,6 +153,23 @@ def test_init_ci_writes_an_actionlint_clean_workflow_and_the_asv_suite(
     assert "working-directory: packages/app" in sub and "path: packages/app/.ipcbench-gate/report/" in sub
     (consumer / "sub.yml").write_text(sub)
     proc = subprocess.run([exe, "-no-color", str(consumer / "sub.yml")], capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_example_declares_its_matrix_and_ships_the_written_files() -> None:
+    if not (EXAMPLE / "pyproject.toml").is_file():
+        pytest.skip("examples/consumer is not here yet")
+    from pytest_ipcbench.core.project import read_config
+
+    config = read_config(EXAMPLE / "pyproject.toml")
+    assert config is not None and "fifo" in config.options["backends"]
+    workflow = EXAMPLE / ".github" / "workflows" / "perf-gate.yml"
+    assert "--skip-unadopted-base" in workflow.read_text()
+    assert (EXAMPLE / "asv.conf.json").is_file() and (EXAMPLE / "benchmarks" / "bench_ipcbench.py").is_file()
+    exe = _actionlint()
+    if exe is None:
+        pytest.skip("actionlint not found (make .venv/.installed-stamp builds it with Go)")
+    proc = subprocess.run([exe, "-no-color", str(workflow)], capture_output=True, text=True, timeout=100)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

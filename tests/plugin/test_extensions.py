@@ -223,7 +223,7 @@ def test_unknown_names_are_refused_everywhere_naming_the_plugins_too(pytester: p
              "def test_x(ipc_backend):\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ipc-backends", "shm,fifo")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--ipc-backends: unknown backend 'fifo' (choose from lmdb, *, zmq, test-filestore, stale*"])
+    result.stderr.fnmatch_lines(["*--ipc-backends: unknown backend 'fifo' (choose from lmdb, *, zmq, *test-filestore, stale*"])
     monkeypatch.setenv("IPCBENCH_PAYLOADS", "records,json")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.stderr.fnmatch_lines(["*env IPCBENCH_PAYLOADS: unknown payload kind 'json' (choose from array1d, *, tiny, records, or all*"])

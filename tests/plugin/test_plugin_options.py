@@ -133,6 +133,7 @@ def test_backend_fixture_names() -> None:
     fixtures = backend_fixtures()
     assert fixtures["mpi_pkl5_backend"] == "mpi-pkl5"
     assert fixtures["mp_queue_backend"] == "mp-queue"
+    assert fixtures["mpi_shm_win_backend"] == "mpi-shm-win"
     assert len(fixtures) == len(backend_names()) >= 8
 
 
@@ -301,6 +302,27 @@ def test_get_session_without_the_plugin(pytester: pytest.Pytester) -> None:
         """
     )
     pytester.runpytest("-p", "no:ipcbench").assert_outcomes(passed=1)
+
+
+def test_ipc_wait_layers_and_errors(pytester: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.delenv("IPCBENCH_WAIT", raising=False)
+    pytester.makeini("[pytest]\nipc_wait = backoff\n")
+    pytester.makepyfile(
+        """
+        from pytest_ipcbench.backends.base import default_wait
+        from pytest_ipcbench.plugin.session import get_session
+        def test_settings(request):
+            s = get_session(request.config).settings
+            assert s.wait == "block" and s.sources["wait"] == "--ipc-wait"
+            assert default_wait() == "block"  # every backend made in this run waits so
+        """
+    )
+    result = pytester.runpytest("--ipc-wait", "block")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*wait=block*"])
+    result = pytester.runpytest("--ipc-wait", "nap")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*--ipc-wait: unknown wait strategy 'nap'*"])
 
 
 def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> None:

@@ -75,7 +75,7 @@ def test_asv_check(asv_env: tuple[Path, dict[str, str]]) -> None:
 def test_one_quick_benchmark_runs(asv_env: tuple[Path, dict[str, str]]) -> None:
     conf, env = asv_env
     proc = _asv(conf, env, "run", "--quick", "--python=same", "--dry-run", "--show-stderr",
-                "--machine", "ipcbench-test", "--bench", r"Serialize.time_dumps\('ndarray', '1KB'")
+                "--machine", "ipcbench-test", "--bench", r"Serialize.time_dumps\('ndarray-1MB', 'inband'")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "bench_serialization.Serialize.time_dumps" in out and "ok" in out
@@ -131,3 +131,57 @@ def test_local_job_measures_mp_queue(tmp_path: Path) -> None:
     assert cache.get("!done") is True, out.read_text() if out.exists() else "no output"
     value = cache[job.case_key("mp-queue", "bytes", "tiny", job.SIZES[0], 2)]
     assert isinstance(value, float) and 0 < value < 1, value
+
+
+def _suite_counts(full: bool) -> dict[str, int]:
+    """Measured cases per class of the suite selected by IPCBENCH_ASV_FULL (fresh interpreter)."""
+    code = (
+        "import json, math, sys; sys.path.insert(0, sys.argv[1])\n"
+        "import benchmarks._job as j\n"
+        "pairs = len(j.suite_pairs())\n"
+        "print(json.dumps({'transfer': len(j.BACKENDS) * len(j.MODES) * pairs * len(j.SUITE_RANKS),\n"
+        "                  'methods': 9 * len(j.SUITE_METHOD_CONFIGS) * len(j.SHAPES) * len(j.SUITE_RANKS),\n"
+        "                  'full': j.FULL}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "IPCBENCH_ASV_FULL"}
+    if full:
+        env["IPCBENCH_ASV_FULL"] = "1"
+    out = subprocess.run([sys.executable, "-c", code, str(REPO)], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_default_suite_is_small_and_the_full_matrix_is_behind_an_option() -> None:
+    default, full = _suite_counts(False), _suite_counts(True)
+    assert default["full"] is False and full["full"] is True
+    assert default["transfer"] == 8 * 2 * 4 * 1 and default["methods"] == 9 * 2 * 2 * 1
+    assert full["transfer"] == 8 * 2 * 9 * 2 and full["methods"] == 9 * 3 * 2 * 2
+
+
+def test_one_setup_cache_serves_every_mpi_benchmark() -> None:
+    """asv keys a setup_cache by its function's module and line: both MPI modules share one."""
+    asv_base = pytest.importorskip("asv_runner.benchmarks._base")
+    import benchmarks._job as job  # noqa: PLC0415
+    import benchmarks.bench_mpi_methods as methods  # noqa: PLC0415
+    import benchmarks.bench_transfer as transfer  # noqa: PLC0415
+
+    assert transfer.setup_cache is methods.setup_cache is job.setup_cache
+    keys = {asv_base.get_setup_cache_key(m.setup_cache) for m in (transfer, methods)}
+    assert len(keys) == 1
+
+
+@pytest.mark.timeout(120)
+def test_all_job_measures_both_parts_in_one_launch(tmp_path: Path) -> None:
+    job = _job_module()
+    if job.find_mpiexec() is None:
+        pytest.skip("no mpiexec in this environment")
+    out = tmp_path / "all.jsonl"
+    cache = job.launch(["all", "--backends", "shm", "--modes", "bytes", "--pairs", "tiny@1KB", "--ranks", "2",
+                        "--configs", "Small", "--budget", "0.05"], out, nprocs=2, timeout=100)
+    assert cache.get("!done") is True, out.read_text() if out.exists() else "no output"
+    transfer = cache[job.case_key("shm", "bytes", "tiny", "1KB", 2)]
+    method = cache[job.case_key("p2p", "Small", "1d", 2)]
+    for value in (transfer, method):
+        assert (isinstance(value, float) and 0 < value < 1) or value.startswith("skip: "), value
+    assert not [k for k in cache if "ndarray" in k]  # --pairs restricts the transfer cases

@@ -54,6 +54,9 @@ def synthetic() -> ResultSet:
                       primary="copy"))
     rs.add(Result("seed002", "pool", "native", "ndarray", 602_000_000, 2, {"completion": _samples(0.05)},
                   nbytes=602_000_000))
+    for path, t in (("handle", 6e-5), ("ping", 5e-5)):
+        rs.add(Result("seed002-handle", path, "native", "ndarray", 2**30, 2, {"completion": _samples(t)},
+                      nbytes=2**30))
     return rs
 
 
@@ -113,6 +116,7 @@ def test_markdown_has_the_seed_tables(written):
     assert "## Cases that failed" in text and "boom" in text
     assert "(1000 entries)" in text  # dict sizes are shown as entries too (seed 001)
     assert "## Seed 002" in text
+    assert "handle against None" in text and "1.20x" in text
     width = None
     for line in text.splitlines():  # every table row has as many cells as its header
         if not line.startswith("|"):

@@ -32,8 +32,10 @@ def test_matrix_levels_grow_and_filters_apply():
     assert all(is_channel(c.backend) for c in default if c.scenario == "stream")
     # (backends registered by other test modules of this process run by default too: look at ours)
     assert {c.backend for c in default if c.scenario == "stream" and BACKENDS.builtin(c.backend)} == {
-        "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue"
+        "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue", "mpi-shm-win"
     }
+    # mpi-shm-win's native values are views of one slot: it streams in bytes mode only
+    assert {c.mode for c in default if c.scenario == "stream" and c.backend == "mpi-shm-win"} == {"bytes"}
     phases = [c.phase for c in default]
     assert phases == sorted(phases, key=lambda p: p != "mpi")  # the MPI job first, then the local phase
     assert {c.phase for c in default if c.backend == "mp-queue"} == {"local"}
@@ -55,6 +57,16 @@ def test_seed002_dictionary_becomes_results():
     rs = seed002_results(got)
     assert {r.backend for r in rs} == {"pool", "mpqueue"} and all(r.scenario == "seed002" for r in rs)
     assert seed002_results(None) == []
+
+
+def test_seed002_handle_sweep_becomes_results_with_their_sizes():
+    got = {"nbytes": 100, "shape": (5, 5), "samples": {"handle": [0.1]}, "ratios": {},
+           "handle_sweep": {"sizes": [10**6, 2**30], "ratio": {"1MB": 1.2, "1GiB": 1.3},
+                            "samples": {"1MB": {"handle": [6e-5], "ping": [5e-5]},
+                                        "1GiB": {"handle": [6.5e-5], "ping": [5e-5]}}}}
+    rs = [r for r in seed002_results(got) if r.scenario == "seed002-handle"]
+    assert sorted((r.backend, r.size) for r in rs) == [("handle", 10**6), ("handle", 2**30),
+                                                       ("ping", 10**6), ("ping", 2**30)]
 
 
 def test_find_mpiexec_prefers_the_one_next_to_python():
@@ -184,10 +196,18 @@ def test_parse_mpi4py_bench_output():
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (install pytest-ipcbench[mpi])")
 def test_selfcheck_agrees_with_mpi4py_bench_and_numpy(tmp_path):
     out = tmp_path / "selfcheck.json"
-    proc = _run(["selfcheck", "--rounds", "1", "--json", str(out)], timeout=240)
+    report = tmp_path / "report"
+    # the backend-against-reference part, small: one MPI and one local backend, one size
+    proc = _run(["selfcheck", "--rounds", "1", "--json", str(out), "--backends", "mpi-p2p,shm", "--sizes", "1KB",
+                 "--scenarios", "pingpong", "--time-budget", "0.05", "--ref-rounds", "3", "--out", str(report)],
+                timeout=300)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: a figure outside 15% (shared machine)
     assert "mpi4py.bench pingpong" in proc.stdout and "timeit np.copyto" in proc.stdout
     data = json.loads(out.read_text())
+    assert [(r["backend"], r["reference"], r["size"]) for r in data["references"]] == [
+        ("mpi-p2p", "ref-mpi-p2p", 1000), ("shm", "ref-shm", 1000)]
+    assert "ref-mpi-p2p" in proc.stdout and "ref-shm" in proc.stdout
+    assert {"summary.md", "references.csv", "references.json"} <= {p.name for p in report.iterdir()}
     figures = {f["name"]: f for f in data["figures"]}
     assert set(figures) == {"MPI ping-pong latency, 1 B", "MPI ping-pong bandwidth, 16 MiB", "copy bandwidth, 64 MB"}
     assert "machine load" in proc.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.commands import main
-from pytest_ipcbench.runner.config import discover, parse_table, read_config
+from pytest_ipcbench.core.project import discover, parse_table, read_config
 
 TABLE = """
 [project]
@@ -38,9 +38,12 @@ def test_table_becomes_run_options(tmp_path: Path) -> None:
     config = read_config(project(tmp_path) / "pyproject.toml")
     assert config is not None
     assert config.options == {"backends": ["shm"], "modes": ["bytes"], "scenarios": ["pingpong", "broadcast"],
-                              "kinds": ["ndarray", "buffer", "tiny"], "sizes": [1000, 2_000_000], "ranks": 2, "level": "quick",
+                              "kinds": ["ndarray", "buffer"], "sizes": [1000, 2_000_000], "ranks": 2, "level": "quick",
                               "no_extras": True}
     assert parse_table({"extras": True}, tmp_path).options["no_extras"] is False
+    # payloads are the broadcast's; the other scenarios keep theirs (bytes; a tiny object)
+    assert parse_table({"payloads": ["records"]}, tmp_path).options["kinds"] == ["records", "buffer", "tiny"]
+    assert parse_table({"payloads": ["x"], "scenarios": ["broadcast"]}, tmp_path).options["kinds"] == ["x"]
 
 
 @pytest.mark.parametrize("table, message", [

@@ -16,7 +16,7 @@ Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv su
     case-timeout = 120
 
 Every key is optional; the command line overrides the table key by key. Names are checked by
-:class:`~.job.RunOptions` against the registry (built-ins and plugins), so a typo is an error
+:class:`~..runner.job.RunOptions` against the registry (built-ins and plugins), so a typo is an error
 that names the file. A file without the table declares nothing (None), which the gate reports as
 "predates the adoption".
 """
@@ -33,12 +33,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from ..core.units import parse_size
+from .units import parse_size
 
 TABLE = "[tool.ipcbench]"
 #: payloads of the scenarios that do not take a declared one (ping-pong and stream move bytes,
 #: granularity a tiny object): ``payloads`` adds them, ``kinds`` (the run option as it is) does not
-FIXED_KINDS = ("buffer", "tiny")
+FIXED_KINDS = {"buffer": ("pingpong", "stream"), "tiny": ("granularity",)}
 
 #: table key -> (RunOptions field, what it must be)
 KEYS: dict[str, tuple[str, str]] = {
@@ -131,7 +131,10 @@ def parse_table(table: Any, path: Path) -> ProjectConfig:
         name, kind = KEYS[key]
         options[name] = _convert(key, kind, value, f"{path}: {TABLE} {key}")
     if "payloads" in table:  # the broadcast payloads; ping-pong, stream, granularity keep their own
-        options["kinds"] = [*options["kinds"], *(k for k in FIXED_KINDS if k not in options["kinds"])]
+        scenarios = options.get("scenarios")
+        fixed = [k for k, scenario in FIXED_KINDS.items()
+                 if k not in options["kinds"] and (scenarios is None or set(scenario) & set(scenarios))]
+        options["kinds"] = [*options["kinds"], *fixed]
     return ProjectConfig(path, options, dict(table))
 
 
