@@ -7,10 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from pytest_ipcbench.core.units import size_label
 from pytest_ipcbench.core.payloads import (
-    SizeTooLarge,
-    machine_memory,
     NDARRAY_COLS,
     TINY_BYTES,
     PayloadSpec,
@@ -18,6 +15,7 @@ from pytest_ipcbench.core.payloads import (
     parse_size,
     payload_kinds,
 )
+from pytest_ipcbench.core.units import SizeTooLarge, machine_memory, size_label
 
 
 @pytest.mark.parametrize(
