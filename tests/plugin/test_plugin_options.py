@@ -262,7 +262,8 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
     # the recorded result, and the in-run references added for `ipcbench compare`
     assert [r.key for r in resultset.results if r.scenario not in ("copy", "reference")] == [
         "bcast/shm/bytes/ndarray/1000/r2"]
-    assert {r.scenario for r in resultset.results} == {"bcast", "reference"}
+    # copies are references too, when an earlier test of this process measured some (a module cache)
+    assert {"bcast", "reference"} <= {r.scenario for r in resultset.results} <= {"bcast", "reference", "copy"}
     assert str(folder) == "out"
     calls.clear()
     pytester.makepyfile("def test_records():\n    pass\n")
