@@ -199,7 +199,7 @@ class MPIShmWinBackend(Backend):
         assert self._ctrl_bytes is not None
         acks = self._ctrl_bytes[_ACK_OFF : _ACK_OFF + 8 * self.group.size].view(np.uint64)
         readers = self.readers
-        backoff = Backoff(self.timeout)
+        backoff = self.pacer()
         while True:
             self._sync()
             if all(int(acks[r]) >= self._seq for r in readers):
@@ -227,14 +227,14 @@ class MPIShmWinBackend(Backend):
         ctrl = self._ctrl
         if ctrl is None or self.group.rank == self.root:
             raise RuntimeError(f"{self.name}: read() is for the readers, after setup()")
-        backoff = Backoff(self.timeout)
+        backoff = self.pacer()
         while True:
             self._sync()
             if int(ctrl[_GROW_GEN]) > self._grow_gen:
                 size = int(ctrl[_GROW_SIZE])
                 self._grow_gen = int(ctrl[_GROW_GEN])
                 self._grow(size)  # collective with the writer, who waits in write()
-                backoff = Backoff(self.timeout)
+                backoff = self.pacer()
                 continue
             seq = int(ctrl[_SEQ])
             if seq > self._seq:
