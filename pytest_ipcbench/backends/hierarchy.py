@@ -57,7 +57,6 @@ class HierarchicalStore(Backend):
         self.name = inner_cls.name  # reported as the backend it runs
         self.kind = inner_cls.kind
         super().__init__(group, mode, root, timeout, wait=wait)
-        self._wait_asked = wait
         self.inner_cls = inner_cls
         self.native_views_until_next_write = getattr(inner_cls, "native_views_until_next_write", False)
         self.inner: Backend | None = None  # this node's store (None on a node of one rank)
@@ -94,7 +93,7 @@ class HierarchicalStore(Backend):
         node = group.node_group()
         error = None
         if node.size > 1:
-            self.inner = self.inner_cls(node, self.mode, self.node_root, self.timeout, wait=self._wait_asked)
+            self.inner = self.inner_cls(node, self.mode, self.node_root, self.timeout, wait=self.wait)
             try:
                 self.inner.setup()
             except Exception as exc:  # collective over the node: every rank of it raises
@@ -196,7 +195,7 @@ class HierarchicalStore(Backend):
         comm, MPI = self.leaders, self.MPI
         head = np.zeros(2, dtype=np.int64)
         request = comm.Ibcast(head, root=0)
-        backoff = Backoff(self.timeout)
+        backoff = self.pacer()
         while not request.Test():
             if not backoff.wait():
                 raise self.timeout_error(f"the value sent to node {self.group.node} (Ibcast)")  # type: ignore[attr-defined]

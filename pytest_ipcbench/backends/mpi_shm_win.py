@@ -30,6 +30,7 @@ the value between nodes by MPI (backends/hierarchy.py): the windows exist once p
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily)
@@ -74,6 +75,8 @@ class MPIShmWinBackend(Backend):
         self._ctrl_bytes: np.ndarray | None = None
         self._data_win: Any = None
         self._data: np.ndarray | None = None  # uint8 view of the data window
+        self._data_view: Any = None  # ... as a memoryview, and read-only (what readers unpickle over)
+        self._data_ro: Any = None
         self._seq = 0
         self._grow_gen = 0
         self.owner_bytes = 0  # bytes of window memory this rank allocated (the writer's only)
@@ -115,12 +118,14 @@ class MPIShmWinBackend(Backend):
         """Collective: a new data window of ``size`` bytes (the old one stays until close)."""
         self._data_win, buf = self._allocate(size)
         self._data = np.frombuffer(buf, dtype=np.uint8, count=size)
+        self._data_view = memoryview(self._data)
+        self._data_ro = self._data_view.toreadonly()
 
     def close(self) -> None:
         if not self._wins:
             return
         wins, self._wins = self._wins, []
-        self._ctrl = self._ctrl_bytes = self._data = None
+        self._ctrl = self._ctrl_bytes = self._data = self._data_view = self._data_ro = None
         for win in wins:
             win.Unlock_all()
         # Win.Free is collective: free only when every rank of the node came to close(), so
@@ -158,11 +163,12 @@ class MPIShmWinBackend(Backend):
             self._sync()
             self._grow(size)
         data = self._data
+        window = self._data_view
         if table is not None:
-            data[: table.nbytes] = table.view(np.uint8)
+            window[: len(table)] = table
         for off, part in zip(offsets, parts):
-            view = np.frombuffer(part, dtype=np.uint8)
-            data[off : off + view.size] = view
+            raw = memoryview(part).cast("B")
+            window[off : off + raw.nbytes] = raw
         ctrl[_STATE] = STATE_VALUE
         ctrl[_NBYTES] = end
         self._data_win.Sync()
@@ -170,7 +176,7 @@ class MPIShmWinBackend(Backend):
         ctrl[_SEQ] = self._seq = self._seq + 1
         self._sync()
 
-    def _layout(self, obj: Any) -> tuple[list[Any], list[int], int, np.ndarray | None]:
+    def _layout(self, obj: Any) -> tuple[list[Any], list[int], int, bytes | None]:
         """(parts, their offsets, bytes used, native table) of ``obj`` in the data window."""
         if self.mode == "bytes":
             data = dumps(obj)
@@ -180,17 +186,16 @@ class MPIShmWinBackend(Backend):
             raws = [b.raw() for b in buffers]
         except BufferError as exc:
             raise PayloadError(f"cannot lay out a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
-        table = np.zeros(_TABLE + 2 * len(raws), dtype=np.uint64)
-        pos = _align(table.nbytes)
-        table[:3] = (len(raws), pos, len(head))
-        offsets, parts = [pos], [head]
+        # struct, not numpy: for small objects these few words cost more than the data
+        pos = head_off = _align(8 * (_TABLE + 2 * len(raws)))
+        offsets, parts, words = [pos], [head], [len(raws), pos, len(head)]
         pos = _align(pos + len(head))
-        for i, raw in enumerate(raws):
-            table[_TABLE + 2 * i : _TABLE + 2 * i + 2] = (pos, raw.nbytes)
+        for raw in raws:
+            words += (pos, raw.nbytes)
             offsets.append(pos)
             parts.append(raw)
             pos = _align(pos + raw.nbytes)
-        return parts, offsets, pos, table
+        return parts, offsets, pos, struct.pack(f"<{len(words)}Q", *words)
 
     def _wait_acks(self) -> None:
         """Until every reader read the previous value (a one-slot channel)."""
@@ -199,7 +204,7 @@ class MPIShmWinBackend(Backend):
         assert self._ctrl_bytes is not None
         acks = self._ctrl_bytes[_ACK_OFF : _ACK_OFF + 8 * self.group.size].view(np.uint64)
         readers = self.readers
-        backoff = Backoff(self.timeout)
+        backoff = self.pacer()
         while True:
             self._sync()
             if all(int(acks[r]) >= self._seq for r in readers):
@@ -227,14 +232,14 @@ class MPIShmWinBackend(Backend):
         ctrl = self._ctrl
         if ctrl is None or self.group.rank == self.root:
             raise RuntimeError(f"{self.name}: read() is for the readers, after setup()")
-        backoff = Backoff(self.timeout)
+        backoff = self.pacer()
         while True:
             self._sync()
             if int(ctrl[_GROW_GEN]) > self._grow_gen:
                 size = int(ctrl[_GROW_SIZE])
                 self._grow_gen = int(ctrl[_GROW_GEN])
                 self._grow(size)  # collective with the writer, who waits in write()
-                backoff = Backoff(self.timeout)
+                backoff = self.pacer()
                 continue
             seq = int(ctrl[_SEQ])
             if seq > self._seq:
@@ -260,11 +265,11 @@ class MPIShmWinBackend(Backend):
         assert data is not None
         if self.mode == "bytes":
             return loads(memoryview(data)[:nbytes])
-        count, head_off, head_len = (int(x) for x in data[: 8 * _TABLE].view(np.uint64))
-        entries = data[8 * _TABLE : 8 * (_TABLE + 2 * count)].view(np.uint64)
-        view = memoryview(data).toreadonly()
-        buffers = [view[int(entries[2 * i]) : int(entries[2 * i]) + int(entries[2 * i + 1])] for i in range(count)]
-        return loads_oob(bytes(view[head_off : head_off + head_len]), buffers)
+        view = self._data_ro
+        count, head_off, head_len = struct.unpack_from("<3Q", view, 0)
+        entries = struct.unpack_from(f"<{2 * count}Q", view, 8 * _TABLE)
+        buffers = [view[entries[2 * i] : entries[2 * i] + entries[2 * i + 1]] for i in range(count)]
+        return loads_oob(view[head_off : head_off + head_len], buffers)
 
 
 @register
@@ -278,7 +283,7 @@ class RefMPIShmWin(MPIShmWinBackend):
     reference = None
     native_views_until_next_write = False  # readers copy
 
-    def _layout(self, obj: Any) -> tuple[list[Any], list[int], int, np.ndarray | None]:
+    def _layout(self, obj: Any) -> tuple[list[Any], list[int], int, bytes | None]:
         if self.mode == "bytes":
             return super()._layout(obj)
         from ..harness.references import raw_bytes
