@@ -1,0 +1,111 @@
+"""What the harness measures a case with: its settings and its plan (warm-up and iterations).
+
+Rank 0 decides the plan and broadcasts it (METHOD rules 1-2): :func:`static_plan` scales
+iterations down as size grows, :func:`timed_plan` caps them by the time budget after warm-up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+
+VERIFY_MODES = ("auto", "every", "ends")
+
+# Static plan: (payload bytes up to, iterations, warm-up) -- mpi4py.bench (10000 / 1000 above
+# 16 KiB / 10 above 1 MiB; skip 100 / 10 / 1) and OSU (10000 / 1000, skip 100 / 10), with more
+# iterations above 1 MiB than mpi4py.bench so that the ratio intervals have samples to work on.
+STATIC_PLAN = (
+    (16 * 1024, 10_000, 100),
+    (1024 * 1024, 1_000, 10),
+    (64 * 10**6, 100, 2),
+    (math.inf, 20, 1),
+)
+
+WARMUP_SHARE = 0.5  # at most this share of the time budget goes to warm-up beyond its first iteration
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """How hard the harness works on one case. Picklable; rank 0's copy is the one that counts."""
+
+    time_budget: float = 1.0  # seconds of timed iterations per case (the time cap)
+    max_iterations: int = 10_000  # cap on the static plan
+    min_iterations: int = 5  # floor, beats the caps: a median needs samples
+    volume_cap: int = 4 * 10**9  # payload bytes written per case (the volume cap)
+    warmup: int | None = None  # warm-up iterations; None: by size (100 / 10 / 2 / 1)
+    verify: str = "auto"  # every | ends | auto (rank 0 decides from the warm-up)
+    touch: bool = True  # readers also time touching every cache line of what they got
+    window: int = 64  # stream: messages per acknowledgement (OSU's window)
+    window_bytes: int = 64 * 10**6  # stream: at most this many bytes in flight per window
+    work: float = 0.0  # granularity: seconds of work per task on the echo side
+    quiet_waits: bool = True  # the harness's own MPI waits sleep instead of spinning
+    alternate: bool = True  # two payloads alternate (a stale read fails); False: one, every time
+
+    def __post_init__(self) -> None:
+        if self.verify not in VERIFY_MODES:
+            raise ValueError(f"verify must be one of {', '.join(VERIFY_MODES)}, not {self.verify!r}")
+        if self.time_budget <= 0:
+            raise ValueError(f"time_budget must be positive, got {self.time_budget}")
+        if not 1 <= self.min_iterations <= self.max_iterations:
+            raise ValueError(
+                f"need 1 <= min_iterations ({self.min_iterations}) <= max_iterations ({self.max_iterations})"
+            )
+        if self.warmup is not None and self.warmup < 0:
+            raise ValueError(f"warmup must not be negative, got {self.warmup}")
+        if self.window < 1:
+            raise ValueError(f"window must be at least 1, got {self.window}")
+        if self.work < 0:
+            raise ValueError(f"work must not be negative, got {self.work}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every rank does for one case; made and broadcast by rank 0."""
+
+    warmup: int
+    iterations: int
+    verify: str = "every"  # every | ends
+    limited_by: str = "count"  # count | volume | time | min
+    estimate: float = 0.0  # seconds per iteration measured in the warm-up (rank 0's wall time)
+
+    def verify_at(self, i: int) -> bool:
+        return self.verify == "every" or i == 0 or i == self.iterations - 1
+
+
+def static_plan(nbytes: int, settings: BenchSettings = BenchSettings(), per_iteration_bytes: int | None = None) -> Plan:
+    """The plan from the size alone: count by size, capped by ``max_iterations`` and volume."""
+    moved = max(1, per_iteration_bytes if per_iteration_bytes is not None else nbytes)
+    for limit, count, warm in STATIC_PLAN:
+        if nbytes <= limit:
+            break
+    limited_by = "count"
+    n = count
+    if n > settings.max_iterations:
+        n = settings.max_iterations
+    by_volume = settings.volume_cap // moved
+    if by_volume < n:
+        n, limited_by = int(by_volume), "volume"
+    if n < settings.min_iterations:
+        n, limited_by = settings.min_iterations, "min"
+    warm = settings.warmup if settings.warmup is not None else warm
+    return Plan(warmup=max(1, warm), iterations=n, limited_by=limited_by)
+
+
+def timed_plan(static: Plan, per_iteration: float, verify_cost: float, settings: BenchSettings) -> Plan:
+    """Rank 0's decision after the warm-up: cap by time, choose the verification mode.
+
+    ``per_iteration`` is the wall time of one warm-up iteration (verification included),
+    ``verify_cost`` the longest verification a rank made in one iteration.
+    """
+    verify = settings.verify
+    if verify == "auto":
+        verify = "ends" if verify_cost > 0.5 * max(per_iteration - verify_cost, 1e-9) else "every"
+    cost = per_iteration if verify == "every" else max(per_iteration - verify_cost, 1e-9)
+    n, limited_by = static.iterations, static.limited_by
+    by_time = int(settings.time_budget / max(cost, 1e-9))
+    if by_time < n:
+        n, limited_by = by_time, "time"
+    if n < settings.min_iterations:
+        n, limited_by = settings.min_iterations, "min"
+    return Plan(static.warmup, n, verify, limited_by, per_iteration)

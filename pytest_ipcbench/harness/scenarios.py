@@ -1,0 +1,482 @@
+"""The scenarios the harness times: broadcast, ping-pong, stream and granularity.
+
+Each is a class with ``open`` (backends, payloads), ``iteration(i, timed, verify)`` and
+``result`` (one :class:`~..history.results.Result` on rank 0); :mod:`.measure` drives them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from ..backends.base import BackendSpec
+from ..core.envinfo import cores as _cores
+from ..core.units import duration_label, size_label
+from ..core.group import Group
+from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
+from ..history.results import Result, Verified
+from .transfer import describe_object
+from .plan import BenchSettings, Plan, static_plan
+
+SCENARIOS = ("broadcast", "pingpong", "stream", "granularity")
+
+perf_counter = time.perf_counter
+_CORES = _cores()
+
+
+class VerificationError(AssertionError):
+    """A reader received something else than what was written."""
+
+
+# -------------------------------------------------------------------------------- payloads
+
+
+@dataclass(frozen=True)
+class BufferPayload:
+    """Exactly ``size`` bytes (a uint8 array): latency from 1 byte, bandwidth at exact sizes."""
+
+    size: int
+    kind: str = "buffer"
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError(f"a buffer payload needs at least 1 byte, got {self.size}")
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}-{size_label(self.size)}"
+
+    @property
+    def nbytes(self) -> int:
+        return self.size
+
+    def build(self, seed: int = 0) -> np.ndarray:
+        pattern = (np.arange(256, dtype=np.uint16) * 7 + seed * 13) % 251
+        return np.resize(pattern.astype(np.uint8), self.size)
+
+    def equal(self, a: Any, b: Any) -> bool:
+        try:
+            x = np.asarray(a if isinstance(a, np.ndarray) else memoryview(a)).reshape(-1).view(np.uint8)
+            y = np.asarray(b if isinstance(b, np.ndarray) else memoryview(b)).reshape(-1).view(np.uint8)
+        except (TypeError, ValueError):
+            return False
+        return x.shape == y.shape and bool(np.array_equal(x, y))
+
+
+Payload = Any  # PayloadSpec or BufferPayload: kind, size, id, nbytes, build(seed), equal(a, b)
+
+
+def payload_bytes(payload: Payload) -> int:
+    """Bytes of data a payload holds (``PayloadSpec.nbytes``), without building a large one."""
+    if isinstance(payload, PayloadSpec):
+        kind, size = payload.kind, payload.size
+        if kind == "ndarray":
+            return max(1, size // (NDARRAY_COLS * 4)) * NDARRAY_COLS * 4
+        if kind in ("array1d", "ragged2d"):
+            return max(1, size // (SEED004_ELEMENTS_PER_BASE * 4)) * SEED004_ELEMENTS_PER_BASE * 4
+        if kind == "dict":
+            return max(1, size // DICT_ENTRY_BYTES) * DICT_ENTRY_BYTES
+        if kind == "tiny":
+            return TINY_BYTES
+    return int(payload.nbytes)
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def touch(obj: Any) -> int:
+    """Read one byte of every cache line of every buffer in ``obj`` (a fully read object).
+
+    Arrays, bytes-likes and lists/tuples of them are scanned; other objects (a dict, already
+    built by unpickling) count as read.
+    """
+    if isinstance(obj, np.ndarray):
+        if obj.size == 0:
+            return 0
+        if obj.flags.c_contiguous:
+            flat = obj.reshape(-1).view(np.uint8)
+            return int(flat[::64].sum(dtype=np.uint64))
+        return int(np.asarray(obj).sum() != 0)
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return touch(np.frombuffer(obj, dtype=np.uint8)) if len(obj) else 0
+    if isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], (np.ndarray, bytes, bytearray, memoryview)):
+        return sum(touch(x) for x in obj)
+    try:
+        return len(obj)
+    except TypeError:
+        return 0
+
+
+def quiet_barrier(group: Group, spin: float = 50e-6, max_sleep: float = 1e-3, fraction: float = 0.05) -> None:
+    """A barrier that does not spin: MPI waits in ``Ibarrier`` + ``Test`` with sleeps.
+
+    The sleeps grow with the time waited (at most ``fraction`` of it, at most ``max_sleep``), so a
+    rank that waits long for a slow writer leaves the cores to the ranks that work (our machines
+    run 4 ranks on 2 cores), yet wakes within 5% of its wait. A plain ``Barrier`` follows, so the
+    ranks leave together. A local group's barrier blocks in a pipe and never spins.
+    """
+    comm = getattr(group, "comm", None)
+    if not group.is_mpi or comm is None:
+        group.barrier()
+        return
+    req = comm.Ibarrier()
+    t0 = perf_counter()
+    while not req.Test():
+        waited = perf_counter() - t0
+        if waited > spin:
+            time.sleep(min(max_sleep, fraction * waited))
+    comm.Barrier()
+
+
+@dataclass
+class _Record:
+    """One rank's samples and verification record for one case."""
+
+    rank: int
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    checked: int = 0
+    failures: list[str] = field(default_factory=list)
+    verify_times: list[float] = field(default_factory=list)
+    warm_times: list[float] = field(default_factory=list)
+
+    def add(self, metric: str, value: float) -> None:
+        self.samples.setdefault(metric, []).append(value)
+
+    def check(self, ok: bool, what: str) -> None:
+        self.checked += 1
+        if not ok and len(self.failures) < 5:
+            self.failures.append(what)
+        elif not ok:
+            self.failures.append("")
+
+
+# --------------------------------------------------------------------------------- scenarios
+
+
+class _Case:
+    """One case of one scenario on one rank; subclasses implement one iteration."""
+
+    scenario = ""
+    primary = "completion"
+
+    def __init__(self, group: Group, spec: BackendSpec, payload: Payload, settings: BenchSettings) -> None:
+        self.group = group
+        self.spec = spec
+        self.payload = payload
+        self.settings = settings
+        self.nbytes = payload_bytes(payload)
+        self.record = _Record(group.rank)
+        self.live: list[Any] = []
+        self.extra: dict[str, Any] = {}
+        self.kind_of_backend, self.readers = "", 0  # set by open()
+
+    # life cycle (collective)
+    def open(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        while self.live:
+            self.live.pop().close()
+
+    def _open(self, spec: BackendSpec) -> Any:
+        backend = spec.open(self.group)
+        backend.setup()
+        self.live.append(backend)
+        self.extra["wait"] = backend.wait  # how its readers waited (METHOD rule 18)
+        return backend
+
+    def _payloads(self) -> list[Any]:
+        """Two payloads (seeds 1 and 2) that alternate, so a stale value fails verification; or
+        one sent every time (``alternate=False``: what mpi4py.bench and OSU do)."""
+        first = self.payload.build(seed=1)
+        return [first, self.payload.build(seed=2) if self.settings.alternate else first]
+
+    @property
+    def per_iteration_bytes(self) -> int:
+        return self.nbytes
+
+    def static_plan(self) -> Plan:
+        return static_plan(self.nbytes, self.settings, self.per_iteration_bytes)
+
+    def iteration(self, i: int, timed: bool, verify: bool) -> None:
+        raise NotImplementedError
+
+    def block(self, start: int, count: int, timed: bool, verify_at: Callable[[int], bool]) -> None:
+        """Iterations ``start .. start + count - 1``."""
+        for i in range(start, start + count):
+            self.iteration(i, timed, verify_at(i))
+
+    def result(self, records: list[_Record], plan: Plan) -> Result:
+        raise NotImplementedError
+
+    def _result(self, samples: dict[str, list[float]], plan: Plan, records: list[_Record], **extra: Any) -> Result:
+        checked = sum(r.checked for r in records)
+        failed = sum(len(r.failures) for r in records)
+        return Result(
+            scenario=self.scenario,
+            backend=self.spec.name,
+            mode=self.spec.mode,
+            payload=self.payload.kind,
+            size=int(self.payload.size),
+            ranks=self.group.size,
+            samples={k: [float(x) for x in v] for k, v in samples.items()},
+            nbytes=self.nbytes,
+            primary=self.primary,
+            extra={**self.extra, **extra},
+            verified=Verified(checked, failed),
+            kind=self.kind_of_backend,
+            readers=self.readers,
+            group="mpi" if self.group.is_mpi else "local",
+            oversubscribed=self.group.size > _CORES,
+            nodes=self.group.nodes,
+            plan=asdict(plan),
+        )
+
+
+class _Broadcast(_Case):
+    """1 writer (the spec's root), N readers; write, (barrier for a store), read, touch, verify."""
+
+    scenario = "broadcast"
+
+    def open(self) -> None:
+        self.live_backend = self._open(self.spec)
+        self.kind = self.live_backend.kind
+        self.is_writer = self.group.rank == self.live_backend.root
+        self.objs = self._payloads()  # writer: sent; readers: expected
+        self.live_backend.prepare(self.objs)  # iteration i sends objs[i % 2]
+        self.kind_of_backend, self.readers = self.kind, len(self.live_backend.readers)
+        self.extra.update(root=self.live_backend.root, touched=self.settings.touch)
+
+    def iteration(self, i: int, timed: bool, verify: bool) -> None:
+        backend, rec, obj = self.live_backend, self.record, self.objs[i % 2]
+        store = self.kind == "store"
+        quiet = self.settings.quiet_waits
+        wait = quiet_barrier if quiet else (lambda g: g.barrier())
+        wait(self.group)
+        t0 = perf_counter()
+        if self.is_writer:
+            backend.write(obj)
+            t1 = perf_counter()
+            if store:
+                wait(self.group)
+            if timed:
+                rec.add("write", t1 - t0)
+            else:
+                rec.warm_times.append(t1 - t0)
+            return
+        if store:
+            wait(self.group)
+        t1 = perf_counter()
+        got = backend.read()
+        t2 = perf_counter()
+        if self.settings.touch:
+            touch(got)
+        t3 = perf_counter()
+        if timed:
+            rec.add("read", t2 - t1)
+            rec.add("completion", t2 - t0)
+            if self.settings.touch:
+                rec.add("touched", t3 - t1)
+                rec.add("completion_touched", t3 - t0)
+        else:
+            rec.warm_times.append(t2 - t0)
+        if verify:
+            v0 = perf_counter()
+            ok = self.payload.equal(got, obj)
+            rec.verify_times.append(perf_counter() - v0)
+            rec.check(ok, f"iteration {i}: received {describe_object(got)}, expected {describe_object(obj)}")
+        del got
+
+    def result(self, records: list[_Record], plan: Plan) -> Result:
+        root = self.live_backend.root
+        writer = records[root]
+        readers = [r for r in records if r.rank != root]
+        samples: dict[str, list[float]] = {"write": writer.samples.get("write", [])}
+        for metric, out in (("read", "read"), ("touched", "touched")):
+            if all(metric in r.samples for r in readers) and readers:
+                m = np.array([r.samples[metric] for r in readers])
+                samples[f"{out}_avg"] = list(m.mean(axis=0))
+                samples[f"{out}_min"] = list(m.min(axis=0))
+                samples[f"{out}_max"] = list(m.max(axis=0))
+        for metric in ("completion", "completion_touched"):
+            if readers and all(metric in r.samples for r in readers):
+                samples[metric] = list(np.array([r.samples[metric] for r in readers]).max(axis=0))
+        if self.kind == "store" and samples["write"]:
+            # A store is written, then read: completion = write + slowest read, per iteration
+            # (durations on two ranks, added; no timestamps compared). What the readers saw
+            # from the common barrier, which adds the harness's own barrier between write and
+            # read, stays as completion_synced.
+            write = np.array(samples["write"])
+            samples["completion_synced"] = samples.pop("completion", [])
+            samples["completion"] = list(write + np.array(samples["read_max"]))
+            if "touched_max" in samples:
+                samples.pop("completion_touched", None)
+                samples["completion_touched"] = list(write + np.array(samples["touched_max"]))
+        per_reader = {str(r.rank): float(np.median(r.samples["read"])) for r in readers if r.samples.get("read")}
+        return self._result(samples, plan, records, read_median_by_rank=per_reader)
+
+
+class _PingPong(_Case):
+    """Two ranks; rank 0 writes to rank 1, which answers with what it got (or after ``work``)."""
+
+    scenario = "pingpong"
+    primary = "latency"
+
+    def open(self) -> None:
+        if self.group.size != 2:
+            raise ValueError(f"{self.scenario} needs a group of 2 ranks, got {self.group.size}")
+        self.fwd = self._open(replace(self.spec, root=0))
+        self.back = self._open(replace(self.spec, root=1))
+        self.objs = self._payloads() if self.group.rank == 0 else []
+        self.kind_of_backend, self.readers = self.fwd.kind, 1
+        self.extra.update(work_s=self.settings.work)
+
+    def iteration(self, i: int, timed: bool, verify: bool) -> None:
+        self.block(i, 1, timed, lambda _: verify)
+
+    def block(self, start: int, count: int, timed: bool, verify_at: Callable[[int], bool]) -> None:
+        # A tight loop (names bound once): rank 1's turn-around is inside rank 0's round trip.
+        rec = self.record
+        if self.group.rank == 0:
+            write, read, objs, equal = self.fwd.write, self.back.read, self.objs, self.payload.equal
+            out = rec.samples.setdefault("roundtrip", []) if timed else rec.warm_times
+            clock = perf_counter
+            for i in range(start, start + count):
+                obj = objs[i & 1]
+                t0 = clock()
+                write(obj)
+                got = read()
+                t1 = clock()
+                out.append(t1 - t0)
+                if verify_at(i):
+                    v0 = perf_counter()
+                    ok = equal(got, obj)
+                    rec.verify_times.append(perf_counter() - v0)
+                    rec.check(ok, f"iteration {i}: echo is {describe_object(got)}, sent {describe_object(obj)}")
+                del got
+            return
+        read, write, work = self.fwd.read, self.back.write, self.settings.work
+        if work <= 0:
+            for _ in range(count):
+                write(read())
+            return
+        works = rec.samples.setdefault("work", []) if timed else []
+        for _ in range(count):
+            got = read()
+            w0 = perf_counter()
+            time.sleep(work)
+            works.append(perf_counter() - w0)
+            write(got)
+            del got
+
+    def result(self, records: list[_Record], plan: Plan) -> Result:
+        rtt = np.array(records[0].samples.get("roundtrip", []))
+        samples = {"roundtrip": list(rtt), "latency": list(rtt / 2)}
+        return self._result(samples, plan, records)
+
+
+class _Granularity(_PingPong):
+    scenario = "granularity"
+    primary = "overhead"
+
+    def result(self, records: list[_Record], plan: Plan) -> Result:
+        rtt = np.array(records[0].samples.get("roundtrip", []))
+        work = np.array(records[1].samples.get("work", [0.0] * len(rtt)))
+        samples = {"roundtrip": list(rtt), "work": list(work), "overhead": list(rtt - work)}
+        med = float(np.median(rtt)) if rtt.size else float("nan")
+        eff = float(np.median(work)) / med if rtt.size and med > 0 else float("nan")
+        result = self._result(samples, plan, records, efficiency_work=eff, tasks_per_s=1 / med if med > 0 else None)
+        result.variant = f"work={duration_label(self.settings.work)}"
+        return result
+
+
+class _Stream(_Case):
+    """Channels only: windows of messages back to back, acknowledged by a barrier (OSU bw)."""
+
+    scenario = "stream"
+    primary = "delivered"
+
+    def open(self) -> None:
+        self.live_backend = self._open(self.spec)
+        if self.live_backend.kind != "channel":
+            raise ValueError(
+                f"the stream scenario needs a channel backend; {self.spec.name} is a "
+                f"{self.live_backend.kind} (a store keeps only the newest value)"
+            )
+        if self.spec.mode == "native" and getattr(self.live_backend, "native_views_until_next_write", False):
+            raise ValueError(
+                f"the stream scenario keeps a window of values; {self.spec.name}'s native values are "
+                "views that the next write overwrites: stream it in bytes mode"
+            )
+        self.is_writer = self.group.rank == self.live_backend.root
+        self.window = max(1, min(self.settings.window, self.settings.window_bytes // max(1, self.nbytes)))
+        self.objs = self._payloads()
+        self.kind_of_backend, self.readers = "channel", len(self.live_backend.readers)
+        self.extra.update(window=self.window)
+
+    @property
+    def per_iteration_bytes(self) -> int:
+        return self.nbytes * self.window
+
+    def static_plan(self) -> Plan:
+        """The size rules count messages; an iteration here is a window of them."""
+        per_message = static_plan(self.nbytes, replace(self.settings, volume_cap=10**30, min_iterations=1))
+        windows = max(1, per_message.iterations // self.window)
+        by_volume = self.settings.volume_cap // max(1, self.per_iteration_bytes)
+        n, limited = (windows, per_message.limited_by)
+        if by_volume < n:
+            n, limited = by_volume, "volume"
+        if n < self.settings.min_iterations:
+            n, limited = self.settings.min_iterations, "min"
+        warm = self.settings.warmup if self.settings.warmup is not None else -(-per_message.warmup // self.window)
+        return Plan(warmup=max(1, warm), iterations=int(n), limited_by=limited)
+
+    def iteration(self, i: int, timed: bool, verify: bool) -> None:
+        backend, rec, w = self.live_backend, self.record, self.window
+        quiet_barrier(self.group) if self.settings.quiet_waits else self.group.barrier()
+        t0 = perf_counter()
+        if self.is_writer:
+            for k in range(w):
+                backend.write(self.objs[k % 2])
+            t1 = perf_counter()
+            self.group.barrier()  # the acknowledgement: every reader has every message
+            t2 = perf_counter()
+            if timed:
+                rec.add("send", (t1 - t0) / w)
+                rec.add("delivered", (t2 - t0) / w)
+            else:
+                rec.warm_times.append(t2 - t0)
+            return
+        got = [backend.read() for _ in range(w)]
+        t1 = perf_counter()
+        self.group.barrier()
+        if timed:
+            rec.add("read", (t1 - t0) / w)
+        if verify:
+            v0 = perf_counter()
+            bad = [k for k, x in enumerate(got) if not self.payload.equal(x, self.objs[k % 2])]
+            rec.verify_times.append(perf_counter() - v0)
+            rec.check(not bad, f"window {i}: messages {bad[:5]} differ from what was sent")
+        del got
+
+    def result(self, records: list[_Record], plan: Plan) -> Result:
+        writer = records[self.live_backend.root]
+        readers = [r for r in records if r.rank != self.live_backend.root]
+        samples = {"send": writer.samples.get("send", []), "delivered": writer.samples.get("delivered", [])}
+        if readers and all("read" in r.samples for r in readers):
+            m = np.array([r.samples["read"] for r in readers])
+            samples.update(read_avg=list(m.mean(axis=0)), read_max=list(m.max(axis=0)))
+        med = float(np.median(samples["delivered"])) if samples["delivered"] else float("nan")
+        return self._result(samples, plan, records, msgs_per_s=1 / med if med > 0 else None)
+
+
+_SCENARIO_CLASSES: dict[str, type[_Case]] = {
+    "broadcast": _Broadcast,
+    "pingpong": _PingPong,
+    "stream": _Stream,
+    "granularity": _Granularity,
+}
+PAIR_SCENARIOS = ("pingpong", "granularity")
