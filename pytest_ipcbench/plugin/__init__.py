@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import tempfile
 import traceback
 import types
 import weakref
@@ -147,6 +148,13 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError("--with-mpi: the ipcbench plugin needs mpi4py (pip install 'pytest-ipcbench[mpi]')")
         comm = MPI.COMM_WORLD
     rank = comm.Get_rank() if comm is not None else 0
+    if rank > 0 and "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+        # every rank runs its own pytest: sharing /tmp/pytest-of-<user> they race on its
+        # pytest-current link at session end (FileNotFoundError); each other rank gets a root of its own
+        # (inside pytest's own per-user folder, so nothing new appears in the temp folder)
+        root = Path(tempfile.gettempdir()) / f"pytest-of-{_user()}" / f"rank{rank}"
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
     try:
         settings = resolve_settings(config, comm.Get_size() if comm is not None else None)
     except pytest.UsageError as exc:
@@ -164,6 +172,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if comm is not None:
         quiet = rank > 0 and not settings.all_ranks_output
         config.pluginmanager.register(MpiHygiene(config, session, comm, quiet), MpiHygiene.NAME)
+
+
+def _user() -> str:
+    """The user name in pytest's temp folder (``pytest-of-<user>``), as pytest finds it."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (ImportError, KeyError, OSError):
+        return "unknown"
 
 
 def _all_ranks_flag(config: pytest.Config) -> bool:
