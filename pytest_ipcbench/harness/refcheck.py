@@ -142,7 +142,7 @@ def compare_on(
                     row = RefRow(
                         backend=name, mode=mode, scenario=scenario, size=size, reference=reference,
                         ours=iv.median_a, ref=iv.median_b, ratio=iv.ratio, low=iv.low, high=iv.high,
-                        wait=str(ours.extra.get("wait", "")), samples=len(ours.samples[metric]),
+                        wait=ours.wait, samples=len(ours.samples[metric]),
                         ranks=ours.ranks,
                     )
                     if len(results) > 2 and results[2] is not None:

@@ -185,7 +185,7 @@ class _Case:
         backend = spec.open(self.group)
         backend.setup()
         self.live.append(backend)
-        self.extra["wait"] = backend.wait  # how its readers waited (METHOD rule 18)
+        self.wait = backend.wait  # how its readers waited (METHOD rule 18)
         return backend
 
     def _payloads(self) -> list[Any]:
@@ -226,6 +226,7 @@ class _Case:
             nbytes=self.nbytes,
             primary=self.primary,
             extra={**self.extra, **extra},
+            wait=getattr(self, "wait", ""),
             verified=Verified(checked, failed),
             kind=self.kind_of_backend,
             readers=self.readers,

@@ -25,7 +25,8 @@ READABLE_SCHEMAS = ("pytest-ipcbench/1", SCHEMA)
 PRIMARY_METRIC = "completion"
 #: fields that schema 1 kept in ``extra`` under these keys
 _V1_EXTRA_FIELDS = {"kind": "kind", "readers": "readers", "group": "group", "oversubscribed": "oversubscribed",
-                    "plan": "plan", "copy_bandwidth_Bps": "copy_bandwidth", "verified": "verified"}
+                    "plan": "plan", "copy_bandwidth_Bps": "copy_bandwidth", "verified": "verified",
+                    "wait": "wait"}
 #: schema 1 stored these derived values apart from the samples; now they are computed
 _V1_DERIVED = ("efficiency", "bandwidth_Bps", "bandwidth_metric")
 
@@ -63,6 +64,7 @@ class Result:
     # bytes/s of a plain numpy copy of ``nbytes``, measured in the same run: the reference of
     # :meth:`efficiency` (a measurement, so it is stored; the efficiency is derived)
     copy_bandwidth: float | None = None
+    wait: str = ""  # how the readers waited: "block" or "backoff" (METHOD rule 18)
 
     @property
     def key(self) -> str:

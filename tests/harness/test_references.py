@@ -134,9 +134,9 @@ def test_pacers_give_up_at_the_timeout_and_spin_never_sleeps_long() -> None:
 
 def test_results_and_environment_record_the_wait(world: LocalWorld, keep_wait: None) -> None:
     got = world.run(_bench_forced, "backoff", ranks=2)[0]
-    assert got.extra["wait"] == "backoff"
+    assert got.wait == "backoff"
     got = world.run(_bench_forced, "block", ranks=2)[0]
-    assert got.extra["wait"] == "block"
+    assert got.wait == "block"
     set_default_wait("backoff")
     env = envinfo.collect(ranks=2)
     assert env["wait"] == {"asked": "backoff", "resolved": "backoff"}
