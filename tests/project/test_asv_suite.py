@@ -162,9 +162,10 @@ def test_default_suite_is_small_and_the_full_matrix_is_behind_an_option() -> Non
     assert full["transfer"] == n * 2 * 9 * 2 and full["methods"] == 9 * 3 * 2 * 2
 
 
-def test_one_setup_cache_serves_every_mpi_benchmark() -> None:
+def test_one_setup_cache_serves_every_mpi_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
     """asv keys a setup_cache by its function's module and line: both MPI modules share one."""
     asv_base = pytest.importorskip("asv_runner.benchmarks._base")
+    monkeypatch.syspath_prepend(str(REPO))  # the `pytest` script does not put the checkout on sys.path
     import benchmarks._job as job  # noqa: PLC0415
     import benchmarks.bench_mpi_methods as methods  # noqa: PLC0415
     import benchmarks.bench_transfer as transfer  # noqa: PLC0415
