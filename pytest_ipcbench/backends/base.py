@@ -51,6 +51,25 @@ class PayloadError(ValueError):
     """The object cannot be sent by this backend (unpicklable, too large, ...)."""
 
 
+class ArrayDescriptions:
+    """The pickled ``(dtype, shape)`` of plain arrays, cached per dtype and shape: a writer that
+    sends arrays of one shape pickles their description once (the stores send it as a head)."""
+
+    LIMIT = 64  # distinct shapes kept before the cache starts over
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[str, tuple[int, ...]], bytes] = {}
+
+    def of(self, arr: Any) -> bytes:
+        key = (arr.dtype.str, arr.shape)
+        desc = self._by_key.get(key)
+        if desc is None:
+            if len(self._by_key) > self.LIMIT:
+                self._by_key.clear()
+            desc = self._by_key[key] = pickle.dumps((arr.dtype, arr.shape), protocol=5)
+        return desc
+
+
 def dumps(obj: Any) -> bytes:
     """Serialize for bytes mode; an unpicklable object raises PayloadError on the caller."""
     try:

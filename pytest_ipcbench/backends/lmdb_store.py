@@ -55,7 +55,7 @@ import numpy as np
 
 from ..core import names
 from ..core.units import format_bytes
-from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
+from .base import ArrayDescriptions, Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 STATE_VALUE, STATE_ERROR, STATE_ARRAY = 0, 1, 2  # STATE_ARRAY: head is a plain array's (dtype, shape)
 _SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
@@ -89,7 +89,7 @@ class LMDBBackend(Backend):
         self._seq = 0
         self._owner = False
         self._map_known = 0  # writer: a map size known to be set (saves env.info() per write)
-        self._meta: dict[Any, bytes] = {}  # writer: (dtype, shape) -> pickled description
+        self._meta = ArrayDescriptions()  # writer: a plain array's pickled (dtype, shape)
         self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
         self._reserved_to = 0  # the writer's data file is allocated up to here (bytes)
         self._used_bound = 0  # and used at most up to here
@@ -157,7 +157,7 @@ class LMDBBackend(Backend):
                 nbuf = 0
             elif type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
                 # a plain array without pickling: its (dtype, shape), cached, and its bytes
-                items = [(_KEY_HEAD, self._array_meta(obj)), (_buf_key(0), obj.reshape(-1).view(np.uint8))]
+                items = [(_KEY_HEAD, self._meta.of(obj)), (_buf_key(0), obj.reshape(-1).view(np.uint8))]
                 nbuf, state = 1, STATE_ARRAY
             else:
                 head, buffers = dumps_oob(obj)
@@ -179,15 +179,6 @@ class LMDBBackend(Backend):
                 pass
             raise
 
-    def _array_meta(self, arr: np.ndarray) -> bytes:
-        """The pickled (dtype, shape) of a plain array, cached per dtype and shape."""
-        key = (arr.dtype.str, arr.shape)
-        meta = self._meta.get(key)
-        if meta is None:
-            if len(self._meta) > 64:
-                self._meta.clear()
-            meta = self._meta[key] = pickle.dumps((arr.dtype, arr.shape), protocol=5)
-        return meta
 
     def _commit(self, items: list[tuple[bytes, Any]], state: int, nbuf: int) -> None:
         env = self._env

@@ -47,6 +47,7 @@ import numpy as np
 
 from ..core import names
 from .base import (
+    ArrayDescriptions,
     Backend,
     PayloadError,
     dumps,
@@ -148,7 +149,7 @@ class SharedMemoryBackend(Backend):
         self._gen = 0
         self._seq = 0  # writer: last published; reader: last read
         self._owner = False
-        self._meta: dict[Any, bytes] = {}  # writer: (dtype, shape) -> pickled description
+        self._meta = ArrayDescriptions()  # writer: a plain array's pickled (dtype, shape)
         self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
 
     @classmethod
@@ -229,7 +230,7 @@ class SharedMemoryBackend(Backend):
             else:
                 flag = _PICKLED
                 if type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
-                    flag, head, raws = _ARRAY, self._array_meta(obj), [memoryview(obj.reshape(-1).view(np.uint8))]
+                    flag, head, raws = _ARRAY, self._meta.of(obj), [memoryview(obj.reshape(-1).view(np.uint8))]
                 else:
                     head, buffers = dumps_oob(obj)
                     try:
@@ -275,15 +276,6 @@ class SharedMemoryBackend(Backend):
         old, self._old_name = self._old_name, None
         _unlink(old)
 
-    def _array_meta(self, arr: np.ndarray) -> bytes:
-        """The pickled (dtype, shape) of a plain array, cached per dtype and shape."""
-        key = (arr.dtype.str, arr.shape)
-        meta = self._meta.get(key)
-        if meta is None:
-            if len(self._meta) > 64:
-                self._meta.clear()
-            meta = self._meta[key] = pickle.dumps((arr.dtype, arr.shape), protocol=5)
-        return meta
 
     def _publish_error(self, message: str) -> None:
         """Tell the readers that this write failed (their read() raises PayloadError)."""
