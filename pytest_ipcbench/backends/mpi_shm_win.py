@@ -162,7 +162,6 @@ class MPIShmWinBackend(Backend):
             ctrl[_GROW_GEN] = self._grow_gen = self._grow_gen + 1
             self._sync()
             self._grow(size)
-        data = self._data
         window = self._data_view
         if table is not None:
             window[: len(table)] = table
@@ -187,7 +186,7 @@ class MPIShmWinBackend(Backend):
         except BufferError as exc:
             raise PayloadError(f"cannot lay out a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
         # struct, not numpy: for small objects these few words cost more than the data
-        pos = head_off = _align(8 * (_TABLE + 2 * len(raws)))
+        pos = _align(8 * (_TABLE + 2 * len(raws)))
         offsets, parts, words = [pos], [head], [len(raws), pos, len(head)]
         pos = _align(pos + len(head))
         for raw in raws:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..harness.inject import parse_injection
 from ..history.compare import EXIT_ERROR, GateError
 from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
 from .compare import add_decision_options, decision, parse_rounds
@@ -19,13 +20,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="git ref of the head, or a folder holding a working tree (default: the current working tree)",
     )
     parser.add_argument("--rounds", type=parse_rounds, default=DEFAULT_ROUNDS,
-                        help=f"interleaved rounds per side (default {DEFAULT_ROUNDS})")
+                        help=f"interleaved rounds of every case per side (default {DEFAULT_ROUNDS})")
     parser.add_argument("--confirm-rounds", type=int, default=DEFAULT_CONFIRM_ROUNDS,
-                        help="when a case looks slower, this many more rounds are run and the verdict is "
-                             f"taken again on every round (default {DEFAULT_CONFIRM_ROUNDS}; 0: no confirmation)")
+                        help="at most this many more rounds of only the cases in doubt (head/base above 1 + half "
+                             "the threshold), one at a time until none is in doubt; every verdict is taken on "
+                             f"all of a case's rounds (default {DEFAULT_CONFIRM_ROUNDS}; 0: none)")
+    parser.add_argument("--inject", action="append", default=[], metavar="BACKEND=FACTOR",
+                        help="slow the head's cases of BACKEND down FACTOR times on purpose (repeatable), to "
+                             "measure what the gate can see on this machine (docs/performance-history.md)")
     parser.add_argument(
         "--run-args", default=None,
-        help="arguments of each `ipcbench run` (default '--quick' in pytest-ipcbench's repository; in another "
+        help="arguments of each `ipcbench run` (default '--quick --ranks N', N the cores from 2 to 4, in "
+             "pytest-ipcbench's repository; in another "
              "project, none: the matrix its [tool.ipcbench] declares); --out (and --config) are added by the gate",
     )
     parser.add_argument(
@@ -47,7 +53,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    opts = GateOptions(base=args.base, head=args.head, rounds=args.rounds, confirm_rounds=args.confirm_rounds,
+    try:
+        inject = parse_injection(",".join(args.inject), "--inject")
+    except ValueError as exc:
+        print(f"ipcbench gate: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    opts = GateOptions(inject=inject, base=args.base, head=args.head, rounds=args.rounds, confirm_rounds=args.confirm_rounds,
                        run_args=args.run_args, out=args.out, cache_dir=args.cache_dir, isolated=args.isolated,
                        timeout=args.timeout, decision=decision(args), skip_unadopted_base=args.skip_unadopted_base)
     try:

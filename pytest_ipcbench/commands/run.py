@@ -55,8 +55,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenarios", type=_csv, default=None, help=f"comma list of {','.join(SCENARIOS)}")
     parser.add_argument("--sizes", type=_sizes, default=None, help="override every size list, e.g. 1KB,1MB")
     parser.add_argument("--only", action="append", default=None, metavar="PATTERN",
-                        help="run the cases whose label matches (glob or substring; repeatable); see --list")
+                        help="run the cases whose label matches (glob or substring; repeatable); see --list. The "
+                             "extras run only when named: --only seed004 (seed 004's MPI methods), --only seed002")
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
+    parser.add_argument("--results-only", action="store_const", const=True, default=None,
+                        help="write results.json and run.log only: no CSV, plots or tables (what the gate's rounds need)")
     parser.add_argument("--time-budget", type=_seconds, default=None, help="seconds of timed iterations per case")
     parser.add_argument("--case-timeout", type=_seconds, default=None, help="seconds without progress before a job is killed")
     parser.add_argument("--no-mpi", action="store_true", help="do not launch mpiexec (local backends only)")

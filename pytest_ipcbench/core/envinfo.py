@@ -97,6 +97,9 @@ def mpi_info() -> dict[str, Any]:
     return info
 
 
+INJECT_ENV = "IPCBENCH_INJECT"  # slowdowns injected on purpose (harness/inject.py)
+
+
 def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", extra: dict[str, Any] | None = None,
             node_sizes: list[int] | None = None) -> dict[str, Any]:
     """The environment record; ``ranks`` is the number of processes of the measurement,
@@ -123,6 +126,8 @@ def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", e
         env["nodes"] = len(node_sizes)
         env["ranks_per_node"] = list(node_sizes)
     env["wait"] = _wait_record(ranks, n_cores)
+    if os.environ.get(INJECT_ENV, "").strip():  # slowed on purpose (harness/inject.py): not the code's speed
+        env["injected"] = os.environ[INJECT_ENV].strip()
     if group_kind:
         env["group"] = group_kind
     if mode:

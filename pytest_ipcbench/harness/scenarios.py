@@ -18,6 +18,7 @@ from ..core.units import duration_label, size_label
 from ..core.group import Group
 from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
 from ..history.results import Result, Verified
+from .inject import slow_down
 from .transfer import describe_object
 from .plan import BenchSettings, Plan, static_plan
 
@@ -182,7 +183,7 @@ class _Case:
             self.live.pop().close()
 
     def _open(self, spec: BackendSpec) -> Any:
-        backend = spec.open(self.group)
+        backend = slow_down(spec.open(self.group), spec.name)  # unchanged unless $IPCBENCH_INJECT names it
         backend.setup()
         self.live.append(backend)
         self.wait = backend.wait  # how its readers waited (METHOD rule 18)

@@ -30,14 +30,19 @@ from pathlib import Path
 from typing import Sequence
 
 from ..core import names
+from ..core.envinfo import INJECT_ENV, cores
 from ..core.procs import kill_group
 from ..core.project import find_pyproject
 from . import consumer
 from .compare import Comparison, Decision, GateError, compare_sets, format_markdown, format_table, merge_rounds
 from .results import ResultSet
 
-DEFAULT_ROUNDS = 3
-DEFAULT_CONFIRM_ROUNDS = 2
+DEFAULT_ROUNDS = 2
+DEFAULT_CONFIRM_ROUNDS = 4
+#: After the first rounds a case stays in doubt while head / base is above 1 + this share of the
+#: threshold: only such cases get the confirming rounds (a clearly unchanged case cannot turn into
+#: a regression by more measuring, a real one only gathers evidence).
+DOUBT_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -46,13 +51,14 @@ class GateOptions:
     head: str = "."
     rounds: int = DEFAULT_ROUNDS
     confirm_rounds: int = DEFAULT_CONFIRM_ROUNDS
-    run_args: str | None = None  # None: "--quick" here, the declared matrix as it is in another project
+    run_args: str | None = None  # None: default_run_args() here, the declared matrix as it is in another project
     out: str | None = None
     cache_dir: str | None = None
     isolated: bool = False
     timeout: float = 1800.0
     decision: Decision = field(default_factory=Decision)
     skip_unadopted_base: bool = False  # another project: a base without [tool.ipcbench] exits 0, not 2
+    inject: dict[str, float] = field(default_factory=dict)  # head only: backend -> slowdown (harness/inject.py)
 
 
 class Unadopted(GateError):
@@ -103,6 +109,7 @@ class Side:
     decl: "consumer.Declared | None" = None  # another project: its pyproject.toml (None: pytest-ipcbench itself)
     config: Path | None = None  # another project: the copy of its pyproject.toml given to `ipcbench run --config`
     prefix: str = ""  # the project's folder inside the repository ("" at the top, else ending in "/")
+    run_help: str = ""  # `ipcbench run --help` of this side: which options its version knows
 
     @property
     def bin(self) -> Path:
@@ -293,7 +300,7 @@ def check_matrix(side: Side, scratch: Path, timeout: float) -> int:
 
 
 def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log: Path,
-              timeout: float) -> tuple[ResultSet, str]:
+              timeout: float, env: dict[str, str] | None = None) -> tuple[ResultSet, str]:
     """One ``ipcbench run`` of a side into ``out``: its ResultSet, and a warning ("" if none).
 
     The command runs in a scratch folder, never in the repository: there ``python -m`` would
@@ -307,7 +314,7 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
     else:
         cmd = [side.bin / "ipcbench", "run", *run_args, "--out", out]
     started = time.monotonic()
-    code = _run_logged(cmd, log, timeout, cwd=scratch, env=_side_env(side.venv))
+    code = _run_logged(cmd, log, timeout, cwd=scratch, env={**_side_env(side.venv), **(env or {})})
     took = time.monotonic() - started
     results = out / "results.json"
     if code not in (0, 1) or not results.is_file():
@@ -325,6 +332,67 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
     print(f"[gate]   {side.name}: {took:.1f} s, {len(rs.results)} cases" + (" (with failures)" if code else ""),
           flush=True)
     return rs, warning
+
+
+def default_run_args() -> str:
+    """The gate's matrix in this repository: the quick level at as many ranks as cores (2 to 4).
+
+    Oversubscribed ranks measure the scheduler as much as the code: on 2 cores, the same code
+    moved 20-50% between rounds at 4 ranks and 3% (median over backends) at 2
+    (docs/performance-history.md), and a gate cannot see through that.
+    """
+    return f"--quick --ranks {max(2, min(4, cores()))}"
+
+
+def run_help(side: Side, scratch: Path, timeout: float) -> str:
+    """``ipcbench run --help`` of a side, asked once: which options its version knows (a base
+    may predate one)."""
+    if not side.run_help:
+        assert side.venv is not None
+        cmd = [*consumer.run_command(side.bin / "python")] if side.config is not None else [str(side.bin / "ipcbench"), "run"]
+        proc = subprocess.run([*cmd, "--help"], capture_output=True, text=True, cwd=scratch,
+                              env=_side_env(side.venv), timeout=min(timeout, 300))
+        side.run_help = proc.stdout or " "
+    return side.run_help
+
+
+def side_args(side: Side, run_args: Sequence[str], only: Sequence[str] | None, scratch: Path,
+              timeout: float) -> list[str]:
+    """The arguments of one side's round: the gate's, ``--results-only`` when its version knows
+    it (no plots to wait for), and ``--only`` of the cases in doubt (None: every case)."""
+    text = run_help(side, scratch, timeout)
+    args = list(run_args)
+    if "--results-only" in text:
+        args.append("--results-only")
+    for label in only or ():
+        args += ["--only", label]
+    return args
+
+
+#: The label of ``ipcbench run --only`` that selects a result's case, for results that are no case
+#: of the matrix (the extras run as blocks).
+EXTRA_LABELS = {"mpi-method": "seed004", "seed002": "seed002", "seed002-handle": "seed002"}
+
+
+def doubtful(comparison: Comparison, head: ResultSet, threshold: float) -> list[str] | None:
+    """The ``--only`` labels of the cases still in doubt: head / base above 1 + DOUBT_SHARE x
+    threshold (slower ones too: a confirmed regression needs the rounds). None when a doubtful
+    case cannot be selected alone (results of a version that does not record its case label):
+    then the whole matrix runs again."""
+    by_key = head.by_key()
+    labels: list[str] = []
+    for case in comparison.cases:
+        iv = case.interval
+        if iv is None or case.status == "reference" or iv.ratio <= 1 + DOUBT_SHARE * threshold:
+            continue
+        r = by_key.get(case.key)
+        label = (r.extra or {}).get("case") if r is not None else None
+        label = label or (EXTRA_LABELS.get(r.scenario) if r is not None else None)
+        if not label:
+            return None
+        if label not in labels:
+            labels.append(label)
+    return labels
 
 
 def round_order(rounds: int, first: int = 0) -> list[tuple[int, str]]:
@@ -418,7 +486,7 @@ def run_gate(opts: GateOptions) -> int:
     if project and opts.isolated:
         raise GateError("--isolated is for pytest-ipcbench's own repository: in another project both sides "
                         "share the gate's pytest-ipcbench, numpy, mpi4py and MPI")
-    run_text = opts.run_args if opts.run_args is not None else ("" if project else "--quick")
+    run_text = opts.run_args if opts.run_args is not None else ("" if project else default_run_args())
     if out.exists():
         shutil.rmtree(out)
     (out / "rounds").mkdir(parents=True)
@@ -446,11 +514,18 @@ def run_gate(opts: GateOptions) -> int:
             names.remove(scratch)
             raise
 
-    def run_rounds(count: int) -> Comparison:
+    injected = {INJECT_ENV: ",".join(f"{k}={v:g}" for k, v in opts.inject.items())} if opts.inject else {}
+    if injected:
+        print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)", flush=True)
+
+    def run_rounds(count: int, only: list[str] | None) -> Comparison:
         for i, name in round_order(count, first=len(sets["base"])):
-            print(f"[gate] round {i + 1}: {name}", flush=True)
+            what = f"{len(only)} case(s) in doubt" if only is not None else "every case"
+            print(f"[gate] round {i + 1}: {name}, {what}", flush=True)
             dest = out / "rounds" / f"{i + 1}-{name}"
-            rs, warning = run_round(sides[name], dest, run_args, scratch, log, opts.timeout)
+            args = side_args(sides[name], run_args, only, scratch, opts.timeout)
+            rs, warning = run_round(sides[name], dest, args, scratch, log, opts.timeout,
+                                    env=injected if name == "head" else None)
             sets[name].append(rs)
             if warning:
                 warnings.append(warning)
@@ -468,21 +543,29 @@ def run_gate(opts: GateOptions) -> int:
         comparison.warnings.extend(warnings)
         return comparison
 
+    confirmed = 0
     try:
-        comparison = run_rounds(opts.rounds)
-        if comparison.regressions and opts.confirm_rounds:
-            print(f"[gate] {len(comparison.regressions)} case(s) look slower: {opts.confirm_rounds} more "
-                  f"round(s) to confirm, then the verdict is taken again on every round", flush=True)
-            comparison = run_rounds(opts.confirm_rounds)
+        comparison = run_rounds(opts.rounds, None)
+        # the confirming rounds measure only the cases in doubt, one round at a time, until none is
+        # left or the rounds are spent; every verdict is taken on all the rounds a case has
+        while confirmed < opts.confirm_rounds:
+            only = doubtful(comparison, merge_rounds(sets["head"]), opts.decision.threshold)
+            if only == []:
+                break
+            print(f"[gate] {'every case' if only is None else f'{len(only)} case(s)'} in doubt (head/base above "
+                  f"{1 + DOUBT_SHARE * opts.decision.threshold:.2f}): confirming round "
+                  f"{confirmed + 1} of at most {opts.confirm_rounds}", flush=True)
+            comparison = run_rounds(1, only)
+            confirmed += 1
     finally:
         names.remove(scratch)
 
-    rounds = len(sets["base"])
     intro = (
-        f"ipcbench gate: head {head.label} vs base {base.label}; {rounds} interleaved rounds of "
+        f"ipcbench gate: head {head.label} vs base {base.label}; {opts.rounds} interleaved rounds of "
         f"`ipcbench run{' ' + run_text if run_text else ''}`"
-        f"{' over the matrix each side declares in [tool.ipcbench]' if project else ''} per side, in this job, "
-        f"on this machine"
+        f"{' over the matrix each side declares in [tool.ipcbench]' if project else ''} per side"
+        f"{f', then {confirmed} more of the cases in doubt' if confirmed else ''}, in this job, on this machine"
+        f"{f'; head slowed on purpose ({injected[INJECT_ENV]})' if injected else ''}"
     )
     table = format_table(comparison)
     (out / "compare.txt").write_text(intro + "\n" + table + "\n")

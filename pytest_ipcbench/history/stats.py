@@ -150,12 +150,19 @@ def rounds_ratio_interval(
 
 
 def _resampled_medians(rounds: Sequence[Sequence[float]], picks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Median of each resample: the drawn rounds, each resampled to the longest round's length."""
-    width = max(len(r) for r in rounds)
-    table = np.full((len(rounds), width), np.nan)
-    sizes = np.array([len(r) for r in rounds])
+    """The statistic of each resample: the median, over the drawn rounds, of each drawn round's
+    median after resampling that round's samples with replacement.
+
+    A round's resampled median is drawn from its exact law instead of by drawing its samples:
+    the m-th smallest of n draws from the round's sorted samples ``x`` is ``x`` at the quantile
+    ``U ~ Beta(m, n - m + 1)`` (the m-th smallest of n uniforms). That costs one draw per round
+    and resample, not n: resampling 2000 samples a round made one comparison take a minute.
+    """
+    out = np.empty(picks.shape)
     for i, r in enumerate(rounds):
-        table[i, : len(r)] = r
-    within = (rng.random((*picks.shape, width)) * sizes[picks][..., None]).astype(int)
-    drawn = table[picks[..., None], within]  # (resamples, rounds drawn, width)
-    return np.median(drawn.reshape(picks.shape[0], -1), axis=1)
+        x = np.sort(np.asarray(r, dtype=float))
+        drawn = picks == i
+        n, m = x.size, (x.size + 1) // 2
+        u = rng.beta(m, n - m + 1, int(drawn.sum()))
+        out[drawn] = x[np.minimum((u * n).astype(int), n - 1)]
+    return np.median(out, axis=1)

@@ -24,6 +24,7 @@ and every failure).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import queue
@@ -40,12 +41,13 @@ from typing import Any, Sequence
 from ..backends.base import BACKENDS, MODES, backend_names, declared_resources, parse_wait, set_default_wait
 from ..core.payloads import PAYLOADS
 from ..core import names
-from ..core.envinfo import collect as collect_env, describe as describe_env
+from ..core.envinfo import INJECT_ENV, collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
 from ..core.procs import find_mpiexec, has_module, kill_group, load_average
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier, with_copy_reference)
+from ..harness.inject import injected
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
@@ -75,6 +77,7 @@ class RunOptions:
     mpiexec: str | None = None
     progress: str = "auto"
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
+    results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
 
     def __post_init__(self) -> None:
         if self.wait is not None:
@@ -96,6 +99,20 @@ class RunOptions:
                 raise ValueError(f"unknown scenario {s!r}; choose from {', '.join(SCENARIOS)}")
         if self.ranks < 2:
             raise ValueError("--ranks must be at least 2 (1 writer + readers)")
+
+
+#: The extras' names for ``--only``: the whole block runs when a pattern is its name (they
+#: have no per-case selection: seed 004's methods are one MPI job, seed 002 one experiment).
+METHODS_BLOCK = "seed004"
+SEED002_BLOCK = "seed002"
+
+
+def extra_selected(opts: RunOptions, block: str) -> bool:
+    """Whether an extra block runs: by default yes (unless no_extras); under ``only``, when a
+    pattern names it exactly (or as a glob)."""
+    if opts.no_extras:
+        return False
+    return not opts.only or any(fnmatch.fnmatchcase(block, pat) for pat in opts.only)
 
 
 class Runner:
@@ -211,6 +228,7 @@ class Runner:
 
     def event_result(self, progress: Progress, index: int, label: str, result: dict[str, Any]) -> None:
         r = Result.from_dict(result)
+        r.extra["case"] = label  # what `--only` selects it by (the gate reruns cases in doubt)
         self.results.add(r)
         progress.finish(label, summary_note(r))
         self._job.update(resume=index + 1, current=None, label="")
@@ -331,6 +349,7 @@ class Runner:
                     progress.finish(case.label, error_text(exc)[:160], ok=False)
                     continue
                 r.extra["wall_s"] = round(time.perf_counter() - t0, 3)
+                r.extra["case"] = case.label  # what `--only` selects it by (the gate reruns cases in doubt)
                 self.results.add(r)
                 progress.finish(case.label, summary_note(r))
 
@@ -387,15 +406,24 @@ class Runner:
         local_cases = [c for c in cases if c not in mpi_cases and (c.phase == "local" or not needs_mpi(c.backend))]
         dropped = [c for c in cases if c not in mpi_cases and c not in local_cases]
         methods = None
-        if not opts.no_extras and have_mpi and not opts.no_mpi and not opts.only:
+        if extra_selected(opts, METHODS_BLOCK) and have_mpi and not opts.no_mpi:
             methods = {"configs": list(self.level.mpi_method_configs), "case_time": self.level.mpi_method_case_time}
-        seed002 = not opts.no_extras and not opts.only
+        seed002 = extra_selected(opts, SEED002_BLOCK)
+        factors = injected()  # a bad $IPCBENCH_INJECT is a usage error before anything runs
+        for name in factors:
+            BACKENDS.check_name(name)
+        if factors and rank0 and not opts.list:
+            print(f"ipcbench run: {INJECT_ENV} slows {', '.join(f'{k} {v:g}x' for k, v in factors.items())} "
+                  f"on purpose: these results measure a gate, not the code", file=sys.stderr)
         if opts.list:
             if rank0:
                 for c in mpi_cases + local_cases:
                     print(f"{c.phase:5} {c.label}")
                 for c in dropped:
                     print(f"skip  {c.label} (needs MPI)")
+                for block, on in ((METHODS_BLOCK, methods), (SEED002_BLOCK, seed002)):
+                    if on:
+                        print(f"extra {block}")
                 print(f"{len(mpi_cases) + len(local_cases)} cases"
                       + (" + seed 004 MPI methods" if methods else "") + (" + seed 002" if seed002 else ""))
             return 0
@@ -486,7 +514,7 @@ class Runner:
                    settings=asdict(self.settings), case_timeout_s=self.case_timeout)
         self.results.env = env
         path = self.results.save(self.out / "results.json")
-        summary = write_report(self.results, self.out)
+        summary = self.out / "run.log" if self.options.results_only else write_report(self.results, self.out)
         write_text(self.out / "run.log", "\n".join(self.log_lines) + "\n")
         print()
         print(headline(self.results.results) or "(no results)")

@@ -235,6 +235,43 @@ def test_rounds_interval_pairs_rounds_and_contains_the_ratio() -> None:
         stats.rounds_ratio_interval([[1.0], []], [[1.0]])
 
 
+def _labelled(rs: ResultSet) -> ResultSet:
+    for r in rs.results:
+        r.extra["case"] = f"label of {r.key}"
+    return rs
+
+
+def test_only_cases_in_doubt_get_confirming_rounds() -> None:
+    """After the first rounds, head/base above 1 + threshold/2 is in doubt (the slower ones too);
+    the confirming rounds select exactly those by their case labels."""
+    slow, edgy = "bcast/shm/bytes/dict/1000000/r4", "bcast/zmq/bytes/ndarray/1000/r2"
+    base = compare.merge_rounds([_labelled(make_set(seed=s, spread=0.01)) for s in (1, 2)])
+    head = compare.merge_rounds([_labelled(make_set(seed=s, spread=0.01, factors={slow: 2.0, edgy: 1.08}))
+                                 for s in (3, 4)])
+    comparison = compare.compare_sets(base, head)
+    assert gate.doubtful(comparison, head, 0.10) == [f"label of {slow}", f"label of {edgy}"]
+    assert gate.doubtful(compare.compare_sets(base, base), base, 0.10) == []
+
+
+def test_doubtful_extras_run_as_their_block_and_unlabelled_cases_rerun_everything() -> None:
+    base, head = make_set(seed=1, spread=0.01), make_set(seed=2, spread=0.01, factors={"*": 1.5})
+    comparison = compare.compare_sets(base, head)
+    assert gate.doubtful(comparison, head, 0.10) is None  # a version that does not label its cases
+    for rs in (base, head):
+        for r in rs.results:
+            r.scenario = "mpi-method"
+    comparison = compare.compare_sets(base, head)
+    assert gate.doubtful(comparison, head, 0.10) == ["seed004"]
+
+
+def test_side_args_follow_what_the_side_knows(tmp_path: Path) -> None:
+    new = gate.Side("head", "head", None, run_help="  --only PATTERN\n  --results-only  ...")
+    old = gate.Side("base", "base", "abc", run_help="  --only PATTERN\n")
+    assert gate.side_args(new, ["--quick"], None, tmp_path, 10) == ["--quick", "--results-only"]
+    assert gate.side_args(old, ["--quick"], ["a b", "seed004"], tmp_path, 10) == \
+        ["--quick", "--only", "a b", "--only", "seed004"]
+
+
 def _strip_rounds(rs: ResultSet) -> ResultSet:
     out = ResultSet(env=dict(rs.env))
     for r in rs.results:
