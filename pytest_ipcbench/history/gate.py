@@ -465,6 +465,7 @@ def run_gate(opts: GateOptions) -> int:
     """Install, run interleaved, compare, write the report; the exit code of the comparison."""
     if opts.confirm_rounds < 0:
         raise GateError(f"--confirm-rounds must not be negative, got {opts.confirm_rounds}")
+    started = time.monotonic()
     repo = repo_top()
     cache = Path(opts.cache_dir).resolve() if opts.cache_dir else repo / ".ipcbench-gate"
     out = Path(opts.out).resolve() if opts.out else cache / "report"
@@ -566,6 +567,7 @@ def run_gate(opts: GateOptions) -> int:
         f"{' over the matrix each side declares in [tool.ipcbench]' if project else ''} per side"
         f"{f', then {confirmed} more of the cases in doubt' if confirmed else ''}, in this job, on this machine"
         f"{f'; head slowed on purpose ({injected[INJECT_ENV]})' if injected else ''}"
+        f"; {(time.monotonic() - started) / 60:.1f} min"
     )
     table = format_table(comparison)
     (out / "compare.txt").write_text(intro + "\n" + table + "\n")

@@ -133,9 +133,8 @@ def rounds_ratio_interval(
         raise ValueError("a ratio needs samples in every round on both sides")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    a_all = np.concatenate([np.asarray(r, dtype=float) for r in a_rounds])
-    b_all = np.concatenate([np.asarray(r, dtype=float) for r in b_rounds])
-    if np.any(b_all <= 0) or np.any(a_all < 0):
+    if any(np.any(np.asarray(r, dtype=float) <= 0) for r in b_rounds) or \
+            any(np.any(np.asarray(r, dtype=float) < 0) for r in a_rounds):
         raise ValueError("times must be positive")
     rng = np.random.default_rng(seed)
     paired = len(a_rounds) == len(b_rounds)
@@ -145,7 +144,11 @@ def rounds_ratio_interval(
     mb = _resampled_medians(b_rounds, picks_b, rng)
     alpha = (1 - confidence) / 2
     low, high = np.quantile(ma / mb, [alpha, 1 - alpha])
-    med_a, med_b = float(np.median(a_all)), float(np.median(b_all))
+    # the point estimate is the resamples' statistic on the data itself (the median of the rounds'
+    # medians: every round weighs the same), not the pooled median, which weighs a round by its
+    # sample count and can fall outside the interval
+    med_a = float(np.median([np.median(r) for r in a_rounds]))
+    med_b = float(np.median([np.median(r) for r in b_rounds]))
     return RatioInterval(med_a / med_b, float(low), float(high), confidence, med_a, med_b)
 
 

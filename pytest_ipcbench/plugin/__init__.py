@@ -407,6 +407,7 @@ class MpiHygiene:
             # give it /dev/null; sys.stdout itself comes back at session start. stderr stays.
             sys.stdout = open(os.devnull, "w")
         self.watchdog = Watchdog(self.rank, comm.Abort)
+        self.watchdog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
         observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
         self.watchdog.arm("pytest start-up", session.settings.timeout, "start-up")
         self.channel = WorldChannel.open(comm)

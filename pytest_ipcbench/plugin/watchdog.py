@@ -8,17 +8,30 @@ the process, ``os._exit`` does.
 
 A rank that only waits for the others (in the verdict exchange) gets ``grace`` seconds more, so
 the rank that is really stuck fires first and its traceback is the one printed.
+
+Ctrl-C: under ``mpiexec`` each rank gets SIGINT, and Python raises KeyboardInterrupt only when
+the main thread next runs Python code. A rank blocked inside an MPI call (waiting for a rank
+that has already stopped) never does, and the job hung. :meth:`Watchdog.watch_interrupts` hears
+the signal through ``signal.set_wakeup_fd`` (written by the C handler, whatever the main thread
+does); if the process is still there ``interrupt_grace`` seconds later, it aborts the job with
+exit code 2, pytest's own for an interrupted run.
 """
 
 from __future__ import annotations
 
 import faulthandler
 import os
+import select
+import signal
 import threading
 import time
 from typing import Callable
 
+from ..core import names
+
 EXIT_CODE = 70
+INTERRUPTED_EXIT_CODE = 2  # pytest's ExitCode.INTERRUPTED
+INTERRUPT_GRACE_S = 10.0
 HARD_EXIT_AFTER_S = 10.0
 MAX_WAIT_S = 3600.0
 
@@ -81,6 +94,52 @@ class Watchdog:
         with self._cond:
             self._errors.append(text)
             self._cond.notify()
+
+    def watch_interrupts(self, grace: float = INTERRUPT_GRACE_S) -> bool:
+        """Abort the job if this process outlives a Ctrl-C by ``grace`` seconds (see the module's
+        doc). Call from the main thread; False when a wakeup fd is already taken (then nothing
+        changes)."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        try:
+            previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread
+            previous = -2
+        if previous != -1:
+            if previous >= 0:
+                signal.set_wakeup_fd(previous)  # someone else's: leave it to them
+            os.close(read_fd)
+            os.close(write_fd)
+            return False
+        threading.Thread(target=self._interrupt_loop, args=(read_fd, grace), name="ipcbench-interrupt",
+                         daemon=True).start()
+        return True
+
+    def _interrupt_loop(self, read_fd: int, grace: float) -> None:
+        while True:
+            select.select([read_fd], [], [])
+            got = os.read(read_fd, 64)
+            if signal.SIGINT in got:
+                break
+        time.sleep(grace)  # the usual way out: KeyboardInterrupt, pytest's summary, exit 2
+        text = (f"ipcbench: rank {self.rank} is still running {grace:g} s after Ctrl-C (blocked inside an MPI "
+                f"call, waiting for ranks that have stopped): aborting the MPI job\n")
+        self.fired.set()
+        try:
+            os.write(self.err_fd, text.encode())
+        except OSError:
+            pass
+        # the abort ends this process before any finally: release what it made (its segments,
+        # folders) now; nobody else uses them any more
+        for item in names.find_ours(os.getpid()):
+            names.remove(item.path)
+        backstop = threading.Timer(HARD_EXIT_AFTER_S, self.hard_exit, (INTERRUPTED_EXIT_CODE,))
+        backstop.daemon = True
+        backstop.start()
+        try:
+            self.abort(INTERRUPTED_EXIT_CODE)
+        finally:
+            self.hard_exit(INTERRUPTED_EXIT_CODE)
 
     def _is_waiting(self) -> bool:
         return self._waiting or self._collective is not None

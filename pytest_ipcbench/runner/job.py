@@ -385,6 +385,8 @@ class Runner:
         rank0 = world.rank == 0
         emit = (lambda event, **f: self.on_event({"event": event, **f}, progress)) if rank0 else None
         dog = Watchdog(world.rank, MPI.COMM_WORLD.Abort) if self.case_timeout > 0 else None
+        if dog is not None:
+            dog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
         try:
             run_mpi_cases(world, spec, emit, dog, self.case_timeout)
         finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import types
+import time
 
 import numpy as np
 import pytest
@@ -18,7 +18,7 @@ from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.envinfo import INJECT_ENV, collect
 from pytest_ipcbench.core.group import LocalWorld, in_mpi_job
 from pytest_ipcbench.harness import measure
-from pytest_ipcbench.harness.inject import injected, parse_injection, slow_down
+from pytest_ipcbench.harness.inject import injected, parse_injection, stretcher
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="local process groups: not inside an MPI job")
@@ -39,21 +39,15 @@ def test_bad_slowdown_names_the_part(text: str) -> None:
         parse_injection(text, "--inject")
 
 
-def _fake(rank: int, root: int = 0) -> types.SimpleNamespace:
-    writes: list[object] = []
-    return types.SimpleNamespace(group=types.SimpleNamespace(rank=rank), root=root, write=writes.append, writes=writes)
-
-
-def test_only_rank_0_as_root_of_a_named_backend_is_slowed() -> None:
-    factors = {"shm": 2.0}
-    for rank, root, name, slowed in [(0, 0, "shm", True), (1, 0, "shm", False), (1, 1, "shm", False),
-                                     (0, 1, "shm", False), (0, 0, "zmq", False)]:
-        b = _fake(rank, root)
-        plain = b.write
-        slow_down(b, name, factors)
-        assert (b.write is not plain) == slowed, (rank, root, name)
-        b.write("x")
-        assert b.writes == ["x"]  # the write itself still happens, once
+def test_only_a_named_backend_is_stretched_by_its_factor() -> None:
+    factors = {"shm": 3.0}
+    assert stretcher("zmq", factors) is None and stretcher("shm", {"shm": 1.0}) is None
+    stretch = stretcher("shm", factors)
+    assert stretch is not None
+    t0 = time.perf_counter()
+    stretch(0.01)
+    assert 0.02 <= time.perf_counter() - t0 < 0.2  # (3 - 1) x 10 ms of spinning
+    stretch(-1.0)  # nothing to stretch: no error, no wait
 
 
 def test_environment_names_the_injection(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,16 +75,19 @@ def _bench_with(group, inject: str, spec: BackendSpec, payload, scenario: str, s
         os.environ.pop(INJECT_ENV, None)
 
 
-@pytest.mark.parametrize("scenario, size", [("pingpong", 64 * 1024), ("broadcast", 1_000_000)])
-def test_injected_slowdown_is_about_the_factor(scenario: str, size: int) -> None:
-    settings = BenchSettings(time_budget=0.15, min_iterations=20, max_iterations=400, warmup=10)
-    spec, payload = BackendSpec("shm", "bytes"), BufferPayload(size)
-    plain: list[float] = []
-    slowed: list[float] = []
+@pytest.mark.parametrize("backend, scenario, size", [("shm", "pingpong", 64 * 1024), ("shm", "broadcast", 1_000_000),
+                                                     ("zmq", "stream", 1024)])
+def test_injected_slowdown_is_about_the_factor(backend: str, scenario: str, size: int) -> None:
+    settings = BenchSettings(time_budget=0.2, min_iterations=20, max_iterations=1000, warmup=10)
+    spec, payload = BackendSpec(backend, "bytes"), BufferPayload(size)
+    ratios = []
     with LocalWorld(2, timeout=120) as world:
-        for _ in range(3):  # interleaved: the machine's drift hits both alike
-            for inject, into in (("", plain), ("shm=2", slowed)):
-                result = world.run(_bench_with, inject, spec, payload, scenario, settings)[0]
-                into.extend(result.samples[result.primary])
-    ratio = float(np.median(slowed) / np.median(plain))
-    assert 1.6 < ratio < 2.8, f"asked 2x, got {ratio:.2f}x"
+        for _ in range(5):  # interleaved: the machine's drift hits both alike
+            plain, slowed = (world.run(_bench_with, inject, spec, payload, scenario, settings)[0]
+                             for inject in ("", f"{backend}=2"))
+            ratios.append(np.median(slowed.samples[slowed.primary]) / np.median(plain.samples[plain.primary]))
+    ratio = float(np.median(ratios))  # a round on a busy machine can be anything
+    # not exactly 2: the spin changes what the other rank meets (a 1 MB shm broadcast that took
+    # 0.5 ms or 1 ms plain, by where the two processes ran, always took 2 ms slowed); the gate's
+    # power table reports the ratios it measured, never the factor asked for
+    assert 1.5 < ratio < 4.5, f"asked 2x, got {ratio:.2f}x (rounds: {np.round(ratios, 2)})"

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_ipcbench.core import names
 from pytest_ipcbench.core.group import in_mpi_job
-from pytest_ipcbench.core.procs import descendants, running
+from pytest_ipcbench.core.procs import descendants, find_mpiexec, mapped_shm_names, running
 
 # they start ipcbench or pytest processes of their own (an MPI job's environment would make
 # those MPI singletons): never nested inside an MPI job
@@ -120,3 +120,92 @@ def test_ctrl_c_inside_a_store_write_stops_the_run(tmp_path: Path, backend: str)
 @pytest.mark.parametrize("backend", ["lmdb", "shm", "zmq", "mp-queue"])
 def test_ctrl_c_at_any_moment_stops_the_run(tmp_path: Path, backend: str) -> None:
     assert_stopped_cleanly(interrupt_run(tmp_path, backend, "delivered", random.uniform(0, 0.3)))
+
+
+# ------------------------------------------------------------------------------- under mpiexec
+
+BLOCKED = textwrap.dedent("""
+    import time
+    import numpy as np
+    import pytest
+    from mpi4py import MPI
+
+    @pytest.mark.mpi(min_size=2)
+    def test_rank_1_blocked_inside_mpi():
+        comm = MPI.COMM_WORLD
+        if comm.rank == 0:
+            open("started", "w").close()
+            time.sleep(120)  # Python code: sees the Ctrl-C at once
+        else:
+            comm.Recv(np.empty(1), source=0)  # inside MPI: never sees it
+""")
+
+LONG_MPI = textwrap.dedent("""
+    import os, time
+    import pytest
+    from pytest_ipcbench import BackendSpec, PayloadSpec, assert_delivered, deliver
+
+    def run_deliver(group, spec, payload):
+        return deliver(group, spec, payload)
+
+    @pytest.mark.mpi(min_size=2)
+    @pytest.mark.parametrize("backend", ["shm", "mpi-bcast", "zmq"])
+    def test_deliver_until_interrupted(ipc_group, backend):
+        spec, payload = BackendSpec(backend, "native"), PayloadSpec("ndarray", 1_000_000)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert_delivered(ipc_group.run(run_deliver, spec, payload))
+            if ipc_group.rank == 0:
+                open("started", "w").close()
+""")
+
+
+def interrupt_mpi_run(tmp_path: Path, test_source: str, delay: float) -> dict:
+    """``mpiexec -n 3 pytest --with-mpi`` of ``test_source`` in a session of its own; once rank 0
+    wrote ``started``, ``delay`` s more, then Ctrl-C to its process group as a terminal would."""
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        pytest.skip("no mpiexec")
+    (tmp_path / "test_mpi_loop.py").write_text(test_source)
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    proc = subprocess.Popen(
+        [mpiexec, "-n", "3", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi",
+         "test_mpi_loop.py"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the run did not start:\n{proc.communicate()[0]}")
+            time.sleep(0.02)
+        time.sleep(delay)
+        pids = [proc.pid, *sorted(descendants(proc.pid))]
+        os.killpg(proc.pid, signal.SIGINT)
+        start = time.monotonic()
+        out, _ = proc.communicate(timeout=60)  # hung before the watchdog heard Ctrl-C too
+        took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    time.sleep(0.5)
+    after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    for name in after - before:  # an aborted MPICH job leaves its own segments: this job's, remove them
+        if name.startswith("mpich_shm_") and not mapped_shm_names().intersection({name}):
+            os.unlink(os.path.join("/dev/shm", name))
+    return {"rc": proc.returncode, "out": out, "took": took, "alive": [p for p in pids if running(p)],
+            "left": sorted(n for n in after - before if n.startswith(names.PREFIX))}
+
+
+def test_ctrl_c_under_mpiexec_ends_a_rank_blocked_inside_mpi(tmp_path: Path) -> None:
+    run = interrupt_mpi_run(tmp_path, BLOCKED, 0.5)
+    assert run["rc"] == pytest.ExitCode.INTERRUPTED, f"rc {run['rc']}\n{run['out']}"
+    assert "still running 10 s after Ctrl-C" in run["out"], run["out"]
+    assert run["alive"] == [] and run["took"] < 30, run
+
+
+def test_ctrl_c_under_mpiexec_at_any_moment_stops_the_run(tmp_path: Path) -> None:
+    run = interrupt_mpi_run(tmp_path, LONG_MPI, random.uniform(0, 2.0))
+    assert run["rc"] == pytest.ExitCode.INTERRUPTED, f"rc {run['rc']}\n{run['out']}"
+    assert run["alive"] == [] and run["left"] == [] and run["took"] < 30, run

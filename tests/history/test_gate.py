@@ -19,6 +19,7 @@ import pytest
 from pytest_ipcbench.commands import compare as compare_command
 from pytest_ipcbench.history import compare, gate, stats
 from pytest_ipcbench.commands import main
+from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.history.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
@@ -436,4 +437,46 @@ def test_gate_end_to_end(tmp_path: Path) -> None:
     merged = ResultSet.load(report / "head.json")
     assert merged.results and all(r.extra[compare.ROUNDS_KEY] for r in merged.results)
     assert not [w for w in _git(REPO, "worktree", "list").splitlines()[1:] if "gate-" in w]
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+@pytest.mark.skipif(in_mpi_job(), reason="runs mpiexec itself: not inside an MPI job")
+@pytest.mark.timeout(1200)
+def test_gate_catches_an_injected_slowdown_and_confirms_only_cases_in_doubt(tmp_path: Path) -> None:
+    """``ipcbench gate --inject shm=3`` of the working tree against HEAD: exit 1 naming shm's cases
+    and no zmq case; the confirming rounds run the cases in doubt only (shm's among them)."""
+    if not (REPO / ".git").exists():
+        pytest.skip("needs a git checkout of the project")
+    proc = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", "HEAD:pytest_ipcbench/harness/inject.py"])
+    if proc.returncode != 0:
+        pytest.skip("HEAD predates injected slowdowns")
+    report = tmp_path / "report"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "IPCBENCH_INJECT")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_ipcbench", "gate", "--base", "HEAD", "--rounds", "2", "--confirm-rounds", "2",
+         "--inject", "shm=3",
+         "--run-args", "--quick --ranks 2 --backends shm,zmq --scenarios pingpong --no-extras --no-config",
+         "--cache-dir", str(tmp_path / "cache"), "--out", str(report)],
+        cwd=REPO, capture_output=True, text=True, env=env, timeout=1100,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    assert "head slowed on purpose (shm=3)" in proc.stdout
+    verdict = compare.compare_sets(ResultSet.load(report / "base.json"), ResultSet.load(report / "head.json"),
+                                   paired=True)
+    slower = [c.key for c in verdict.regressions]
+    assert slower and all(key.split("/")[1] == "shm" for key in slower), compare.format_table(verdict)
+    assert all(key in (report / "compare.txt").read_text() for key in slower)
+    rounds = {p.name: ResultSet.load(p / "results.json") for p in (report / "rounds").iterdir()}
+    assert {"1-base", "1-head", "2-head", "2-base", "3-base", "3-head"} <= set(rounds)
+    # round 3 ran exactly the cases in doubt after rounds 1 and 2 (shm's among them), on both sides
+    base12 = compare.merge_rounds([rounds["1-base"], rounds["2-base"]])
+    head12 = compare.merge_rounds([rounds["1-head"], rounds["2-head"]])
+    in_doubt = set(gate.doubtful(compare.compare_sets(base12, head12, paired=True), head12, 0.10) or ())
+    shm = {r.extra["case"] for r in rounds["1-base"].results if r.backend == "shm"}
+    assert shm and shm <= in_doubt
+    for side in ("3-base", "3-head"):
+        assert {r.extra["case"] for r in rounds[side].results if r.extra.get("case")} == in_doubt
+    assert ResultSet.load(report / "head.json").env.get("injected") == "shm=3"
+    assert "injected" not in ResultSet.load(report / "base.json").env
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)

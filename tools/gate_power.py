@@ -1,0 +1,130 @@
+"""Measure what ``ipcbench gate`` can see on this machine: its power table.
+
+    python tools/gate_power.py run --out gate-power          # 5 A/A gates, then 5 with slowdowns
+    python tools/gate_power.py table gate-power/*/           # the table of docs/performance-history.md
+
+``run`` calls ``ipcbench gate --base HEAD`` (head: the working tree, i.e. the same code) again and
+again: first with nothing changed (A/A: every case it flags is a false alarm), then with slowdowns
+injected into the head's runs (``--inject``, harness/inject.py), three backends at a time at
+2x, 1.5x and 1.25x, a different three each run. Other gate options pass through after ``--``.
+
+``table`` reads the gates' report folders (base.json, head.json, gate.json) and prints, per
+injected factor, how often the gate caught it (exit 1 naming a case of that backend) and how
+many of its cases it flagged; and the false alarms: cases of backends nobody slowed that it
+flagged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from pytest_ipcbench.history.compare import compare_sets
+from pytest_ipcbench.history.results import ResultSet
+
+ROTATION = [  # (2x, 1.5x, 1.25x): every backend meets every factor once or twice
+    ("shm", "zmq", "mpi-p2p"),
+    ("mpi-bcast", "lmdb", "mp-queue"),
+    ("mpi-pkl5", "mpi-buffer", "shm"),
+    ("zmq", "mpi-shm-win", "mpi-bcast"),
+    ("lmdb", "mpi-p2p", "mpi-pkl5"),
+    ("mp-queue", "shm", "mpi-buffer"),
+    ("mpi-buffer", "mpi-pkl5", "zmq"),
+]
+FACTORS = (2.0, 1.5, 1.25)
+
+
+def run(args: argparse.Namespace, gate_args: list[str]) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    plans: list[tuple[str, dict[str, float]]] = [(f"aa{i + 1}", {}) for i in range(args.aa)]
+    plans += [(f"inj{i + 1}", dict(zip(ROTATION[i % len(ROTATION)], FACTORS))) for i in range(args.injected)]
+    for name, inject in plans:
+        dest = out / name
+        if (dest / "gate.json").is_file():
+            continue  # done in an earlier call
+        cmd = [sys.executable, "-m", "pytest_ipcbench", "gate", "--base", "HEAD", "--out", str(dest), *gate_args]
+        for backend, factor in inject.items():
+            cmd += ["--inject", f"{backend}={factor:g}"]
+        print(f"[power] {name}: {' '.join(cmd[2:])}", flush=True)
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        took = time.monotonic() - t0
+        (out / f"{name}.log").write_text(proc.stdout)
+        if proc.returncode not in (0, 1):
+            print(f"[power] {name}: gate exited {proc.returncode}; see {out / f'{name}.log'}", flush=True)
+            return 2
+        (dest / "gate.json").write_text(json.dumps({"exit": proc.returncode, "wall_s": round(took, 1),
+                                                    "inject": inject}) + "\n")
+        print(f"[power] {name}: exit {proc.returncode} in {took:.0f} s", flush=True)
+    return 0
+
+
+def table(args: argparse.Namespace) -> int:
+    caught: dict[float, list[bool]] = defaultdict(list)  # factor -> per run: the gate named the backend
+    cases: dict[float, list[int]] = defaultdict(lambda: [0, 0])  # factor -> [flagged, cases]
+    ratios: dict[float, list[float]] = defaultdict(list)
+    rows = []
+    for folder in map(Path, args.folders):
+        meta = json.loads((folder / "gate.json").read_text())
+        inject = meta["inject"]
+        base, head = ResultSet.load(folder / "base.json"), ResultSet.load(folder / "head.json")
+        comparison = compare_sets(base, head, paired=True)
+        by_backend: dict[str, list[bool]] = defaultdict(list)
+        false_alarms = []
+        for c in comparison.cases:
+            if c.interval is None or c.status == "reference":
+                continue
+            backend = c.key.split("/")[1]
+            slower = c.status == "slower"
+            if backend in inject:
+                by_backend[backend].append(slower)
+                ratios[inject[backend]].append(c.interval.ratio)
+            elif slower:
+                false_alarms.append(c.key)
+        for backend, flags in by_backend.items():
+            factor = inject[backend]
+            caught[factor].append(any(flags) and meta["exit"] == 1)
+            cases[factor][0] += sum(flags)
+            cases[factor][1] += len(flags)
+        rows.append((folder.name, meta["wall_s"], meta["exit"], inject, len(false_alarms), false_alarms[:3]))
+    print("| gate | wall time | exit | slowed | false alarms (cases of backends not slowed, flagged) |")
+    print("|---|---|---|---|---|")
+    for name, wall, code, inject, n_false, examples in rows:
+        slowed = ", ".join(f"{b} {f:g}x" for b, f in inject.items()) or "nothing (A/A)"
+        print(f"| {name} | {wall / 60:.1f} min | {code} | {slowed} | {n_false}{' ' + str(examples) if n_false else ''} |")
+    print()
+    print("| slowdown injected | gates that caught it | its cases flagged | head/base of its cases, median [min-max] |")
+    print("|---|---|---|---|")
+    for factor in sorted(caught, reverse=True):
+        got, r = caught[factor], sorted(ratios[factor])
+        print(f"| {factor:g}x | {sum(got)} of {len(got)} | {cases[factor][0]} of {cases[factor][1]} | "
+              f"{r[len(r) // 2]:.2f} [{r[0]:.2f}-{r[-1]:.2f}] |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    gate_args: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, gate_args = argv[:at], argv[at + 1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="run the A/A gates, then the gates with slowdowns")
+    p.add_argument("--out", default="gate-power")
+    p.add_argument("--aa", type=int, default=5, help="gates with nothing changed (default 5)")
+    p.add_argument("--injected", type=int, default=5, help="gates with three backends slowed (default 5)")
+    p = sub.add_parser("table", help="tabulate gate report folders")
+    p.add_argument("folders", nargs="+")
+    args = parser.parse_args(argv)
+    return run(args, gate_args) if args.command == "run" else table(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
