@@ -7,7 +7,9 @@ ping-pong's rank 0 once the echo is back, the stream's writer once the window is
 it first spins for ``factor - 1`` times the time the operation took, so the time it then
 records is ``factor`` times the mechanism's. A spin, not a sleep: a real regression takes the CPU
 too, and on an oversubscribed machine that matters. (A spin of a share of the write alone would
-slow a case by an unknown fraction: the write is one part of what a case times.)
+slow a case by an unknown fraction: the write is one part of what a case times.) Granularity cases
+whose echo side works are not slowed: rank 0 cannot tell the mechanism's share of their round
+trip from the work.
 
 The environment record of a run says which slowdowns were injected (``injected``): such results
 are never a measurement of the code.

@@ -1,14 +1,15 @@
 """``ipcbench gate``: measure base and head here, interleaved, and compare them.
 
-It installs base and head into virtual environments of their own, runs the quick matrix
-(``ipcbench run --quick``) of each in turn, round after round (base head, head base, ...: the
-order alternates so that a drift of the machine does not favour one side), pools each side's
-samples over the rounds and compares them (:mod:`.compare`) on a two-level bootstrap (rounds,
-then samples within a round): samples of one round share the state of the machine at that
-moment and are not independent draws. When a case looks slower, ``confirm_rounds`` more rounds
-run and the verdict is taken again on all of them: a real regression only gathers more evidence,
-a fluke rarely survives. Nothing is tied to a machine's identity or to yesterday's number on
-another runner (METHOD.md rule 16).
+It installs base and head into virtual environments of their own and runs them in turn, round
+after round (base head, head base, ...: the order alternates so that a drift of the machine does
+not favour one side): first every case (``rounds``, by default ``ipcbench run --quick`` at as many
+ranks as cores), then, one round at a time, only the cases still in doubt (head / base above 1 +
+half the threshold), until none is or ``confirm_rounds`` are spent. Each side's samples are kept
+round by round and compared (:mod:`.compare`) on a two-level bootstrap (rounds, then samples
+within a round): samples of one round share the state of the machine at that moment and are not
+independent draws. A real regression only gathers evidence in the confirming rounds, a fluke
+rarely survives them, and a clearly unchanged case costs nothing after the first rounds. Nothing
+is tied to a machine's identity or to yesterday's number on another runner (METHOD.md rule 16).
 
 In another project (its pyproject.toml names another project than pytest-ipcbench) the gate
 measures what that project declares in ``[tool.ipcbench]``, installs the project itself at base
@@ -337,9 +338,9 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
 def default_run_args() -> str:
     """The gate's matrix in this repository: the quick level at as many ranks as cores (2 to 4).
 
-    Oversubscribed ranks measure the scheduler as much as the code: on 2 cores, the same code
-    moved 20-50% between rounds at 4 ranks and 3% (median over backends) at 2
-    (docs/performance-history.md), and a gate cannot see through that.
+    Oversubscribed ranks measure the scheduler as much as the code: on 2 cores a case's median
+    moved between runs of the same code by 32% at 4 ranks and by 7% at 2 (median over backends,
+    docs/performance-history.md), and a gate cannot see through that.
     """
     return f"--quick --ranks {max(2, min(4, cores()))}"
 

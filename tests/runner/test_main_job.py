@@ -173,6 +173,29 @@ def test_ipcbench_run_quick_end_to_end(tmp_path):
         assert (out / name).exists(), name
 
 
+def test_only_selects_the_extras_by_their_block_name():
+    proc = _run(["run", "--quick", "--list", "--no-config", "--only", "seed004", "--only", "pingpong shm/native buffer-1B r2"])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "extra seed004" in lines and "extra seed002" not in lines
+    assert [line.split(None, 1)[1] for line in lines if line.startswith(("mpi ", "local "))] == \
+        ["pingpong shm/native buffer-1B r2"]
+    proc = _run(["run", "--quick", "--list", "--no-config", "--only", "pingpong"])
+    assert "extra seed004" not in proc.stdout and "extra seed002" not in proc.stdout  # only when named
+
+
+def test_results_only_writes_results_and_log_and_labels_every_case(tmp_path):
+    out = tmp_path / "res"
+    proc = _run(["run", "--quick", "--no-config", "--no-mpi", "--backends", "mp-queue", "--scenarios", "pingpong",
+                 "--sizes", "1KB", "--modes", "bytes", "--time-budget", "0.03", "--no-extras", "--results-only",
+                 "--progress", "none", "--out", str(out)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["results.json", "run.log"]
+    rs = ResultSet.load(out / "results.json")
+    case = next(r for r in rs.results if r.backend == "mp-queue")
+    assert case.extra["case"] == "pingpong mp-queue/bytes buffer-1KB r2"
+
+
 # ------------------------------------------------------------------------------- selfcheck
 
 BENCH_OUTPUT = """\
