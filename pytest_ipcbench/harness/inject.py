@@ -5,7 +5,8 @@ head's runs only) makes every case of those backends that many times slower, in 
 path: where a rank ends a timed operation (a broadcast's reader once it holds the object, the
 ping-pong's rank 0 once the echo is back, the stream's writer once the window is acknowledged),
 it first spins for ``factor - 1`` times the time the operation took, so the time it then
-records is ``factor`` times the mechanism's. A spin, not a sleep: a real regression takes the CPU
+records is about ``factor`` times the mechanism's (or more: a reader that spins reaches the next
+barrier late, and the writer's wake-up from its wait there lands in the next measured time). A spin, not a sleep: a real regression takes the CPU
 too, and on an oversubscribed machine that matters. (A spin of a share of the write alone would
 slow a case by an unknown fraction: the write is one part of what a case times.) Granularity cases
 whose echo side works are not slowed: rank 0 cannot tell the mechanism's share of their round

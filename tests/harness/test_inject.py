@@ -90,7 +90,10 @@ def test_injected_slowdown_lands_in_the_measured_time(backend: str, scenario: st
                              for inject in ("", f"{backend}=10"))
             ratios.append(np.median(slowed.samples[slowed.primary]) / np.median(plain.samples[plain.primary]))
     ratio = float(np.median(ratios))
-    assert 5 < ratio < 20, f"asked 10x, got {ratio:.2f}x (rounds: {np.round(ratios, 2)})"
+    # at least the factor's half; more is possible: a reader that spins reaches the next barrier
+    # late, the writer waiting there sleeps, and its wake-up lands in the next measured time too
+    # (a 1 MB shm broadcast went 67x slower at 10x while another test run shared the cores)
+    assert ratio > 5, f"asked 10x, got {ratio:.2f}x (rounds: {np.round(ratios, 2)})"
 
 
 def test_granularity_with_work_is_not_stretched(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -178,14 +177,22 @@ def test_a_conftest_backend_runs_on_every_mpi_rank(pytester: pytest.Pytester) ->
     result.stdout.fnmatch_lines(["*11 passed*"])  # 4 matrix + 2 own fixture + 1 marker + 4 bench, at 2 ranks
 
 
-def test_the_conformance_suite_flags_broken_backends(pytester: pytest.Pytester) -> None:
+def _private_tmp(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp folder of the run's own: another test run on the machine makes leaky files too."""
+    tmp = pytester.path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    return tmp
+
+
+def test_the_conformance_suite_flags_broken_backends(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     classes = "\n".join(
         f"class Test{cls}(BackendConformance):\n    backend = {name!r}\n    timeout = 3\n"
         for cls, name in [("Good", "test-filestore"), ("Stale", "stale"), ("Silent", "silent"),
                           ("Leaky", "leaky"), ("Endless", "endless")]
     )
     _project(pytester, test_conformance="from pytest_ipcbench.testing import BackendConformance\n\n" + classes)
-    before = set(Path(tempfile.gettempdir()).glob("ipcbtest-leaky-*"))
+    tmp = _private_tmp(pytester, monkeypatch)
     result = pytester.runpytest_subprocess(*FAST, "--ipc-payloads", "records,dict", "--ipc-ranks", "2", "-rf")
     assert _failed(result) == {
         "TestStale::test_delivers_every_payload_kind",
@@ -202,20 +209,21 @@ def test_the_conformance_suite_flags_broken_backends(pytester: pytest.Pytester) 
     assert re.search(r"leaky-bytes left behind: \['rank 0: \S+ipcbtest-leaky-\d+-", out)
     # and the session's own leak check saw the folders too, and removed them
     assert "ipcbench: resources left behind" in out
-    assert set(Path(tempfile.gettempdir()).glob("ipcbtest-leaky-*")) <= before
+    assert not list(tmp.glob("ipcbtest-leaky-*"))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_the_session_leak_check_covers_declared_resources(pytester: pytest.Pytester) -> None:
+def test_the_session_leak_check_covers_declared_resources(pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue: a plugin backend's folder was left behind and nothing noticed."""
     _project(pytester, test_leak="from pytest_ipcbench import assert_delivered, deliver\n\n"
              "def test_x(ipc_group, ipc_backend, ipc_payload):\n"
              "    assert_delivered(ipc_group.run(deliver, ipc_backend, ipc_payload))\n")
-    before = set(Path(tempfile.gettempdir()).glob("ipcbtest-leaky-*"))
+    tmp = _private_tmp(pytester, monkeypatch)
     result = pytester.runpytest_subprocess(*FAST, "--ipc-backends", "leaky", "--ipc-payloads", "dict", "--ipc-ranks", "2")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # every test passed; the leak fails the run
     result.stdout.fnmatch_lines(["*ipcbench: resources left behind*", "*ipcbtest-leaky-*", "*1 passed*"])
-    assert set(Path(tempfile.gettempdir()).glob("ipcbtest-leaky-*")) <= before  # removed
+    assert not list(tmp.glob("ipcbtest-leaky-*"))  # removed
 
 
 def test_unknown_names_are_refused_everywhere_naming_the_plugins_too(pytester: pytest.Pytester, monkeypatch) -> None:
