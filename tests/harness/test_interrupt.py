@@ -194,8 +194,9 @@ def interrupt_mpi_run(tmp_path: Path, test_source: str, delay: float) -> dict:
     for name in after - before:  # an aborted MPICH job leaves its own segments: this job's, remove them
         if name.startswith("mpich_shm_") and not mapped_shm_names().intersection({name}):
             os.unlink(os.path.join("/dev/shm", name))
+    # this job's resources only: another test run on the machine makes and removes its own meanwhile
     return {"rc": proc.returncode, "out": out, "took": took, "alive": [p for p in pids if running(p)],
-            "left": sorted(n for n in after - before if n.startswith(names.PREFIX))}
+            "left": sorted(n for n in after - before if n.startswith(names.PREFIX) and names.owner_pid(n) in pids)}
 
 
 def test_ctrl_c_under_mpiexec_ends_a_rank_blocked_inside_mpi(tmp_path: Path) -> None:
