@@ -130,15 +130,17 @@ class LMDBBackend(Backend):
             self._seq = _SEQ.unpack(txn.get(_KEY_SEQ))[0]
 
     def close(self) -> None:
-        if self._txn is not None:
-            self._txn.abort()
-            self._txn = None
-        if self._env is not None:
-            self._env.close()
-            self._env = None
-        if self._owner and self.path is not None:
-            shutil.rmtree(self.path, ignore_errors=True)
-        self._owner = False
+        try:
+            if self._txn is not None:
+                self._txn.abort()
+                self._txn = None
+            if self._env is not None:
+                self._env.close()
+                self._env = None
+        finally:  # a Ctrl-C inside the closing above must not leave the folder
+            if self._owner and self.path is not None:
+                shutil.rmtree(self.path, ignore_errors=True)
+            self._owner = False
 
     @property
     def map_size(self) -> int:

@@ -130,17 +130,19 @@ class ZMQBackend(Backend):
         self._peers = [_routing_id(rank) for rank in self.readers]
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close(linger=0)
-            self._sock = None
-        if self._ctx is not None:
-            # destroy, not term: it also closes a socket made but never assigned (Ctrl-C during
-            # setup), on which term() would wait forever
-            self._ctx.destroy(linger=0)
-            self._ctx = None
-        if self._owner and self.path is not None:
-            shutil.rmtree(self.path, ignore_errors=True)
-        self._owner = False
+        try:
+            if self._sock is not None:
+                self._sock.close(linger=0)
+                self._sock = None
+            if self._ctx is not None:
+                # destroy, not term: it also closes a socket made but never assigned (Ctrl-C during
+                # setup), on which term() would wait forever
+                self._ctx.destroy(linger=0)
+                self._ctx = None
+        finally:  # a Ctrl-C inside the closing above must not leave the folder
+            if self._owner and self.path is not None:
+                shutil.rmtree(self.path, ignore_errors=True)
+            self._owner = False
 
     # ------------------------------------------------------------------ writer
 
