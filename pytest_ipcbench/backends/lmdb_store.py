@@ -45,7 +45,6 @@ from __future__ import annotations
 import errno
 import os
 import pickle
-import shutil
 import struct
 from pathlib import Path
 from typing import Any
@@ -137,9 +136,9 @@ class LMDBBackend(Backend):
             if self._env is not None:
                 self._env.close()
                 self._env = None
-        finally:  # a Ctrl-C inside the closing above must not leave the folder
+        finally:  # a Ctrl-C inside the closing above (or the removal) must not leave the folder
             if self._owner and self.path is not None:
-                shutil.rmtree(self.path, ignore_errors=True)
+                names.remove(self.path)
             self._owner = False
 
     @property

@@ -39,7 +39,6 @@ from __future__ import annotations
 import pickle
 import os
 import secrets
-import shutil
 import struct
 from pathlib import Path
 from typing import Any
@@ -139,9 +138,9 @@ class ZMQBackend(Backend):
                 # setup), on which term() would wait forever
                 self._ctx.destroy(linger=0)
                 self._ctx = None
-        finally:  # a Ctrl-C inside the closing above must not leave the folder
+        finally:  # a Ctrl-C inside the closing above (or the removal) must not leave the folder
             if self._owner and self.path is not None:
-                shutil.rmtree(self.path, ignore_errors=True)
+                names.remove(self.path)
             self._owner = False
 
     # ------------------------------------------------------------------ writer

@@ -120,7 +120,16 @@ def find_ours(pid: int | None = None, patterns: tuple[str, ...] | list[str] = ()
 
 
 def remove(path: Path) -> None:
-    """Remove a leftover file or folder; a missing one is fine."""
+    """Remove a leftover file or folder; a missing one is fine. A Ctrl-C in the middle finishes
+    the removal first, then stops the run as asked (a half-removed folder was left)."""
+    try:
+        _remove(path)
+    except KeyboardInterrupt:
+        _remove(path)
+        raise
+
+
+def _remove(path: Path) -> None:
     try:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
