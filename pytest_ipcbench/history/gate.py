@@ -520,7 +520,7 @@ def run_gate(opts: GateOptions) -> int:
     if injected:
         print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)", flush=True)
 
-    def run_rounds(count: int, only: list[str] | None) -> Comparison:
+    def run_rounds(count: int, only: list[str] | None) -> tuple[Comparison, ResultSet]:
         for i, name in round_order(count, first=len(sets["base"])):
             what = f"{len(only)} case(s) in doubt" if only is not None else "every case"
             print(f"[gate] round {i + 1}: {name}, {what}", flush=True)
@@ -543,21 +543,21 @@ def run_gate(opts: GateOptions) -> int:
         except ValueError as exc:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)
-        return comparison
+        return comparison, merged["head"]
 
     confirmed = 0
     try:
-        comparison = run_rounds(opts.rounds, None)
+        comparison, merged_head = run_rounds(opts.rounds, None)
         # the confirming rounds measure only the cases in doubt, one round at a time, until none is
         # left or the rounds are spent; every verdict is taken on all the rounds a case has
         while confirmed < opts.confirm_rounds:
-            only = doubtful(comparison, merge_rounds(sets["head"]), opts.decision.threshold)
+            only = doubtful(comparison, merged_head, opts.decision.threshold)
             if only == []:
                 break
             print(f"[gate] {'every case' if only is None else f'{len(only)} case(s)'} in doubt (head/base above "
                   f"{1 + DOUBT_SHARE * opts.decision.threshold:.2f}): confirming round "
                   f"{confirmed + 1} of at most {opts.confirm_rounds}", flush=True)
-            comparison = run_rounds(1, only)
+            comparison, merged_head = run_rounds(1, only)
             confirmed += 1
     finally:
         names.remove(scratch)

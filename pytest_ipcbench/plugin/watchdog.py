@@ -124,22 +124,9 @@ class Watchdog:
         time.sleep(grace)  # the usual way out: KeyboardInterrupt, pytest's summary, exit 2
         text = (f"ipcbench: rank {self.rank} is still running {grace:g} s after Ctrl-C (blocked inside an MPI "
                 f"call, waiting for ranks that have stopped): aborting the MPI job\n")
-        self.fired.set()
-        try:
-            os.write(self.err_fd, text.encode())
-        except OSError:
-            pass
         # the abort ends this process before any finally: release what it made (its segments,
         # folders) now; nobody else uses them any more
-        for item in names.find_ours(os.getpid()):
-            names.remove(item.path)
-        backstop = threading.Timer(HARD_EXIT_AFTER_S, self.hard_exit, (INTERRUPTED_EXIT_CODE,))
-        backstop.daemon = True
-        backstop.start()
-        try:
-            self.abort(INTERRUPTED_EXIT_CODE)
-        finally:
-            self.hard_exit(INTERRUPTED_EXIT_CODE)
+        self._end_job(text, INTERRUPTED_EXIT_CODE, INTERRUPTED_EXIT_CODE, tracebacks=False, release=True)
 
     def _is_waiting(self) -> bool:
         return self._waiting or self._collective is not None
@@ -219,17 +206,24 @@ class Watchdog:
         self._fire(text)
 
     def _fire(self, text: str) -> None:
+        self._end_job(text, 1, EXIT_CODE, tracebacks=True, release=False)
+
+    def _end_job(self, text: str, abort_code: int, exit_code: int, tracebacks: bool, release: bool) -> None:
+        """Say why, then ``abort(abort_code)``; if abort hangs or returns, leave with ``exit_code``."""
         self.fired.set()
         try:
             os.write(self.err_fd, text.encode())
-            faulthandler.dump_traceback(file=self.err_fd, all_threads=True)
+            if tracebacks:
+                faulthandler.dump_traceback(file=self.err_fd, all_threads=True)
         except OSError:
             pass
-        # if abort hangs or returns, leave anyway
-        backstop = threading.Timer(HARD_EXIT_AFTER_S, self.hard_exit, (EXIT_CODE,))
+        if release:
+            for item in names.find_ours(os.getpid()):
+                names.remove(item.path)
+        backstop = threading.Timer(HARD_EXIT_AFTER_S, self.hard_exit, (exit_code,))
         backstop.daemon = True
         backstop.start()
         try:
-            self.abort(1)
+            self.abort(abort_code)
         finally:
-            self.hard_exit(EXIT_CODE)
+            self.hard_exit(exit_code)
