@@ -107,6 +107,8 @@ def _experiment_cache() -> dict[str, Any]:
                 cache[f"sweep|{label}|{path}"] = float(seconds)
         for label, ratio in sweep.get("paired", {}).items():
             cache[f"sweep|{label}|paired"] = float(ratio)
+        for label, seconds in sweep.get("release", {}).items():
+            cache[f"sweep|{label}|release"] = float(seconds)
     return cache
 
 
@@ -164,6 +166,13 @@ class HandlePath:
         return _sweep(cache, size, "ping")
 
     track_roundtrip_none.unit = "seconds"  # type: ignore[attr-defined]
+
+    def track_release(self, cache: dict[str, Any], size: str) -> float:
+        """The receiver's drop of the array (uncount, unlock, park the mapping), after the round
+        trip's clock stopped: kept off the round trip, so it is shown here."""
+        return _sweep(cache, size, "release")
+
+    track_release.unit = "seconds"  # type: ignore[attr-defined]
 
     def track_ratio(self, cache: dict[str, Any], size: str) -> float:
         """Median over rounds of handle / None of the same round (robust to load drifts)."""

@@ -32,7 +32,7 @@ def node_layout(comm: Any) -> tuple[Any, Any, NodeLayout]:
     node_of = tuple(comm.allgather(node))
     if MPI.Comm.Compare(comm, MPI.COMM_WORLD) in (MPI.IDENT, MPI.CONGRUENT):
         # in the environment too: processes this rank starts (spawned workers) are on its node
-        os.environ[NODE_ENV] = f"{socket.gethostname()}#{node}"
+        _set_node(f"{socket.gethostname()}#{node}")
     return node_comm, leaders, (node, max(node_of) + 1, node_comm.Get_rank(), node_comm.Get_size(), node_of)
 
 
@@ -42,7 +42,17 @@ NODE_ENV = "IPCBENCH_NODE"  # set once the world's layout is known; inherited by
 def this_node() -> str:
     """This process's node: the host name, and the node index in MPI's world once an MPI group
     over the world was made here or in a parent process (simulated nodes share a host name)."""
-    return os.environ.get(NODE_ENV) or socket.gethostname()
+    return _node
+
+
+def _set_node(node: str) -> None:
+    global _node
+    os.environ[NODE_ENV] = _node = node
+
+
+# Read once: every shared-array handle carries it, and the environment lookup plus
+# gethostname() cost more than the rest of pickling one.  Only node_layout() changes it.
+_node = os.environ.get(NODE_ENV) or socket.gethostname()
 
 
 def describe(node_sizes: Sequence[int]) -> str:

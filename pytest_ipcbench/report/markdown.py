@@ -184,15 +184,19 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
         m = median_of(r, r.primary)
         if m:
             handle.setdefault(r.nbytes, {})[r.backend] = m
+        if r.backend == "handle" and (r.extra or {}).get("release"):
+            handle.setdefault(r.nbytes, {})["release"] = float(r.extra["release"])
     if handle:
         out += ["## Seed 002: a shared array's handle against None through the same queue", "",
                 "Round trip: put until the consumer acknowledged (it maps the segment or reuses its "
-                "mapping, reads one element); rounds interleaved.", "",
-                table(["Array", "handle", "None", "handle / None"],
+                "mapping, reads one element); rounds interleaved. Release: the consumer's drop of "
+                "the array, after the clock stopped.", "",
+                table(["Array", "handle", "None", "handle / None", "release"],
                       [[format_bytes(n), format_time(v["handle"]) if "handle" in v else "-",
                         format_time(v["ping"]) if "ping" in v else "-",
-                        f"{v['handle'] / v['ping']:.2f}x" if "handle" in v and "ping" in v else "-"]
-                       for n, v in sorted(handle.items())], "lrrr"), ""]
+                        f"{v['handle'] / v['ping']:.2f}x" if "handle" in v and "ping" in v else "-",
+                        format_time(v["release"]) if "release" in v else "-"]
+                       for n, v in sorted(handle.items())], "lrrrr"), ""]
     refs = by_scenario(results, "reference")
     if refs:
         out += ["## In-run references (what `ipcbench compare` divides out across runs)", "",

@@ -553,5 +553,6 @@ def seed002_results(got: Any) -> list[Result]:
                 scenario="seed002-handle", backend=path, mode="native", payload="ndarray", size=int(n), ranks=2,
                 samples={"completion": [float(x) for x in samples]}, nbytes=int(n),
                 extra={"ratio": sweep.get("ratio", {}).get(label),
+                       "release": sweep.get("release", {}).get(label) if path == "handle" else None,
                        "what": "handle-only round trip (handle) against None (ping), same queue"}))
     return results

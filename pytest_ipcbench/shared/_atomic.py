@@ -59,6 +59,12 @@ if _lib is not None:
 #: The back end new segments use in this process.
 DEFAULT_MODE = LIBATOMIC if _lib is not None else FCNTL
 
+#: libatomic's ``fetch_add(addr, delta & mask, SEQ_CST)`` of 4- and 8-byte words (None without
+#: libatomic), for the handle path, where the wrapper :func:`fetch_add` costs as much as the call.
+add4 = _fetch_add.get(4)
+add8 = _fetch_add.get(8)
+SEQ_CST = _SEQ_CST
+
 
 def available(mode: int) -> bool:
     return mode == FCNTL or (mode == LIBATOMIC and _lib is not None)

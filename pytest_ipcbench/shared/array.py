@@ -74,12 +74,19 @@ def _strides(shape: tuple[int, ...], itemsize: int, order: str) -> tuple[int, ..
 
 def _over(seg: Segment, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
           dtype: np.dtype, readonly: bool = False, cls: type | None = None) -> SharedNDArray:
-    """An array of ``cls`` over ``seg`` whose base chain ends at an anchor of the segment."""
-    raw = np.asarray(seg.anchor(offset, shape, strides, dtype.itemsize, readonly))
-    arr = cast(SharedNDArray, raw.view(dtype=dtype, type=cls or SharedNDArray))
+    """An array of ``cls`` over ``seg`` whose ``base`` is an anchor of the segment.
+
+    numpy checks that the items stay inside the segment (ValueError otherwise).
+    """
+    arr = _new_array(cls or SharedNDArray, shape, dtype, seg.anchor(), offset, strides)
     arr._ipcb_seg = seg
     arr._ipcb_off = offset  # the data pointer of an array never moves: pickling needs no lookup
+    if readonly:
+        arr.flags.writeable = False
     return arr
+
+
+_new_array = np.ndarray.__new__  # (cls, shape, dtype, buffer, offset, strides): one call, no views
 
 
 def _use_inline(nbytes: int, dtype: np.dtype, inline_below: int | None) -> bool:
@@ -195,8 +202,9 @@ class SharedNDArray(np.ndarray):
                 # a plain dtype travels as its string: cheaper to pickle and rebuild
                 plain = dt.fields is None and dt.subdtype is None and dt.metadata is None and dt.kind != "V"
                 args = (seg.name, generation, offset, self.shape, self.strides, dt.str if plain else dt,
-                        not self.flags.writeable)
-                return (_rebuild, args + (type(self), this_node()))
+                        not self.flags.writeable, this_node())
+                cls = type(self)
+                return (_rebuild, args if cls is SharedNDArray else args + (cls,))
         return (_by_value, (self.view(np.ndarray), type(self)))
 
     def __reduce__(self) -> tuple:
@@ -233,8 +241,8 @@ class OtherNodeError(RuntimeError):
 
 
 def _rebuild(name: str, generation: int, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
-             dtype: np.dtype | str, readonly: bool, cls: type = SharedNDArray,
-             node: str | None = None) -> SharedNDArray:
+             dtype: np.dtype | str, readonly: bool, node: str | None = None,
+             cls: type = SharedNDArray) -> SharedNDArray:
     """Unpickle a handle: map the segment (adopting the in-transit reference) and view it.
 
     A mapping this process made before is reused (see :mod:`.segment`); a handle whose
@@ -253,8 +261,8 @@ def _rebuild(name: str, generation: int, offset: int, shape: tuple[int, ...], st
             f"node {here}: shared arrays live in one node's memory; send the data instead "
             "(np.asarray(a) through a backend, or a store backend, which keeps one copy per node)"
         )
-    seg = _segment.attach(name, adopt=True, generation=generation)
-    return _over(seg, offset, tuple(shape), tuple(strides), np.dtype(dtype), readonly, cls)
+    seg = _segment.attach(name, True, generation)
+    return _over(seg, offset, shape, strides, np.dtype(dtype), readonly, cls)  # tuples as pickled
 
 
 def _by_value(a: np.ndarray, cls: type = SharedNDArray) -> SharedNDArray:

@@ -34,7 +34,8 @@ HANDLE_SIZES = (10**6, 2**30)
 
 
 def _consumer_main(conn: Any, mpq: Any, q: Queue) -> None:
-    """Get an item from the queue the command names, touch one element, ack, drop, report."""
+    """Get an item from the queue the command names, touch one element, ack; when told, drop
+    it and report how long dropping took."""
     while True:
         cmd = conn.recv()
         if cmd == "exit":
@@ -43,8 +44,10 @@ def _consumer_main(conn: Any, mpq: Any, q: Queue) -> None:
         if x is not None:
             x.flat[0]  # touch: the mapping is usable (one page fault)
         conn.send("ack")
+        conn.recv()  # "drop": the sender's clock has stopped
+        t0 = time.perf_counter()
         del x
-        conn.send("released")
+        conn.send(time.perf_counter() - t0)
 
 
 class _Consumer:
@@ -58,16 +61,23 @@ class _Consumer:
         self.proc = mp.Process(target=_consumer_main, args=(child, self.mpq, self.q), daemon=True)
         self.proc.start()
         child.close()
+        self.release_times: list[float] = []  # the consumer's drop of each item, seconds
 
     def transfer(self, cmd: str, send: Callable[[], Any]) -> float:
-        """Seconds from just before ``send()`` until the consumer acknowledged the item."""
+        """Seconds from just before ``send()`` until the consumer acknowledged the item.
+
+        The consumer drops the item only after the clock stopped (told by a "drop" message), so
+        its release work cannot delay the acknowledgement's delivery; how long the drop took is
+        appended to :attr:`release_times`.
+        """
         self.conn.send(cmd)  # the consumer is now blocked in get(): not part of the time
         t0 = time.perf_counter()
         keep = send()
         self.conn.recv()  # "ack"
         elapsed = time.perf_counter() - t0
         del keep  # our reference goes after the clock stopped
-        self.conn.recv()  # "released": the consumer dropped its array too
+        self.conn.send("drop")
+        self.release_times.append(self.conn.recv())  # the consumer dropped its array too
         return elapsed
 
     def close(self) -> None:
@@ -138,14 +148,17 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
     Returns ``{"sizes": [n], "samples": {label: {"handle": [s], "ping": [s]}},
     "median": {label: {"handle": s, "ping": s}}, "ratio": {label: handle/ping},
     "paired": {label: median over rounds of handle/ping of the same round},
-    "p10": {label: {"handle": s, "ping": s}}, "skipped": {label: why}}`` with labels like
-    ``1MB``, ``1GiB``.  On a busy machine the paired ratio and the 10th percentiles say more than
+    "p10": {label: {"handle": s, "ping": s}}, "release": {label: s}, "skipped": {label: why}}`` with
+    labels like
+    ``1MB``, ``1GiB``.  ``release`` is the consumer's median time to drop a received array (its
+    last local reference: uncount, unlock, park the mapping), after the round trip's clock
+    stopped.  On a busy machine the paired ratio and the 10th percentiles say more than
     the ratio of medians (a burst of load hits one round's pair alike).
     """
     own_consumer = consumer is None
     consumer = consumer or _Consumer()
     out: dict[str, Any] = {"sizes": [], "samples": {}, "median": {}, "ratio": {}, "paired": {}, "p10": {},
-                           "skipped": {}}
+                           "release": {}, "skipped": {}}
     try:
         for n in sizes:
             label = size_label(int(n))
@@ -155,13 +168,16 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
                 out["skipped"][label] = str(exc)
                 continue
             got: dict[str, list[float]] = {"handle": [], "ping": []}
+            release: list[float] = []
             for i in range(max(2, int(rounds)) + 1):
                 h = consumer.transfer("q", lambda a=arr: consumer.q.put(a))
+                release.append(consumer.release_times[-1])
                 p = consumer.transfer("q", lambda: consumer.q.put(None))
                 if i:  # the first round warms both paths (and makes the consumer's mapping)
                     got["handle"].append(h)
                     got["ping"].append(p)
             del arr
+            out["release"][label] = statistics.median(release[1:])
             med = {k: statistics.median(v) for k, v in got.items()}
             out["sizes"].append(int(n))
             out["samples"][label] = got
@@ -199,7 +215,8 @@ def run_seed002(nbytes_rows: int = 250000, cols: int = 602, repeats: int = 5,
     Time of one sample: from just before the put (including the copy into shared memory for
     fresh/pool) until the consumer has got the item, has it mapped, has read one element and
     its acknowledgement arrived through a Pipe.  Releasing the arrays happens after the clock
-    stops (the consumer drops its array before the next round starts, so the pool can reuse).
+    stops (the consumer drops its array when told, after the acknowledgement arrived, and before
+    the next round starts, so the pool can reuse).
     Rounds are interleaved over paths; one warm-up round per path is discarded.
 
     Returns ``{"nbytes", "shape", "repeats", "median": {path: s}, "samples": {path: [s]},
@@ -269,7 +286,8 @@ def _format_sweep(sweep: dict[str, Any], rounds: int) -> str:
         p10 = sweep.get("p10", {}).get(label, {})
         lines.append(f"  {label:>6s}  handle {med['handle'] * 1e6:8.1f} us   ping {med['ping'] * 1e6:8.1f} us"
                      f"   handle/ping {sweep['ratio'][label]:.2f}x   paired {sweep['paired'][label]:.2f}x"
-                     + (f"   (10th percentiles {p10['handle'] * 1e6:.1f} / {p10['ping'] * 1e6:.1f} us)" if p10 else ""))
+                     + (f"   (10th percentiles {p10['handle'] * 1e6:.1f} / {p10['ping'] * 1e6:.1f} us)" if p10 else "")
+                     + (f"   release {sweep['release'][label] * 1e6:.1f} us" if label in sweep.get("release", {}) else ""))
     for label, why in sweep["skipped"].items():
         lines.append(f"  {label:>6s}  skipped: {why}")
     return "\n".join(lines)

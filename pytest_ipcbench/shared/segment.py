@@ -57,9 +57,9 @@ Receiver's mapping cache (:mod:`._cache`).  A received segment keeps its file de
 unlocks through that descriptor, and parks the mapping in the cache instead of unmapping it: an
 idle entry holds neither a reference nor a lock, so it changes nothing for anybody else.  The
 next handle of that name takes the lock again on the kept descriptor (lock first, as always),
-checks that the file is still linked (``st_nlink``: the name still means the file we mapped)
-and that the handle's generation is the header's, then adopts the in-transit reference:
-one ``fcntl`` + one ``fstat`` instead of open + fcntl + fstat + pread + mmap + close.  The
+checks that the handle's generation is the header's (random per file, so it also tells a file
+unlinked and recreated under the name; ``st_nlink`` is read only when they differ), then adopts
+the in-transit reference: one ``fcntl`` instead of open + fcntl + fstat + pread + mmap + close.  The
 probe for dead holders that a drop used to run is deferred to the cache (sweep, eviction,
 exit); unlinked files are unmapped by the sweep within :data:`._cache.SWEEP_INTERVAL`.
 Inherited (fork) mappings are never cached: they carry the parent's lock.
@@ -87,6 +87,7 @@ import time
 import weakref
 from pathlib import Path
 from typing import Callable, Iterable
+from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses: atomic under the GIL
 
 from ..core import names as _names
 from ..core.units import format_bytes
@@ -107,6 +108,7 @@ _OFF_GEN = 40
 _TRANSIT_SEND = (1 << 32) | 1  # seq += 1 and in-transit += 1 in one atomic add
 _U64 = ctypes.c_uint64
 _LOW32 = (1 << 32) - 1
+_MINUS_ONE_U64 = (1 << 64) - 1  # -1 as libatomic's unsigned 64-bit delta
 
 
 class SharedMemoryFull(OSError):
@@ -140,6 +142,10 @@ def _full_error(size: int, cause: OSError | None = None) -> SharedMemoryFull:
     )
 
 
+#: This process's id, kept here because the handle path asks for it several times per handle
+#: (a system call each); the fork hook below sets it in a child before anything else runs.
+_pid = os.getpid()
+
 _flip_lock = threading.RLock()
 _fds = 0  # descriptors kept by this process's _State objects (a soft bound: FD_BUDGET)
 
@@ -152,7 +158,7 @@ class _State:
     """
 
     __slots__ = ("name", "addr", "size", "capacity", "mode", "fd", "pid", "held", "mapped",
-                 "cacheable", "probe_due", "idle_since")
+                 "cacheable", "probe_due", "idle_since", "buftype")
 
     def __init__(self, name: str, addr: int, size: int, capacity: int, mode: int, fd: int | None,
                  cacheable: bool = False) -> None:
@@ -160,12 +166,13 @@ class _State:
         self.name, self.addr, self.size, self.capacity, self.mode, self.fd = name, addr, size, capacity, mode, fd
         if fd is not None:
             _fds += 1
-        self.pid = os.getpid()
+        self.pid = _pid
         self.held = True
         self.mapped = True
         self.cacheable = cacheable and fd is not None
         self.probe_due = False  # a drop left others counted and nobody checked they live
         self.idle_since = 0.0
+        self.buftype: type[ctypes.Array] | None = None  # ctypes char[capacity], made at first use
 
     def add(self, offset: int, delta: int, width: int) -> int:
         return _atomic.fetch_add(self.mode, self.addr + offset, delta, width, self.fd)
@@ -179,7 +186,7 @@ class _State:
     def drop_hold(self) -> None:
         """Give back this process's reference; unlink if it was the last one (or all others died)."""
         with _flip_lock:  # explicit release() and a finalizer may race on another thread
-            if not self.held or self.pid != os.getpid():
+            if not self.held or self.pid != _pid:
                 self.held = False
                 return
             self.held = False
@@ -213,7 +220,7 @@ class _State:
     def retire(self) -> None:
         """Finalizer: the last local array died.  Uncount, then unlock and park the mapping in
         the cache (received segments), or unmap (everything else)."""
-        if not (self.cacheable and self.mapped and _map_cache.enabled and self.pid == os.getpid()):
+        if not (self.cacheable and self.mapped and _map_cache.enabled and self.pid == _pid):
             self.release()
             return
         with _flip_lock:
@@ -313,22 +320,16 @@ def _segment_gone(ref: weakref.ref[Segment]) -> None:
         return
     state = _dying.pop(ref, None)
     if state is not None:
+        _remove_dead_weakref(_registry, state.name)  # only if no live Segment took the name
         state.retire()
 
 
-class Anchor:
-    """The ``__array_interface__`` provider every array over a segment hangs from.
+class _AnchorRef(weakref.ref):
+    """A weak reference to an anchor, hashed by identity (ctypes arrays are unhashable)."""
 
-    numpy keeps the provider as the array's ``base``; every view (even a plain-ndarray view,
-    whose base chain numpy collapses) ends at an anchor, and the anchor keeps the Segment alive,
-    so the mapping outlives every array that can touch it.
-    """
-
-    __slots__ = ("segment", "__array_interface__", "__weakref__")
-
-    def __init__(self, segment: Segment, interface: dict) -> None:
-        self.segment = segment
-        self.__array_interface__ = interface
+    __slots__ = ()
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
 
 
 class Segment:
@@ -345,14 +346,16 @@ class Segment:
         self.capacity = state.capacity
         # weak references to the live anchors, each removing itself when its anchor dies (a
         # plain set: a WeakSet costs more to make than the rest of a receive)
-        self._anchors: set[weakref.ref[Anchor]] = set()
-        with _registry_lock:
-            _registry[state.name] = self
+        self._anchors: set[_AnchorRef] = set()
         # Released when every array and view over it is gone (each holds an anchor that holds
         # us), by a weakref callback: cheaper than weakref.finalize (this runs once per received
         # handle), and unlike __del__ it runs after every weak reference to us is cleared, so
-        # attach() can never pick a dying Segment out of the registry.
-        _dying[weakref.ref(self, _segment_gone)] = state
+        # attach() can never pick a dying Segment out of the registry.  The same reference is
+        # our registry entry (a WeakValueDictionary would make a second one).
+        ref = weakref.ref(self, _segment_gone)
+        with _registry_lock:
+            _registry[state.name] = ref
+        _dying[ref] = state
         if _hook_pid != state.pid:
             _ensure_exit_hook()
 
@@ -366,7 +369,7 @@ class Segment:
 
     @property
     def held(self) -> bool:
-        return self._state.held and self._state.pid == os.getpid()
+        return self._state.held and self._state.pid == _pid
 
     def refs(self) -> int:
         return self._state.load(_OFF_REFS, 4)
@@ -379,31 +382,22 @@ class Segment:
         """Random at creation, +1 at each pool reuse; handles carry it (see the module doc)."""
         return self._state.generation()
 
-    def anchor(self, offset: int, shape: tuple[int, ...], strides: tuple[int, ...],
-               itemsize: int, readonly: bool = False) -> Anchor:
-        """An array-interface provider of raw ``V<itemsize>`` items at data ``offset``.
+    def anchor(self) -> ctypes.Array:
+        """A new buffer over the segment's data (a ctypes ``char`` array of its capacity) that
+        keeps this Segment alive, for numpy to build an array on.
 
-        The caller views it with the real dtype (same itemsize), which keeps any dtype exact.
-        Raises ValueError if the items would fall outside the segment.
+        numpy keeps a buffer as the array's ``base``, and every view of that array ends at it
+        (numpy stops collapsing a base chain at a subclass), so the mapping outlives every array
+        that can touch it, and ``_anchors`` (weak) tells whether any local array exists.  numpy
+        also checks that shape, strides and offset stay inside the buffer.
         """
-        lo = hi = 0
-        for n, s in zip(shape, strides):
-            if n == 0:
-                lo = hi = 0
-                break
-            if s < 0:
-                lo += (n - 1) * s
-            else:
-                hi += (n - 1) * s
-        else:
-            hi += itemsize
-        if offset + lo < 0 or offset + hi > self.capacity:
-            raise ValueError(f"array outside segment {self.name}")
-        a = Anchor(self, {
-            "version": 3, "shape": tuple(shape), "strides": tuple(strides),
-            "typestr": f"|V{itemsize}", "data": (self.data_addr + offset, readonly),
-        })
-        self._anchors.add(weakref.ref(a, self._anchors.discard))
+        st = self._state
+        buftype = st.buftype
+        if buftype is None:  # one type per mapping: making one costs ~15 us, a handle ~10 us
+            buftype = st.buftype = ctypes.c_char * st.capacity
+        a = buftype.from_address(st.addr + HEADER_SIZE)
+        a.segment = self
+        self._anchors.add(_AnchorRef(a, self._anchors.discard))
         return a
 
     def send_ref(self) -> int:
@@ -417,11 +411,15 @@ class Segment:
     def try_send_ref(self) -> int | None:
         """:meth:`send_ref`, or None (nothing taken) if this process does not hold it."""
         st = self._state
-        if not st.held or st.pid != os.getpid():
+        if not st.held or st.pid != _pid:
             return None
-        mode, addr, fd = st.mode, st.addr, st.fd
-        _atomic.fetch_add(mode, addr + _OFF_TRANSIT, _TRANSIT_SEND, 8, fd)
-        _atomic.fetch_add(mode, addr + _OFF_REFS, 1, 4, fd)
+        addr = st.addr
+        if st.mode == _atomic.LIBATOMIC:  # the common case, without the wrapper's dispatch
+            _atomic.add8(addr + _OFF_TRANSIT, _TRANSIT_SEND, _atomic.SEQ_CST)
+            _atomic.add4(addr + _OFF_REFS, 1, _atomic.SEQ_CST)
+        else:
+            _atomic.fetch_add(st.mode, addr + _OFF_TRANSIT, _TRANSIT_SEND, 8, st.fd)
+            _atomic.fetch_add(st.mode, addr + _OFF_REFS, 1, 4, st.fd)
         return _U64.from_address(addr + _OFF_GEN).value
 
     def unsend_ref(self) -> None:
@@ -435,7 +433,7 @@ class Segment:
         Afterwards arrays over it still work locally but travel by value, not by handle.
         """
         with _registry_lock:
-            if _registry.get(self.name) is self:
+            if _registered(self.name) is self:
                 del _registry[self.name]
         self._state.drop_hold()
 
@@ -464,8 +462,19 @@ class Segment:
         return True
 
 
-_registry: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
+#: name -> weak reference to this process's Segment of it (the one whose callback retires it).
+_registry: dict[str, weakref.ref[Segment]] = {}
 _registry_lock = threading.RLock()
+
+
+def _registered(name: str) -> Segment | None:
+    ref = _registry.get(name)
+    return None if ref is None else ref()
+
+
+def _segments() -> list[Segment]:
+    """Every live Segment of this process."""
+    return [seg for seg in (ref() for ref in list(_registry.values())) if seg is not None]
 
 
 def _cache_check(st: _State, now: float) -> bool:
@@ -553,7 +562,7 @@ def attach(name: str, adopt: bool = True, generation: int | None = None) -> Segm
     (the handle is stale) without adopting anything.  Reuses a cached idle mapping if any.
     """
     with _registry_lock:
-        seg = _registry.get(name)
+        seg = _registered(name)
         if seg is not None and seg.held:
             _check_generation(seg._state, generation)
             if adopt:  # we already hold one: give the in-transit reference back
@@ -566,8 +575,12 @@ def attach(name: str, adopt: bool = True, generation: int | None = None) -> Segm
             seg = _map_existing(name, generation)
         else:
             _map_cache.hits += 1
-        if adopt:
-            seg._state.add(_OFF_TRANSIT, -1, 8)  # after our lock is in place
+        if adopt:  # after our lock is in place
+            st = seg._state
+            if st.mode == _atomic.LIBATOMIC:
+                _atomic.add8(st.addr + _OFF_TRANSIT, _MINUS_ONE_U64, _atomic.SEQ_CST)
+            else:
+                st.add(_OFF_TRANSIT, -1, 8)
         return seg
 
 
@@ -589,24 +602,32 @@ def _check_generation(st: _State, generation: int | None) -> None:
 def _revive(st: _State, generation: int | None) -> Segment | None:
     """A Segment over the cached idle mapping ``st``, or None if its file was unlinked.
 
-    Lock first (as a fresh attach does), then check that the name still means our file
-    (``st_nlink``: we never rename) and the generation; only then count (the caller adopts).
+    Lock first (as a fresh attach does), then check that the handle's generation is the one
+    our mapping shows; only then count (the caller adopts).  The generation identifies the
+    file too (random at creation), so a matching one needs no ``fstat``: a name unlinked and
+    recreated shows another generation, and only then do we look at ``st_nlink`` to tell a
+    stale handle (the pool reused the file) from a new file (mapped afresh by the caller).
     """
     assert st.fd is not None
-    pid = os.getpid()
+    pid = _pid
     try:
         _libc.hold_lock(st.fd, pid)
-        linked = os.fstat(st.fd).st_nlink > 0
     except OSError:  # pragma: no cover - a descriptor we own: not expected
-        linked = False
-    if not linked:
-        st.unmap()  # the lock goes with the descriptor and the mapping
+        st.unmap()
         return None
-    if generation is not None and st.generation() != generation:
-        now = st.generation()
-        _libc.drop_lock(st.fd, pid)
-        _map_cache.put(st.name, st)  # still good for current handles
-        raise _stale(st.name, generation, now)
+    if generation is None or st.generation() != generation:
+        try:
+            linked = os.fstat(st.fd).st_nlink > 0
+        except OSError:  # pragma: no cover - a descriptor we own: not expected
+            linked = False
+        if not linked:
+            st.unmap()  # the lock goes with the descriptor and the mapping
+            return None
+        if generation is not None:
+            now = st.generation()
+            _libc.drop_lock(st.fd, pid)
+            _map_cache.put(st.name, st)  # still good for current handles
+            raise _stale(st.name, generation, now)
     st.held = True
     st.probe_due = False  # we count again: our next drop decides anew
     return Segment(st)
@@ -627,7 +648,7 @@ def _map_existing(name: str, generation: int | None = None) -> Segment:
         _libc.hold_lock(fd, os.getpid())
         size = os.fstat(fd).st_size
         header = os.pread(fd, _HDR.size, 0)
-        magic, version, mode, _refs, _pad, _transit, capacity, _pid, _pgid, gen = _HDR.unpack(header)
+        magic, version, mode, _refs, _pad, _transit, capacity, _creator, _pgid, gen = _HDR.unpack(header)
         if size < HEADER_SIZE or magic != MAGIC or version != VERSION:
             raise ValueError(f"{path} is not a complete shared array segment")
         if not _atomic.available(mode):
@@ -740,7 +761,7 @@ def _release_all() -> None:
     """Exit hook: give back every reference this process holds, keep the mappings."""
     global _exiting
     _exiting = True
-    for seg in list(_registry.values()):
+    for seg in _segments():
         seg._state.release(unmap=False)
     _map_cache.stop()  # idle mappings: their deferred probes run, then they are unmapped
 
@@ -781,9 +802,9 @@ def _rehold_in_child() -> None:
     must not reuse memory the child can still see).  One without (e.g. kept free by a pool)
     is unmapped in the child at once, so the child neither pins it nor keeps the parent's lock.
     """
-    global _fds
-    pid = os.getpid()
-    for seg in list(_registry.values()):
+    global _fds, _pid
+    pid = _pid = os.getpid()
+    for seg in _segments():
         st = seg._state
         if st.pid == pid:
             continue

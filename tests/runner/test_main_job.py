@@ -63,10 +63,12 @@ def test_seed002_handle_sweep_becomes_results_with_their_sizes():
     got = {"nbytes": 100, "shape": (5, 5), "samples": {"handle": [0.1]}, "ratios": {},
            "handle_sweep": {"sizes": [10**6, 2**30], "ratio": {"1MB": 1.2, "1GiB": 1.3},
                             "samples": {"1MB": {"handle": [6e-5], "ping": [5e-5]},
-                                        "1GiB": {"handle": [6.5e-5], "ping": [5e-5]}}}}
+                                        "1GiB": {"handle": [6.5e-5], "ping": [5e-5]}},
+                            "release": {"1MB": 4e-6, "1GiB": 5e-6}}}
     rs = [r for r in seed002_results(got) if r.scenario == "seed002-handle"]
     assert sorted((r.backend, r.size) for r in rs) == [("handle", 10**6), ("handle", 2**30),
                                                        ("ping", 10**6), ("ping", 2**30)]
+    assert {(r.backend, r.size): r.extra["release"] for r in rs}[("handle", 2**30)] == 5e-6
 
 
 def test_find_mpiexec_prefers_the_one_next_to_python():

@@ -107,6 +107,29 @@ def test_views_slices_keep_segment_alive_and_pickle_by_handle():
     assert not shm_path(name).exists()
 
 
+def test_the_base_of_an_array_keeps_the_mapping_alive():
+    """numpy exposes the anchor as ``base``: an array built on it alone must keep the mapping."""
+    arr = shared(np.arange(100_000, dtype=np.int64))
+    name = arr.segment_name
+    raw = np.frombuffer(arr.base, dtype=np.int64)  # no SharedNDArray left after the del below
+    del arr
+    gc.collect()
+    assert shm_path(name).exists() and raw[99_999] == 99_999
+    del raw
+    gc.collect()
+    assert not shm_path(name).exists()
+
+
+def test_a_handle_outside_its_segment_is_refused():
+    arr = shared(np.zeros(100_000))
+    bad = list(arr.__reduce_ex__(5)[1])
+    bad[3] = (200_000,)  # shape beyond the segment's capacity
+    with pytest.raises(ValueError, match="size of buffer"):
+        arr.__reduce_ex__(5)[0](*bad)
+    arr._ipcb_seg.unsend_ref()  # two reductions took two references; attach gave one back
+    del arr
+
+
 def test_ufunc_results_are_plain_and_out_is_kept():
     arr = shared(np.arange(10.0))
     assert type(arr + 1) is np.ndarray

@@ -84,6 +84,34 @@ def test_second_handle_reuses_the_mapping(worker):
     assert name not in segment._map_cache.names()
 
 
+def test_a_cache_hit_costs_one_fcntl_and_no_open_stat_or_mmap(worker, monkeypatch):
+    """The receive path of a segment mapped before: lock on the kept descriptor, nothing else."""
+    from pytest_ipcbench.shared import _libc
+
+    worker.call("make", "a", N)
+    del_x = worker.call("get", "a")
+    del del_x  # parked
+    calls: list[str] = []
+
+    def counting(name, real):
+        def call(*args, **kwargs):
+            calls.append(name)
+            return real(*args, **kwargs)
+        return call
+
+    for name in ("open", "fstat", "pread"):
+        monkeypatch.setattr(segment.os, name, counting(name, getattr(os, name)))
+    monkeypatch.setattr(_libc, "mmap", counting("mmap", _libc.mmap))
+    monkeypatch.setattr(_libc.fcntl, "fcntl", counting("fcntl", _libc.fcntl.fcntl))
+    hits = cache_info()["hits"]
+    y = worker.call("get", "a")
+    assert cache_info()["hits"] == hits + 1
+    assert calls == ["fcntl"], calls  # the holder lock; the generation proves it is our file
+    monkeypatch.undo()
+    del y
+    worker.call("drop", "a")
+
+
 def test_idle_mapping_holds_nothing_and_generation_bump_refuses_old_handles(worker):
     with SharedNumpyPool() as pool:
         a = pool.from_numpy_array(np.full(N, 1.0))
@@ -219,3 +247,4 @@ def test_handle_sweep_measures_handle_and_none_per_size():
         assert len(got["samples"][label]["handle"]) == len(got["samples"][label]["ping"]) == 5
         assert got["ratio"][label] == got["median"][label]["handle"] / got["median"][label]["ping"] > 0
         assert got["paired"][label] > 0 and set(got["p10"][label]) == {"handle", "ping"}
+        assert 0 < got["release"][label] < max(got["samples"][label]["handle"])  # measured apart
