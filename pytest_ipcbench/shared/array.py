@@ -81,7 +81,7 @@ def _over(seg: Segment, offset: int, shape: tuple[int, ...], strides: tuple[int,
     arr = _new_array(cls or SharedNDArray, shape, dtype, seg.anchor(), offset, strides)
     arr._ipcb_seg = seg
     arr._ipcb_off = offset  # the data pointer of an array never moves: pickling needs no lookup
-    if readonly:
+    if readonly:  # as sent; like any read-only view of writable memory, it may be made writable
         arr.flags.writeable = False
     return arr
 

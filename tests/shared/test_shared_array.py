@@ -120,6 +120,18 @@ def test_the_base_of_an_array_keeps_the_mapping_alive():
     assert not shm_path(name).exists()
 
 
+def test_a_read_only_view_arrives_read_only():
+    arr = shared(np.arange(100_000.0))
+    view = arr[10:20]
+    view.flags.writeable = False
+    got = roundtrip(view)
+    assert got.is_shared and not got.flags.writeable and got[0] == 10.0
+    with pytest.raises(ValueError, match="read-only"):
+        got[0] = 1.0
+    assert roundtrip(arr).flags.writeable  # and a writable one writable
+    del arr, view, got
+
+
 def test_a_handle_outside_its_segment_is_refused():
     arr = shared(np.zeros(100_000))
     bad = list(arr.__reduce_ex__(5)[1])
