@@ -4,7 +4,12 @@ Absolute thresholds break when the machine changes; a ratio measured in the same
 B interleaved (A B, B A, A B, ...: drift and caches hit both alike), does not. The verdict uses the
 bootstrap confidence interval of the ratio of medians (:func:`.stats.ratio_interval`) and gives
 the benefit of the doubt to noise: an assertion fails only when the whole interval excludes the
-claim. The failure message shows both medians, the ratio and its interval.
+claim **and** the ratio of the two fastest samples (:attr:`Comparison.best_ratio`) excludes it
+too. Contention only ever adds time: when another job oversubscribes the cores, one side's
+medians can swing by several times (two MPI jobs on two cores: a ping-pong's median ratio read
+0.3x to 7x between runs, its fastest samples 1.6x to 2.7x, quiet 1.9-2.2x), while a real slowdown
+moves the fastest samples as well. The failure message shows both medians, the ratio, its
+interval and the best ratio.
 
 Two ways to call each assertion:
 
@@ -67,6 +72,11 @@ class Comparison:
         return self.interval.ratio
 
     @property
+    def best_ratio(self) -> float:
+        """min(A) / min(B): the ratio of what each costs when nothing else got in the way."""
+        return min(self.a) / max(min(self.b), 1e-12)
+
+    @property
     def speedup(self) -> float:
         """How many times faster A is than B: median(B) / median(A)."""
         return 1 / self.ratio if self.ratio > 0 else math.inf
@@ -85,7 +95,8 @@ class Comparison:
         return (
             f"median {self.name_a} {format_time(ia.median_a)}, median {self.name_b} {format_time(ia.median_b)}; "
             f"{self.name_a} / {self.name_b} = {ia.ratio:.3g}x ({pct}% CI {ia.low:.3g}x - {ia.high:.3g}x), "
-            f"i.e. {self.name_a} is {self.speedup:.3g}x as fast ({pct}% CI {lo:.3g}x - {hi:.3g}x); {how}"
+            f"i.e. {self.name_a} is {self.speedup:.3g}x as fast ({pct}% CI {lo:.3g}x - {hi:.3g}x); "
+            f"fastest samples {format_time(min(self.a))} / {format_time(min(self.b))} = {self.best_ratio:.3g}x; {how}"
         )
 
 
@@ -218,14 +229,15 @@ def assert_faster(
 ) -> Comparison:
     """Assert ``fast`` is at least ``at_least`` times as fast as ``slow``.
 
-    Fails only if the confidence interval of the speedup lies wholly below ``at_least``.
+    Fails only if the confidence interval of the speedup lies wholly below ``at_least`` and the
+    fastest samples' speedup is below it too.
     ``measure``: ``timer=`` and ``min_time=`` for callables (see :func:`measure_interleaved`).
     """
     if at_least <= 0:
         raise ValueError(f"at_least must be positive, got {at_least}")
     c = compare(fast, slow, rounds=rounds, confidence=confidence, names=names, **measure)
     lo, hi = c.speedup_interval
-    if hi < at_least:
+    if hi < at_least and 1 / c.best_ratio < at_least:
         raise SpeedAssertionError(
             f"{c.name_a} is not {at_least:g}x as fast as {c.name_b}: the whole interval "
             f"{lo:.3g}x - {hi:.3g}x is below {at_least:g}x. {c.describe()}",
@@ -251,13 +263,14 @@ def assert_not_slower(
 ) -> Comparison:
     """Assert ``a`` takes at most ``by_more_than`` times as long as ``b``.
 
-    Fails only if the confidence interval of median(a) / median(b) lies wholly above the bound.
+    Fails only if the confidence interval of median(a) / median(b) lies wholly above the bound and
+    the fastest samples' ratio is above it too.
     ``measure``: ``timer=`` and ``min_time=`` for callables (see :func:`measure_interleaved`).
     """
     if by_more_than <= 0:
         raise ValueError(f"by_more_than must be positive, got {by_more_than}")
     c = compare(a, b, rounds=rounds, confidence=confidence, names=names, **measure)
-    if c.interval.low > by_more_than:
+    if c.interval.low > by_more_than and c.best_ratio > by_more_than:
         raise SpeedAssertionError(
             f"{c.name_a} is more than {by_more_than:g}x as slow as {c.name_b}: the whole interval "
             f"{c.interval.low:.3g}x - {c.interval.high:.3g}x is above {by_more_than:g}x. {c.describe()}",
@@ -276,11 +289,11 @@ def assert_ratio(
 ) -> Comparison:
     """Assert median(a) / median(b) (a time ratio) is within [at_least, at_most], same rule."""
     c = compare(a, b, **kwargs)
-    if at_least is not None and c.interval.high < at_least:
+    if at_least is not None and c.interval.high < at_least and c.best_ratio < at_least:
         raise SpeedAssertionError(
             f"{c.name_a} / {c.name_b} is below {at_least:g}x with confidence. {c.describe()}", c
         )
-    if at_most is not None and c.interval.low > at_most:
+    if at_most is not None and c.interval.low > at_most and c.best_ratio > at_most:
         raise SpeedAssertionError(
             f"{c.name_a} / {c.name_b} is above {at_most:g}x with confidence. {c.describe()}", c
         )

@@ -69,6 +69,25 @@ def test_assert_not_slower_fails_on_a_clear_slowdown():
         assert_not_slower(big, small, by_more_than=2, **CPU)
 
 
+def test_contention_on_one_side_is_not_a_slowdown_but_a_shift_of_everything_is():
+    """Another job on the cores only adds time: when most of A's samples are delayed but its
+    fastest ones match B's, the claim stands; when every sample of A is slower, it fails."""
+    rng = np.random.default_rng(1)
+    b = list(1.0 + 0.1 * rng.random(200))
+    contended = list(1.0 + 0.1 * rng.random(40)) + list(8.0 + 4 * rng.random(160))  # 80% delayed
+    c = assert_not_slower(contended, b, by_more_than=4)  # median ratio ~10x, fastest ~1x
+    assert c.interval.low > 4 and c.best_ratio < 1.2
+    assert_faster(b, contended, at_least=1.0)
+    slower = [x * 6 for x in b]
+    with pytest.raises(SpeedAssertionError, match="fastest samples") as info:
+        assert_not_slower(slower, b, by_more_than=4)
+    assert info.value.comparison.best_ratio > 4
+    with pytest.raises(SpeedAssertionError):
+        assert_faster(slower, b, at_least=1.0)
+    with pytest.raises(SpeedAssertionError):
+        assert_ratio(slower, b, at_most=4)
+
+
 def test_pre_collected_samples():
     rng = np.random.default_rng(0)
     fast = list(1.0 + 0.05 * rng.random(30))
