@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import marshal
 import math
 from typing import Any, Iterator, Literal, SupportsIndex, cast
 
@@ -187,24 +188,32 @@ class SharedNDArray(np.ndarray):
         return offset if 0 <= offset < max(seg.capacity, 1) else None
 
     # ------------------------------------------------------------------ pickling
-    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
+    def _send_args(self) -> tuple | None:
+        """Take an in-transit reference and return the handle (the arguments of ``_rebuild``);
+        None, with nothing taken, if this array does not travel by handle."""
         seg = self._ipcb_seg
-        if seg is not None:
-            offset = self._ipcb_off
+        if seg is None:
+            return None
+        offset = self._ipcb_off
+        if offset is None:
+            offset = self._offset()
             if offset is None:
-                offset = self._offset()
-            generation = seg.try_send_ref() if offset is not None else None
-            if generation is not None:
-                sent = _sent.get()
-                if sent is not None:
-                    sent.append(seg)
-                dt = self.dtype
-                # a plain dtype travels as its string: cheaper to pickle and rebuild
-                plain = dt.fields is None and dt.subdtype is None and dt.metadata is None and dt.kind != "V"
-                args = (seg.name, generation, offset, self.shape, self.strides, dt.str if plain else dt,
-                        not self.flags.writeable, this_node())
-                cls = type(self)
-                return (_rebuild, args if cls is SharedNDArray else args + (cls,))
+                return None
+        generation = seg.try_send_ref()
+        if generation is None:
+            return None
+        dt = self.dtype
+        return (seg.name, generation, offset, self.shape, self.strides, dt.str if _plain(dt) else dt,
+                not self.flags.writeable, this_node())
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
+        args = self._send_args()
+        if args is not None:
+            sent = _sent.get()
+            if sent is not None:
+                sent.append(self._ipcb_seg)
+            cls = type(self)
+            return (_rebuild, args if cls is SharedNDArray else args + (cls,))
         return (_by_value, (self.view(np.ndarray), type(self)))
 
     def __reduce__(self) -> tuple:
@@ -263,6 +272,33 @@ def _rebuild(name: str, generation: int, offset: int, shape: tuple[int, ...], st
         )
     seg = _segment.attach(name, True, generation)
     return _over(seg, offset, shape, strides, np.dtype(dtype), readonly, cls)  # tuples as pickled
+
+
+def _plain(dt: np.dtype) -> bool:
+    """A dtype that travels as its string (cheaper to send and rebuild than the object)."""
+    return dt.fields is None and dt.subdtype is None and dt.metadata is None and dt.kind != "V"
+
+
+#: First byte of a bare handle on :class:`~.queue.Queue` (a pickle of protocol 2+ starts with 0x80).
+WIRE_MARK = 0x48
+
+
+def to_wire(arr: Any) -> tuple[bytes, Segment] | None:
+    """A bare handle of ``arr`` for our Queue, with its in-transit reference taken: ``marshal``
+    of the handle's fields, no pickler, no global to look up on either side.  None (nothing
+    taken) when ``arr`` must be pickled: not exactly a SharedNDArray, a structured dtype, or
+    an array that travels by value.  The caller gives the reference back if the send fails."""
+    if type(arr) is not SharedNDArray or not _plain(arr.dtype):
+        return None
+    args = arr._send_args()
+    if args is None:
+        return None
+    return bytes((WIRE_MARK,)) + marshal.dumps(args, 4), arr._ipcb_seg  # type: ignore[return-value]
+
+
+def from_wire(data: bytes) -> SharedNDArray:
+    """The array of a bare handle made by :func:`to_wire` (maps it, adopts the reference)."""
+    return _rebuild(*marshal.loads(memoryview(data)[1:]))
 
 
 def _by_value(a: np.ndarray, cls: type = SharedNDArray) -> SharedNDArray:

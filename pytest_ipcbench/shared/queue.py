@@ -5,7 +5,10 @@ cannot be pickled is lost with a traceback on stderr, and a SharedNDArray would 
 in-transit reference too late (seed 002's pool overwrite).  Here ``put`` pickles first (shared
 arrays become handles, taking their references now), then hands the bytes to an ordinary
 ``multiprocessing.Queue``; if pickling or the hand-over fails, ``put`` raises and gives the
-references back.
+references back.  A SharedNDArray put on its own (``queue.put(batch)``, the common case) is
+not pickled at all: its handle's fields go as ``marshal`` bytes behind a marker byte that no
+pickle starts with, which halves what a handle costs the two sides over ``None`` (see
+docs/shared-arrays.md).
 
 MPI ranks on one host need no queue of ours: mpi4py's lowercase ``comm.send(arr)`` /
 ``comm.recv()`` pickle, so a SharedNDArray already travels as a handle and the receiver maps the
@@ -21,7 +24,7 @@ import pickle
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from .array import collect_sends
+from .array import WIRE_MARK, collect_sends, from_wire, to_wire
 
 BaseContext = multiprocessing.context.BaseContext
 
@@ -40,7 +43,19 @@ class Queue:
         self._q = ctx.Queue(maxsize)
 
     def put(self, obj: Any, block: bool = True, timeout: float | None = None) -> None:
-        """Pickle ``obj`` here (errors raise here), then enqueue the bytes."""
+        """Pickle ``obj`` here (errors raise here), then enqueue the bytes.
+
+        A SharedNDArray on its own goes as a bare handle (``marshal`` of its fields, see
+        :func:`.array.to_wire`): the common ``queue.put(batch)`` skips the pickler on both sides.
+        """
+        wire = to_wire(obj)
+        if wire is not None:
+            try:
+                self._q.put(wire[0], block, timeout)
+            except BaseException:
+                wire[1].unsend_ref()
+                raise
+            return
         with collect_sends() as sent:
             try:
                 buf = io.BytesIO()
@@ -56,7 +71,8 @@ class Queue:
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """Next item; shared arrays are mapped (raises queue.Empty like multiprocessing)."""
-        return pickle.loads(self._q.get(block, timeout))
+        data = self._q.get(block, timeout)
+        return from_wire(data) if data[0] == WIRE_MARK else pickle.loads(data)
 
     def get_nowait(self) -> Any:
         return self.get(False)
