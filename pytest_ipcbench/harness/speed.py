@@ -230,7 +230,9 @@ def assert_faster(
     """Assert ``fast`` is at least ``at_least`` times as fast as ``slow``.
 
     Fails only if the confidence interval of the speedup lies wholly below ``at_least`` and the
-    fastest samples' speedup is below it too.
+    fastest samples' speedup is below it too.  Leave a margin when A and B may be equal: at
+    ``at_least=1.0`` two equal callables sit on the boundary, and a 95% interval excludes it now
+    and then.
     ``measure``: ``timer=`` and ``min_time=`` for callables (see :func:`measure_interleaved`).
     """
     if at_least <= 0:

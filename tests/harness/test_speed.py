@@ -60,7 +60,10 @@ def test_a_real_inversion_fails_and_says_why():
 @pytest.mark.parametrize("attempt", range(2))
 def test_equal_cases_stay_quiet(attempt):
     assert_not_slower(small, small, by_more_than=1.5, **CPU)
-    assert_faster(small, small, at_least=1.0, **CPU)  # no evidence against: benefit of the doubt
+    # no evidence against: benefit of the doubt. Not at_least=1.0: for two equal callables that
+    # claim sits on the boundary, where a 95% interval excludes it now and then (it read
+    # 0.976x-0.999x once in about 20 runs); a 10% margin is what a real claim would allow.
+    assert_faster(small, small, at_least=0.9, **CPU)
     assert_not_slower(small, small, by_more_than=1.5)  # wall time too
 
 
