@@ -59,12 +59,6 @@ if _lib is not None:
 #: The back end new segments use in this process.
 DEFAULT_MODE = LIBATOMIC if _lib is not None else FCNTL
 
-#: libatomic's ``fetch_add(addr, delta & mask, SEQ_CST)`` of 4- and 8-byte words (None without
-#: libatomic), for the handle path, where the wrapper :func:`fetch_add` costs as much as the call.
-add4 = _fetch_add.get(4)
-add8 = _fetch_add.get(8)
-SEQ_CST = _SEQ_CST
-
 
 def available(mode: int) -> bool:
     return mode == FCNTL or (mode == LIBATOMIC and _lib is not None)
@@ -73,7 +67,7 @@ def available(mode: int) -> bool:
 def fetch_add(mode: int, addr: int, delta: int, width: int, fd: int | None = None) -> int:
     """Add ``delta`` (may be negative) to the ``width``-byte word at ``addr``; return the old value."""
     if mode == LIBATOMIC:
-        return int(_fetch_add[width](addr, delta & _MASK[width], _SEQ_CST))
+        return _fetch_add[width](addr, delta & _MASK[width], _SEQ_CST)  # an int already (restype)
     assert fd is not None, "the fcntl counter needs the segment's fd"
     _libc.lock_header(fd, 0, 64)
     try:

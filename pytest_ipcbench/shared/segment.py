@@ -108,7 +108,6 @@ _OFF_GEN = 40
 _TRANSIT_SEND = (1 << 32) | 1  # seq += 1 and in-transit += 1 in one atomic add
 _U64 = ctypes.c_uint64
 _LOW32 = (1 << 32) - 1
-_MINUS_ONE_U64 = (1 << 64) - 1  # -1 as libatomic's unsigned 64-bit delta
 
 
 class SharedMemoryFull(OSError):
@@ -413,14 +412,9 @@ class Segment:
         st = self._state
         if not st.held or st.pid != _pid:
             return None
-        addr = st.addr
-        if st.mode == _atomic.LIBATOMIC:  # the common case, without the wrapper's dispatch
-            _atomic.add8(addr + _OFF_TRANSIT, _TRANSIT_SEND, _atomic.SEQ_CST)
-            _atomic.add4(addr + _OFF_REFS, 1, _atomic.SEQ_CST)
-        else:
-            _atomic.fetch_add(st.mode, addr + _OFF_TRANSIT, _TRANSIT_SEND, 8, st.fd)
-            _atomic.fetch_add(st.mode, addr + _OFF_REFS, 1, 4, st.fd)
-        return _U64.from_address(addr + _OFF_GEN).value
+        st.add(_OFF_TRANSIT, _TRANSIT_SEND, 8)
+        st.add(_OFF_REFS, 1, 4)
+        return _U64.from_address(st.addr + _OFF_GEN).value
 
     def unsend_ref(self) -> None:
         """Give back an in-transit reference whose handle was never sent (failed put)."""
@@ -575,12 +569,8 @@ def attach(name: str, adopt: bool = True, generation: int | None = None) -> Segm
             seg = _map_existing(name, generation)
         else:
             _map_cache.hits += 1
-        if adopt:  # after our lock is in place
-            st = seg._state
-            if st.mode == _atomic.LIBATOMIC:
-                _atomic.add8(st.addr + _OFF_TRANSIT, _MINUS_ONE_U64, _atomic.SEQ_CST)
-            else:
-                st.add(_OFF_TRANSIT, -1, 8)
+        if adopt:
+            seg._state.add(_OFF_TRANSIT, -1, 8)  # after our lock is in place
         return seg
 
 
