@@ -65,6 +65,8 @@ class MappingCache:
 
     def take(self, name: str) -> Any | None:
         """Remove and return the idle entry of ``name`` (None if there is none)."""
+        if not self._entries:  # nothing to take: no lock needed to know it
+            return None
         with self._lock:
             return self._entries.pop(name, None)
 

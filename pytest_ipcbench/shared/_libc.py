@@ -65,28 +65,32 @@ def _fcntl(fd: int, cmd: int, lock_type: int, start: int, length: int) -> _Flock
     return _Flock.from_buffer_copy(raw)
 
 
-_holder_structs: dict[tuple[int, int], bytes] = {}
+_holder_structs: dict[int, tuple[bytes, bytes]] = {}
 
 
-def _holder_struct(lock_type: int, pid: int) -> bytes:
-    """The packed ``struct flock`` of ``pid``'s holder byte (built once: this is the hot path)."""
-    key = (lock_type, pid)
-    raw = _holder_structs.get(key)
+def _holder_struct(pid: int) -> tuple[bytes, bytes]:
+    """The packed ``struct flock`` (read lock, unlock) of ``pid``'s holder byte, built once per
+    pid: taking and dropping it is on every receive."""
+    raw = _holder_structs.get(pid)
     if raw is None:
         if len(_holder_structs) > 64:  # a fork child's pid is new: keep the table small
             _holder_structs.clear()
-        raw = _holder_structs[key] = bytes(_Flock(lock_type, os.SEEK_SET, LOCK_BASE + pid, 1, 0))
+        raw = _holder_structs[pid] = tuple(  # type: ignore[assignment]
+            bytes(_Flock(t, os.SEEK_SET, LOCK_BASE + pid, 1, 0)) for t in (fcntl.F_RDLCK, fcntl.F_UNLCK))
     return raw
 
 
 def hold_lock(fd: int, pid: int) -> None:
     """Take the holder read lock of process ``pid`` on the open file description of ``fd``."""
-    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _holder_struct(fcntl.F_RDLCK, pid))
+    fcntl.fcntl(fd, _SETLK, (_holder_structs.get(pid) or _holder_struct(pid))[0])
 
 
 def drop_lock(fd: int, pid: int) -> None:
     """Release the holder lock of process ``pid`` taken through ``fd``'s open file description."""
-    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _holder_struct(fcntl.F_UNLCK, pid))
+    fcntl.fcntl(fd, _SETLK, (_holder_structs.get(pid) or _holder_struct(pid))[1])
+
+
+_SETLK = fcntl.F_OFD_SETLK
 
 
 def any_holder(fd: int, exclude_pid: int | None = None) -> bool:

@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from . import segment as _segment
+from ..core import nodes as _nodes
 from ..core.nodes import this_node
 from .segment import Segment
 
@@ -262,7 +263,7 @@ def _rebuild(name: str, generation: int, offset: int, shape: tuple[int, ...], st
     here = this_node()
     if node is not None and node != here:
         try:  # give back the in-transit reference where the segment is reachable (simulated nodes)
-            _segment.attach(name, adopt=True, generation=generation).release()
+            _segment.give_back(name, generation)
         except OSError:
             pass
         raise OtherNodeError(
@@ -296,9 +297,29 @@ def to_wire(arr: Any) -> tuple[bytes, Segment] | None:
     return bytes((WIRE_MARK,)) + marshal.dumps(args, 4), arr._ipcb_seg  # type: ignore[return-value]
 
 
+#: Bare handles already parsed here, by their bytes (the handle, dtype object, node checked).
+#: The same array sent again -- a pool's buffers, a premade array -- has the same bytes, so a
+#: receiver skips marshal, the dtype lookup and the node check: about 3 of the 9 µs a cold
+#: receive took.  Bounded: cleared when full.
+_wire_memo: dict[bytes, tuple] = {}
+WIRE_MEMO_MAX = 256
+
+
 def from_wire(data: bytes) -> SharedNDArray:
     """The array of a bare handle made by :func:`to_wire` (maps it, adopts the reference)."""
-    return _rebuild(*marshal.loads(memoryview(data)[1:]))
+    if type(data) is not bytes:
+        data = bytes(data)
+    hit = _wire_memo.get(data)
+    if hit is None or hit[7] != _nodes._node:  # the node changes only when a test simulates nodes
+        args = marshal.loads(memoryview(data)[1:])
+        if len(args) != 8 or args[7] != this_node():
+            return _rebuild(*args)  # refuses it, naming the problem
+        hit = args[:5] + (np.dtype(args[5]),) + args[6:]
+        if len(_wire_memo) >= WIRE_MEMO_MAX:
+            _wire_memo.clear()
+        _wire_memo[data] = hit
+    name, generation, offset, shape, strides, dtype, readonly, _node = hit
+    return _over(_segment.attach(name, True, generation), offset, shape, strides, dtype, readonly)
 
 
 def _by_value(a: np.ndarray, cls: type = SharedNDArray) -> SharedNDArray:

@@ -3,8 +3,8 @@
 Run it: ``python -m pytest_ipcbench.shared.experiment [--rows 250000 --cols 602 --repeats 5
 --paths mpqueue,fresh,pool,handle,ping,copy]``.
 
-The handle path alone, against ``None`` through the same queue, at several array sizes (rounds
-interleaved handle, ping, handle, ...): ``python -m pytest_ipcbench.shared.experiment
+The handle path alone, against ``None`` through the same queue, at several array sizes (each
+round: handle of every size, each followed by ``None``): ``python -m pytest_ipcbench.shared.experiment
 --handle-sizes 1MB,1GiB --repeats 200`` (:func:`handle_sweep`; also part of :func:`run_seed002`).
 """
 
@@ -142,8 +142,12 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
 
     For each size a premade shared array (uint8, pages reserved, never copied) is sent by
     handle; the consumer maps it (or reuses its cached mapping), reads one element and acks.
-    Rounds alternate handle and ping (ABAB, the first round of each discarded).  Sizes that
-    /dev/shm cannot hold are reported under ``skipped``.
+    Every round visits every size: handle of size 1, ``None``, handle of size 2, ``None``, ...
+    (the first round discarded), so each size's handle is paired with the ``None`` right after
+    it and all sizes share the same minutes.  Measured one size after the other instead, the
+    later sizes read a slower ``None`` (35 against 60-85 µs here, whatever the size): the
+    machine's state drifts between blocks, and a ratio across blocks would compare minutes,
+    not paths.  Sizes that /dev/shm cannot hold are reported under ``skipped``.
 
     Returns ``{"sizes": [n], "samples": {label: {"handle": [s], "ping": [s]}},
     "median": {label: {"handle": s, "ping": s}}, "ratio": {label: handle/ping},
@@ -159,33 +163,39 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
     consumer = consumer or _Consumer()
     out: dict[str, Any] = {"sizes": [], "samples": {}, "median": {}, "ratio": {}, "paired": {}, "p10": {},
                            "release": {}, "skipped": {}}
+    arrays: dict[str, SharedNDArray] = {}
     try:
         for n in sizes:
             label = size_label(int(n))
+            if label in arrays:
+                continue
             try:
-                arr = SharedNDArray.empty(int(n), np.uint8, inline_below=0)
+                arrays[label] = SharedNDArray.empty(int(n), np.uint8, inline_below=0)
             except SharedMemoryFull as exc:
                 out["skipped"][label] = str(exc)
                 continue
-            got: dict[str, list[float]] = {"handle": [], "ping": []}
-            release: list[float] = []
-            for i in range(max(2, int(rounds)) + 1):
-                h = consumer.transfer("q", lambda a=arr: consumer.q.put(a))
-                release.append(consumer.release_times[-1])
-                p = consumer.transfer("q", lambda: consumer.q.put(None))
-                if i:  # the first round warms both paths (and makes the consumer's mapping)
-                    got["handle"].append(h)
-                    got["ping"].append(p)
-            del arr
-            out["release"][label] = statistics.median(release[1:])
-            med = {k: statistics.median(v) for k, v in got.items()}
             out["sizes"].append(int(n))
-            out["samples"][label] = got
+        got = {label: {"handle": [], "ping": []} for label in arrays}
+        release: dict[str, list[float]] = {label: [] for label in arrays}
+        for i in range(max(2, int(rounds)) + 1):
+            for label, arr in arrays.items():
+                h = consumer.transfer("q", lambda a=arr: consumer.q.put(a))
+                dropped = consumer.release_times[-1]
+                p = consumer.transfer("q", lambda: consumer.q.put(None))
+                if i:  # the first round warms both paths (and makes the consumer's mappings)
+                    got[label]["handle"].append(h)
+                    got[label]["ping"].append(p)
+                    release[label].append(dropped)
+        for label, pair in got.items():
+            med = {k: statistics.median(v) for k, v in pair.items()}
+            out["release"][label] = statistics.median(release[label])
+            out["samples"][label] = pair
             out["median"][label] = med
             out["ratio"][label] = med["handle"] / med["ping"]
-            out["paired"][label] = statistics.median(h / p for h, p in zip(got["handle"], got["ping"]))
-            out["p10"][label] = {k: sorted(v)[len(v) // 10] for k, v in got.items()}
+            out["paired"][label] = statistics.median(h / p for h, p in zip(pair["handle"], pair["ping"]))
+            out["p10"][label] = {k: sorted(v)[len(v) // 10] for k, v in pair.items()}
     finally:
+        arrays.clear()
         if own_consumer:
             consumer.close()
     return out

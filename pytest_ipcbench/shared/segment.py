@@ -108,6 +108,7 @@ _OFF_GEN = 40
 _TRANSIT_SEND = (1 << 32) | 1  # seq += 1 and in-transit += 1 in one atomic add
 _U64 = ctypes.c_uint64
 _LOW32 = (1 << 32) - 1
+_HOT_ADDS = ((_OFF_TRANSIT, _TRANSIT_SEND, 8), (_OFF_REFS, 1, 4), (_OFF_TRANSIT, -1, 8), (_OFF_REFS, -1, 4))
 
 
 class SharedMemoryFull(OSError):
@@ -157,7 +158,7 @@ class _State:
     """
 
     __slots__ = ("name", "addr", "size", "capacity", "mode", "fd", "pid", "held", "mapped",
-                 "cacheable", "probe_due", "idle_since", "buftype")
+                 "cacheable", "probe_due", "idle_since", "buftype", "gen", "_hot")
 
     def __init__(self, name: str, addr: int, size: int, capacity: int, mode: int, fd: int | None,
                  cacheable: bool = False) -> None:
@@ -172,15 +173,40 @@ class _State:
         self.probe_due = False  # a drop left others counted and nobody checked they live
         self.idle_since = 0.0
         self.buftype: type[ctypes.Array] | None = None  # ctypes char[capacity], made at first use
+        self.gen = _U64.from_address(addr + _OFF_GEN)  # made once: every handle reads it
+        # The counts every handle takes, bound once (libatomic only): send, send, adopt, uncount.
+        hot = [_atomic.bind(mode, addr + off, delta, width) for off, delta, width in _HOT_ADDS]
+        self._hot = None if None in hot else tuple(hot)
 
     def add(self, offset: int, delta: int, width: int) -> int:
         return _atomic.fetch_add(self.mode, self.addr + offset, delta, width, self.fd)
+
+    # The counts of the handle path (the same adds as ``add``, with arguments bound once).
+    def count_send(self) -> None:
+        """A handle leaves: in transit += 1 (and its send seq), then refs += 1."""
+        if self._hot is None:
+            self.add(_OFF_TRANSIT, _TRANSIT_SEND, 8)
+            self.add(_OFF_REFS, 1, 4)
+        else:
+            self._hot[0]()
+            self._hot[1]()
+
+    def adopt(self) -> None:
+        """A handle arrived and its reference is now ours: in transit -= 1."""
+        if self._hot is None:
+            self.add(_OFF_TRANSIT, -1, 8)
+        else:
+            self._hot[2]()
+
+    def uncount(self) -> int:
+        """refs -= 1; the old value (only the process that saw 1 unlinks)."""
+        return self.add(_OFF_REFS, -1, 4) if self._hot is None else self._hot[3]()
 
     def load(self, offset: int, width: int) -> int:
         return _atomic.load(self.mode, self.addr + offset, width)
 
     def generation(self) -> int:
-        return _U64.from_address(self.addr + _OFF_GEN).value
+        return self.gen.value
 
     def drop_hold(self) -> None:
         """Give back this process's reference; unlink if it was the last one (or all others died)."""
@@ -189,7 +215,7 @@ class _State:
                 self.held = False
                 return
             self.held = False
-        old = self.add(_OFF_REFS, -1, 4)
+        old = self.uncount()
         if old <= 1:
             if old == 0:  # pragma: no cover - never expected; keep the word sane
                 self.add(_OFF_REFS, 1, 4)
@@ -227,7 +253,7 @@ class _State:
         if not held:  # released explicitly before: nothing counted, just unmap
             self.unmap()
             return
-        old = self.add(_OFF_REFS, -1, 4)
+        old = self.uncount()
         if old <= 1:
             if old == 0:  # pragma: no cover - never expected; keep the word sane
                 self.add(_OFF_REFS, 1, 4)
@@ -412,9 +438,8 @@ class Segment:
         st = self._state
         if not st.held or st.pid != _pid:
             return None
-        st.add(_OFF_TRANSIT, _TRANSIT_SEND, 8)
-        st.add(_OFF_REFS, 1, 4)
-        return _U64.from_address(st.addr + _OFF_GEN).value
+        st.count_send()
+        return st.gen.value
 
     def unsend_ref(self) -> None:
         """Give back an in-transit reference whose handle was never sent (failed put)."""
@@ -556,13 +581,14 @@ def attach(name: str, adopt: bool = True, generation: int | None = None) -> Segm
     (the handle is stale) without adopting anything.  Reuses a cached idle mapping if any.
     """
     with _registry_lock:
-        seg = _registered(name)
+        ref = _registry.get(name)
+        seg = None if ref is None else ref()
         if seg is not None and seg.held:
             _check_generation(seg._state, generation)
             if adopt:  # we already hold one: give the in-transit reference back
                 seg.unsend_ref()
             return seg
-        st = _map_cache.take(name) if len(_map_cache) else None
+        st = _map_cache.take(name)
         seg = _revive(st, generation) if st is not None else None
         if seg is None:
             _map_cache.misses += 1
@@ -570,8 +596,23 @@ def attach(name: str, adopt: bool = True, generation: int | None = None) -> Segm
         else:
             _map_cache.hits += 1
         if adopt:
-            seg._state.add(_OFF_TRANSIT, -1, 8)  # after our lock is in place
+            seg._state.adopt()  # after our lock is in place
         return seg
+
+
+def give_back(name: str, generation: int | None = None) -> None:
+    """Give back the in-transit reference of a handle that is refused instead of received.
+
+    A process that holds the segment already just uncounts the handle; one that does not maps
+    it to count right, then drops the reference it adopted (never a reference it held before:
+    its arrays over the segment stay shared).
+    """
+    with _registry_lock:
+        seg = _registered(name)
+        held = seg is not None and seg.held
+        seg = attach(name, True, generation)
+        if not held:
+            seg.release()
 
 
 def _stale(name: str, handle: int, now: int) -> SegmentGone:
@@ -605,7 +646,7 @@ def _revive(st: _State, generation: int | None) -> Segment | None:
     except OSError:  # pragma: no cover - a descriptor we own: not expected
         st.unmap()
         return None
-    if generation is None or st.generation() != generation:
+    if generation is None or st.gen.value != generation:
         try:
             linked = os.fstat(st.fd).st_nlink > 0
         except OSError:  # pragma: no cover - a descriptor we own: not expected

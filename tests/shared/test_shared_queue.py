@@ -123,6 +123,67 @@ def test_a_lone_shared_array_goes_as_a_bare_handle_and_everything_else_pickled()
     del base, view, fortran, tagged, rec, small
 
 
+def test_a_handle_received_again_is_parsed_once_but_checked_and_counted_every_time(monkeypatch):
+    """The receiver keeps parsed bare handles by their bytes (the same array sent again has the
+    same bytes).  A kept entry skips marshal and the dtype, never the node check, the
+    generation check or the reference each handle carries; the table stays bounded."""
+    from pytest_ipcbench.core import nodes
+    from pytest_ipcbench.shared import OtherNodeError
+    from pytest_ipcbench.shared import array as array_mod
+
+    array_mod._wire_memo.clear()
+    arr = SharedNDArray.from_numpy_array(np.arange(N, dtype="<i8"), inline_below=0)
+    seg = arr._ipcb_seg
+    q = Queue()
+    raws = []
+    for _ in range(3):
+        q.put(arr)
+        raws.append(q._q.get(timeout=5))
+    assert raws[0] == raws[1] == raws[2]  # one handle, one entry
+    got = [array_mod.from_wire(raw) for raw in raws[:2]]
+    assert len(array_mod._wire_memo) == 1
+    for g in got:
+        np.testing.assert_array_equal(g, arr)
+        assert np.shares_memory(np.asarray(g), np.asarray(arr))
+    assert seg.in_transit() == 1 and seg.refs() == 2  # two adopted (given back: we hold it), one in flight
+    del got, g
+    # bytes-like input (not hashable as such) is accepted too
+    again = array_mod.from_wire(bytearray(raws[2]))
+    assert again.is_shared and seg.in_transit() == 0 and seg.refs() == 1
+    del again
+
+    # a kept entry does not skip the node check: the handle is refused, its reference given back
+    q.put(arr)
+    raw = q._q.get(timeout=5)
+    assert raw == raws[0] and seg.in_transit() == 1
+    monkeypatch.setattr(nodes, "_node", "another-node#1")
+    with pytest.raises(OtherNodeError, match="received on node another-node#1"):
+        array_mod.from_wire(raw)
+    assert seg.in_transit() == 0 and seg.refs() == 1
+    monkeypatch.undo()
+
+    # nor the generation check: a handle of contents the pool reused is stale
+    q.put(arr)
+    raw = q._q.get(timeout=5)
+    seg._state.add(16, -1, 8)  # write the in-flight handle off, as a pool's reclaim would
+    seg._state.add(8, -1, 4)
+    seg._state.add(40, 1, 8)  # new contents
+    from pytest_ipcbench.shared.segment import SegmentGone
+    with pytest.raises(SegmentGone, match="stale handle"):
+        array_mod.from_wire(raw)
+    assert seg.in_transit() == 0 and seg.refs() == 1
+
+    # bounded: distinct handles (views at other offsets) never grow it past its limit
+    views = [arr[i:] for i in range(array_mod.WIRE_MEMO_MAX + 10)]
+    for v in views:
+        q.put(v)
+        array_mod.from_wire(q._q.get(timeout=5))
+    assert 0 < len(array_mod._wire_memo) <= array_mod.WIRE_MEMO_MAX
+    assert seg.in_transit() == 0 and seg.refs() == 1
+    q.close()
+    del views, v, arr
+
+
 def test_put_full_queue_timeout_returns_references():
     q = Queue(maxsize=1)
     arr = SharedNDArray.from_numpy_array(np.ones(N))
