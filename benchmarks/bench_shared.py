@@ -144,7 +144,8 @@ class HandlePath:
 
     ``track_roundtrip_*``: median seconds from put until the consumer acknowledged (it maps
     the segment, or reuses the mapping it made before, and reads one element). ``track_ratio``:
-    handle / None, rounds interleaved (median of per-round ratios) -- the figure to watch: 1.0
+    handle / None, each handle followed by ``None``, every size in every round (median of
+    per-round ratios) -- the figure to watch: 1.0
     would be a free handle, and it should be the same at 1 MB and 1 GiB.
     """
 

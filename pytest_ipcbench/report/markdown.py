@@ -189,7 +189,8 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
     if handle:
         out += ["## Seed 002: a shared array's handle against None through the same queue", "",
                 "Round trip: put until the consumer acknowledged (it maps the segment or reuses its "
-                "mapping, reads one element); rounds interleaved. Release: the consumer's drop of "
+                "mapping, reads one element); every round sends each size's handle, each followed by "
+                "None. Release: the consumer's drop of "
                 "the array, after the clock stopped.", "",
                 table(["Array", "handle", "None", "handle / None", "release"],
                       [[format_bytes(n), format_time(v["handle"]) if "handle" in v else "-",

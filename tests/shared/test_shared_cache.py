@@ -240,6 +240,33 @@ def test_cache_can_be_switched_off(worker, monkeypatch):
     worker.call("drop", "a")
 
 
+def test_handle_sweep_visits_every_size_in_every_round():
+    """Sizes share the same minutes: each round sends the handle of every size, each followed
+    by ``None`` (measured size after size, later sizes read a slower ``None`` whatever their
+    size).  A stand-in consumer records the order; the first round is discarded."""
+    from pytest_ipcbench.shared.experiment import handle_sweep
+
+    sent: list[object] = []
+
+    class _Recorder:
+        release_times: list[float] = []
+
+        class q:  # noqa: N801 - stands in for the consumer's queue
+            @staticmethod
+            def put(item):
+                sent.append(None if item is None else item.nbytes)
+
+        def transfer(self, cmd, send):
+            send()
+            self.release_times.append(1e-6)
+            return 2e-6 if sent[-1] is not None else 1e-6
+
+    got = handle_sweep([10**6, 2 * 10**6], rounds=3, consumer=_Recorder())
+    assert sent == [10**6, None, 2 * 10**6, None] * 4
+    assert got["paired"] == {"1MB": 2.0, "2MB": 2.0} and got["release"] == {"1MB": 1e-6, "2MB": 1e-6}
+    assert all(len(got["samples"][k]["handle"]) == 3 for k in ("1MB", "2MB"))
+
+
 def test_handle_sweep_measures_handle_and_none_per_size():
     from pytest_ipcbench.shared.experiment import handle_sweep
 
