@@ -189,9 +189,10 @@ class SharedNDArray(np.ndarray):
         return offset if 0 <= offset < max(seg.capacity, 1) else None
 
     # ------------------------------------------------------------------ pickling
-    def _send_args(self) -> tuple | None:
+    def _send_args(self, plain: bool | None = None) -> tuple | None:
         """Take an in-transit reference and return the handle (the arguments of ``_rebuild``);
-        None, with nothing taken, if this array does not travel by handle."""
+        None, with nothing taken, if this array does not travel by handle.  ``plain``: whether
+        the dtype travels as its string, if the caller knows already."""
         seg = self._ipcb_seg
         if seg is None:
             return None
@@ -204,7 +205,9 @@ class SharedNDArray(np.ndarray):
         if generation is None:
             return None
         dt = self.dtype
-        return (seg.name, generation, offset, self.shape, self.strides, dt.str if _plain(dt) else dt,
+        if plain is None:
+            plain = _plain(dt)
+        return (seg.name, generation, offset, self.shape, self.strides, dt.str if plain else dt,
                 not self.flags.writeable, this_node())
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
@@ -282,6 +285,7 @@ def _plain(dt: np.dtype) -> bool:
 
 #: First byte of a bare handle on :class:`~.queue.Queue` (a pickle of protocol 2+ starts with 0x80).
 WIRE_MARK = 0x48
+_WIRE_PREFIX = bytes((WIRE_MARK,))
 
 
 def to_wire(arr: Any) -> tuple[bytes, Segment] | None:
@@ -291,10 +295,10 @@ def to_wire(arr: Any) -> tuple[bytes, Segment] | None:
     an array that travels by value.  The caller gives the reference back if the send fails."""
     if type(arr) is not SharedNDArray or not _plain(arr.dtype):
         return None
-    args = arr._send_args()
+    args = arr._send_args(True)
     if args is None:
         return None
-    return bytes((WIRE_MARK,)) + marshal.dumps(args, 4), arr._ipcb_seg  # type: ignore[return-value]
+    return _WIRE_PREFIX + marshal.dumps(args, 4), arr._ipcb_seg  # type: ignore[return-value]
 
 
 #: Bare handles already parsed here, by their bytes (the handle, dtype object, node checked).

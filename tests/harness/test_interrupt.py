@@ -73,7 +73,8 @@ LOOP = textwrap.dedent("""
 def interrupt_run(tmp_path: Path, backend: str, wait_for: str, delay: float, slow: float = 0) -> dict:
     """Start the loop, wait for file ``wait_for`` and ``delay`` s more, then Ctrl-C its process group."""
     (tmp_path / "test_loop.py").write_text(LOOP)
-    env = dict(os.environ, IPCB_TEST_BACKEND=backend, IPCB_TEST_SLOW=str(slow))
+    # PYTHONFAULTHANDLER: every Python process of the run dumps its stacks on SIGABRT (below)
+    env = dict(os.environ, IPCB_TEST_BACKEND=backend, IPCB_TEST_SLOW=str(slow), PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ipc-ranks", "3", "test_loop.py"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -88,7 +89,10 @@ def interrupt_run(tmp_path: Path, backend: str, wait_for: str, delay: float, slo
         pids = [proc.pid, *sorted(descendants(proc.pid))]
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
         start = time.monotonic()
-        out, _ = proc.communicate(timeout=60)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the run did not stop within 60 s of Ctrl-C:\n{_why_stuck(proc, pids)}")
         took = time.monotonic() - start
     finally:
         if proc.poll() is None:
@@ -100,6 +104,19 @@ def interrupt_run(tmp_path: Path, backend: str, wait_for: str, delay: float, slo
         "alive": [pid for pid in pids if running(pid)],
         "left": [str(item.path) for pid in pids for item in names.find_ours(pid)],
     }
+
+
+def _why_stuck(proc: subprocess.Popen, pids: list[int]) -> str:
+    """What a run that ignored Ctrl-C was doing: its processes' states, then every Python stack
+    (SIGABRT makes each process's faulthandler dump them) and the run's output."""
+    ps = subprocess.run(["ps", "-o", "pid,ppid,pgid,stat,wchan:24,etime,args", "-s", str(proc.pid)],
+                        capture_output=True, text=True).stdout
+    os.killpg(proc.pid, signal.SIGABRT)
+    try:
+        out = proc.communicate(timeout=20)[0]
+    except subprocess.TimeoutExpired:
+        out = "(no output within 20 s of SIGABRT)"
+    return f"processes {pids}, then:\n{ps}\noutput and stacks:\n{out}"
 
 
 def assert_stopped_cleanly(run: dict) -> None:
@@ -171,7 +188,8 @@ def interrupt_mpi_run(tmp_path: Path, test_source: str, delay: float) -> dict:
     proc = subprocess.Popen(
         [mpiexec, "-n", "3", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi",
          "test_mpi_loop.py"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=tmp_path, env=dict(os.environ, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -183,7 +201,10 @@ def interrupt_mpi_run(tmp_path: Path, test_source: str, delay: float) -> dict:
         pids = [proc.pid, *sorted(descendants(proc.pid))]
         os.killpg(proc.pid, signal.SIGINT)
         start = time.monotonic()
-        out, _ = proc.communicate(timeout=60)  # hung before the watchdog heard Ctrl-C too
+        try:  # hung before the watchdog heard Ctrl-C too
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the run did not stop within 60 s of Ctrl-C:\n{_why_stuck(proc, pids)}")
         took = time.monotonic() - start
     finally:
         if proc.poll() is None:
