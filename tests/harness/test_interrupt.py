@@ -70,6 +70,14 @@ LOOP = textwrap.dedent("""
 """)
 
 
+def _as_from_a_terminal() -> None:
+    """In the child, before exec: SIGINT back to its default.  A shell ignores SIGINT in what it
+    starts in the background (``make test &`` in a script), exec keeps an ignored signal
+    ignored, and Python then installs no KeyboardInterrupt handler: the run would never see the
+    Ctrl-C this test sends.  A terminal's foreground job has the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_run(tmp_path: Path, backend: str, wait_for: str, delay: float, slow: float = 0) -> dict:
     """Start the loop, wait for file ``wait_for`` and ``delay`` s more, then Ctrl-C its process group."""
     (tmp_path / "test_loop.py").write_text(LOOP)
@@ -78,6 +86,7 @@ def interrupt_run(tmp_path: Path, backend: str, wait_for: str, delay: float, slo
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ipc-ranks", "3", "test_loop.py"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 120
@@ -189,7 +198,7 @@ def interrupt_mpi_run(tmp_path: Path, test_source: str, delay: float) -> dict:
         [mpiexec, "-n", "3", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi",
          "test_mpi_loop.py"],
         cwd=tmp_path, env=dict(os.environ, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True, preexec_fn=_as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 120
