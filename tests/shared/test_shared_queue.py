@@ -165,10 +165,11 @@ def test_a_handle_received_again_is_parsed_once_but_checked_and_counted_every_ti
     # nor the generation check: a handle of contents the pool reused is stale
     q.put(arr)
     raw = q._q.get(timeout=5)
-    seg._state.add(16, -1, 8)  # write the in-flight handle off, as a pool's reclaim would
-    seg._state.add(8, -1, 4)
-    seg._state.add(40, 1, 8)  # new contents
-    from pytest_ipcbench.shared.segment import SegmentGone
+    from pytest_ipcbench.shared.segment import _OFF_GEN, _OFF_REFS, _OFF_TRANSIT, SegmentGone
+
+    seg._state.add(_OFF_TRANSIT, -1, 8)  # write the in-flight handle off, as a pool's reclaim would
+    seg._state.add(_OFF_REFS, -1, 4)
+    seg._state.add(_OFF_GEN, 1, 8)  # new contents
     with pytest.raises(SegmentGone, match="stale handle"):
         array_mod.from_wire(raw)
     assert seg.in_transit() == 0 and seg.refs() == 1
