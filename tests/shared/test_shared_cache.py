@@ -24,7 +24,11 @@ def _no_leaks(shm_leak_guard: None) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _empty_cache():
+def _empty_cache(monkeypatch):
+    # these tests are about the cache: on, here and in the workers they spawn, even when
+    # IPCB_MAP_CACHE=0 switched it off for the run
+    monkeypatch.setattr(segment._map_cache, "enabled", True)
+    monkeypatch.setenv("IPCB_MAP_CACHE", "1")
     clear_cache()
     yield
     gc.collect()
