@@ -33,6 +33,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
+from ..core import names
 from ..core.names import check_patterns
 from ..core.registry import ExtensionError, Registry
 
@@ -387,12 +388,14 @@ class Backend(ABC):
         try:
             self.setup()
         except BaseException:  # Ctrl-C in the middle of a setup too: release what was made
-            self.close()
+            with names.interrupts_deferred():
+                self.close()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        with names.interrupts_deferred():  # a Ctrl-C inside close() waits for its end
+            self.close()
 
 
 def _check_backend(name: str, obj: Any, where: str) -> type[Backend]:

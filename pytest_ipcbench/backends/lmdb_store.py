@@ -101,7 +101,8 @@ class LMDBBackend(Backend):
 
     def _create(self) -> str:
         self._owner = True
-        self.path = names.private_dir("lmdb")
+        with names.interrupts_deferred():  # made and recorded together: close() removes it
+            self.path = names.private_dir("lmdb")
         self._env = lmdb.open(
             str(self.path),
             map_size=int(self.initial_map_size),

@@ -146,6 +146,7 @@ class SharedMemoryBackend(Backend):
         self._data_name: str | None = None
         self._data: mmap.mmap | None = None
         self._old_name: str | None = None  # the replaced data segment, unlinked after publishing
+        self._new_name: str | None = None  # a data segment being made, until it is ours below
         self._gen = 0
         self._seq = 0  # writer: last published; reader: last read
         self._owner = False
@@ -190,10 +191,13 @@ class SharedMemoryBackend(Backend):
         self._write_name()
 
     def _new_data_segment(self, size: int) -> None:
-        name = names.resource_name("shm-data")
+        # named first, so that close() removes it even when a Ctrl-C lands between its creation
+        # and the assignment below
+        name = self._new_name = names.resource_name("shm-data")
         mm = _create_segment(name, size)
         old_name, old = self._data_name, self._data
         self._data_name, self._data, self._gen = name, mm, self._gen + 1
+        self._new_name = None
         _close_map(old)
         _unlink(self._old_name)  # an older one never published (a write that failed)
         self._old_name = old_name  # unlinked once the new name is published
@@ -211,6 +215,7 @@ class SharedMemoryBackend(Backend):
             _unlink(self._ctrl_name)
             _unlink(self._data_name)
             _unlink(self._old_name)
+            _unlink(self._new_name)
         _close_map(self._data)
         _close_map(self._ctrl)
         self._data = self._ctrl = None

@@ -39,6 +39,7 @@ from __future__ import annotations
 import pickle
 import os
 import secrets
+import threading
 import struct
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ class ZMQBackend(Backend):
         self._sock: zmq.Socket | None = None
         self._peers: list[bytes] = []
         self._owner = False
+        self._ready = False  # setup finished: every socket of the context is ours to close
         self._meta: dict[Any, bytes] = {}  # writer: (dtype, shape) -> encoded description
         self._desc: dict[bytes, Any] = {}  # reader: encoded description -> (dtype, shape)
 
@@ -79,10 +81,12 @@ class ZMQBackend(Backend):
 
     def setup(self) -> None:
         self.open_collectively(self._bind, self._connect, "bind")
+        self._ready = True
 
     def _bind(self) -> tuple[str, str]:
         self._owner = True
-        self.path = names.private_dir("zmq")
+        with names.interrupts_deferred():  # made and recorded together: close() removes it
+            self.path = names.private_dir("zmq")
         sock_path = self.path / "router"
         if len(str(sock_path)) > _UNIX_PATH_MAX:
             raise RuntimeError(
@@ -133,11 +137,18 @@ class ZMQBackend(Backend):
             if self._sock is not None:
                 self._sock.close(linger=0)
                 self._sock = None
-            if self._ctx is not None:
-                # destroy, not term: it also closes a socket made but never assigned (Ctrl-C during
-                # setup), on which term() would wait forever
-                self._ctx.destroy(linger=0)
-                self._ctx = None
+            ctx, self._ctx = self._ctx, None
+            if ctx is not None and self._ready:
+                ctx.destroy(linger=0)  # every socket we made is closed: term() returns at once
+            elif ctx is not None:
+                # Setup did not finish (Ctrl-C or an error inside it).  A Ctrl-C inside pyzmq's
+                # Context.socket() leaves a socket the context does not track yet, alive in the
+                # traceback, and destroy() (close what it tracks, then term()) would wait for it
+                # forever here.  In a thread of its own it returns once the traceback lets go
+                # and the socket's __del__ closes it -- at once when there is no such socket.
+                threading.Thread(target=ctx.destroy, kwargs={"linger": 0}, name="ipcb-zmq-close",
+                                 daemon=True).start()
+            self._ready = False
         finally:  # a Ctrl-C inside the closing above (or the removal) must not leave the folder
             if self._owner and self.path is not None:
                 names.remove(self.path)

@@ -9,14 +9,18 @@ looks for those too.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import re
 import secrets
 import shutil
+import signal
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 PREFIX = "ipcb"
 SHM_DIR = Path("/dev/shm")
@@ -127,6 +131,36 @@ def remove(path: Path) -> None:
     except KeyboardInterrupt:
         _remove(path)
         raise
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Make or release resources to the end even when Ctrl-C comes in the middle.
+
+    A KeyboardInterrupt can land between any two bytecodes, e.g. after a folder was made and
+    before its owner recorded its name, and then nothing removes it.  Inside this block the first
+    Ctrl-C is held and raised when the block ends.  A second Ctrl-C raises at once, so a block
+    that hangs can still be stopped.  Only on the main thread, and only while Python's own
+    handler is installed; otherwise the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        if held:
+            raise KeyboardInterrupt
+        held.append(signum)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if held:
+            raise KeyboardInterrupt
 
 
 def _remove(path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Backends on hostile ground: a filesystem too small for the payload.
+"""Backends on hostile ground: a filesystem too small for the payload, a Ctrl-C inside a library.
 
 A private mount namespace (``unshare -m``, root only) puts a small tmpfs where TMPDIR points, so
 the machine's real disk never fills. Skipped, saying why, where that is not possible.
@@ -85,3 +85,38 @@ def test_backend_files_are_readable_by_their_owner_only(name: str) -> None:
     with LocalWorld(1) as world:
         modes = world.run(_modes, name)[0]
     assert modes and all(mode in ("0o700", "0o600") for mode in modes.values()), modes
+
+
+ZMQ_INTERRUPTED_SETUP = textwrap.dedent("""
+    import zmq
+    from pytest_ipcbench import BackendSpec
+    from pytest_ipcbench.core import names
+    from pytest_ipcbench.core.group import LocalWorld
+
+    def open_interrupted(group):
+        real = zmq.Context._add_socket
+        def interrupted(self, sock):  # Ctrl-C inside Context.socket(): the socket exists, untracked
+            raise KeyboardInterrupt
+        zmq.Context._add_socket = interrupted
+        try:
+            with BackendSpec("zmq", "bytes").open(group):
+                return "opened"
+        except KeyboardInterrupt:
+            return "interrupted"
+        finally:
+            zmq.Context._add_socket = real
+
+    with LocalWorld(1) as world:
+        print("RESULT", world.run(open_interrupted)[0], flush=True)
+    print("LEFT", [str(item.path) for item in names.find_ours(__import__("os").getpid())], flush=True)
+""")
+
+
+def test_zmq_setup_interrupted_inside_pyzmq_does_not_hang_its_close() -> None:
+    """A Ctrl-C inside pyzmq's ``Context.socket()`` (the socket made, the context not yet
+    tracking it) used to hang ``close()`` for ever in ``term()``; found by the Ctrl-C tests under
+    load.  The interrupted setup now ends at once, and its folder is gone."""
+    proc = subprocess.run([sys.executable, "-c", ZMQ_INTERRUPTED_SETUP], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "RESULT interrupted" in proc.stdout and "LEFT []" in proc.stdout, proc.stdout

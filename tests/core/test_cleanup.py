@@ -230,3 +230,36 @@ def test_job_watch_claims_what_its_own_aborted_job_left_and_nothing_else(tmp_pat
         for path in watch.leftovers():
             names.remove(path)
         foreign.unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(in_mpi_job(), reason="sends itself SIGINT: an MPI job's watchdog would hear it")
+def test_a_ctrl_c_inside_interrupts_deferred_waits_for_the_block_and_a_second_one_does_not() -> None:
+    import signal
+
+    from pytest_ipcbench.core.names import interrupts_deferred
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default handler here (ignored, or handled by someone else)")
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the signal arrives here: held
+            done.append("block finished")
+    assert done == ["block finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C: at once (a hung block can be stopped)
+            time.sleep(0.05)
+            done.append("not reached")
+    assert done == ["block finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    with interrupts_deferred():  # no Ctrl-C: nothing raised
+        done.append("quiet")
+    assert done[-1] == "quiet"
