@@ -7,8 +7,8 @@ arrays become handles, taking their references now), then hands the bytes to an 
 ``multiprocessing.Queue``; if pickling or the hand-over fails, ``put`` raises and gives the
 references back.  A SharedNDArray put on its own (``queue.put(batch)``, the common case) is
 not pickled at all: its handle's fields go as ``marshal`` bytes behind a marker byte that no
-pickle starts with: the sender's cost over ``None`` went from 3.3 to 1.5 µs, the receiver's from
-6 to 5.5 µs (see docs/shared-arrays.md).
+pickle starts with, and a receiver keeps the handles it parsed before: warm, the receiver's
+cost went from 6 to 3.6 µs (see docs/shared-arrays.md).
 
 MPI ranks on one host need no queue of ours: mpi4py's lowercase ``comm.send(arr)`` /
 ``comm.recv()`` pickle, so a SharedNDArray already travels as a handle and the receiver maps the
