@@ -22,12 +22,16 @@ Scenarios (:data:`SCENARIOS`):
 
 * ``broadcast``: rank ``root`` writes, every other rank reads (seeds 000/001). Barrier before each
   iteration (and, for a store, between the write and the reads). Metrics: ``write`` (send-only
-  for a channel), ``read_avg|min|max`` (time to a usable object), ``touched_avg|min|max`` (read and
+  for a channel), ``read_avg|min|max`` (one reader's ``read()``: from leaving the barrier, or for
+  a store from the barrier after the write, to a usable object), ``touched_avg|min|max`` (read and
   touch every cache line: time to a fully read object, METHOD rule 10), ``completion`` (the
-  primary metric: for a channel the max over readers of barrier exit -> usable object; for a
-  store, written then read, the write plus the slowest read of the iteration, and the readers'
-  view from the barrier, which includes the harness's barrier between write and read, is kept as
-  ``completion_synced``) and ``completion_touched`` (the same to a fully read object);
+  primary metric: for a channel, delivery: from the writer's start of the write to the moment the
+  last reader holds a usable object, readers' timestamps on the writer's clock (clock.py: one
+  clock on one host, offset-corrected across hosts; ``extra["clock"]`` says which); for a store,
+  written then read, the write plus the slowest read of the iteration), ``completion_touched``
+  (the same to a fully read object) and ``completion_synced`` (what the readers saw: the max over
+  readers of each one's own clock from leaving the barrier; a reader that leaves it late finds
+  the message waiting and times a local receive, so this can read below the mechanism's latency);
 * ``pingpong``: two ranks; latency = round trip / 2 (primary ``latency``), bandwidth = bytes /
   latency (mpi4py.bench's convention). A larger MPI group is split to its first two ranks; the
   others wait without spinning;
@@ -36,10 +40,13 @@ Scenarios (:data:`SCENARIOS`):
 * ``granularity``: seed 003's "how small can a task be": a ping-pong whose echo side works
   ``work`` seconds (sleeps) before it answers; ``overhead`` = round trip - work (primary).
 
-Times are ``time.perf_counter`` durations in seconds (never timestamps compared across ranks).
-Every rank starts its clock when it leaves the same barrier: under MPI they leave within
-microseconds; a local group's barrier goes through rank 0's pipes, so readers leave it some tens
-of microseconds after the writer and a local completion under ~100 µs reads somewhat short.
+Times are ``time.perf_counter`` durations in seconds; the only timestamps compared across ranks
+are the broadcast's delivery (above), put on one clock first. Other clocks start when each rank
+leaves the same barrier: under MPI they leave within microseconds of each other when the ranks
+have cores, but with more ranks than cores a rank may leave it much later (it was asleep);
+a local group's barrier goes through rank 0's pipes, so readers leave it some tens of
+microseconds after the writer. :mod:`.physics` flags a channel broadcast that completes faster
+than one message crosses the channel (its ping-pong's one-way latency) as a harness error.
 Payloads are built outside the timed region; two payloads (seeds 1 and 2) alternate, so a reader
 that gets a stale value fails verification (``alternate=False`` sends one, as mpi4py.bench does:
 the self-check uses it, so that both hold the same bytes in the caches). A verification failure

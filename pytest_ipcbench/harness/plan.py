@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 
 VERIFY_MODES = ("auto", "every", "ends")
+#: how broadcast readers' timestamps are put on the writer's clock: ``auto`` (one clock when every
+#: rank runs on one host, else offset-corrected) or ``offset`` (always estimate the offsets)
+CLOCK_MODES = ("auto", "offset")
 
 # Static plan: (payload bytes up to, iterations, warm-up) -- mpi4py.bench (10000 / 1000 above
 # 16 KiB / 10 above 1 MiB; skip 100 / 10 / 1) and OSU (10000 / 1000, skip 100 / 10), with more
@@ -41,6 +44,7 @@ class BenchSettings:
     work: float = 0.0  # granularity: seconds of work per task on the echo side
     quiet_waits: bool = True  # the harness's own MPI waits sleep instead of spinning
     alternate: bool = True  # two payloads alternate (a stale read fails); False: one, every time
+    clock: str = "auto"  # broadcast: one host's clock, or offset-corrected clocks (CLOCK_MODES)
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -53,6 +57,8 @@ class BenchSettings:
             )
         if self.warmup is not None and self.warmup < 0:
             raise ValueError(f"warmup must not be negative, got {self.warmup}")
+        if self.clock not in CLOCK_MODES:
+            raise ValueError(f"clock must be one of {', '.join(CLOCK_MODES)}, not {self.clock!r}")
         if self.window < 1:
             raise ValueError(f"window must be at least 1, got {self.window}")
         if self.work < 0:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ..core.units import duration_label, size_label
 from ..core.group import Group
 from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
 from ..history.results import Result, Verified
+from .clock import rank_clocks
 from .inject import stretcher
 from .transfer import describe_object
 from .plan import BenchSettings, Plan, static_plan
@@ -109,6 +110,16 @@ def touch(obj: Any) -> int:
         return len(obj)
     except TypeError:
         return 0
+
+
+def delivery_times(started: list[float], arrived: dict[int, list[float]], offsets: Sequence[float]) -> list[float]:
+    """Per iteration: from the writer's start to the last reader's arrival, on the writer's clock.
+
+    ``started`` holds the writer's timestamps, ``arrived`` each reader's (by rank) and ``offsets``
+    each rank's clock offset to the writer's (``t_writer = t_rank - offset``; see clock.py).
+    """
+    at = np.array([np.asarray(stamps, dtype=float) - offsets[rank] for rank, stamps in arrived.items()])
+    return [float(x) for x in at.max(axis=0) - np.asarray(started, dtype=float)]
 
 
 def quiet_barrier(group: Group, spin: float = 50e-6, max_sleep: float = 1e-3, fraction: float = 0.05) -> None:
@@ -254,6 +265,10 @@ class _Broadcast(_Case):
         self.live_backend.prepare(self.objs)  # iteration i sends objs[i % 2]
         self.kind_of_backend, self.readers = self.kind, len(self.live_backend.readers)
         self.extra.update(root=self.live_backend.root, touched=self.settings.touch)
+        if self.kind != "store":
+            # a channel's completion compares the writer's and the readers' timestamps
+            self.clocks = rank_clocks(self.group, self.live_backend.root, self.settings.clock == "offset")
+            self.extra.update(clock=self.clocks.method, clock_error_s=self.clocks.error)
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         backend, rec, obj = self.live_backend, self.record, self.objs[i % 2]
@@ -269,6 +284,7 @@ class _Broadcast(_Case):
                 wait(self.group)
             if timed:
                 rec.add("write", t1 - t0)
+                rec.add("write_started_at", t0)
             else:
                 rec.warm_times.append(t1 - t0)
             return
@@ -285,9 +301,13 @@ class _Broadcast(_Case):
         if timed:
             rec.add("read", t2 - t1)
             rec.add("completion", t2 - t0)
+            if not store:
+                rec.add("usable_at", t2)
             if self.settings.touch:
                 rec.add("touched", t3 - t1)
                 rec.add("completion_touched", t3 - t0)
+                if not store:
+                    rec.add("touched_at", t3)
         else:
             rec.warm_times.append(t2 - t0)
         if verify:
@@ -308,20 +328,32 @@ class _Broadcast(_Case):
                 samples[f"{out}_avg"] = list(m.mean(axis=0))
                 samples[f"{out}_min"] = list(m.min(axis=0))
                 samples[f"{out}_max"] = list(m.max(axis=0))
+        # What the readers saw from the common barrier (each reader's own clock, started when it
+        # left the barrier; the max over readers). Not the completion: a reader that leaves the
+        # barrier late finds the message waiting and times a local receive only.
+        synced = {}
         for metric in ("completion", "completion_touched"):
             if readers and all(metric in r.samples for r in readers):
-                samples[metric] = list(np.array([r.samples[metric] for r in readers]).max(axis=0))
+                synced[metric] = list(np.array([r.samples[metric] for r in readers]).max(axis=0))
+        if synced.get("completion"):
+            samples["completion_synced"] = synced["completion"]
         if self.kind == "store" and samples["write"]:
             # A store is written, then read: completion = write + slowest read, per iteration
-            # (durations on two ranks, added; no timestamps compared). What the readers saw
-            # from the common barrier, which adds the harness's own barrier between write and
-            # read, stays as completion_synced.
+            # (durations on two ranks, added; the harness's own barrier between write and read,
+            # which completion_synced includes, is left out).
             write = np.array(samples["write"])
-            samples["completion_synced"] = samples.pop("completion", [])
             samples["completion"] = list(write + np.array(samples["read_max"]))
             if "touched_max" in samples:
-                samples.pop("completion_touched", None)
                 samples["completion_touched"] = list(write + np.array(samples["touched_max"]))
+        elif readers:
+            # A channel delivers: completion = from the writer's start of the write to the moment
+            # the last reader holds a usable (completion_touched: fully read) object, timestamps
+            # on the writer's clock (harness/clock.py).
+            start = writer.samples.get("write_started_at", [])
+            for metric, stamp in (("completion", "usable_at"), ("completion_touched", "touched_at")):
+                if start and all(len(r.samples.get(stamp, ())) == len(start) for r in readers):
+                    samples[metric] = delivery_times(start, {r.rank: r.samples[stamp] for r in readers},
+                                                     self.clocks.offsets)
         per_reader = {str(r.rank): float(np.median(r.samples["read"])) for r in readers if r.samples.get("read")}
         return self._result(samples, plan, records, read_median_by_rank=per_reader)
 

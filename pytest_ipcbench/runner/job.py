@@ -48,6 +48,7 @@ from ..core.procs import find_mpiexec, has_module, kill_group, load_average
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier, with_copy_reference)
 from ..harness.inject import injected
+from ..harness.physics import below_physics
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
@@ -511,6 +512,11 @@ class Runner:
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
+        for violation in below_physics(self.results.results):
+            # a figure below physics is a harness error, not a result
+            violation.broadcast.extra["harness_error"] = str(violation)
+            self.failures.append(str(violation))
+            self.log(str(violation))
         env["load_end"] = load_average()
         env.update(wall_s=round(wall, 1), cases=n_cases, failures=self.failures,
                    settings=asdict(self.settings), case_timeout_s=self.case_timeout)

@@ -25,6 +25,8 @@ from pytest_ipcbench.backends.base import Backend, BackendSpec, register, unavai
 from pytest_ipcbench.core.group import GroupError, LocalWorld, in_mpi_job
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, Plan, static_plan, timed_plan
 from pytest_ipcbench.core.payloads import PayloadSpec
+from pytest_ipcbench.harness.clock import rank_clocks
+from pytest_ipcbench.harness.scenarios import delivery_times
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="local process groups: not inside an MPI job")
 
@@ -137,6 +139,10 @@ def _bench_counting(group, spec, payload, scenario, settings):
 
 def _bench(group, spec, payload, scenario, settings):
     return measure.bench(group, spec, payload, scenario, settings)
+
+
+def _clocks(group, force_offsets):
+    return rank_clocks(group, 0, force_offsets)
 
 
 def _interleaved(group, specs, payload, scenario, settings, rounds):
@@ -252,9 +258,40 @@ def test_completion_is_the_max_over_readers(world):
     assert np.all(s["read_max"] >= SLOW_S)  # the last rank sleeps that long in each read
     assert np.median(s["read_min"]) < 0.5 * np.median(s["read_max"])
     assert np.all(s["read_min"] <= s["read_avg"]) and np.all(s["read_avg"] <= s["read_max"])
-    assert np.all(s["completion"] >= s["read_max"])  # barrier exit -> read done covers the read
+    assert np.all(s["completion_synced"] >= s["read_max"])  # barrier exit -> read done covers the read
+    # delivery, on one clock: the writer starts no later than the slow reader's sleep begins
+    assert np.median(s["completion"]) >= SLOW_S and result.extra["clock"] == "shared"
     by_rank = result.extra["read_median_by_rank"]
     assert by_rank["3"] >= SLOW_S and by_rank["1"] < by_rank["3"]
+
+
+def test_delivery_is_timed_on_the_writers_clock():
+    # the writer starts at 10.0 and 20.0; reader 1's clock is 5 s ahead of the writer's
+    started = [10.0, 20.0]
+    arrived = {1: [15.001, 25.004], 2: [10.002, 20.001]}
+    got = delivery_times(started, arrived, offsets=(0.0, 5.0, 0.0))
+    assert np.allclose(got, [0.002, 0.004])
+
+
+def test_offset_corrected_clocks_agree_with_the_shared_one(world):
+    # every worker runs on this host: the estimated offsets are ~0, within their own error bound
+    outs = world.run(_clocks, True)
+    clocks = outs[0]
+    assert all(c == clocks for c in outs)  # the same on every rank
+    assert clocks.method == "offset-corrected" and clocks.offsets[0] == 0.0
+    assert 0 < clocks.error < 0.05
+    assert all(abs(o) <= clocks.error + 1e-6 for o in clocks.offsets)
+    shared = world.run(_clocks, False)[0]
+    assert shared.method == "shared" and shared.offsets == (0.0,) * 4 and shared.error == 0.0
+
+
+def test_broadcast_with_offset_clocks_measures_the_same_delivery(world):
+    settings = BenchSettings(time_budget=0.05, min_iterations=5, warmup=1, clock="offset")
+    result = world.run(_bench, BackendSpec("fake-slow", "bytes"), PayloadSpec("dict", 1000), "broadcast", settings)[0]
+    assert result.extra["clock"] == "offset-corrected" and result.extra["clock_error_s"] > 0
+    assert np.median(result.samples["completion"]) >= SLOW_S - result.extra["clock_error_s"]
+    with pytest.raises(ValueError, match="clock must be one of"):
+        BenchSettings(clock="ntp")
 
 
 def test_a_reader_that_gets_other_data_fails_every_rank(world):

@@ -1,0 +1,35 @@
+"""A channel broadcast that completes faster than one message crosses the channel is an error."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pytest_ipcbench.harness.physics import below_physics
+from pytest_ipcbench.history.results import Result
+
+
+def _result(scenario, backend, size, metric, median, kind="channel", mode="bytes", n=400):
+    rng = np.random.default_rng(size)
+    samples = list(median * (1 + 0.05 * rng.standard_normal(n)))
+    return Result(scenario, backend, mode, "buffer" if scenario == "pingpong" else "dict", size,
+                  2 if scenario == "pingpong" else 4, {metric: samples}, nbytes=size, kind=kind,
+                  primary=metric)
+
+
+def test_a_broadcast_faster_than_one_message_is_flagged():
+    pong = _result("pingpong", "zmq", 1, "latency", 50e-6)
+    fast = _result("broadcast", "zmq", 1000, "completion", 8e-6)
+    slow = _result("broadcast", "zmq", 1000, "completion", 200e-6, mode="native")  # other mode: falls back to any
+    big = _result("broadcast", "zmq", 10**6, "completion", 8e-6)  # above 1 KB: not checked
+    store = _result("broadcast", "shm", 1000, "completion", 1e-6, kind="store")  # a store is read, not delivered
+    found = below_physics([pong, fast, slow, big, store])
+    assert [v.broadcast for v in found] == [fast]
+    text = str(found[0])
+    assert "harness error" in text and fast.key in text and pong.key in text
+
+
+def test_within_noise_is_not_flagged():
+    pong = _result("pingpong", "mpi-p2p", 1, "latency", 10e-6)
+    near = _result("broadcast", "mpi-p2p", 1, "completion", 9.9e-6, n=20)  # 1% under, 5% noise, 20 samples
+    assert below_physics([pong, near]) == []
+    assert below_physics([near]) == []  # no ping-pong of that backend: nothing to check against
