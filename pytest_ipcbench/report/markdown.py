@@ -103,9 +103,14 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
     out.append(
         "How to read: *write* is the writer's `write()` (send-only for a channel); *read* is one reader's "
         "`read()` until it holds a usable object (for a store it starts after the write; for a channel it "
-        "includes waiting for delivery); *completion* is from the common barrier to the moment the last "
-        "reader holds a usable object (max over readers); *touched* adds reading every cache line of it, "
-        "so a zero-copy view does not win for free. Medians over the iterations; copy efficiency = "
+        "includes waiting for delivery); *completion* of a channel is delivery: from the writer's start "
+        "of the write to the moment the last reader holds a usable object, on one clock (the run's "
+        "`clock` field: one host's CLOCK_MONOTONIC, or offset-corrected across hosts); of a store, the "
+        "write plus the slowest read; *touched* adds reading every cache line of it, "
+        "so a zero-copy view does not win for free. A stream's *delivered* is per message, on the "
+        "writer's clock, from its first send to the readers' acknowledgement of the window; a reader's "
+        "*read* there starts when that reader leaves the barrier (late when it was asleep). Ping-pong "
+        "and granularity are timed on rank 0 alone. Medians over the iterations; copy efficiency = "
         "bandwidth to a fully read object / numpy copy bandwidth measured in the same run."
     )
     out.append("")
