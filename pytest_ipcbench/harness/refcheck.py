@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
+from ..core.csvfile import write_csv
 from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
 from .measure import BenchSettings, BufferPayload, bench_interleaved
-from .references import reference_of
+from ..backends.references import reference_of
 
 SIZES = (1, 1024, 64 * 1024, 10**6, 16 * 2**20)
 SCENARIOS = ("pingpong", "stream")
@@ -338,8 +339,6 @@ def plot(rows: Sequence[RefRow], path: Path) -> Path | None:
 
 def write_report(rows: Sequence[RefRow], out: Path, env: dict[str, Any] | None = None) -> list[Path]:
     """summary.md, references.csv, references.png and references.json in ``out``."""
-    from ..report.csv_files import write_csv
-
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "summary.md"]
     files[0].write_text(markdown(rows, env))

@@ -108,9 +108,7 @@ def dependencies_besides_us(decl: Declared) -> list[str]:
 
 def self_location() -> Path:
     """Where this pytest_ipcbench is imported from: both sides must import the same one."""
-    import pytest_ipcbench
-
-    return Path(pytest_ipcbench.__file__).resolve().parent
+    return Path(__file__).resolve().parents[1]  # history/ is one floor inside the package
 
 
 def probe_install(python: Path, project: str, env: dict[str, str], cwd: Path) -> tuple[Path | None, Path | None, str]:

@@ -38,7 +38,7 @@ from .session import (
     resolve_settings,
 )
 from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
-from .watchdog import Watchdog
+from ..core.watchdog import Watchdog
 
 # fixtures written in their own modules (one concern each), registered with this plugin
 pytest_plugins = [

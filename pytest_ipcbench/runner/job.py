@@ -377,7 +377,7 @@ class Runner:
         cases here; a watchdog aborts the job if a case hangs (no resume in this mode)."""
         from mpi4py import MPI
 
-        from ..plugin.watchdog import Watchdog
+        from ..core.watchdog import Watchdog
 
         spec = {"cases": [asdict(c) for c in cases], "start": 0, "settings": asdict(self.settings),
                 "mpi_methods": methods}
