@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
+from ..core import launcher
 from ..core.csvfile import write_csv
 from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from ..core.units import format_time, size_label
@@ -208,25 +207,20 @@ def run_refchecks(
         rows.extend(compare_on(world, usable, **kwargs))
         return rows, problems
     if mpi:
-        from ..core.procs import find_mpiexec
-
-        exe = mpiexec or find_mpiexec()
-        if exe is None:
-            problems.append(f"no mpiexec found (next to python or on PATH): {', '.join(mpi)} not checked")
+        spec = json.dumps({"backends": mpi, **kwargs})
+        try:
+            job = launcher.run(ranks, "pytest_ipcbench.harness.refcheck", ["--worker", spec], mark=_MARK,
+                               timeout=timeout, mpiexec=mpiexec)
+        except launcher.MPIExecNotFound:
+            problems.append(f"{launcher.NO_MPIEXEC}: {', '.join(mpi)} not checked")
         else:
-            spec = json.dumps({"backends": mpi, **kwargs})
-            cmd = [exe, "-n", str(ranks), sys.executable, "-m", "pytest_ipcbench.harness.refcheck", "--worker", spec]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            except subprocess.TimeoutExpired:
+            if job.timed_out:
                 problems.append(f"the MPI reference checks did not finish within {timeout:g} s")
             else:
-                got = [ln for ln in proc.stdout.splitlines() if ln.startswith(_MARK)]
-                rows.extend(RefRow.from_dict(json.loads(ln[len(_MARK):])) for ln in got)
-                if proc.returncode:
-                    problems.append(f"the MPI reference checks failed (exit {proc.returncode}): "
-                                    f"{proc.stderr.strip()[-2000:]}")
+                rows.extend(RefRow.from_dict(d) for d in job.records)
+                if job.returncode:
+                    problems.append(f"the MPI reference checks failed (exit {job.returncode}): "
+                                    f"{job.stderr.strip()[-2000:]}")
     if local:
         try:
             with LocalWorld(ranks) as world:
@@ -245,7 +239,7 @@ def _worker(spec: str) -> int:
     world = MPIGroup.world()  # pingpong uses its first 2 ranks, stream all of them
 
     def say(row: RefRow) -> None:
-        print(_MARK + json.dumps(row.as_dict()), flush=True)
+        launcher.emit(_MARK, row.as_dict())
 
     compare_on(world, say=say, **json.loads(spec))
     world.barrier()

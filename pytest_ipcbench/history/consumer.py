@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.project import ProjectConfig, parse_table, tomllib
+from ..core.project import ProjectConfig, ipcbench_table, parse_table, tomllib
 from .compare import GateError
 
 SELF = "pytest-ipcbench"
@@ -59,8 +59,8 @@ def declared(text: str | None, where: str) -> Declared:
     except tomllib.TOMLDecodeError as exc:
         raise GateError(f"{where} is not valid TOML: {exc}") from None
     project = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
-    table = data.get("tool", {}).get("ipcbench")
     try:
+        table = ipcbench_table(data, where)
         config = None if table is None else parse_table(table, Path(where))
     except ValueError as exc:
         raise GateError(str(exc)) from None

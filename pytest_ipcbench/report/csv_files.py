@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..core.csvfile import write_csv  # noqa: F401 (its older home; the report writes with it)
