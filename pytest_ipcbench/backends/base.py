@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..core import names
+from ..core.errors import IpcbenchError
 from ..core.names import check_patterns
 from ..core.registry import ExtensionError, Registry
 # the wait strategies live in core (the environment record reads them too); importable from here too
@@ -47,11 +48,11 @@ MODES = ("bytes", "native")
 DEFAULT_READ_TIMEOUT = 120.0
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(IpcbenchError, RuntimeError):
     """The backend cannot run here (missing package, not under MPI, ...); the text says why."""
 
 
-class PayloadError(ValueError):
+class PayloadError(IpcbenchError, ValueError):
     """The object cannot be sent by this backend (unpicklable, too large, ...)."""
 
 

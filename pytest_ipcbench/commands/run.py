@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from ..core.errors import UsageError
 from ..core.options import RUN, add_arguments
 from ..core.project import ProjectConfig, discover, read_config
 from ..runner.job import RunOptions, Runner
@@ -40,7 +41,7 @@ def project_config(args: argparse.Namespace) -> ProjectConfig | None:
     if path:
         config = read_config(path)
         if config is None:
-            raise ValueError(f"{path} has no [tool.ipcbench] table")
+            raise UsageError(f"{path} has no [tool.ipcbench] table")
         return config
     return discover()
 
@@ -51,11 +52,10 @@ def options(args: argparse.Namespace, config: ProjectConfig | None = None) -> Ru
     values = {**(config.options if config is not None else {}), **given}
     try:
         return RunOptions(**values)
-    except ValueError as exc:
-        if config is not None:
-            raise ValueError(f"{exc} (the matrix declared in {config.path} [tool.ipcbench], "
-                             f"overridden by the command line)") from None
-        raise
+    except ValueError as exc:  # RunOptions only checks the values it is given: a usage error
+        where = "" if config is None else (f" (the matrix declared in {config.path} [tool.ipcbench], "
+                                           f"overridden by the command line)")
+        raise UsageError(f"{exc}{where}") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,12 +24,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from .errors import IpcbenchError
 from .procs import find_mpiexec, kill_group
 
 NO_MPIEXEC = "no mpiexec found (next to python or on PATH)"
 
 
-class MPIExecNotFound(FileNotFoundError):
+class MPIExecNotFound(IpcbenchError, FileNotFoundError):
     """Neither next to this Python nor on PATH (install the mpi extra: the mpich wheel brings it)."""
 
 

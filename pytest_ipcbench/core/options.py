@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import IpcbenchError
+from .errors import UsageError
 from .units import parse_size
 from .wait import WAITS
 
@@ -29,7 +29,7 @@ MAX_RANKS = 256  # ranks on one machine: more is a typo (and runs out of file de
 TABLE = "[tool.ipcbench]"
 
 
-class OptionError(IpcbenchError, ValueError):
+class OptionError(UsageError):
     """A bad option value: ``source`` (where it was written, with the value) and ``problem``."""
 
     def __init__(self, source: str, problem: str) -> None:
@@ -230,12 +230,14 @@ def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option]) ->
         if opt.group:
             where = groups.setdefault(opt.group, parser.add_argument_group(opt.group))
         kwargs: dict[str, Any] = {"dest": opt.field, "help": opt.help}
-        if opt.action is not None:
+        if opt.action is not None and opt.check is None:  # a flag without a value
             kwargs["action"] = opt.action
             if opt.action == "store_const":
                 kwargs["const"] = opt.const
                 kwargs["default"] = opt.default
         else:
+            if opt.action is not None:  # "extend": a repeated flag adds the checked values up
+                kwargs["action"] = opt.action
             kwargs["type"] = _argparse_type(opt)
             kwargs["default"] = opt.default
             if opt.metavar:

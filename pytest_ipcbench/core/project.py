@@ -34,11 +34,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from .errors import IpcbenchError
+from .errors import FileMissing, UsageError
 from .options import RUN, TABLE, OptionError, table_values, toml_text
 
 
-class ProjectFileError(IpcbenchError, ValueError):
+class ProjectFileError(UsageError):
     """A pyproject.toml that cannot be read or parsed (names the file)."""
 
 #: payloads of the scenarios that do not take a declared one (ping-pong and stream move bytes,
@@ -84,7 +84,7 @@ def read_config(path: str | Path) -> ProjectConfig | None:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise ProjectFileError(f"no such file: {path}") from None
+        raise FileMissing(f"no such file: {path}") from None
     except OSError as exc:
         raise ProjectFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:

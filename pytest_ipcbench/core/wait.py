@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+from .errors import UsageError
 from .procs import cores as _cores
 
 
@@ -29,7 +30,7 @@ def parse_wait(value: str, source: str = "wait") -> str:
     """A valid wait strategy; ValueError naming ``source`` otherwise."""
     value = str(value).strip().lower()
     if value not in WAITS:
-        raise ValueError(f"{source}: unknown wait strategy {value!r}; choose one of {', '.join(WAITS)}")
+        raise UsageError(f"{source}: unknown wait strategy {value!r}; choose one of {', '.join(WAITS)}")
     return value
 
 

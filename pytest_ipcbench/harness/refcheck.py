@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
 from ..core import launcher
 from ..core.csvfile import write_csv
+from ..core.errors import UsageError
 from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
@@ -185,16 +186,16 @@ def run_refchecks(
     ``ranks``: the stream scenario's ranks (1 writer, ranks - 1 readers); ping-pong always uses 2.
     """
     if ranks < 2:
-        raise ValueError(f"the reference checks need at least 2 ranks, got {ranks}")
+        raise UsageError(f"the reference checks need at least 2 ranks, got {ranks}")
     backends = list(backend_names()) if backends is None else list(backends)
     for name in backends:
         reference_of(name)  # a clear error now for a backend without a reference
     for mode in modes:
         if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+            raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     for s in scenarios:
         if s not in SCENARIOS:
-            raise ValueError(f"unknown scenario {s!r} for the reference checks; choose from {', '.join(SCENARIOS)}")
+            raise UsageError(f"unknown scenario {s!r} for the reference checks; choose from {', '.join(SCENARIOS)}")
     kwargs = dict(modes=list(modes), sizes=list(sizes), scenarios=list(scenarios), time_budget=time_budget,
                   rounds=rounds, wait=wait)
     mpi, local = _split(backends)

@@ -8,6 +8,7 @@ string literals. docs/architecture.md draws the same ladder.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,15 @@ def test_a_cycle_is_found_and_named(tmp_path: Path, where: str) -> None:
     cycle = find_cycle(graph)
     assert cycle is not None and len(cycle) == 2
     assert {c.split(":")[0] for c in cycle} == {f"{TOP}/core/a.py", f"{TOP}/core/b.py"}
+
+
+def test_architecture_md_draws_this_ladder() -> None:
+    """docs/architecture.md's ladder is the one this test enforces (floor by floor)."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    block = text.split("### The ladder", 1)[1].split("```", 2)[1]
+    drawn: dict[int, set[str]] = {}
+    for line in block.strip().splitlines():
+        floor, *names = re.sub(r"\(.*?\)", "", line).split()  # "(the public API)" is a note
+        drawn[int(floor)] = {"" if n == "pytest_ipcbench/__init__.py" else n for n in names
+                             if n.isidentifier() or n == "pytest_ipcbench/__init__.py"}
+    assert drawn == dict(enumerate(LADDER))
