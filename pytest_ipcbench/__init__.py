@@ -1,6 +1,7 @@
 """pytest-ipcbench: fixtures, harness and reports for IPC regression benchmarking."""
 
 from .backends import MODES, Backend, BackendSpec, BackendUnavailable, PayloadError, backend_names, register_backend
+from .core.errors import IpcbenchError
 from .core.group import Group, GroupError, LocalWorld, MPIGroup
 from .core.payloads import Kind, PayloadSpec, make_payload, parse_size, payload_kinds, register_payload
 from .core.registry import ExtensionError
@@ -17,6 +18,7 @@ __all__ = [
     "ExtensionError",
     "Group",
     "GroupError",
+    "IpcbenchError",
     "Kind",
     "LocalWorld",
     "MPIGroup",

@@ -14,6 +14,10 @@ from .base import (
     unavailable_reason,
 )
 
+# Loaded with the package, so base.py need not import them (each builds on base's Backend):
+# hierarchy sets how a node-local store opens across nodes; references registers ref-<backend>.
+from . import hierarchy, references  # noqa: E402,F401
+
 __all__ = [
     "MODES",
     "Backend",

@@ -26,16 +26,20 @@ Life cycle, collective on every rank of the group::
 
 from __future__ import annotations
 
-import os
 import pickle
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..core import names
+from ..core.errors import IpcbenchError
 from ..core.names import check_patterns
 from ..core.registry import ExtensionError, Registry
+# the wait strategies live in core (the environment record reads them too); importable from here too
+from ..core.wait import (  # noqa: F401
+    WAIT_ENV, WAITS, Backoff, Spin, default_wait, pacer, parse_wait, resolve_wait, restore_wait_state,
+    set_default_wait, wait_state,
+)
 
 if TYPE_CHECKING:
     from ..core.group import Group
@@ -44,11 +48,11 @@ MODES = ("bytes", "native")
 DEFAULT_READ_TIMEOUT = 120.0
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(IpcbenchError, RuntimeError):
     """The backend cannot run here (missing package, not under MPI, ...); the text says why."""
 
 
-class PayloadError(ValueError):
+class PayloadError(IpcbenchError, ValueError):
     """The object cannot be sent by this backend (unpicklable, too large, ...)."""
 
 
@@ -97,162 +101,6 @@ def loads_oob(head: Any, buffers: list[Any]) -> Any:
     return pickle.loads(head, buffers=buffers)
 
 
-# ----------------------------------------------------------------------------- wait strategy
-
-#: How a reader waits for the writer (METHOD rule 18). ``block``: the way its mechanism waits
-#: best -- a blocking call (zmq, mp.Queue), or polling without sleeping (MPI Test, the shm
-#: version word, an LMDB snapshot); right when every rank has a core. ``backoff``: spin briefly,
-#: yield, then sleep in growing steps; right when ranks outnumber cores (a polling reader would
-#: take the writer's core). ``auto``: ``block`` if the backend's ranks fit on the cores, else
-#: ``backoff``.
-WAITS = ("auto", "block", "backoff")
-WAIT_ENV = "IPCBENCH_WAIT"
-_default_wait: str | None = None
-
-
-def parse_wait(value: str, source: str = "wait") -> str:
-    """A valid wait strategy; ValueError naming ``source`` otherwise."""
-    value = str(value).strip().lower()
-    if value not in WAITS:
-        raise ValueError(f"{source}: unknown wait strategy {value!r}; choose one of {', '.join(WAITS)}")
-    return value
-
-
-def default_wait() -> str:
-    """The wait strategy asked for in this process: set_default_wait(), else $IPCBENCH_WAIT, else auto."""
-    if _default_wait is not None:
-        return _default_wait
-    env = os.environ.get(WAIT_ENV)
-    return parse_wait(env, f"environment variable {WAIT_ENV}") if env else "auto"
-
-
-def set_default_wait(value: str | None) -> None:
-    """Force the wait strategy of every backend made from now on (None: back to $IPCBENCH_WAIT).
-
-    Also exported as $IPCBENCH_WAIT, so worker processes started later (LocalWorld, mpiexec)
-    follow it.
-    """
-    global _default_wait
-    if value is None:
-        _default_wait = None
-        os.environ.pop(WAIT_ENV, None)
-        return
-    _default_wait = parse_wait(value)
-    os.environ[WAIT_ENV] = _default_wait
-
-
-def wait_state() -> tuple[str | None, str | None]:
-    """What set_default_wait() changes, to put back with restore_wait_state()."""
-    return (_default_wait, os.environ.get(WAIT_ENV))
-
-
-def restore_wait_state(state: tuple[str | None, str | None]) -> None:
-    global _default_wait
-    _default_wait, env = state
-    if env is None:
-        os.environ.pop(WAIT_ENV, None)
-    else:
-        os.environ[WAIT_ENV] = env
-
-
-def resolve_wait(wait: str | None, ranks: int, cores: int | None = None) -> str:
-    """``block`` or ``backoff`` for a backend of ``ranks`` ranks (``auto``/None: ranks vs cores)."""
-    wait = parse_wait(wait) if wait else default_wait()
-    if wait != "auto":
-        return wait
-    if cores is None:
-        from ..core.envinfo import cores as _cores
-
-        cores = _cores()
-    return "block" if ranks <= cores else "backoff"
-
-
-class Spin:
-    """Pacing for a reader that polls with a core of its own (wait strategy ``block``).
-
-    Polls back to back for ``SPIN`` seconds, then with ``sched_yield`` between polls (free when
-    nothing else wants the core, polite when something does) up to ``YIELD`` seconds, then
-    sleeps ``SLEEP`` between polls: never the growing sleeps of :class:`Backoff`, so a reader
-    wakes within a poll of the writer while it is fast, and within ~0.1 ms while the writer
-    computes for long. ``wait()`` returns False once ``timeout`` seconds have passed.
-    """
-
-    SPIN = 20e-6
-    YIELD = 2e-3
-    SLEEP = 20e-6
-    CHECK = 16  # look at the clock every this many polls
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.start = time.monotonic()
-        self.deadline = self.start + timeout
-        self.polls = 0
-        self._phase = 0  # 0 spin, 1 yield, 2 sleep
-
-    @property
-    def waited(self) -> float:
-        return time.monotonic() - self.start
-
-    def wait(self) -> bool:
-        self.polls += 1
-        if self.polls % self.CHECK == 0 or self._phase == 2:
-            now = time.monotonic()
-            if now >= self.deadline:
-                return False
-            waited = now - self.start
-            self._phase = 0 if waited < self.SPIN else 1 if waited < self.YIELD else 2
-        if self._phase == 1:
-            os.sched_yield()
-        elif self._phase == 2:
-            time.sleep(self.SLEEP)
-        return True
-
-
-def pacer(wait: str, timeout: float) -> "Spin | Backoff":
-    """A fresh pacing object for one wait under a resolved strategy (``block`` or ``backoff``)."""
-    return Spin(timeout) if wait == "block" else Backoff(timeout)
-
-
-class Backoff:
-    """Pacing for a reader that polls for a new value: spin briefly, then yield, then sleep.
-
-    Never a pure busy loop: ranks are often oversubscribed (``mpiexec -n 4`` on 2 cores), where a
-    spinning reader would steal the writer's core. ``wait()`` returns False once ``timeout``
-    seconds have passed since the Backoff was made.
-    """
-
-    SPINS = 32  # polls without a pause (a value that is already there costs nothing more)
-    YIELDS = 256  # then polls separated by sched_yield (lets another runnable rank go first)
-    MIN_SLEEP = 20e-6
-    MAX_SLEEP = 2e-3
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.start = time.monotonic()
-        self.deadline = self.start + timeout
-        self.polls = 0
-        self._sleep = self.MIN_SLEEP
-
-    @property
-    def waited(self) -> float:
-        return time.monotonic() - self.start
-
-    def wait(self) -> bool:
-        """Pause before the next poll; False when the time is up."""
-        self.polls += 1
-        if self.polls <= self.SPINS:
-            return True
-        now = time.monotonic()
-        if now >= self.deadline:
-            return False
-        if self.polls <= self.SPINS + self.YIELDS:
-            os.sched_yield()
-            return True
-        time.sleep(min(self._sleep, max(0.0, self.deadline - now)))
-        self._sleep = min(self._sleep * 2, self.MAX_SLEEP)
-        return True
-
-
 class Backend(ABC):
     """One backend bound to a group; see the module docstring for the protocol."""
 
@@ -273,7 +121,7 @@ class Backend(ABC):
     # why read() cannot give up after `timeout` (e.g. it waits inside an MPI collective); empty if it can
     no_read_timeout: ClassVar[str] = ""
     #: the name of this backend's reference: the plainest use of the same mechanism, timed
-    #: against it by ``ipcbench selfcheck`` and the reference tests (harness/references.py)
+    #: against it by ``ipcbench selfcheck`` and the reference tests (backends/references.py)
     reference: ClassVar[str | None] = None
     #: True for references and other harness-internal backends: usable by name, never offered to users
     internal: ClassVar[bool] = False
@@ -445,19 +293,10 @@ register = register_backend  # the class decorator's older name
 def get_backend(name: str) -> type[Backend]:
     """The backend class for ``name``: ValueError if unknown (naming the known ones),
     BackendUnavailable (with the reason) if its entry point needs a missing package."""
-    _load_references(name)
     return BACKENDS.get(name)
 
 
-REFERENCE_PREFIX = "ref-"  # the built-in references' names: ref-<backend>[-variant]
-
-
-def _load_references(name: str) -> None:
-    """The built-in references (harness/references.py) register when first asked for by name."""
-    if name.startswith(REFERENCE_PREFIX) and name not in BACKENDS:
-        import importlib
-
-        importlib.import_module("pytest_ipcbench.harness.references")
+REFERENCE_PREFIX = "ref-"  # the built-in references' names (backends/references.py, loaded with the package)
 
 
 def declared_resources(load_all: bool = False) -> list[str]:
@@ -497,7 +336,6 @@ class BackendSpec:
             raise ValueError(f"unknown mode {self.mode!r}; choose bytes or native")
         if self.wait is not None:
             parse_wait(self.wait, f"backend {self.name}")
-        _load_references(self.name)
         BACKENDS.check_name(self.name)
 
     @property
@@ -514,9 +352,20 @@ class BackendSpec:
         reason = cls.unavailable(group)
         if reason:
             raise BackendUnavailable(reason)
-        from .hierarchy import HierarchicalStore, needs_hierarchy
-
-        if needs_hierarchy(cls, group):  # one store per node, fed over MPI
-            return HierarchicalStore(cls, group, self.mode, self.root, self.timeout, wait=self.wait)
+        if _across_nodes is not None:  # one store per node, fed over MPI (hierarchy.py)
+            wrapped = _across_nodes(cls, group, self.mode, self.root, self.timeout, self.wait)
+            if wrapped is not None:
+                return wrapped
         return cls(group, self.mode, self.root, self.timeout, wait=self.wait)
+
+
+#: How a node-local backend opens on a group that spans nodes, or None where it opens as itself.
+#: hierarchy.py sets it when the backends package loads: it subclasses Backend, so this module
+#: cannot import it without a cycle.
+_across_nodes: "Callable[[type[Backend], Group, str, int, float, str | None], Backend | None] | None" = None
+
+
+def set_across_nodes(opener: "Callable[[type[Backend], Group, str, int, float, str | None], Backend | None]") -> None:
+    global _across_nodes
+    _across_nodes = opener
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.nodes import layout_of
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob
+from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, set_across_nodes
 
 if TYPE_CHECKING:
     from ..core.group import Group
@@ -217,5 +217,15 @@ def needs_hierarchy(cls: type[Backend], group: "Group | None") -> bool:
     return (group is not None and getattr(group, "nodes", 1) > 1 and cls.is_node_local()
             and (cls.kind == "store" or cls.needs_mpi))
 
+
+def _open_across_nodes(cls: type[Backend], group: "Group", mode: str, root: int, timeout: float,
+                       wait: str | None) -> Backend | None:
+    """BackendSpec.open's choice: a HierarchicalStore where ``cls`` needs one on ``group``."""
+    if needs_hierarchy(cls, group):
+        return HierarchicalStore(cls, group, mode, root, timeout, wait=wait)
+    return None
+
+
+set_across_nodes(_open_across_nodes)
 
 __all__ = ["HierarchicalStore", "needs_hierarchy"]

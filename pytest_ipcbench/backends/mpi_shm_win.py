@@ -285,7 +285,7 @@ class RefMPIShmWin(MPIShmWinBackend):
     def _layout(self, obj: Any) -> tuple[list[Any], list[int], int, bytes | None]:
         if self.mode == "bytes":
             return super()._layout(obj)
-        from ..harness.references import raw_bytes
+        from .references import raw_bytes
 
         raw = raw_bytes(obj, self.name)
         return [raw], [0], raw.nbytes, None

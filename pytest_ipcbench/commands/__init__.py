@@ -12,6 +12,8 @@ import importlib
 import sys
 from typing import Sequence
 
+from ..core.errors import IpcbenchError
+
 #: command name -> module, in the order ``ipcbench --help`` lists them
 COMMANDS = {
     "run": "run",
@@ -45,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ipcbench: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError) as exc:
+    except IpcbenchError as exc:  # ours, on purpose: a message and exit 2; anything else is a bug
         print(f"ipcbench {args.command}: {exc}", file=sys.stderr)
         return 2
 

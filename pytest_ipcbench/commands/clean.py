@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..backends.base import declared_resources
 from ..core.cleanup import STALE_AFTER, clean
+from ..shared import reclaim_orphans
 
 HELP = "remove segments, LMDB folders and sockets left by dead processes"
 
@@ -20,7 +22,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = clean(all_owners=args.all, dry_run=args.dry_run, all_users=args.all_users, min_age=args.min_age)
+    # plugin backends' own names (Backend.resources) are ours too: every backend is loaded to read them
+    result = clean(all_owners=args.all, dry_run=args.dry_run, all_users=args.all_users, min_age=args.min_age,
+                   patterns=declared_resources(load_all=True), reclaim=reclaim_orphans)
     verb = "would remove" if args.dry_run else "removed"
     for r in result.removed:
         print(f"{verb} {r.path} ({r.why})")

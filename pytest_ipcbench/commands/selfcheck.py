@@ -7,12 +7,14 @@ import argparse
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any, Sequence
 
-from ..backends.base import (MODES, BackendUnavailable, backend_names, default_wait, get_backend, parse_wait,
-                             resolve_wait)
+from ..backends.base import MODES, BackendUnavailable, backend_names, default_wait, get_backend, resolve_wait
 from ..core.envinfo import cores
 from ..core.procs import load_average
-from ..core.units import parse_size
+from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments, choice, names, number, seconds,
+                            sizes, text, whole)
+from ..core.wait import WAITS
 from ..harness.refcheck import DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, run_refchecks, write_report
 from ..harness.refcheck import table as ref_table
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
@@ -21,78 +23,65 @@ HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy 
         "backend against its reference (the plainest use of its mechanism)")
 
 
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-def _backends(value: str) -> list[str]:
-    if value.strip() == "none":
+def _backends(value: Any, where: str) -> list[str]:
+    """all (default), none, or names the registry knows (one that cannot run here is reported later)."""
+    if isinstance(value, str) and value.strip() == "none":
         return []
-    names = list(backend_names()) if value.strip() in ("all", "") else _csv(value)
-    for name in names:
+    chosen = list(backend_names()) if isinstance(value, str) and value.strip() in ("all", "") else names(value, where)
+    for name in chosen:
         try:
             get_backend(name)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
         except BackendUnavailable:  # known, but cannot run here: run_refchecks reports it
             pass
-    return names
+        except ValueError as exc:
+            raise OptionError(where, str(exc)) from None
+    return chosen
 
 
-def _modes(value: str) -> list[str]:
-    modes = _csv(value)
-    bad = [m for m in modes if m not in MODES]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown mode {bad[0]!r}; choose from {', '.join(MODES)}")
-    return modes
+def _among(allowed: Sequence[str], what: str) -> Check:
+    def check(value: Any, where: str) -> list[str]:
+        got = names(value, where)
+        bad = [g for g in got if g not in allowed]
+        if bad:
+            raise OptionError(where, f"unknown {what} {bad[0]!r}; choose from {', '.join(allowed)}")
+        return got
+
+    return check
 
 
-def _scenarios(value: str) -> list[str]:
-    got = _csv(value)
-    bad = [s for s in got if s not in SCENARIOS]
-    if bad:
-        raise argparse.ArgumentTypeError(f"unknown scenario {bad[0]!r}; choose from {', '.join(SCENARIOS)}")
-    return got
-
-
-def _sizes(value: str) -> list[int]:
-    try:
-        return [max(1, parse_size(v)) for v in _csv(value)]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _wait(value: str) -> str:
-    try:
-        return parse_wait(value, "--wait")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+REF = "backends against their references"
+#: ``ipcbench selfcheck``'s options (core/options.py says how a table is read)
+SELFCHECK: tuple[Option, ...] = (
+    Option("rounds", whole(1, 10_000), "interleaved rounds per harness figure (default 3)", flag="--rounds",
+           default=3),
+    Option("tolerance", number(0, 100), "largest accepted relative difference of the harness figures (default 0.15)",
+           flag="--tolerance", default=DEFAULT_TOLERANCE),
+    Option("mpiexec", text, "the mpiexec to use (default: next to python, then PATH)", flag="--mpiexec"),
+    Option("json_out", text, "also write the figures to this JSON file", flag="--json"),
+    Option("backends", _backends, "comma list of backends to check against their references (default: all); "
+                                  "'none' skips these checks", flag="--backends", group=REF),
+    Option("modes", _among(MODES, "mode"), "bytes,native (default native)", flag="--modes", group=REF,
+           default=["native"]),
+    Option("sizes", sizes, "default 1B,1KB,64KiB,1MB,16MiB", flag="--sizes", group=REF, default=list(SIZES)),
+    Option("scenarios", _among(SCENARIOS, "scenario"), "pingpong,stream (default both)", flag="--scenarios",
+           group=REF, default=list(SCENARIOS)),
+    Option("time_budget", seconds(), f"seconds of timed iterations per case and side (default {DEFAULT_TIME_BUDGET})",
+           flag="--time-budget", group=REF, default=DEFAULT_TIME_BUDGET),
+    Option("ref_rounds", whole(1, 10_000), f"interleaved rounds per backend/reference case (default {DEFAULT_ROUNDS})",
+           flag="--ref-rounds", group=REF, default=DEFAULT_ROUNDS),
+    Option("ranks", whole(2, MAX_RANKS), "ranks of the stream cases: 1 writer, RANKS - 1 readers (default 2; "
+                                          "ping-pong uses 2)", flag="--ranks", group=REF, default=2),
+    Option("wait", choice(*WAITS), "how readers wait: auto (default: block when ranks <= cores), block or backoff",
+           flag="--wait", group=REF),
+    Option("strict", None, "exit 1 when a backend misses its target too", flag="--strict", action="store_true",
+           group=REF),
+    Option("out", text, "write summary.md, references.csv, references.png and .json to this folder "
+                        "(default ipcbench-selfcheck/<timestamp>/)", flag="--out", group=REF),
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per harness figure (default 3)")
-    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                        help="largest accepted relative difference of the harness figures (default 0.15)")
-    parser.add_argument("--mpiexec", help="the mpiexec to use (default: next to python, then PATH)")
-    parser.add_argument("--json", dest="json_out", help="also write the figures to this JSON file")
-    ref = parser.add_argument_group("backends against their references")
-    ref.add_argument("--backends", type=_backends, default=None,
-                     help="comma list of backends to check against their references (default: all); "
-                          "'none' skips these checks")
-    ref.add_argument("--modes", type=_modes, default=["native"], help="bytes,native (default native)")
-    ref.add_argument("--sizes", type=_sizes, default=list(SIZES), help="default 1B,1KB,64KiB,1MB,16MiB")
-    ref.add_argument("--scenarios", type=_scenarios, default=list(SCENARIOS), help="pingpong,stream (default both)")
-    ref.add_argument("--time-budget", type=float, default=DEFAULT_TIME_BUDGET,
-                     help=f"seconds of timed iterations per case and side (default {DEFAULT_TIME_BUDGET})")
-    ref.add_argument("--ref-rounds", type=int, default=DEFAULT_ROUNDS,
-                     help=f"interleaved rounds per backend/reference case (default {DEFAULT_ROUNDS})")
-    ref.add_argument("--ranks", type=int, default=2,
-                     help="ranks of the stream cases: 1 writer, RANKS - 1 readers (default 2; ping-pong uses 2)")
-    ref.add_argument("--wait", type=_wait, default=None,
-                     help="how readers wait: auto (default: block when ranks <= cores), block or backoff")
-    ref.add_argument("--strict", action="store_true", help="exit 1 when a backend misses its target too")
-    ref.add_argument("--out", help="write summary.md, references.csv, references.png and .json to this folder "
-                                   "(default ipcbench-selfcheck/<timestamp>/)")
+    add_arguments(parser, SELFCHECK)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
 from . import names, procs
 from .procs import launcher_running, mapped_shm_names
@@ -189,19 +190,19 @@ def _remove(path: Path) -> str | None:
 
 
 def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = False,
-          min_age: float = STALE_AFTER) -> CleanResult:
+          min_age: float = STALE_AFTER, *, patterns: Sequence[str] = (),
+          reclaim: Callable[..., list[str]] | None = None) -> CleanResult:
     """Remove (or with ``dry_run`` only list) what dead processes left.
 
     Only files owned by this user, unless ``all_users``; only those of owners that are gone
     (see :func:`owner_gone`), unless ``all_owners``. Entries that are neither files nor folders
     (a FIFO named like ours), other users' leftovers and what cannot be removed are skipped and
     reported; the rest is cleaned.
-    """
-    from ..backends.base import declared_resources
-    from ..shared import reclaim_orphans
 
-    # plugin backends' own names (Backend.resources) are ours too: every backend is loaded to read them
-    patterns = declared_resources(load_all=True)
+    The floors above core say what else is ours (``ipcbench clean`` passes both): ``patterns``,
+    the backends' declared ``resources``; ``reclaim``, ``shared.reclaim_orphans`` (only it may
+    judge a shared-array segment, counted by its holders; without it they are left alone).
+    """
     uid = os.geteuid()
     removed: list[Removal] = []
     skipped: list[Removal] = []
@@ -245,8 +246,8 @@ def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = Fal
         else:
             removed.append(Removal(path, why))
     odd: list[tuple[str, str]] = []
-    reclaimed = reclaim_orphans(names=nd, dry_run=dry_run, skipped=odd,
-                                judge=lambda name, pid: gone(names.SHM_DIR / name, pid))
+    reclaimed = [] if reclaim is None else reclaim(
+        names=nd, dry_run=dry_run, skipped=odd, judge=lambda name, pid: gone(names.SHM_DIR / name, pid))
     skipped += [Removal(names.SHM_DIR / name, why) for name, why in odd]
     for path in stale_mpich_segments():
         if foreign(path) is None:

@@ -17,6 +17,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .procs import cores  # noqa: F401 (kept here: envinfo.cores is its older home)
+from .wait import default_wait, resolve_wait
+
 PACKAGES = (
     "pytest-ipcbench",
     "numpy",
@@ -30,14 +33,6 @@ PACKAGES = (
     "matplotlib",
 )
 UNITS = {"time": "s", "size": "B", "MB": 10**6, "GB": 10**9, "throughput": "MB/s (10**6 B/s)"}
-
-
-def cores() -> int:
-    """CPUs this process may run on (affinity), else the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
@@ -139,8 +134,6 @@ def collect(ranks: int | None = None, *, group_kind: str = "", mode: str = "", e
 
 def _wait_record(ranks: int | None, n_cores: int) -> dict[str, Any]:
     """The readers' wait strategy asked for (auto/block/backoff) and what it means at ``ranks``."""
-    from ..backends.base import default_wait, resolve_wait
-
     asked = default_wait()
     record: dict[str, Any] = {"asked": asked}
     if ranks is not None:

@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable, Protocol, Sequence
 
 from . import registry
+from .errors import IpcbenchError
 
 REDUCE_OPS: dict[str, Callable[[Sequence[Any]], Any]] = {
     "max": max,
@@ -39,7 +40,7 @@ REDUCE_OPS: dict[str, Callable[[Sequence[Any]], Any]] = {
 DEFAULT_TIMEOUT = 300.0
 
 
-class GroupError(RuntimeError):
+class GroupError(IpcbenchError, RuntimeError):
     """A rank of the group failed, died or did not answer in time."""
 
 

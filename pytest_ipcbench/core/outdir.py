@@ -18,10 +18,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from .errors import IpcbenchError
+
 LOCK_NAME = ".ipcbench.lock"
 
 
-class OutputFolderError(ValueError):
+class OutputFolderError(IpcbenchError, ValueError):
     """An output folder that cannot be used; the text says which and why."""
 
 

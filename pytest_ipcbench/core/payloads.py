@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .errors import IpcbenchError
 from .registry import ExtensionError, Registry
 from .units import check_size, parse_size, size_label
 
@@ -175,7 +176,7 @@ def tiny_kind() -> Kind:
     return Kind(_tiny_build, _plain_equal, len, fixed_size=TINY_BYTES)
 
 
-class PayloadKindUnavailable(RuntimeError):
+class PayloadKindUnavailable(IpcbenchError, RuntimeError):
     """A payload kind's entry point needs a package that is not installed."""
 
 

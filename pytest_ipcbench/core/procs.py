@@ -26,6 +26,14 @@ class Proc:
     comm: str
 
 
+def cores() -> int:
+    """CPUs this process may run on (affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def processes() -> Iterator[Proc]:
     """Every process we may read, from ``/proc/<pid>/stat`` (vanished ones are skipped)."""
     for entry in os.listdir("/proc"):

@@ -15,9 +15,10 @@ Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv su
     time-budget = 0.2                  # seconds of timed iterations per case
     case-timeout = 120
 
-Every key is optional; the command line overrides the table key by key. Names are checked by
-:class:`~..runner.job.RunOptions` against the registry (built-ins and plugins), so a typo is an error
-that names the file. A file without the table declares nothing (None), which the gate reports as
+Every key is optional; the command line overrides the table key by key. Each key is an option of
+``ipcbench run``'s table (core/options.py: RUN) and is checked by the same function as its flag,
+the error naming the file, the key and the value. Names are checked by
+:class:`~..runner.job.RunOptions` against the registry (built-ins and plugins). A file without the table declares nothing (None), which the gate reports as
 "predates the adoption".
 """
 
@@ -33,28 +34,19 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from .units import parse_size
+from .errors import FileMissing, UsageError
+from .options import RUN, TABLE, OptionError, table_values, toml_text
 
-TABLE = "[tool.ipcbench]"
+
+class ProjectFileError(UsageError):
+    """A pyproject.toml that cannot be read or parsed (names the file)."""
+
 #: payloads of the scenarios that do not take a declared one (ping-pong and stream move bytes,
 #: granularity a tiny object): ``payloads`` adds them, ``kinds`` (the run option as it is) does not
 FIXED_KINDS = {"buffer": ("pingpong", "stream"), "tiny": ("granularity",)}
 
-#: table key -> (RunOptions field, what it must be)
-KEYS: dict[str, tuple[str, str]] = {
-    "backends": ("backends", "names"),
-    "modes": ("modes", "names"),
-    "payloads": ("kinds", "names"),
-    "kinds": ("kinds", "names"),
-    "sizes": ("sizes", "sizes"),
-    "scenarios": ("scenarios", "names"),
-    "ranks": ("ranks", "int"),
-    "level": ("level", "str"),
-    "only": ("only", "names"),
-    "extras": ("no_extras", "not-bool"),
-    "time-budget": ("time_budget", "float"),
-    "case-timeout": ("case_timeout", "float"),
-}
+#: table key -> RunOptions field: derived from ``ipcbench run``'s option table (core/options.py)
+KEYS: dict[str, str] = {opt.key: opt.field for opt in RUN if opt.key}
 
 
 @dataclass(frozen=True)
@@ -70,66 +62,14 @@ class ProjectConfig:
         return f"{self.path} {TABLE}: {keys or '(empty: the defaults)'}"
 
 
-def _names(value: Any, where: str) -> list[str]:
-    if isinstance(value, str):
-        value = [v for v in value.split(",")]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{where}: expected a list of names (e.g. [\"shm\", \"fifo\"]), got {value!r}")
-    names = [v.strip() for v in value if v.strip()]
-    if not names:
-        raise ValueError(f"{where}: the list is empty")
-    return names
-
-
-def _convert(key: str, kind: str, value: Any, where: str) -> Any:
-    if kind == "names":
-        return _names(value, where)
-    if kind == "sizes":
-        items = value if isinstance(value, list) else [value]
-        out = []
-        for item in items:
-            try:
-                size = item if isinstance(item, int) and not isinstance(item, bool) else parse_size(str(item))
-            except ValueError:
-                raise ValueError(f"{where}: bad size {item!r} (e.g. \"1KB\", \"1MB\" or a number of bytes)") from None
-            if size <= 0:
-                raise ValueError(f"{where}: bad size {item!r} (must be more than 0 bytes)")
-            out.append(int(size))
-        if not out:
-            raise ValueError(f"{where}: the list is empty")
-        return out
-    if kind == "int":
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"{where}: expected a whole number, got {value!r}")
-        return value
-    if kind == "float":
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{where}: expected a number of seconds above 0, got {value!r}")
-        return float(value)
-    if kind == "str":
-        if not isinstance(value, str):
-            raise ValueError(f"{where}: expected a string, got {value!r}")
-        return value
-    if kind == "not-bool":
-        if not isinstance(value, bool):
-            raise ValueError(f"{where}: expected true or false, got {value!r}")
-        return not value
-    raise AssertionError(kind)
-
-
 def parse_table(table: Any, path: Path) -> ProjectConfig:
     """The table's values as RunOptions fields; ValueError naming the file and key of a bad one."""
     if not isinstance(table, dict):
-        raise ValueError(f"{path}: {TABLE} must be a table, got {type(table).__name__}")
-    unknown = sorted(set(table) - set(KEYS))
-    if unknown:
-        raise ValueError(f"{path}: unknown key(s) {', '.join(unknown)} in {TABLE}; known: {', '.join(KEYS)}")
+        raise OptionError(f"{TABLE} in {path}", f"must be a table, got {toml_text(table)}")
     if "payloads" in table and "kinds" in table:
-        raise ValueError(f"{path}: {TABLE} has both payloads and kinds; keep one")
+        raise OptionError(f"{TABLE} in {path}", "has both payloads and kinds; keep one")
     options: dict[str, Any] = {"no_extras": True}  # a project measures its own matrix, not our seeds
-    for key, value in table.items():
-        name, kind = KEYS[key]
-        options[name] = _convert(key, kind, value, f"{path}: {TABLE} {key}")
+    options.update(table_values(table, path, RUN))
     if "payloads" in table:  # the broadcast payloads; ping-pong, stream, granularity keep their own
         scenarios = options.get("scenarios")
         fixed = [k for k, scenario in FIXED_KINDS.items()
@@ -144,11 +84,22 @@ def read_config(path: str | Path) -> ProjectConfig | None:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise FileNotFoundError(f"no such file: {path}") from None
+        raise FileMissing(f"no such file: {path}") from None
+    except OSError as exc:
+        raise ProjectFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path} is not valid TOML: {exc}") from None
-    table = data.get("tool", {}).get("ipcbench")
+        raise ProjectFileError(f"{path} is not valid TOML: {exc}") from None
+    table = ipcbench_table(data, path)
     return None if table is None else parse_table(table, path)
+
+
+def ipcbench_table(data: dict[str, Any], path: str | Path) -> Any:
+    """``data["tool"]["ipcbench"]`` of a parsed pyproject.toml, None when absent; an error naming
+    the file when ``tool`` is not a table (``tool = 1``)."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise OptionError(f"tool = {toml_text(tool)} in {path}", "must be a table ([tool] or [tool.ipcbench])")
+    return tool.get("ipcbench")
 
 
 def find_pyproject(start: Path | None = None) -> Path | None:

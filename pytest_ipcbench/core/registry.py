@@ -28,6 +28,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
+from .errors import IpcbenchError, UsageError
+
 T = TypeVar("T")
 
 OWN_DISTRIBUTION = "pytest-ipcbench"
@@ -36,7 +38,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _RESERVED = frozenset({"all", "both"})  # words the option parsers give a meaning
 
 
-class ExtensionError(RuntimeError):
+class ExtensionError(IpcbenchError, RuntimeError):
     """An extension is broken: an entry point that does not import, a bad registration."""
 
 
@@ -122,9 +124,9 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
-    def unknown(self, name: str) -> ValueError:
+    def unknown(self, name: str) -> UsageError:
         """The error for a name nobody registered: it names the available ones."""
-        return ValueError(f"unknown {self.what} {name!r}; choose from {', '.join(self.names()) or '(none)'}")
+        return UsageError(f"unknown {self.what} {name!r}; choose from {', '.join(self.names()) or '(none)'}")
 
     def check_name(self, name: str) -> None:
         if name not in self:

@@ -14,6 +14,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from .errors import UsageError
+
 UNITS = {
     "B": 1,
     "KB": 10**3,
@@ -26,7 +28,7 @@ UNITS = {
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
-class SizeTooLarge(ValueError):
+class SizeTooLarge(UsageError):
     """A payload size beyond what this machine can hold."""
 
 
@@ -69,12 +71,12 @@ def parse_size(text: str | int) -> int:
     """
     if isinstance(text, int):
         if text < 0:
-            raise ValueError(f"size must not be negative: {text}")
+            raise UsageError(f"size must not be negative: {text}")
         return check_size(text)
     m = _SIZE_RE.match(str(text))
     unit = m.group(2).upper() if m else ""
     if not m or unit not in {"", *UNITS}:
-        raise ValueError(
+        raise UsageError(
             f"bad size {text!r}: expected a number with an optional unit "
             f"(B, KB, MB, GB, KiB, MiB, GiB), e.g. 1MB"
         )

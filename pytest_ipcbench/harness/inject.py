@@ -24,6 +24,7 @@ import time
 from typing import Callable
 
 from ..core.envinfo import INJECT_ENV
+from ..core.errors import UsageError
 
 MAX_FACTOR = 100.0
 
@@ -41,7 +42,7 @@ def parse_injection(text: str, what: str = INJECT_ENV) -> dict[str, float]:
         except ValueError:
             factor = math.nan
         if not name or not math.isfinite(factor) or not 1.0 <= factor <= MAX_FACTOR:
-            raise ValueError(f"bad slowdown {part!r} in {what}: expected BACKEND=FACTOR with 1 <= FACTOR <= "
+            raise UsageError(f"bad slowdown {part!r} in {what}: expected BACKEND=FACTOR with 1 <= FACTOR <= "
                              f"{MAX_FACTOR:g}, e.g. shm=1.5")
         factors[name] = factor
     return factors

@@ -24,19 +24,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
+from ..core import launcher
+from ..core.csvfile import write_csv
+from ..core.errors import UsageError
 from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
 from .measure import BenchSettings, BufferPayload, bench_interleaved
-from .references import reference_of
+from ..backends.references import reference_of
 
 SIZES = (1, 1024, 64 * 1024, 10**6, 16 * 2**20)
 SCENARIOS = ("pingpong", "stream")
@@ -185,16 +186,16 @@ def run_refchecks(
     ``ranks``: the stream scenario's ranks (1 writer, ranks - 1 readers); ping-pong always uses 2.
     """
     if ranks < 2:
-        raise ValueError(f"the reference checks need at least 2 ranks, got {ranks}")
+        raise UsageError(f"the reference checks need at least 2 ranks, got {ranks}")
     backends = list(backend_names()) if backends is None else list(backends)
     for name in backends:
         reference_of(name)  # a clear error now for a backend without a reference
     for mode in modes:
         if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+            raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     for s in scenarios:
         if s not in SCENARIOS:
-            raise ValueError(f"unknown scenario {s!r} for the reference checks; choose from {', '.join(SCENARIOS)}")
+            raise UsageError(f"unknown scenario {s!r} for the reference checks; choose from {', '.join(SCENARIOS)}")
     kwargs = dict(modes=list(modes), sizes=list(sizes), scenarios=list(scenarios), time_budget=time_budget,
                   rounds=rounds, wait=wait)
     mpi, local = _split(backends)
@@ -207,25 +208,20 @@ def run_refchecks(
         rows.extend(compare_on(world, usable, **kwargs))
         return rows, problems
     if mpi:
-        from ..core.procs import find_mpiexec
-
-        exe = mpiexec or find_mpiexec()
-        if exe is None:
-            problems.append(f"no mpiexec found (next to python or on PATH): {', '.join(mpi)} not checked")
+        spec = json.dumps({"backends": mpi, **kwargs})
+        try:
+            job = launcher.run(ranks, "pytest_ipcbench.harness.refcheck", ["--worker", spec], mark=_MARK,
+                               timeout=timeout, mpiexec=mpiexec)
+        except launcher.MPIExecNotFound:
+            problems.append(f"{launcher.NO_MPIEXEC}: {', '.join(mpi)} not checked")
         else:
-            spec = json.dumps({"backends": mpi, **kwargs})
-            cmd = [exe, "-n", str(ranks), sys.executable, "-m", "pytest_ipcbench.harness.refcheck", "--worker", spec]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            except subprocess.TimeoutExpired:
+            if job.timed_out:
                 problems.append(f"the MPI reference checks did not finish within {timeout:g} s")
             else:
-                got = [ln for ln in proc.stdout.splitlines() if ln.startswith(_MARK)]
-                rows.extend(RefRow.from_dict(json.loads(ln[len(_MARK):])) for ln in got)
-                if proc.returncode:
-                    problems.append(f"the MPI reference checks failed (exit {proc.returncode}): "
-                                    f"{proc.stderr.strip()[-2000:]}")
+                rows.extend(RefRow.from_dict(d) for d in job.records)
+                if job.returncode:
+                    problems.append(f"the MPI reference checks failed (exit {job.returncode}): "
+                                    f"{job.stderr.strip()[-2000:]}")
     if local:
         try:
             with LocalWorld(ranks) as world:
@@ -244,7 +240,7 @@ def _worker(spec: str) -> int:
     world = MPIGroup.world()  # pingpong uses its first 2 ranks, stream all of them
 
     def say(row: RefRow) -> None:
-        print(_MARK + json.dumps(row.as_dict()), flush=True)
+        launcher.emit(_MARK, row.as_dict())
 
     compare_on(world, say=say, **json.loads(spec))
     world.barrier()
@@ -338,8 +334,6 @@ def plot(rows: Sequence[RefRow], path: Path) -> Path | None:
 
 def write_report(rows: Sequence[RefRow], out: Path, env: dict[str, Any] | None = None) -> list[Path]:
     """summary.md, references.csv, references.png and references.json in ``out``."""
-    from ..report.csv_files import write_csv
-
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "summary.md"]
     files[0].write_text(markdown(rows, env))

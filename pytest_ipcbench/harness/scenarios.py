@@ -18,6 +18,7 @@ from ..core.units import duration_label, size_label
 from ..core.group import Group
 from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
 from ..history.results import Result, Verified
+from ..core.errors import IpcbenchError
 from .clock import rank_clocks
 from .inject import stretcher
 from .transfer import describe_object
@@ -29,7 +30,7 @@ perf_counter = time.perf_counter
 _CORES = _cores()
 
 
-class VerificationError(AssertionError):
+class VerificationError(IpcbenchError, AssertionError):
     """A reader received something else than what was written."""
 
 

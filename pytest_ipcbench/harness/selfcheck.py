@@ -25,11 +25,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 import timeit
 from dataclasses import dataclass
@@ -39,7 +36,7 @@ import numpy as np
 
 from ..backends.base import Backend, BackendSpec, register
 from ..core.group import in_mpi_job
-from ..core.procs import find_mpiexec
+from ..core import launcher
 
 DEFAULT_TOLERANCE = 0.15
 LATENCY_BYTES = 1
@@ -283,7 +280,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     figures = mpi_figures(args.rounds)
     if MPI.COMM_WORLD.Get_rank() == 0:
-        print(_MARK + json.dumps([f.as_dict() for f in figures]), flush=True)
+        launcher.emit(_MARK, [f.as_dict() for f in figures])
     return 0
 
 
@@ -299,25 +296,20 @@ def run_checks(rounds: int = 3, tolerance: float = DEFAULT_TOLERANCE, mpiexec: s
         if MPI.COMM_WORLD.Get_rank() != 0:
             return [], []
     else:
-        exe = mpiexec or find_mpiexec()
-        if exe is None:
-            problems.append("no mpiexec found (next to python or on PATH): MPI figures skipped")
+        try:
+            job = launcher.run(2, "pytest_ipcbench.harness.selfcheck", ["--worker", "--rounds", str(rounds)],
+                               mark=_MARK, timeout=timeout, mpiexec=mpiexec)
+        except launcher.MPIExecNotFound:
+            problems.append(f"{launcher.NO_MPIEXEC}: MPI figures skipped")
         else:
-            cmd = [exe, "-n", "2", sys.executable, "-m", "pytest_ipcbench.harness.selfcheck", "--worker",
-                   "--rounds", str(rounds)]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
-            except subprocess.TimeoutExpired:
+            if job.timed_out:
                 problems.append(f"the MPI part did not finish within {timeout:g} s")
+            elif job.returncode or not job.records:
+                problems.append(f"the MPI part failed (exit {job.returncode}): {job.stderr.strip()[-2000:]}")
             else:
-                lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(_MARK)]
-                if proc.returncode or not lines:
-                    problems.append(f"the MPI part failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
-                else:
-                    for d in json.loads(lines[-1][len(_MARK):]):
-                        d.pop("deviation", None)
-                        figures.append(Figure(**d))
+                for d in job.records[-1]:
+                    d.pop("deviation", None)
+                    figures.append(Figure(**d))
     figures.append(copy_figure(rounds=max(5, rounds * 4)))
     return figures, problems
 

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..core.errors import IpcbenchError
 from ..core.units import format_time
 from ..history.stats import DEFAULT_CONFIDENCE, RatioInterval, ratio_interval
 
@@ -40,7 +41,7 @@ DEFAULT_ROUNDS = 21
 MIN_SAMPLE_TIME = 2e-3  # seconds per sample: inner loop long enough for the clock and the noise
 
 
-class SpeedAssertionError(AssertionError):
+class SpeedAssertionError(IpcbenchError, AssertionError):
     """A speed claim that the measurements contradict; ``.comparison`` holds the figures."""
 
     def __init__(self, message: str, comparison: "Comparison") -> None:

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.errors import UsageError
+
 #: What the workflow installs when nothing else is said: the project's git repository.
 DEFAULT_INSTALL = "pytest-ipcbench[mpi] @ git+https://github.com/OWNER/pytest-ipcbench"
 DEFAULT_WORKFLOW = ".github/workflows/perf-gate.yml"
@@ -137,9 +139,9 @@ def render_workflow(install: str = DEFAULT_INSTALL, python: str = DEFAULT_PYTHON
                     gate_args: str = "") -> str:
     """The perf-gate workflow; ``project_dir`` is the project's folder in its repository ("" or "sub/")."""
     if '"' in install or "\n" in install:
-        raise ValueError(f"the install spec may not hold quotes or new lines: {install!r}")
+        raise UsageError(f"the install spec may not hold quotes or new lines: {install!r}")
     if not re.fullmatch(r"3\.\d+", python):
-        raise ValueError(f"bad Python version {python!r} (e.g. 3.12)")
+        raise UsageError(f"bad Python version {python!r} (e.g. 3.12)")
     project_dir = project_dir.strip("/") + "/" if project_dir.strip("/") else ""
     kind = "a wheel" if install.endswith(".whl") else "git" if "git+" in install else f"'{install}'"
     return WORKFLOW.format(install=install, python=python, project_dir=project_dir, install_kind=kind,

@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..core.errors import IpcbenchError
 from ..core.units import format_time
 from .results import Result, ResultSet
 from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, rounds_ratio_interval,
@@ -60,7 +61,7 @@ class Decision:
     markdown: str | None = None  # also write the table as markdown here
 
 
-class GateError(Exception):
+class GateError(IpcbenchError):
     """The gate cannot measure or compare (exit 2); the text says why and what to do."""
 
 
@@ -147,7 +148,7 @@ def _metric_of(result: Result, metric: str | None) -> str:
     return metric or result.primary
 
 
-class NotComparable(ValueError):
+class NotComparable(IpcbenchError, ValueError):
     """Two files that cannot be compared honestly (exit 2); the text says why and what to do."""
 
 

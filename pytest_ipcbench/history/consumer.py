@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.project import ProjectConfig, parse_table, tomllib
+from ..core.project import ProjectConfig, ipcbench_table, parse_table, tomllib
 from .compare import GateError
 
 SELF = "pytest-ipcbench"
@@ -59,8 +59,8 @@ def declared(text: str | None, where: str) -> Declared:
     except tomllib.TOMLDecodeError as exc:
         raise GateError(f"{where} is not valid TOML: {exc}") from None
     project = data.get("project", {}) if isinstance(data.get("project"), dict) else {}
-    table = data.get("tool", {}).get("ipcbench")
     try:
+        table = ipcbench_table(data, where)
         config = None if table is None else parse_table(table, Path(where))
     except ValueError as exc:
         raise GateError(str(exc)) from None
@@ -108,9 +108,7 @@ def dependencies_besides_us(decl: Declared) -> list[str]:
 
 def self_location() -> Path:
     """Where this pytest_ipcbench is imported from: both sides must import the same one."""
-    import pytest_ipcbench
-
-    return Path(pytest_ipcbench.__file__).resolve().parent
+    return Path(__file__).resolve().parents[1]  # history/ is one floor inside the package
 
 
 def probe_install(python: Path, project: str, env: dict[str, str], cwd: Path) -> tuple[Path | None, Path | None, str]:

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..core.errors import FileMissing, IpcbenchError
 from .stats import Summary, summarize
 
 SCHEMA = "pytest-ipcbench/2"
@@ -125,7 +126,7 @@ class Result:
         return cls(**fields)
 
 
-class MalformedResults(ValueError):
+class MalformedResults(IpcbenchError, ValueError):
     """A results file with the right schema whose content is not what this version writes."""
 
 
@@ -217,11 +218,11 @@ class ResultSet:
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
-            raise FileNotFoundError(f"no results file at {path}") from None
+            raise FileMissing(f"no results file at {path}") from None
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} is not a results JSON file: {exc}") from None
+            raise MalformedResults(f"{path} is not a results JSON file: {exc}") from None
         if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
-            raise ValueError(f"{path} is not a pytest-ipcbench results file (schema {SCHEMA!r} expected)")
+            raise MalformedResults(f"{path} is not a pytest-ipcbench results file (schema {SCHEMA!r} expected)")
         # everything is checked here, at load: a bad record is an error naming the file, the
         # record and the field, never a crash half-way through a comparison or a report
         if not isinstance(data.get("env", {}), dict):

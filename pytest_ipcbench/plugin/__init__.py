@@ -30,6 +30,7 @@ from ..core.payloads import PayloadSpec, payload_kinds
 from .session import (
     IpcSession,
     SESSION_KEY,
+    add_pytest_options,
     backend_fixture_name,
     backend_fixtures,
     describe,
@@ -38,7 +39,7 @@ from .session import (
     resolve_settings,
 )
 from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
-from .watchdog import Watchdog
+from ..core.watchdog import Watchdog
 
 # fixtures written in their own modules (one concern each), registered with this plugin
 pytest_plugins = [
@@ -61,67 +62,7 @@ _WAIT_BEFORE_KEY = pytest.StashKey[tuple]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("ipcbench", "IPC benchmarks (pytest-ipcbench)")
-    group.addoption(
-        "--ipc-backends",
-        dest="ipc_backends",
-        metavar="LIST",
-        help=f"backends to test, comma-separated, or 'all' (default): {', '.join(backend_names())}",
-    )
-    group.addoption("--ipc-sizes", dest="ipc_sizes", metavar="LIST", help="payload sizes (default 1KB,1MB)")
-    group.addoption(
-        "--ipc-ranks",
-        dest="ipc_ranks",
-        metavar="LIST",
-        help="rank counts (default: 2,4 locally; 2 and the world size under MPI)",
-    )
-    group.addoption("--ipc-modes", dest="ipc_modes", metavar="LIST", help=f"modes (default {','.join(MODES)})")
-    group.addoption(
-        "--ipc-payloads",
-        dest="ipc_payloads",
-        metavar="LIST",
-        help=f"payload kinds, or 'all' (default): {', '.join(payload_kinds())}",
-    )
-    group.addoption(
-        "--ipc-timeout",
-        dest="ipc_timeout",
-        metavar="SECONDS",
-        help="seconds a test may take before the run is ended as hung (default 300; 0 = no watchdog)",
-    )
-    group.addoption("--ipc-report", dest="ipc_report", metavar="DIR", help="write the results report into DIR")
-    group.addoption(
-        "--ipc-wait",
-        dest="ipc_wait",
-        metavar="STRATEGY",
-        help="how readers wait: auto (default: block when ranks <= cores, else backoff), block or backoff",
-    )
-    group.addoption(
-        "--ipc-all-ranks-output",
-        dest="ipc_all_ranks_output",
-        action="store_true",
-        default=None,
-        help="under MPI, let every rank print its pytest output (default: rank 0 only)",
-    )
-    group.addoption(
-        "--ipc-unmarked",
-        dest="ipc_unmarked",
-        metavar="all|rank0",
-        help="under MPI, run tests without the mpi marker on all ranks (default, as pytest-mpi) "
-        "or once on rank 0 (the other ranks wait for its verdict)",
-    )
-    for key, text in (
-        ("ipc_backends", "backends to test (comma list or all)"),
-        ("ipc_sizes", "payload sizes (e.g. 1KB,1MB)"),
-        ("ipc_ranks", "rank counts (e.g. 2,4)"),
-        ("ipc_modes", "modes (bytes,native)"),
-        ("ipc_payloads", "payload kinds (comma list or all)"),
-        ("ipc_timeout", "seconds per test before a hung run is ended"),
-        ("ipc_report", "folder for the results report"),
-        ("ipc_wait", "how readers wait: auto, block or backoff"),
-        ("ipc_all_ranks_output", "every MPI rank prints its output (true/false)"),
-        ("ipc_unmarked", "under MPI, tests without the mpi marker run on all ranks or rank0"),
-    ):
-        parser.addini(key, f"ipcbench: {text}", default="")
+    add_pytest_options(parser)  # derived from session.PYTEST_OPTIONS
 
 
 # --------------------------------------------------------------------------------- configure

@@ -22,6 +22,7 @@ import pytest
 
 from ..backends.base import MODES, backend_names, declared_resources, parse_wait, unavailable_reason
 from ..core.envinfo import collect
+from ..core.options import MAX_RANKS, Option
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
 from ..core.procs import load_average
@@ -137,6 +138,8 @@ def parse_ranks(value: Any, source: str) -> tuple[int, ...]:
             raise pytest.UsageError(f"{source}: bad rank count {item!r} (a whole number, e.g. 2,4)") from None
         if n < 1:
             raise pytest.UsageError(f"{source}: bad rank count {item!r} (at least 1)")
+        if n > MAX_RANKS:  # more is a typo on one machine (and runs out of file descriptors)
+            raise pytest.UsageError(f"{source}: bad rank count {item!r} (at most {MAX_RANKS})")
         if n not in out:
             out.append(n)
     return tuple(out)
@@ -190,24 +193,62 @@ def parse_bool(value: Any, source: str) -> bool:
 
 # ------------------------------------------------------------------------------------ settings
 
-# setting -> (command-line flag, option dest, ini key, environment variable)
+def _report_dir(value: Any, source: str) -> Path:
+    return Path(str(value)).expanduser()
+
+
+#: The plugin's options, said once each: the layers' names (flag, ini key, environment variable)
+#: and help are derived from here (pytest_addoption), and one parse_* function checks the value
+#: from every layer (and from the marker). To add one: an Option here and a Settings field.
+PYTEST_OPTIONS: tuple[Option, ...] = (
+    Option("backends", parse_backends, "backends to test, comma-separated, or 'all' (default)",
+           flag="--ipc-backends", ini="ipc_backends", env="IPCBENCH_BACKENDS", metavar="LIST"),
+    Option("sizes", parse_sizes, f"payload sizes (default {DEFAULT_SIZES})", flag="--ipc-sizes", ini="ipc_sizes",
+           env="IPCBENCH_SIZES", metavar="LIST"),
+    Option("ranks", parse_ranks, "rank counts (default: 2,4 locally; 2 and the world size under MPI)",
+           flag="--ipc-ranks", ini="ipc_ranks", env="IPCBENCH_RANKS", metavar="LIST"),
+    Option("modes", parse_modes, f"modes (default {','.join(MODES)})", flag="--ipc-modes", ini="ipc_modes",
+           env="IPCBENCH_MODES", metavar="LIST"),
+    Option("payloads", parse_payloads, "payload kinds, or 'all' (default)", flag="--ipc-payloads",
+           ini="ipc_payloads", env="IPCBENCH_PAYLOADS", metavar="LIST"),
+    Option("timeout", parse_timeout, "seconds a test may take before the run is ended as hung (default 300; "
+                                     "0 = no watchdog)", flag="--ipc-timeout", ini="ipc_timeout",
+           env="IPCBENCH_TIMEOUT", metavar="SECONDS"),
+    Option("report", _report_dir, "write the results report into DIR", flag="--ipc-report", ini="ipc_report",
+           env="IPCBENCH_REPORT", metavar="DIR"),
+    Option("wait", parse_wait_setting, "how readers wait: auto (default: block when ranks <= cores, else "
+                                       "backoff), block or backoff", flag="--ipc-wait", ini="ipc_wait",
+           env="IPCBENCH_WAIT", metavar="STRATEGY"),
+    Option("all_ranks_output", parse_bool, "under MPI, let every rank print its pytest output (default: rank 0 "
+                                           "only)", flag="--ipc-all-ranks-output", ini="ipc_all_ranks_output",
+           env="IPCBENCH_ALL_RANKS_OUTPUT", action="store_true"),
+    Option("unmarked", parse_unmarked, "under MPI, run tests without the mpi marker on all ranks (default, as "
+                                       "pytest-mpi) or once on rank 0 (the other ranks wait for its verdict)",
+           flag="--ipc-unmarked", ini="ipc_unmarked", env="IPCBENCH_UNMARKED", metavar="all|rank0"),
+)
+
+# setting -> (command-line flag, option dest, ini key, environment variable): derived from the table
 OPTIONS: dict[str, tuple[str, str, str, str]] = {
-    "backends": ("--ipc-backends", "ipc_backends", "ipc_backends", "IPCBENCH_BACKENDS"),
-    "sizes": ("--ipc-sizes", "ipc_sizes", "ipc_sizes", "IPCBENCH_SIZES"),
-    "ranks": ("--ipc-ranks", "ipc_ranks", "ipc_ranks", "IPCBENCH_RANKS"),
-    "modes": ("--ipc-modes", "ipc_modes", "ipc_modes", "IPCBENCH_MODES"),
-    "payloads": ("--ipc-payloads", "ipc_payloads", "ipc_payloads", "IPCBENCH_PAYLOADS"),
-    "timeout": ("--ipc-timeout", "ipc_timeout", "ipc_timeout", "IPCBENCH_TIMEOUT"),
-    "report": ("--ipc-report", "ipc_report", "ipc_report", "IPCBENCH_REPORT"),
-    "wait": ("--ipc-wait", "ipc_wait", "ipc_wait", "IPCBENCH_WAIT"),
-    "all_ranks_output": (
-        "--ipc-all-ranks-output",
-        "ipc_all_ranks_output",
-        "ipc_all_ranks_output",
-        "IPCBENCH_ALL_RANKS_OUTPUT",
-    ),
-    "unmarked": ("--ipc-unmarked", "ipc_unmarked", "ipc_unmarked", "IPCBENCH_UNMARKED"),
+    o.field: (o.flag or "", o.ini or "", o.ini or "", o.env or "") for o in PYTEST_OPTIONS
 }
+
+
+def add_pytest_options(parser: pytest.Parser) -> None:
+    """Every option of PYTEST_OPTIONS as a ``--ipc-*`` flag and an ini key."""
+    group = parser.getgroup("ipcbench", "IPC benchmarks (pytest-ipcbench)")
+    for o in PYTEST_OPTIONS:
+        assert o.flag and o.ini, o.field
+        help_text = o.help
+        if o.field == "backends":  # what is known at start (plugins' entry points too)
+            help_text += f": {', '.join(backend_names())}"
+        elif o.field == "payloads":
+            help_text += f": {', '.join(payload_kinds())}"
+        if o.action:
+            group.addoption(o.flag, dest=o.ini, action=o.action, default=None, help=help_text)
+        else:
+            group.addoption(o.flag, dest=o.ini, metavar=o.metavar, help=help_text)
+    for o in PYTEST_OPTIONS:
+        parser.addini(o.ini or "", f"ipcbench: {o.help}", default="")
 
 
 @dataclass(frozen=True)
@@ -255,17 +296,7 @@ def default_ranks(mpi_world_size: int | None) -> tuple[int, ...]:
 
 def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -> Settings:
     """Apply the layers command line > environment > ini > default; raise UsageError on bad input."""
-    parsers = {
-        "backends": parse_backends,
-        "sizes": parse_sizes,
-        "ranks": parse_ranks,
-        "modes": parse_modes,
-        "payloads": parse_payloads,
-        "timeout": parse_timeout,
-        "all_ranks_output": parse_bool,
-        "wait": parse_wait_setting,
-        "unmarked": parse_unmarked,
-    }
+    parsers = {o.field: o.check for o in PYTEST_OPTIONS}
     defaults: dict[str, Any] = {
         "backends": backend_names(),
         "sizes": parse_sizes(DEFAULT_SIZES, "default"),
@@ -287,10 +318,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
             continue
         raw, source = found
         sources[setting] = source
-        if setting == "report":
-            values[setting] = Path(str(raw)).expanduser()
-        else:
-            values[setting] = parsers[setting](raw, source)
+        values[setting] = parsers[setting](raw, source)
     return Settings(
         backends=values["backends"],
         sizes=values["sizes"],

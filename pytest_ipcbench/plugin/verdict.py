@@ -18,6 +18,8 @@ from array import array
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..core.errors import IpcbenchError
+
 POLL_S = 0.0005
 LONG_TEXT_LIMIT = 4000  # characters of a failing rank's report shown by the others
 SHORT_TEXT_LIMIT = 300
@@ -244,7 +246,7 @@ def idle_call(channel: WorldChannel, nodeid: str) -> tuple[Verdict, list[RankOut
     return decide(outcomes), outcomes
 
 
-class OutOfStep(RuntimeError):
+class OutOfStep(IpcbenchError, RuntimeError):
     """The ranks are not at the same phase of the same test: every rank must run the same tests."""
 
 

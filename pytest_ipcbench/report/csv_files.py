@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import csv
-import math
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..core.csvfile import write_csv  # noqa: F401 (its older home; the report writes with it)
 from ..history.results import Result
 from ..history.stats import summarize
 from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, efficiency
@@ -36,26 +34,6 @@ def _case(r: Result) -> dict[str, Any]:
         "nodes": r.nodes,
         "test": r.extra.get("test", ""),  # the pytest test that measured it (--ipc-report)
     }
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path | None:
-    if not rows:
-        return None
-    fields: list[str] = []
-    for row in rows:
-        fields.extend(k for k in row if k not in fields)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: _csv_value(v) for k, v in row.items()})
-    return path
-
-
-def _csv_value(v: Any) -> Any:
-    if isinstance(v, float):
-        return "" if not math.isfinite(v) else f"{v:.6g}"
-    return "" if v is None else v
 
 
 def sorted_results(results: Iterable[Result]) -> list[Result]:

@@ -44,7 +44,8 @@ from ..core import names
 from ..core.envinfo import INJECT_ENV, collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
-from ..core.procs import find_mpiexec, has_module, kill_group, load_average
+from ..core import launcher
+from ..core.procs import find_mpiexec, has_module, kill_group, load_average  # noqa: F401 (tests reach find_mpiexec here)
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier, with_copy_reference)
 from ..harness.inject import injected
@@ -178,7 +179,7 @@ class Runner:
     def mpi_phase(self, cases: list[Case], progress: Progress, methods: dict[str, Any] | None) -> None:
         if not cases and not methods:
             return
-        exe = self.options.mpiexec or find_mpiexec()
+        exe = self.options.mpiexec or launcher.find_mpiexec()
         if exe is None:
             for c in cases:
                 self.fail(c.label, "no mpiexec found (install the mpi extra: pip install 'pytest-ipcbench[mpi]')")
@@ -191,7 +192,7 @@ class Runner:
                     "mpi_methods": methods}
             path = self.out / ".cases.json"
             write_text(path, json.dumps(spec))
-            cmd = [exe, "-n", str(self.options.ranks), sys.executable, "-m", "pytest_ipcbench.runner.worker", str(path)]
+            cmd = launcher.command(self.options.ranks, "pytest_ipcbench.runner.worker", [str(path)], exe)
             progress.start(f"starting mpiexec -n {self.options.ranks}")
             next_start, finished, methods_done = self._run_job(cmd, cases, start, progress)
             if methods_done:
@@ -263,18 +264,8 @@ class Runner:
 
     def _run_job(self, cmd: list[str], cases: list[Case], start: int, progress: Progress) -> tuple[int, bool, bool]:
         """One mpiexec job from case ``start``; (where to resume, finished, methods done)."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, env=env)
-        lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
-
-        def pump(stream: Any, name: str) -> None:
-            for line in stream:
-                lines.put((name, line.rstrip("\n")))
-            lines.put((name, None))
-
-        for stream, name in ((proc.stdout, "out"), (proc.stderr, "err")):
-            threading.Thread(target=pump, args=(stream, name), daemon=True).start()
+        job = launcher.Job(cmd)
+        proc, lines = job.proc, job.lines
         st = self._job = {"current": None, "label": "", "resume": start, "methods_done": False, "done": False}
         open_streams = 2
         deadline = time.monotonic() + self.case_timeout + 60  # start-up included
@@ -301,11 +292,12 @@ class Runner:
             if name == "err":
                 self.log(f"[mpi stderr] {line}")
                 continue
-            if not line.startswith(MARK):
+            event = launcher.record(line, MARK)
+            if event is None:
                 self.log(f"[mpi stdout] {line}")
                 continue
             deadline = time.monotonic() + self.case_timeout
-            self.on_event(json.loads(line[len(MARK):]), progress)
+            self.on_event(event, progress)
         proc.wait()
         if st["done"]:
             return st["resume"], True, True
@@ -378,7 +370,7 @@ class Runner:
         cases here; a watchdog aborts the job if a case hangs (no resume in this mode)."""
         from mpi4py import MPI
 
-        from ..plugin.watchdog import Watchdog
+        from ..core.watchdog import Watchdog
 
         spec = {"cases": [asdict(c) for c in cases], "start": 0, "settings": asdict(self.settings),
                 "mpi_methods": methods}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..backends.base import BackendSpec, get_backend, unavailable_reason
+from ..core import launcher
 from ..core.envinfo import mpi_info
 from ..core.group import Group, LocalWorld, MPIGroup
 from ..harness.measure import PAIR_SCENARIOS, BenchSettings, bench, quiet_barrier
@@ -48,8 +49,7 @@ def case_unavailable(case: Case, group: Any) -> str | None:
 
 
 def _emit(event: str, **fields: Any) -> None:
-    sys.stdout.write(MARK + json.dumps({"event": event, **fields}, default=str) + "\n")
-    sys.stdout.flush()
+    launcher.emit(MARK, {"event": event, **fields})
 
 
 def worker_main(cases_file: str) -> int:

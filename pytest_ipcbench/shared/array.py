@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from . import segment as _segment
 from ..core import nodes as _nodes
+from ..core.errors import IpcbenchError
 from ..core.nodes import this_node
 from .segment import Segment
 
@@ -249,7 +250,7 @@ class SharedNDArray(np.ndarray):
         return obj if type(obj) is np.ndarray else obj.view(np.ndarray)
 
 
-class OtherNodeError(RuntimeError):
+class OtherNodeError(IpcbenchError, RuntimeError):
     """A handle was received on another node than the one whose memory holds the array."""
 
 

@@ -90,6 +90,7 @@ from typing import Callable, Iterable
 from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses: atomic under the GIL
 
 from ..core import names as _names
+from ..core.errors import IpcbenchError
 from ..core.units import format_bytes
 from . import _atomic, _cache, _libc
 
@@ -111,11 +112,11 @@ _LOW32 = (1 << 32) - 1
 _HOT_ADDS = ((_OFF_TRANSIT, _TRANSIT_SEND, 8), (_OFF_REFS, 1, 4), (_OFF_TRANSIT, -1, 8), (_OFF_REFS, -1, 4))
 
 
-class SharedMemoryFull(OSError):
+class SharedMemoryFull(IpcbenchError, OSError):
     """/dev/shm cannot hold a new segment (raised at allocation, instead of a later SIGBUS)."""
 
 
-class SegmentGone(FileNotFoundError):
+class SegmentGone(IpcbenchError, FileNotFoundError):
     """A handle names a segment that no longer exists (released or reclaimed before receipt)."""
 
 

@@ -49,10 +49,10 @@ def test_table_becomes_run_options(tmp_path: Path) -> None:
 @pytest.mark.parametrize("table, message", [
     ({"backend": ["shm"]}, "unknown key(s) backend"),
     ({"sizes": ["1 parsec"]}, "bad size '1 parsec'"),
-    ({"ranks": "two"}, "ranks: expected a whole number"),
+    ({"ranks": "two"}, '[tool.ipcbench] ranks = "two" in'),
     ({"payloads": ["a"], "kinds": ["b"]}, "both payloads and kinds"),
     ({"backends": []}, "the list is empty"),
-    ({"extras": "yes"}, "expected true or false"),
+    ({"extras": "yes"}, "must be true or false"),
 ])
 def test_bad_table_names_file_and_key(tmp_path: Path, table: dict, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)) as info:
@@ -102,3 +102,49 @@ def test_run_reports_a_bad_table_with_its_file(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "other.toml").write_text("[tool.other]\n")
     assert main(["run", "--list", "--config", str(tmp_path / "other.toml")]) == 2
     assert "has no [tool.ipcbench] table" in capsys.readouterr().err
+
+
+# The holes the option table closed: each value is checked by its option's one function, whatever
+# the source, and ``ipcbench run`` exits 2 naming the file, the key and the value.
+@pytest.mark.parametrize("line, message", [
+    ("case-timeout = inf", "[tool.ipcbench] case-timeout = inf in {path}: must be a finite number of seconds > 0"),
+    ("case-timeout = nan", "[tool.ipcbench] case-timeout = nan in {path}: must be a finite number of seconds > 0"),
+    ("time-budget = inf", "[tool.ipcbench] time-budget = inf in {path}: must be a finite number of seconds > 0"),
+    ("time-budget = 0", "[tool.ipcbench] time-budget = 0 in {path}: must be a finite number of seconds > 0"),
+    ("ranks = 100000", "[tool.ipcbench] ranks = 100000 in {path}: must be a whole number from 2 to 256"),
+    ("ranks = 1", "[tool.ipcbench] ranks = 1 in {path}: must be a whole number from 2 to 256"),
+    ('level = "fast"', '[tool.ipcbench] level = "fast" in {path}: must be one of quick, default, full'),
+])
+def test_bad_table_values_exit_2_naming_file_key_and_value(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        line: str, message: str) -> None:
+    project(tmp_path, f"[tool.ipcbench]\n{line}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--list"]) == 2
+    err = capsys.readouterr().err
+    assert message.format(path=tmp_path / "pyproject.toml") in err, err
+    assert "Traceback" not in err
+
+
+def test_a_tool_that_is_not_a_table_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    project(tmp_path, "tool = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--list"]) == 2
+    assert f"tool = 1 in {tmp_path / 'pyproject.toml'}: must be a table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [("--case-timeout", "inf"), ("--case-timeout", "nan"),
+                                         ("--time-budget", "inf"), ("--ranks", "100000")])
+def test_the_flag_and_the_key_share_one_check(flag: str, value: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ipcbench.core.options import RUN
+
+    opt = next(o for o in RUN if o.flag == flag)
+    with pytest.raises(ValueError) as from_table:
+        parse_table({opt.key: float(value) if value != "100000" else 100000}, tmp_path / "pyproject.toml")
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--no-config", "--list", flag, value])
+    assert stop.value.code == 2
+    problem = str(from_table.value).rsplit(": ", 1)[1]
+    assert f"argument {flag}: {problem}" in capsys.readouterr().err

@@ -50,6 +50,7 @@ def test_parse_lists_keep_order_and_drop_repeats() -> None:
         (parse_sizes, "0", "--opt: bad size '0' (must be more than 0 bytes)"),
         (parse_ranks, "two", "--opt: bad rank count 'two'"),
         (parse_ranks, "0", "--opt: bad rank count '0' (at least 1)"),
+        (parse_ranks, "100000", "--opt: bad rank count '100000' (at most 256)"),
         (parse_timeout, "soon", "--opt: bad timeout 'soon'"),
         (parse_timeout, "-1", "--opt: bad timeout '-1'"),
         (parse_timeout, "inf", "--opt: bad timeout 'inf' (at most 604800 s, a week; 0 turns the watchdog off)"),

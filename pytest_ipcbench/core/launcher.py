@@ -1,0 +1,130 @@
+"""The one MPI launcher: ``mpiexec -n N python -m MODULE ARGS`` and the records its ranks print.
+
+``ipcbench run`` (runner/job.py), the reference checks (harness/refcheck.py) and the self-check
+(harness/selfcheck.py) each start a job of their own module under mpiexec. They all find mpiexec
+the same way (:func:`~.procs.find_mpiexec`: next to this Python, else on PATH), start it the same
+way (its own session, so a Ctrl-C or a timeout ends mpiexec *and* its ranks: :func:`~.procs.kill_group`;
+``PYTHONUNBUFFERED``, so records arrive as they are printed) and gather results the same way:
+rank 0 prints each record as one line, ``MARK`` + JSON (:func:`emit`), and the launcher picks
+those lines out of everything else the ranks print (:func:`record`).
+
+:func:`run` waits for the job and returns its records; :func:`start` hands back the running job
+for a caller that reads records as they come (``ipcbench run`` shows progress and resumes after
+a rank dies).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .errors import IpcbenchError
+from .procs import find_mpiexec, kill_group
+
+NO_MPIEXEC = "no mpiexec found (next to python or on PATH)"
+
+
+class MPIExecNotFound(IpcbenchError, FileNotFoundError):
+    """Neither next to this Python nor on PATH (install the mpi extra: the mpich wheel brings it)."""
+
+
+def command(ranks: int, module: str, args: Sequence[str] = (), mpiexec: str | None = None) -> list[str]:
+    """``mpiexec -n ranks python -m module args...``; MPIExecNotFound when there is no mpiexec."""
+    exe = mpiexec or find_mpiexec()
+    if exe is None:
+        raise MPIExecNotFound(NO_MPIEXEC)
+    return [exe, "-n", str(ranks), sys.executable, "-m", module, *args]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}  # records must not wait in a rank's buffer
+
+
+# ------------------------------------------------------------------------------ rank side
+
+
+def emit(mark: str, obj: Any) -> None:
+    """On a rank (rank 0, by the callers' convention): one record for the launcher, as a line."""
+    sys.stdout.write(mark + json.dumps(obj, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def record(line: str, mark: str) -> Any | None:
+    """The record a line carries (None: another line the ranks printed)."""
+    return json.loads(line[len(mark):]) if line.startswith(mark) else None
+
+
+# ---------------------------------------------------------------------------- launcher side
+
+
+@dataclass
+class Finished:
+    """A job :func:`run` waited for: its exit code (None: killed at its timeout) and output."""
+
+    returncode: int | None
+    records: list[Any] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def run(ranks: int, module: str, args: Sequence[str] = (), *, mark: str, timeout: float,
+        mpiexec: str | None = None) -> Finished:
+    """Start the job, wait at most ``timeout`` seconds (then end it, ranks too), gather its records.
+
+    MPIExecNotFound when there is no mpiexec.
+    """
+    cmd = command(ranks, module, args, mpiexec)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=_env())
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        return Finished(None, [], out, err)
+    except BaseException:  # Ctrl-C: its own session does not get the signal, so end it here
+        kill_group(proc)
+        proc.wait()
+        raise
+    return Finished(proc.returncode, [record(ln, mark) for ln in out.splitlines() if ln.startswith(mark)], out, err)
+
+
+class Job:
+    """A running job whose output lines are read as they come (``("out" | "err", line)``, and
+    ``(name, None)`` when that stream ends): :meth:`lines` is a queue fed by two threads."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True, env=_env())
+        self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
+        for stream, name in ((self.proc.stdout, "out"), (self.proc.stderr, "err")):
+            threading.Thread(target=self._pump, args=(stream, name), daemon=True).start()
+
+    def _pump(self, stream: Any, name: str) -> None:
+        for line in stream:
+            self.lines.put((name, line.rstrip("\n")))
+        self.lines.put((name, None))
+
+    def kill(self) -> set[int]:
+        """End mpiexec and its ranks; the pids they had (to remove what they left)."""
+        return kill_group(self.proc)
+
+
+def start(ranks: int, module: str, args: Sequence[str] = (), mpiexec: str | None = None) -> Job:
+    """Start the job and return at once; MPIExecNotFound when there is no mpiexec."""
+    return Job(command(ranks, module, args, mpiexec))
+
+
+__all__ = ["Finished", "Job", "MPIExecNotFound", "NO_MPIEXEC", "command", "emit", "find_mpiexec", "record",
+           "run", "start"]

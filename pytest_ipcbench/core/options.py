@@ -1,0 +1,310 @@
+"""One table per command of its options: the flags, the ``[tool.ipcbench]`` keys, the help and the check.
+
+An :class:`Option` says once what a setting is: the typed field it fills, the one function that
+checks a value from any source (:data:`Check`: value and where it came from -> typed value, or
+:class:`OptionError` naming both), its help, and where it may be given: a command-line flag, a
+``[tool.ipcbench]`` key, an environment variable, a pytest ini key. The command line
+(:func:`add_arguments`) and the pyproject table (:func:`table_values`) are derived from the table,
+so a value is checked the same way wherever it is written.
+
+:data:`RUN` is ``ipcbench run``'s table (its keys are the ``[tool.ipcbench]`` table's).
+``ipcbench selfcheck`` and the pytest plugin build theirs from the same pieces. To add an
+option, add one :class:`Option` to the table (and the field it fills, e.g. to ``RunOptions``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .errors import UsageError
+from .units import parse_size
+from .wait import WAITS
+
+WEEK = 7 * 86400.0  # the longest wait we accept: longer is a typo, and inf overflows the OS's waits
+MAX_RANKS = 256  # ranks on one machine: more is a typo (and runs out of file descriptors)
+TABLE = "[tool.ipcbench]"
+
+
+class OptionError(UsageError):
+    """A bad option value: ``source`` (where it was written, with the value) and ``problem``."""
+
+    def __init__(self, source: str, problem: str) -> None:
+        self.source = source
+        self.problem = problem
+        super().__init__(f"{source}: {problem}")
+
+
+#: value (a string from a command line or the environment, or a TOML value), where -> typed value
+Check = Callable[[Any, str], Any]
+
+
+# ------------------------------------------------------------------------------------- checks
+
+
+def _number(value: Any, where: str, problem: str) -> float:
+    if isinstance(value, bool):
+        raise OptionError(where, problem)
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise OptionError(where, problem) from None
+
+
+def seconds(most: float = WEEK) -> Check:
+    """A finite number of seconds above 0, at most ``most``."""
+    problem = f"must be a finite number of seconds > 0, at most {most:g} (a week)"
+
+    def check(value: Any, where: str) -> float:
+        x = _number(value, where, problem)
+        if not (math.isfinite(x) and 0 < x <= most):
+            raise OptionError(where, problem)
+        return x
+
+    return check
+
+
+def number(low: float, high: float) -> Check:
+    """A finite number from ``low`` to ``high``."""
+    problem = f"must be a number from {low:g} to {high:g}"
+
+    def check(value: Any, where: str) -> float:
+        x = _number(value, where, problem)
+        if not (math.isfinite(x) and low <= x <= high):
+            raise OptionError(where, problem)
+        return x
+
+    return check
+
+
+def whole(low: int, high: int) -> Check:
+    """A whole number from ``low`` to ``high``."""
+    problem = f"must be a whole number from {low} to {high}"
+
+    def check(value: Any, where: str) -> int:
+        if isinstance(value, bool) or isinstance(value, float):
+            raise OptionError(where, problem)
+        try:
+            n = int(str(value).strip()) if not isinstance(value, int) else value
+        except ValueError:
+            raise OptionError(where, problem) from None
+        if not low <= n <= high:
+            raise OptionError(where, problem)
+        return n
+
+    return check
+
+
+def names(value: Any, where: str) -> list[str]:
+    """A list of names: a TOML list of strings, or a comma list (``shm,zmq``)."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise OptionError(where, 'must be a list of names (e.g. ["shm", "fifo"] or shm,fifo)')
+    out = [v.strip() for v in value if v.strip()]
+    if not out:
+        raise OptionError(where, "the list is empty")
+    return out
+
+
+def sizes(value: Any, where: str) -> list[int]:
+    """Sizes in bytes above 0: a list of ``"1KB"``-like strings or numbers, or a comma list."""
+    items = value.split(",") if isinstance(value, str) else value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, str) and not item.strip():
+            continue
+        try:
+            if isinstance(item, bool) or isinstance(item, float):
+                raise ValueError(item)
+            size = parse_size(item if isinstance(item, int) else str(item).strip())
+        except ValueError:
+            raise OptionError(where, f"bad size {item!r} (e.g. \"1KB\", \"1MB\" or a number of bytes)") from None
+        if size <= 0:
+            raise OptionError(where, f"bad size {item!r} (must be more than 0 bytes)")
+        out.append(int(size))
+    if not out:
+        raise OptionError(where, "the list is empty")
+    return out
+
+
+def choice(*allowed: str) -> Check:
+    """One of ``allowed``."""
+
+    def check(value: Any, where: str) -> str:
+        if not isinstance(value, str) or value.strip() not in allowed:
+            raise OptionError(where, f"must be one of {', '.join(allowed)}")
+        return value.strip()
+
+    return check
+
+
+def boolean(value: Any, where: str) -> bool:
+    """true or false (a TOML boolean, or that word as text)."""
+    if isinstance(value, bool):
+        return value
+    word = value.strip().lower() if isinstance(value, str) else ""
+    if word in ("true", "false"):
+        return word == "true"
+    raise OptionError(where, "must be true or false")
+
+
+def text(value: Any, where: str) -> str:
+    """A non-empty string (a path, a program)."""
+    if not isinstance(value, str) or not value.strip():
+        raise OptionError(where, "must be a non-empty string")
+    return value
+
+
+# -------------------------------------------------------------------------------------- table
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting, said once: the field it fills, its one check, its help and where it is given."""
+
+    field: str  # the typed options' field (RunOptions.case_timeout)
+    check: Check | None  # the one check for every source; None: a flag without a value
+    help: str
+    flag: str | None = None  # on the command line (None: not there)
+    key: str | None = None  # in [tool.ipcbench] (None: not there)
+    env: str | None = None  # an environment variable (the pytest plugin's layers)
+    ini: str | None = None  # a pytest ini key
+    metavar: str | None = None
+    action: str | None = None  # argparse action of a flag without a value (store_true, ...)
+    const: Any = None
+    to_field: Callable[[Any], Any] | None = None  # the key's value -> the field's (extras -> no_extras)
+    group: str | None = None  # the --help section
+    default: Any = None  # on the command line when not given (None: not given, a table key may apply)
+
+    def cli_source(self, raw: Any) -> str:
+        return f"{self.flag} {raw}"
+
+    def table_source(self, raw: Any, path: str | Path) -> str:
+        return f"{TABLE} {self.key} = {toml_text(raw)} in {path}"
+
+
+def toml_text(value: Any) -> str:
+    """A value as it reads in TOML (for messages): inf, nan, true, "text", [1, 2]."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "nan" if value != value else ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_text(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _argparse_type(opt: Option) -> Callable[[str], Any]:
+    check = opt.check
+    assert check is not None
+
+    def convert(raw: str) -> Any:
+        try:
+            return check(raw, opt.cli_source(raw))
+        except OptionError as exc:  # argparse names the flag: exit 2 with "argument --x: ..."
+            got = "" if repr(raw) in exc.problem else f", got {raw!r}"
+            raise argparse.ArgumentTypeError(exc.problem + got) from None
+
+    convert.__name__ = opt.field  # argparse's message for an error it finds itself
+    return convert
+
+
+def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option]) -> None:
+    """Every option with a flag as an argument (dest = its field, default its ``default``); each
+    value is checked as it is parsed, a bad one exits 2 naming the flag."""
+    groups: dict[str, Any] = {}
+    for opt in options:
+        if opt.flag is None:
+            continue
+        where: Any = parser
+        if opt.group:
+            where = groups.setdefault(opt.group, parser.add_argument_group(opt.group))
+        kwargs: dict[str, Any] = {"dest": opt.field, "help": opt.help}
+        if opt.action is not None and opt.check is None:  # a flag without a value
+            kwargs["action"] = opt.action
+            if opt.action == "store_const":
+                kwargs["const"] = opt.const
+                kwargs["default"] = opt.default
+        else:
+            if opt.action is not None:  # "extend": a repeated flag adds the checked values up
+                kwargs["action"] = opt.action
+            kwargs["type"] = _argparse_type(opt)
+            kwargs["default"] = opt.default
+            if opt.metavar:
+                kwargs["metavar"] = opt.metavar
+        where.add_argument(opt.flag, **kwargs)
+
+
+def table_values(table: dict[str, Any], path: str | Path, options: Sequence[Option]) -> dict[str, Any]:
+    """The ``[tool.ipcbench]`` keys as fields, each value checked by its option (OptionError naming
+    the file and key). Unknown keys are an error listing the known ones."""
+    by_key = {opt.key: opt for opt in options if opt.key}
+    unknown = sorted(set(table) - set(by_key))
+    if unknown:
+        raise OptionError(f"{TABLE} in {path}", f"unknown key(s) {', '.join(unknown)}; known: {', '.join(by_key)}")
+    out: dict[str, Any] = {}
+    for key, raw in table.items():
+        opt = by_key[key]
+        assert opt.check is not None, key
+        value = opt.check(raw, opt.table_source(raw, path))
+        out[opt.field] = opt.to_field(value) if opt.to_field else value
+    return out
+
+
+# ------------------------------------------------------------------------------ ipcbench run
+
+LEVELS = ("quick", "default", "full")
+SCENARIO_NAMES = "broadcast, pingpong, stream, granularity"
+PROGRESS = ("auto", "rich", "plain", "none")
+
+#: ``ipcbench run``: its flags and the ``[tool.ipcbench]`` keys (the fields are RunOptions').
+RUN: tuple[Option, ...] = (
+    Option("level", choice(*LEVELS), "quick | default | full: settings and default sizes", key="level"),
+    Option("out", text, "results folder (default ipcbench-results/<timestamp>/)", flag="--out"),
+    Option("ranks", whole(2, MAX_RANKS), "ranks of the broadcast and stream cases (default 4)",
+           flag="--ranks", key="ranks"),
+    Option("backends", names, "comma list (default: every installed backend, plugins' entry points too)",
+           flag="--backends", key="backends"),
+    Option("modes", names, "bytes,native (default both)", flag="--modes", key="modes"),
+    Option("kinds", names, "payload kinds: dict,ndarray,array1d,ragged2d, plugins' kinds (broadcast), "
+                           "buffer (ping-pong, stream), tiny (granularity)", flag="--kinds", key="kinds"),
+    Option("kinds", names, "broadcast payload kinds (ping-pong, stream and granularity keep their own)",
+           key="payloads"),
+    Option("scenarios", names, f"comma list of {SCENARIO_NAMES.replace(' ', '')}", flag="--scenarios",
+           key="scenarios"),
+    Option("sizes", sizes, "override every size list, e.g. 1KB,1MB", flag="--sizes", key="sizes"),
+    Option("only", names, "run the cases whose label matches (glob or substring; repeatable, or a comma "
+                          "list); see --list. The extras run only when named: --only seed004 (seed 004's MPI "
+                          "methods), --only seed002", flag="--only", key="only", metavar="PATTERN",
+           action="extend"),
+    Option("list", None, "print the cases and exit", flag="--list", action="store_true"),
+    Option("results_only", None, "write results.json and run.log only: no CSV, plots or tables (what the gate's "
+                                 "rounds need)", flag="--results-only", action="store_const", const=True),
+    Option("time_budget", seconds(), "seconds of timed iterations per case", flag="--time-budget",
+           key="time-budget"),
+    Option("case_timeout", seconds(), "seconds without progress before a job is killed", flag="--case-timeout",
+           key="case-timeout"),
+    Option("no_mpi", None, "do not launch mpiexec (local backends only)", flag="--no-mpi", action="store_true"),
+    Option("no_extras", None, "skip seed 004's MPI methods and seed 002 (the default under [tool.ipcbench])",
+           flag="--no-extras", action="store_const", const=True),
+    Option("no_extras", boolean, "seed 004's MPI methods and seed 002 (default: off under [tool.ipcbench])",
+           key="extras", to_field=lambda extras: not extras),
+    Option("mpiexec", text, "the mpiexec to launch (default: next to python, then PATH)", flag="--mpiexec"),
+    Option("progress", choice(*PROGRESS), "auto | rich | plain | none (default auto)", flag="--progress"),
+    Option("wait", choice(*WAITS), "how readers wait: auto (block when ranks <= cores, else backoff), block or "
+                                   "backoff (default: $IPCBENCH_WAIT, else auto)", flag="--wait"),
+)
+
+
+__all__ = ["Check", "LEVELS", "MAX_RANKS", "Option", "OptionError", "RUN", "TABLE", "WEEK", "add_arguments",
+           "boolean", "choice", "names", "number", "seconds", "sizes", "table_values", "text", "toml_text", "whole"]
