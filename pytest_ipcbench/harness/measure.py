@@ -1,4 +1,4 @@
-"""The harness: time a backend on every rank of a group, by the rules of METHOD.md.
+"""The harness: time a backend on every rank of a group, by the rules of docs/method.md.
 
 Usable without pytest. Collective: :func:`bench` runs on every rank of a group (under MPI every
 rank calls it; a local group runs it through ``group.run``, which :func:`run_bench` does)::
@@ -23,7 +23,7 @@ Scenarios (:data:`SCENARIOS`):
 * ``broadcast``: rank ``root`` writes, every other rank reads (seeds 000/001). Barrier before each
   iteration (and, for a store, between the write and the reads). Metrics: ``write`` (send-only
   for a channel), ``read_avg|min|max`` (time to a usable object), ``touched_avg|min|max`` (read and
-  touch every cache line: time to a fully read object, METHOD rule 10), ``completion`` (the
+  touch every cache line: time to a fully read object, docs/method.md rule 10), ``completion`` (the
   primary metric: for a channel the max over readers of barrier exit -> usable object; for a
   store, written then read, the write plus the slowest read of the iteration, and the readers'
   view from the barrier, which includes the harness's barrier between write and read, is kept as
@@ -178,7 +178,7 @@ def bench_interleaved(
     """Collective: several backends (or modes) on one payload, measured interleaved.
 
     Every case is opened and warmed up first; then ``rounds`` rounds each run a block of every
-    case in turn (A B A B ..., METHOD rule 16), so that drift on the machine hits every case
+    case in turn (A B A B ..., docs/method.md rule 16), so that drift on the machine hits every case
     alike. Each case's iteration count comes from its own plan (spread over the rounds).
     """
     if scenario not in _SCENARIO_CLASSES:
