@@ -125,6 +125,10 @@ class Backend(ABC):
     reference: ClassVar[str | None] = None
     #: True for references and other harness-internal backends: usable by name, never offered to users
     internal: ClassVar[bool] = False
+    #: True when a native value read is a view that the next write overwrites (mpi-shm-win's
+    #: windows): the stream scenario, which keeps a window of values, runs it in bytes mode only.
+    #: Not a ClassVar: a HierarchicalStore takes its inner backend's.
+    native_views_until_next_write: bool = False
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
                  timeout: float = DEFAULT_READ_TIMEOUT, wait: str | None = None) -> None:

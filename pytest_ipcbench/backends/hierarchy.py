@@ -58,7 +58,7 @@ class HierarchicalStore(Backend):
         self.kind = inner_cls.kind
         super().__init__(group, mode, root, timeout, wait=wait)
         self.inner_cls = inner_cls
-        self.native_views_until_next_write = getattr(inner_cls, "native_views_until_next_write", False)
+        self.native_views_until_next_write = inner_cls.native_views_until_next_write
         self.inner: Backend | None = None  # this node's store (None on a node of one rank)
         self.leaders: Any = None  # communicator: root (rank 0) + one forwarder per other node
         self._pending: tuple[list[Any], list[Any]] | None = None  # writer: (requests, buffers)

@@ -16,7 +16,7 @@ Modes:
   object again, a copy); a reader gets the bytes and unpickles them.
 * ``native``: put the object itself, as users of mp.Queue do; the queue's feeder thread pickles
   it (once per reader) after ``put()`` returned, so ``write()`` is send-only and never waits for
-  a reader (METHOD.md rule 11: the delivered time is the reader's). Because the feeder thread
+  a reader (docs/method.md rule 11: the delivered time is the reader's). Because the feeder thread
   would only print a traceback for an object it cannot pickle (and the reader would wait),
   ``write()`` first checks that the object pickles: a pickling pass into a null sink with
   protocol 5, whose out-of-band buffers are not copied, so the check costs microseconds for

@@ -2,7 +2,7 @@
 
 A backend names its reference (``Backend.reference``); ``ipcbench selfcheck`` and the reference
 tests time the two interleaved, so a figure labelled "zmq" is known to be ZeroMQ's cost and not
-our wrapper's (METHOD rule 17). Each reference is a small :class:`~..backends.base.Backend`
+our wrapper's (docs/method.md rule 17). Each reference is a small :class:`~..backends.base.Backend`
 marked ``internal`` (never offered as a user backend), registered as ``ref-<backend>``:
 
 ==================  =================================================================

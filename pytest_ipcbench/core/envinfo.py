@@ -1,4 +1,4 @@
-"""The environment record printed and stored with every result (METHOD rule 14).
+"""The environment record printed and stored with every result (docs/method.md rule 14).
 
 MPI vendor and version, ranks, cores, oversubscription, Python, package versions, git commit,
 mode and units (MB = 10**6 bytes, times in seconds). Collected on rank 0 only; nothing here

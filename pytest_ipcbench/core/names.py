@@ -172,13 +172,3 @@ def _remove(path: Path) -> None:
     except FileNotFoundError:
         pass
 
-
-def clean(include_alive: bool = False, patterns: tuple[str, ...] | list[str] = ()) -> list[Leftover]:
-    """Remove leftovers of dead owners (or of every owner); return what was removed."""
-    removed = []
-    for item in find_ours(patterns=patterns):
-        if item.alive and not include_alive:
-            continue
-        remove(item.path)
-        removed.append(item)
-    return removed

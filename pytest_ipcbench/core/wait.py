@@ -15,7 +15,7 @@ from .procs import cores as _cores
 
 # ----------------------------------------------------------------------------- wait strategy
 
-#: How a reader waits for the writer (METHOD rule 18). ``block``: the way its mechanism waits
+#: How a reader waits for the writer (docs/method.md rule 18). ``block``: the way its mechanism waits
 #: best -- a blocking call (zmq, mp.Queue), or polling without sleeping (MPI Test, the shm
 #: version word, an LMDB snapshot); right when every rank has a core. ``backoff``: spin briefly,
 #: yield, then sleep in growing steps; right when ranks outnumber cores (a polling reader would

@@ -75,7 +75,7 @@ def pipe_pingpong_samples(nbytes: int, time_budget: float = 0.1, max_reps: int =
     """Seconds of one way (round trip / 2) of ``nbytes`` between this process and an echoing
     child over two plain OS pipes: the raw ping-pong that no wrapper of ours touches.
 
-    With :func:`copy_samples`, the in-run reference for the machine's state (METHOD rule 19):
+    With :func:`copy_samples`, the in-run reference for the machine's state (docs/method.md rule 19):
     the pipe ping-pong follows the scheduler (wake-ups, other processes on the cores), the copy
     follows the memory bandwidth.
     """

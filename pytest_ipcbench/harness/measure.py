@@ -1,4 +1,4 @@
-"""The harness: time a backend on every rank of a group, by the rules of METHOD.md.
+"""The harness: time a backend on every rank of a group, by the rules of docs/method.md.
 
 Usable without pytest. Collective: :func:`bench` runs on every rank of a group (under MPI every
 rank calls it; a local group runs it through ``group.run``, which :func:`run_bench` does)::
@@ -24,7 +24,7 @@ Scenarios (:data:`SCENARIOS`):
   iteration (and, for a store, between the write and the reads). Metrics: ``write`` (send-only
   for a channel), ``read_avg|min|max`` (one reader's ``read()``: from leaving the barrier, or for
   a store from the barrier after the write, to a usable object), ``touched_avg|min|max`` (read and
-  touch every cache line: time to a fully read object, METHOD rule 10), ``completion`` (the
+  touch every cache line: time to a fully read object, docs/method.md rule 10), ``completion`` (the
   primary metric: for a channel, delivery: from the writer's start of the write to the moment the
   last reader holds a usable object, readers' timestamps on the writer's clock (clock.py: one
   clock on one host, offset-corrected across hosts; ``extra["clock"]`` says which); for a store,
@@ -185,7 +185,7 @@ def bench_interleaved(
     """Collective: several backends (or modes) on one payload, measured interleaved.
 
     Every case is opened and warmed up first; then ``rounds`` rounds each run a block of every
-    case in turn (A B A B ..., METHOD rule 16), so that drift on the machine hits every case
+    case in turn (A B A B ..., docs/method.md rule 16), so that drift on the machine hits every case
     alike. Each case's iteration count comes from its own plan (spread over the rounds).
     """
     if scenario not in _SCENARIO_CLASSES:

@@ -1,6 +1,6 @@
 """What the harness measures a case with: its settings and its plan (warm-up and iterations).
 
-Rank 0 decides the plan and broadcasts it (METHOD rules 1-2): :func:`static_plan` scales
+Rank 0 decides the plan and broadcasts it (docs/method.md rules 1-2): :func:`static_plan` scales
 iterations down as size grows, :func:`timed_plan` caps them by the time budget after warm-up.
 """
 

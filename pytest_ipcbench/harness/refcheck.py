@@ -2,7 +2,7 @@
 
 For each backend, mode, scenario and size, :func:`compare_on` times the backend and its
 reference (:mod:`.references`) with the same harness, interleaved (``bench_interleaved``: A B A
-B ..., METHOD rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks`` (default 2), and keeps
+B ..., docs/method.md rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks`` (default 2), and keeps
 the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth = bytes / latency) and
 ``stream`` (time per delivered message, channels only).
 

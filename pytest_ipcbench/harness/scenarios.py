@@ -201,7 +201,7 @@ class _Case:
         backend = spec.open(self.group)
         backend.setup()
         self.live.append(backend)
-        self.wait = backend.wait  # how its readers waited (METHOD rule 18)
+        self.wait = backend.wait  # how its readers waited (docs/method.md rule 18)
         return backend
 
     def _payloads(self) -> list[Any]:
@@ -452,7 +452,7 @@ class _Stream(_Case):
                 f"the stream scenario needs a channel backend; {self.spec.name} is a "
                 f"{self.live_backend.kind} (a store keeps only the newest value)"
             )
-        if self.spec.mode == "native" and getattr(self.live_backend, "native_views_until_next_write", False):
+        if self.spec.mode == "native" and self.live_backend.native_views_until_next_write:
             raise ValueError(
                 f"the stream scenario keeps a window of values; {self.spec.name}'s native values are "
                 "views that the next write overwrites: stream it in bytes mode"

@@ -1,4 +1,4 @@
-"""``ipcbench selfcheck``: does the harness measure the machine, or itself? (METHOD rule 15)
+"""``ipcbench selfcheck``: does the harness measure the machine, or itself? (docs/method.md rule 15)
 
 Three figures, each measured by the harness and by an outside reference in the same session,
 interleaved (harness, reference, harness, reference, ...), compared on the median of rounds:

@@ -83,7 +83,7 @@ class CaseVerdict:
 
 @dataclass(frozen=True)
 class RunDrift:
-    """How two files from different runs were made comparable (METHOD rule 19).
+    """How two files from different runs were made comparable (docs/method.md rule 19).
 
     ``factor``: head / base of the in-run references (geometric median), divided out of every
     case. ``noise``: per group of cases (scenario and ranks), the between-run scatter (log-scale
@@ -219,7 +219,7 @@ def compare_sets(
 
     ``paired``: the two sets come from one interleaved experiment (the gate's rounds), so their
     ratio is the code's change. ``None`` decides from the files (same ``gate_job`` or ``run_id``).
-    Two sets from different runs are not a paired experiment (METHOD rule 19): every case is
+    Two sets from different runs are not a paired experiment (docs/method.md rule 19): every case is
     divided by the load factor of the in-run references (copy bandwidth, pipe ping-pong; a
     :class:`NotComparable` error without them), and when a file holds a single run each interval
     is widened by the between-run scatter, estimated robustly from the cases themselves
@@ -242,7 +242,7 @@ def compare_sets(
             raise NotComparable(
                 "the two files come from different runs and share no in-run reference (copy bandwidth, "
                 "pipe ping-pong): a ratio of their medians would include whatever load each run met "
-                "(METHOD rule 19). Make both with `ipcbench run` or `pytest --ipc-report` of this version "
+                "(docs/method.md rule 19). Make both with `ipcbench run` or `pytest --ipc-report` of this version "
                 "(they record the references), or measure base and head in one job with `ipcbench gate`; "
                 "--paired compares them anyway as if they were one interleaved experiment"
             )

@@ -165,6 +165,3 @@ def run_command(python: Path) -> list[str]:
     """``ipcbench run`` of a side: the shared pytest_ipcbench, under the side's Python."""
     return [str(python), "-m", "pytest_ipcbench", "run"]
 
-
-def gate_python() -> str:
-    return sys.executable

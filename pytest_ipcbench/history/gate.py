@@ -9,7 +9,7 @@ round by round and compared (:mod:`.compare`) on a two-level bootstrap (rounds, 
 within a round): samples of one round share the state of the machine at that moment and are not
 independent draws. A real regression only gathers evidence in the confirming rounds, a fluke
 rarely survives them, and a clearly unchanged case costs nothing after the first rounds. Nothing
-is tied to a machine's identity or to yesterday's number on another runner (METHOD.md rule 16).
+is tied to a machine's identity or to yesterday's number on another runner (docs/method.md rule 16).
 
 In another project (its pyproject.toml names another project than pytest-ipcbench) the gate
 measures what that project declares in ``[tool.ipcbench]``, installs the project itself at base

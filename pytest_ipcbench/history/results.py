@@ -65,7 +65,7 @@ class Result:
     # bytes/s of a plain numpy copy of ``nbytes``, measured in the same run: the reference of
     # :meth:`efficiency` (a measurement, so it is stored; the efficiency is derived)
     copy_bandwidth: float | None = None
-    wait: str = ""  # how the readers waited: "block" or "backoff" (METHOD rule 18)
+    wait: str = ""  # how the readers waited: "block" or "backoff" (docs/method.md rule 18)
 
     @property
     def key(self) -> str:
@@ -86,7 +86,7 @@ class Result:
 
     def bandwidth_metric(self) -> str:
         """The metric a bandwidth is computed from: the time to a fully read (touched) object when
-        the harness measured it (METHOD rule 10: a zero-copy view must not win for free), else
+        the harness measured it (docs/method.md rule 10: a zero-copy view must not win for free), else
         the primary metric."""
         return "completion_touched" if self.samples.get("completion_touched") else self.primary
 

@@ -166,7 +166,7 @@ class Runner:
             else:
                 old.extra["passes"] = r.extra["passes"]
         # the raw pipe ping-pong: with the copies, the in-run references that let `ipcbench
-        # compare` divide out the load of the moment when it compares two runs (METHOD rule 19)
+        # compare` divide out the load of the moment when it compares two runs (docs/method.md rule 19)
         for n in PIPE_REFERENCE_SIZES:
             r = pipe_pingpong_result(n, time_budget=0.05 if self.options.level == "quick" else 0.2)
             old = self.references.get(n)

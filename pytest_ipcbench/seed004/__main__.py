@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--case-time", type=float, default=DEFAULT_CASE_TIME, help="seconds of timed transfers per case, all rounds")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="interleaved rounds per case")
     p.add_argument("--quiet-waits", action="store_true",
-                   help="the harness's barriers sleep instead of waiting in MPI (METHOD rule 18; "
+                   help="the harness's barriers sleep instead of waiting in MPI (docs/method.md rule 18; "
                         "a passive-target Get then waits for the root to wake)")
     p.add_argument("--quiet", action="store_true")
     return p

@@ -6,7 +6,7 @@
 ``Method.transfer``. So :func:`pytest_ipcbench.harness.measure.bench` times a method with its
 plan (warm-up, iteration count by size and time), a barrier before every transfer, two
 alternating payloads verified on every reader, and ``completion`` = the max over readers of
-one transfer (METHOD rules 1-3, 7-9), like every other backend. One backend is registered per
+one transfer (docs/method.md rules 1-3, 7-9), like every other backend. One backend is registered per
 method, named ``seed004-<method>`` (:func:`backend_name`); :func:`method_backend` registers one
 for a method class of your own.
 
@@ -36,9 +36,9 @@ from .methods import METHODS, Method, get_method
 
 BACKEND_PREFIX = "seed004-"
 #: A method's settings when none are given. Readers do not touch what they received (every
-#: method delivers into real buffers: there is no zero-copy view to unmask, METHOD rule 10). The
+#: method delivers into real buffers: there is no zero-copy view to unmask, docs/method.md rule 10). The
 #: harness's barriers wait in MPI (busy), as every rank did in seed 004's loop: a passive-target
-#: ``Get`` (rma-lock) progresses only while the root is inside MPI (METHOD rule 18).
+#: ``Get`` (rma-lock) progresses only while the root is inside MPI (docs/method.md rule 18).
 DEFAULT_SETTINGS = BenchSettings(time_budget=0.5, touch=False, quiet_waits=False)
 #: One warm-up and one timed transfer: correctness runs.
 QUICK_SETTINGS = replace(DEFAULT_SETTINGS, time_budget=1e-3, warmup=1, min_iterations=1, max_iterations=1)

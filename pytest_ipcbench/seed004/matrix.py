@@ -116,7 +116,7 @@ def run_matrix(
                     wall_s=round(wall[name], 3),
                     load1=round(max(loads[name]), 2),
                     peak_rss_max_rank=peak,
-                    waits="quiet" if settings.quiet_waits else "busy",  # METHOD rule 18
+                    waits="quiet" if settings.quiet_waits else "busy",  # docs/method.md rule 18
                 )
                 out.append(result)
                 if progress is not None:

@@ -169,11 +169,6 @@ class Method:
             return np.fromiter((r.size for r in self.data), dtype=np.int64, count=len(self.data))
         return np.empty(self.info.length, np.int64)  # type: ignore[union-attr]
 
-    def _rows_to_send(self) -> list[np.ndarray]:
-        if self.info.shape == "1d":  # type: ignore[union-attr]
-            return [self.data] if self.is_root else self._rows
-        return list(self.data) if self.is_root else self._rows
-
     def _bcast_lengths(self) -> np.ndarray:
         lens = self._lengths_array()
         self.comm.Bcast([lens, _mpi().INT64_T], root=self.root)

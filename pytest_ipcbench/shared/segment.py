@@ -1,7 +1,7 @@
 """Shared-memory segments: creation, attach, the cross-process reference count, crash safety.
 
 A segment is the plain POSIX file ``/dev/shm/<name>`` (``name`` from
-:func:`pytest_ipcbench.core.names.resource_name`, so ``names.find_ours``/``names.clean`` see it),
+:func:`pytest_ipcbench.core.names.resource_name`, so ``names.find_ours`` and ``ipcbench clean`` see it),
 opened with ``os.open(O_CREAT | O_EXCL, 0o600)`` and mapped with ``mmap(2)``.  No
 ``multiprocessing.shared_memory``: CPython's resource tracker (before 3.13) would unlink a segment
 it did not create when an attaching process exits, behind our reference count.
@@ -711,7 +711,7 @@ def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | No
     handles pickled but never unpickled (in transit) are reclaimed when ``in_transit`` is True
     (nothing can be in flight any more: pool close, cleaning after a run), never when False,
     and by default (None) only if their creator process is dead -- the same rule as
-    ``names.clean``, but a segment some live process still maps is never touched.  Incomplete
+    ``ipcbench clean`` for other resources, but a segment some live process still maps is never touched.  Incomplete
     files (creator died before writing the header) go when their creator is dead.  Safe to run
     while other sessions work.  ``names`` restricts the scan.
 

@@ -1,4 +1,4 @@
-"""``ipcbench compare`` of two files from different runs (METHOD rule 19).
+"""``ipcbench compare`` of two files from different runs (docs/method.md rule 19).
 
 Two runs of identical code on a machine whose load changed between them differ by a load factor
 (every case, and the in-run references, slower by the same amount) plus a between-run scatter
