@@ -137,9 +137,10 @@ def choice(*allowed: str) -> Check:
     """One of ``allowed``."""
 
     def check(value: Any, where: str) -> str:
-        if not isinstance(value, str) or value.strip() not in allowed:
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word is None or word not in allowed:
             raise OptionError(where, f"must be one of {', '.join(allowed)}")
-        return value.strip()
+        return word
 
     return check
 

@@ -199,7 +199,8 @@ def _report_dir(value: Any, source: str) -> Path:
 
 #: The plugin's options, said once each: the layers' names (flag, ini key, environment variable)
 #: and help are derived from here (pytest_addoption), and one parse_* function checks the value
-#: from every layer (and from the marker). To add one: an Option here and a Settings field.
+#: from every layer (and from the marker). To add one: an Option here (its default too) and the
+#: Settings field it fills.
 PYTEST_OPTIONS: tuple[Option, ...] = (
     Option("backends", parse_backends, "backends to test, comma-separated, or 'all' (default)",
            flag="--ipc-backends", ini="ipc_backends", env="IPCBENCH_BACKENDS", metavar="LIST"),
@@ -208,24 +209,27 @@ PYTEST_OPTIONS: tuple[Option, ...] = (
     Option("ranks", parse_ranks, "rank counts (default: 2,4 locally; 2 and the world size under MPI)",
            flag="--ipc-ranks", ini="ipc_ranks", env="IPCBENCH_RANKS", metavar="LIST"),
     Option("modes", parse_modes, f"modes (default {','.join(MODES)})", flag="--ipc-modes", ini="ipc_modes",
-           env="IPCBENCH_MODES", metavar="LIST"),
+           env="IPCBENCH_MODES", metavar="LIST", default=MODES),
     Option("payloads", parse_payloads, "payload kinds, or 'all' (default)", flag="--ipc-payloads",
            ini="ipc_payloads", env="IPCBENCH_PAYLOADS", metavar="LIST"),
     Option("timeout", parse_timeout, "seconds a test may take before the run is ended as hung (default 300; "
                                      "0 = no watchdog)", flag="--ipc-timeout", ini="ipc_timeout",
-           env="IPCBENCH_TIMEOUT", metavar="SECONDS"),
+           env="IPCBENCH_TIMEOUT", metavar="SECONDS", default=DEFAULT_TIMEOUT_S),
     Option("report", _report_dir, "write the results report into DIR", flag="--ipc-report", ini="ipc_report",
            env="IPCBENCH_REPORT", metavar="DIR"),
     Option("wait", parse_wait_setting, "how readers wait: auto (default: block when ranks <= cores, else "
                                        "backoff), block or backoff", flag="--ipc-wait", ini="ipc_wait",
-           env="IPCBENCH_WAIT", metavar="STRATEGY"),
+           env="IPCBENCH_WAIT", metavar="STRATEGY", default="auto"),
     Option("all_ranks_output", parse_bool, "under MPI, let every rank print its pytest output (default: rank 0 "
                                            "only)", flag="--ipc-all-ranks-output", ini="ipc_all_ranks_output",
-           env="IPCBENCH_ALL_RANKS_OUTPUT", action="store_true"),
+           env="IPCBENCH_ALL_RANKS_OUTPUT", action="store_true", default=False),
     Option("unmarked", parse_unmarked, "under MPI, run tests without the mpi marker on all ranks (default, as "
                                        "pytest-mpi) or once on rank 0 (the other ranks wait for its verdict)",
-           flag="--ipc-unmarked", ini="ipc_unmarked", env="IPCBENCH_UNMARKED", metavar="all|rank0"),
+           flag="--ipc-unmarked", ini="ipc_unmarked", env="IPCBENCH_UNMARKED", metavar="all|rank0", default="all"),
 )
+
+#: an option whose Settings field has another name
+_SETTINGS_FIELD = {"report": "report_dir"}
 
 # setting -> (command-line flag, option dest, ini key, environment variable): derived from the table
 OPTIONS: dict[str, tuple[str, str, str, str]] = {
@@ -297,18 +301,10 @@ def default_ranks(mpi_world_size: int | None) -> tuple[int, ...]:
 def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -> Settings:
     """Apply the layers command line > environment > ini > default; raise UsageError on bad input."""
     parsers = {o.field: o.check for o in PYTEST_OPTIONS}
-    defaults: dict[str, Any] = {
-        "backends": backend_names(),
-        "sizes": parse_sizes(DEFAULT_SIZES, "default"),
-        "ranks": default_ranks(mpi_world_size),
-        "modes": MODES,
-        "payloads": payload_kinds(),
-        "timeout": DEFAULT_TIMEOUT_S,
-        "all_ranks_output": False,
-        "unmarked": "all",
-        "report": None,
-        "wait": "auto",
-    }
+    # the defaults known only now (the registries, the MPI world); the others are the table's
+    defaults: dict[str, Any] = {o.field: o.default for o in PYTEST_OPTIONS}
+    defaults.update(backends=backend_names(), sizes=parse_sizes(DEFAULT_SIZES, "default"),
+                    ranks=default_ranks(mpi_world_size), payloads=payload_kinds())
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for setting in OPTIONS:
@@ -319,19 +315,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
         raw, source = found
         sources[setting] = source
         values[setting] = parsers[setting](raw, source)
-    return Settings(
-        backends=values["backends"],
-        sizes=values["sizes"],
-        ranks=values["ranks"],
-        modes=values["modes"],
-        payloads=values["payloads"],
-        timeout=values["timeout"],
-        report_dir=values["report"],
-        all_ranks_output=values["all_ranks_output"],
-        wait=values["wait"],
-        unmarked=values["unmarked"],
-        sources=sources,
-    )
+    return Settings(**{_SETTINGS_FIELD.get(k, k): v for k, v in values.items()}, sources=sources)
 
 
 def marker_kwargs(marker: Any, where: str) -> dict[str, Any]:
