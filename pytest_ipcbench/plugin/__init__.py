@@ -152,9 +152,13 @@ def pytest_configure(config: pytest.Config) -> None:
         # every rank runs its own pytest: sharing /tmp/pytest-of-<user> they race on its
         # pytest-current link at session end (FileNotFoundError); each other rank gets a root of its own
         # (inside pytest's own per-user folder, so nothing new appears in the temp folder)
-        root = Path(tempfile.gettempdir()) / f"pytest-of-{_user()}" / f"rank{rank}"
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
+        try:
+            os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_rank_temproot(rank))
+        except pytest.UsageError as exc:
+            # this rank alone: the others would wait for it at their first collective forever
+            sys.stderr.write(f"ERROR: {exc}\n")
+            sys.stderr.flush()
+            comm.Abort(4)
     try:
         settings = resolve_settings(config, comm.Get_size() if comm is not None else None)
     except pytest.UsageError as exc:
@@ -172,6 +176,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if comm is not None:
         quiet = rank > 0 and not settings.all_ranks_output
         config.pluginmanager.register(MpiHygiene(config, session, comm, quiet), MpiHygiene.NAME)
+
+
+def _rank_temproot(rank: int) -> Path:
+    """``<tmp>/pytest-of-<user>/rank<N>``, made 0700; each name read with ``lstat``, never followed
+    blindly: a folder or link there of another user is refused (it could send our files anywhere)."""
+    from ..core.outdir import OutputFolderError, check_folder
+
+    user = Path(tempfile.gettempdir()) / f"pytest-of-{_user()}"
+    try:
+        check_folder(user, mode=0o700)
+        return check_folder(user / f"rank{rank}", mode=0o700)
+    except OutputFolderError as exc:
+        raise pytest.UsageError(f"rank {rank}'s temp folder: {exc}") from None
 
 
 def _user() -> str:

@@ -125,3 +125,36 @@ def test_out_in_a_read_only_folder_is_a_clear_error(tmp_path: Path, command: str
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"cannot write into {ro}" in proc.stderr or f"cannot write into {out}" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a symlink owned by another user")
+@pytest.mark.parametrize("command", ["run", "report"])
+@pytest.mark.parametrize("where", ["last", "on the way"])
+def test_a_symlink_of_another_user_is_refused_not_followed(tmp_path: Path, capsys, command: str, where: str) -> None:
+    # the link's target is a folder of the caller's own: resolving the link first (the old check)
+    # saw a folder of root's and wrote wherever the link's owner had pointed it
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    os.lchown(link, 65534, 65534)
+    out = link if where == "last" else link / "sub"
+    args = ["run", "--out", str(out), *TINY_RUN] if command == "run" else \
+        ["report", str(results_file(tmp_path)), "--out", str(out), "--no-plots"]
+    assert ipcbench(args) == 2
+    err = capsys.readouterr().err
+    assert f"{link} is a symlink that" in err and "belongs to uid 65534, not to you (uid 0)" in err, err
+    assert "Traceback" not in err
+    assert list(victim.iterdir()) == []
+
+
+def test_a_symlink_of_ones_own_to_ones_own_folder_is_taken(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to("mine")  # relative
+    folder, lock = claim(link, tmp_path, "x")
+    try:
+        assert (mine / ".ipcbench.lock").exists()
+    finally:
+        lock.release()

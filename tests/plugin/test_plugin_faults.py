@@ -1,0 +1,50 @@
+"""Faults and hostile surroundings of a pytest run (issue 24): planted links, crashing plugins.
+
+They start pytest (under ``mpiexec`` too) in subprocesses, so they are skipped inside an MPI job.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_ipcbench.core.group import in_mpi_job
+
+MPIEXEC = Path(sys.executable).with_name("mpiexec")
+
+pytestmark = pytest.mark.skipif(in_mpi_job(), reason="runs pytest in a subprocess: not inside an MPI job")
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "MPI", "HYDRA", "PYTEST_"))}
+    env.update(extra)
+    return env
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a symlink owned by another user")
+@pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")
+def test_a_ranks_temp_folder_planted_as_another_users_symlink_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("mpi4py")
+    tmp = tmp_path / "tmp"
+    victim = tmp_path / "victim"
+    (tmp / f"pytest-of-{getpass.getuser()}").mkdir(parents=True, mode=0o700)
+    victim.mkdir()
+    link = tmp / f"pytest-of-{getpass.getuser()}" / "rank1"
+    link.symlink_to(victim)
+    os.lchown(link, 65534, 65534)
+    (tmp_path / "test_t.py").write_text("def test_x(tmp_path):\n    (tmp_path / 'f').write_text('x')\n")
+    proc = subprocess.run(
+        [str(MPIEXEC), "-n", "2", sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--with-mpi",
+         "-q", "test_t.py"],
+        cwd=tmp_path, env=_clean_env(TMPDIR=str(tmp)), capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert f"rank 1's temp folder: {link} is a symlink that" in out, out
+    assert "belongs to uid 65534" in out
+    assert list(victim.iterdir()) == [], out  # nothing written where the link's owner pointed it
