@@ -58,6 +58,7 @@ MARKER_HELP = (
 
 
 _WAIT_BEFORE_KEY = pytest.StashKey[tuple]()
+_REPORT_LOCK_KEY = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -166,6 +167,8 @@ def pytest_configure(config: pytest.Config) -> None:
             # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
             raise pytest.UsageError() from exc
         raise
+    if settings.report_dir is not None:
+        _lock_report_dir(config, settings.report_dir, comm, rank)
     # every backend made from now on (here and in workers started later) waits this way;
     # pytest_unconfigure puts the process's earlier choice back (pytester runs in-process)
     config.stash[_WAIT_BEFORE_KEY] = wait_state()
@@ -176,6 +179,31 @@ def pytest_configure(config: pytest.Config) -> None:
     if comm is not None:
         quiet = rank > 0 and not settings.all_ranks_output
         config.pluginmanager.register(MpiHygiene(config, session, comm, quiet), MpiHygiene.NAME)
+
+
+def _lock_report_dir(config: pytest.Config, folder: Path, comm: Any, rank: int) -> None:
+    """``--ipc-report``'s folder checked and locked by rank 0 for the whole session, as ``ipcbench
+    run`` locks its ``--out``: a second writer (a run, a report, another session) is refused at
+    start instead of mixing or losing results at the end. Every rank gets the verdict."""
+    from ..core.outdir import FolderLock, OutputFolderError, check_folder
+
+    error = ""
+    if rank == 0:
+        try:
+            checked = check_folder(folder)
+        except OutputFolderError:
+            checked = None  # a file in the way, another user's folder: the session's end says so
+        try:
+            if checked is not None:
+                config.stash[_REPORT_LOCK_KEY] = FolderLock(checked)
+        except OutputFolderError as exc:
+            error = str(exc)
+    if comm is not None:
+        error = comm.bcast(error, root=0)
+    if error:
+        if rank > 0 and not _all_ranks_flag(config):
+            raise pytest.UsageError()
+        raise pytest.UsageError(f"--ipc-report: {error}")
 
 
 def _rank_temproot(rank: int) -> Path:
@@ -206,6 +234,9 @@ def _all_ranks_flag(config: pytest.Config) -> bool:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    lock = config.stash.get(_REPORT_LOCK_KEY, None)
+    if lock is not None:
+        lock.release()
     before = config.stash.get(_WAIT_BEFORE_KEY, None)
     if before is not None:
         restore_wait_state(before)

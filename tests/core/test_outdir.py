@@ -158,3 +158,30 @@ def test_a_symlink_of_ones_own_to_ones_own_folder_is_taken(tmp_path: Path) -> No
         assert (mine / ".ipcbench.lock").exists()
     finally:
         lock.release()
+
+
+def test_a_report_into_a_busy_folder_is_refused_as_a_run_is(tmp_path: Path, capsys) -> None:
+    # `ipcbench report --out X` and `pytest --ipc-report X` took no lock: two writers at once mixed
+    # or lost files silently
+    out = tmp_path / "out"
+    results = results_file(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert ipcbench(["report", str(results), "--out", str(out), "--no-plots"]) == 2
+        err = capsys.readouterr().err
+        assert f"{out} is in use by another ipcbench run (pid {holder.pid})" in err, err
+        (tmp_path / "test_one.py").write_text("def test_x(ipc_bench, shm_backend, ipc_payload):\n"
+                                              "    ipc_bench(shm_backend, ipc_payload)\n")
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_one.py",
+                               "--ipc-report", str(out), "--ipc-sizes", "1KB", "--ipc-ranks", "2"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 4, proc.stdout + proc.stderr  # a usage error, before any test ran
+        assert f"--ipc-report: {out} is in use by another ipcbench run (pid {holder.pid})" in proc.stderr, \
+            proc.stdout + proc.stderr
+        assert sorted(p.name for p in out.iterdir()) == [".ipcbench.lock"]  # nothing of either mixed in
+    finally:
+        holder.kill()
+        holder.wait()
+    assert ipcbench(["report", str(results), "--out", str(out), "--no-plots"]) == 0  # free again
+    assert (out / "summary.md").exists()
