@@ -23,7 +23,10 @@ def _csv(value: str) -> list[str]:
 
 
 def _sizes(value: str) -> list[int]:
-    return [parse_size(v) for v in _csv(value)]
+    try:
+        return [parse_size(v) for v in _csv(value)]
+    except ValueError as exc:  # argparse shows only an ArgumentTypeError's text
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seconds(value: str) -> float:

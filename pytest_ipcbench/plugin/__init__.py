@@ -167,6 +167,7 @@ def pytest_configure(config: pytest.Config) -> None:
             # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
             raise pytest.UsageError() from exc
         raise
+    _admit_sizes(config, settings.sizes, settings.ranks, settings.sources.get("sizes", "default"), comm, rank)
     if settings.report_dir is not None:
         _lock_report_dir(config, settings.report_dir, comm, rank)
     # every backend made from now on (here and in workers started later) waits this way;
@@ -179,6 +180,25 @@ def pytest_configure(config: pytest.Config) -> None:
     if comm is not None:
         quiet = rank > 0 and not settings.all_ranks_output
         config.pluginmanager.register(MpiHygiene(config, session, comm, quiet), MpiHygiene.NAME)
+
+
+def _admit_sizes(config: pytest.Config, sizes: Any, ranks: Any, source: str, comm: Any, rank: int) -> None:
+    """Refuse, before any test, sizes that do not fit in the memory available with every rank's
+    copies (core.units.admit_sizes); rank 0 decides, every rank gets its verdict."""
+    from ..core.units import SizeTooLarge, admit_sizes
+
+    error = ""
+    if rank == 0:
+        try:
+            admit_sizes(sizes, ranks, f"{source}: size")
+        except SizeTooLarge as exc:
+            error = str(exc)
+    if comm is not None:
+        error = comm.bcast(error, root=0)
+    if error:
+        if rank > 0 and not _all_ranks_flag(config):
+            raise pytest.UsageError()
+        raise pytest.UsageError(error)
 
 
 def _lock_report_dir(config: pytest.Config, folder: Path, comm: Any, rank: int) -> None:

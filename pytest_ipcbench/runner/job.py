@@ -430,6 +430,11 @@ class Runner:
                       + (" + seed 004 MPI methods" if methods else "") + (" + seed 002" if seed002 else ""))
             return 0
         ranks = opts.ranks if world is None else world.size
+        if world is None:  # the launching command: sizes that cannot fit are refused before any rank starts
+            from ..core.units import admit_sizes
+
+            for c in mpi_cases + local_cases:
+                admit_sizes(c.size, c.ranks, f"{c.label}: size")
         self.claim_folder(world)
         try:
             return self._run(world, rank0, ranks, mpi_cases, local_cases, dropped, methods, seed002)
