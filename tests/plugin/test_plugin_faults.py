@@ -48,3 +48,16 @@ def test_a_ranks_temp_folder_planted_as_another_users_symlink_is_refused(tmp_pat
     assert f"rank 1's temp folder: {link} is a symlink that" in out, out
     assert "belongs to uid 65534" in out
     assert list(victim.iterdir()) == [], out  # nothing written where the link's owner pointed it
+
+
+def test_pytest_refuses_sizes_that_do_not_fit_with_every_ranks_copies(tmp_path: Path) -> None:
+    from pytest_ipcbench.core.units import available_memory
+
+    if 9 * 10 * 2**30 < available_memory():
+        pytest.skip("this machine has room for 9 copies of 10 GiB")
+    (tmp_path / "test_t.py").write_text("def test_x(ipc_group):\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_t.py",
+                           "--ipc-sizes", "1KB,10GiB", "--ipc-ranks", "2,4"],
+                          cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # a usage error, before any test
+    assert "--ipc-sizes: size 10GiB (10.7 GB) with 4 ranks needs about 96.6 GB" in proc.stderr, proc.stderr
