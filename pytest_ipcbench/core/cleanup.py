@@ -159,18 +159,40 @@ def age(path: Path) -> float:
     return time.time() - newest
 
 
-def owner_gone(path: Path, pid: int, min_age: float = STALE_AFTER) -> bool:
-    """The owner pid is not running here *and* the file is old.
+def in_use(path: Path, mapped: set[str] | None = None) -> bool:
+    """Does a live process map ``path`` or a file inside it (/proc/*/maps)?"""
+    mapped = procs.mapped_paths() if mapped is None else mapped
+    here = str(path)
+    return here in mapped or any(m.startswith(here + "/") for m in mapped)
 
-    A pid unknown here may be alive in another PID namespace (a container sharing /dev/shm or
-    /tmp): only age tells that its files are no longer used.
+
+def owner_gone(path: Path, pid: int, min_age: float = STALE_AFTER, ns: int | None = None,
+               mapped: set[str] | None = None) -> bool:
+    """Is ``path``, named by owner ``pid`` of PID namespace ``ns``, proven to be left behind?
+
+    * the owner is proven dead (:func:`procs.owner_state`: in this namespace, or in one whose
+      processes are visible here) and no live process maps it: at once, whatever its age;
+    * the owner lives in another PID namespace that this one cannot see: never (a pid that is not
+      visible is not a dead pid; it may be a running job in a container sharing /dev/shm);
+    * names without a namespace (older names, plugins' declared patterns) whose pid is not
+      running here: only once the file is ``min_age`` seconds old, as before.
     """
-    if names.pid_alive(pid):
+    state = procs.owner_state(pid, ns)
+    if state == "alive":
+        return False
+    if state == "dead":
+        return not in_use(path, mapped)
+    if ns is not None:
         return False
     try:
         return age(path) >= min_age
     except FileNotFoundError:
         return False
+
+
+def unseen_owner(pid: int, ns: int | None) -> bool:
+    """An owner in another PID namespace that this one cannot see."""
+    return ns is not None and procs.owner_state(pid, ns) == "unseen"
 
 
 def _remove(path: Path) -> str | None:
@@ -214,8 +236,17 @@ def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = Fal
             return None
         return None if all_users or owner == uid else owner
 
+    mapped = procs.mapped_paths()
+
     def gone(path: Path, pid: int) -> bool:
-        return all_owners or owner_gone(path, pid, min_age)
+        return all_owners or owner_gone(path, pid, min_age, names.owner_ns(path.name), mapped)
+
+    def unseen(path: Path, pid: int) -> bool:
+        if all_owners or not unseen_owner(pid, names.owner_ns(path.name)):
+            return False
+        skipped.append(Removal(path, f"its owner, pid {pid} of PID namespace pid:[{names.owner_ns(path.name)}], "
+                                     "cannot be seen from here: it may be running; kept"))
+        return True
 
     # shared-array segments ("-nd") are counted by their holders: only reclaim_orphans() may
     # judge them (a dead creator does not mean nobody maps it any more)
@@ -231,6 +262,7 @@ def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = Fal
                 nd.append(path.name)
             continue
         if not gone(path, item.pid):
+            unseen(path, item.pid)
             continue
         why = f"owner {item.pid}, {'alive' if item.alive else 'dead'}"
         other = foreign(path)
@@ -248,10 +280,18 @@ def clean(all_owners: bool = False, dry_run: bool = False, all_users: bool = Fal
     reclaimed = reclaim_orphans(names=nd, dry_run=dry_run, skipped=odd,
                                 judge=lambda name, pid: gone(names.SHM_DIR / name, pid))
     skipped += [Removal(names.SHM_DIR / name, why) for name, why in odd]
+    # "mapped by no process" and "no launcher runs" prove something only where every process is
+    # visible: from another PID namespace they may belong to a live job this one cannot see
+    everything = procs.sees_every_process()
     for path in stale_mpich_segments():
-        if foreign(path) is None:
+        if foreign(path) is not None:
+            continue
+        if everything:
             removed.append(Removal(path, "MPICH segment of an aborted job, mapped by no process"))
-    for path in stale_hydra_files():
+        else:
+            skipped.append(Removal(path, "MPICH segment mapped by no process visible here, but this PID namespace "
+                                         "cannot see every process: it may belong to a live job; kept"))
+    for path in stale_hydra_files() if everything else []:
         if foreign(path) is None:
             removed.append(Removal(path, "Hydra file of an aborted MPICH job"))
     if not dry_run:
