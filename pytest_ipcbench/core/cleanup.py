@@ -6,18 +6,24 @@ that installed backends declare (entry points; a conftest.py's registrations are
 Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
 segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
 ``/tmp/hydra_hwloc_xmlfile_*``. One is stale when
-no live process maps it and it is older than a minute (a job being set up maps it at once).
+no live process maps it and it is older than ten seconds (a job being set up maps it at once), and only where every process is visible
+(the initial PID namespace).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import select
 import shutil
+import signal
 import stat
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import names, procs
 from .procs import launcher_running, mapped_shm_names
@@ -25,7 +31,7 @@ from .procs import launcher_running, mapped_shm_names
 MPICH_PREFIX = "mpich_shm_"
 HYDRA_PREFIX = "hydra_hwloc_xmlfile_"
 HYDRA_DIR = Path("/tmp")  # Hydra's own choice, whatever TMPDIR says
-MPICH_MIN_AGE = 60.0
+MPICH_MIN_AGE = 10.0  # mapped at once by the job that makes it: unmapped and this old, no job uses it
 STALE_AFTER = 3600.0  # a file whose owner pid is unknown here counts as left behind after this
 
 
@@ -132,6 +138,192 @@ class JobWatch:
         with self._lock:
             items = [(path, set(pids)) for path, pids in self.users.items()]
         return sorted(path for path, pids in items if path.exists() and any(procs.running(p) for p in pids))
+
+
+_BAD_PID = re.compile(r"^=\s+PID (\d+) RUNNING AT")
+_BAD_CODE = re.compile(r"^=\s+(?:EXIT CODE|KILLED BY SIGNAL): (\d+)")
+_EXIT_STRING = re.compile(r"EXIT STRING: (.*\(signal (\d+)\))")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _pmi_rank(pid: int) -> int | None:
+    """The MPI rank of process ``pid`` (``PMI_RANK`` in its environment; None if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"PMI_RANK="):
+                    return int(item[9:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _wait_status(pid: int) -> str:
+    """How the zombie ``pid`` ended (``exit_code`` of /proc/<pid>/stat), "" once it is reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat_ = f.read()
+        fields = stat_[stat_.rindex(b")") + 2:].split()
+        if fields[0] != b"Z" or len(fields) < 50:
+            return ""
+        code = int(fields[49])
+    except (OSError, ValueError, IndexError):
+        return ""
+    if code & 0x7F:
+        return f"was killed by signal {code & 0x7F} ({_signal_name(code & 0x7F)})"
+    return f"exited with code {code >> 8}"
+
+
+class JobReaper(JobWatch):
+    """Everything one ``mpiexec`` job we launched may leave, and who in it died how.
+
+    While the job runs it records (every ``interval`` s) its ranks (pid -> MPI rank), the MPICH
+    segments they map and Hydra's files (:class:`JobWatch`); :meth:`feed` reads the launcher's
+    output for Hydra's "BAD TERMINATION" report. After the job, :meth:`reap` waits (a few seconds at
+    most) until none of its ranks runs, then removes what they left: our resources named by
+    their pids and the MPICH segments and Hydra files nobody maps or holds any more. The ranks
+    live in sessions of their own, so the launcher's process group does not find them.
+    """
+
+    def __init__(self, launcher: int, interval: float = 0.1) -> None:
+        super().__init__(interval=interval, root=launcher)
+        self.ranks: dict[int, int | None] = {}
+        self._pid: int | None = None
+        self.deaths: dict[int, str] = {}  # pid -> how it ended, from Hydra's report
+        self.ended: list[list[int]] = []  # ranks' pids in the order they ended (ties: one entry)
+        self._pidfds: dict[int, int] = {}  # fd -> pid
+        self.status: dict[int, str] = {}  # pid -> how it ended, read from its zombie
+        self._poll = select.poll()
+
+    def _loop(self) -> None:
+        # a pidfd per rank turns readable when it ends: the first to end is the rank that died,
+        # even when Hydra kills the others a moment later (its own report names any of them)
+        while not self._stop.is_set():
+            try:
+                ready = self._poll.poll(self.interval * 1000)
+                ended = [self._pidfds.pop(fd) for fd, _ in ready if fd in self._pidfds]
+                for pid in ended:  # a zombie until its proxy reaps it: its wait status, if still there
+                    how = _wait_status(pid)
+                    if how:
+                        self.status[pid] = how
+                for fd, _ in ready:
+                    self._poll.unregister(fd)
+                    os.close(fd)
+                if ended:
+                    with self._lock:
+                        self.ended.append(sorted(ended))
+                self.look()
+            except Exception:  # /proc races: never let the watch die
+                continue
+        for fd in self._pidfds:
+            os.close(fd)
+        self._pidfds.clear()
+
+    def look(self) -> None:
+        super().look()
+        for pid in procs.children_tree(self.root):
+            if procs.comm(pid).startswith("hydra_pmi_prox"):
+                for rank in procs.children(pid):
+                    if rank not in self.ranks:
+                        with self._lock:
+                            self.ranks[rank] = _pmi_rank(rank)
+                        self._watch(rank)
+
+    def _watch(self, pid: int) -> None:
+        if threading.current_thread() is not self._thread or not hasattr(os, "pidfd_open"):
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return
+        self._pidfds[fd] = pid
+        self._poll.register(fd, select.POLLIN)
+
+    def feed(self, line: str) -> None:
+        """One line of the launcher's output (Hydra reports a rank's bad end on it)."""
+        m = _BAD_PID.match(line)
+        if m:
+            self._pid = int(m.group(1))
+            self.deaths.setdefault(self._pid, "ended abnormally")
+            return
+        m = _BAD_CODE.match(line)
+        if m and self._pid is not None:
+            code = int(m.group(1))
+            self.deaths[self._pid] = (f"was killed by signal {code} ({_signal_name(code)})" if "SIGNAL" in line
+                                      else f"exited with code {code}")
+            return
+        m = _EXIT_STRING.search(line)
+        if m and self._pid is not None:
+            self.deaths[self._pid] = f"was killed by signal {m.group(2)} ({_signal_name(int(m.group(2)))})"
+
+    def _who(self, pid: int) -> str:
+        rank = self.ranks.get(pid)
+        return f"rank {rank} (pid {pid})" if rank is not None else f"process {pid}"
+
+    def describe(self) -> list[str]:
+        """Which rank ended first and how: ``rank 1 (pid P) was killed by signal 9 (SIGKILL)``.
+
+        The order comes from the ranks' pidfds; the how from Hydra's report, which names one
+        process of the job (often another one, that it killed itself: then both are said)."""
+        with self._lock:
+            first = list(self.ended[0]) if self.ended else []
+        if not first:
+            return [f"{self._who(pid)} {how}" for pid, how in sorted(self.deaths.items())]
+        out = []
+        hydra = "; ".join(f"{self._who(p)} {h}" for p, h in sorted(self.deaths.items()) if p not in first)
+        for pid in first:
+            how = self.status.get(pid) or self.deaths.get(pid) or "ended without finishing"
+            out.append(f"{self._who(pid)} {how}")
+        if out and hydra:
+            out[-1] += f" (then Hydra ended the others: {hydra})"
+        return out
+
+    def reap(self, wait: float = 10.0, patterns: tuple[str, ...] | list[str] = ()) -> list[Path]:
+        """Remove what the job left once none of its ranks runs (at most ``wait`` s from now);
+        the paths removed."""
+        self.stop()
+        deadline = time.monotonic() + wait
+        while any(procs.running(p) for p in self.ranks) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gone = {p for p in self.ranks if not procs.running(p)}
+        removed: list[Path] = []
+        mine = procs.pid_namespace()
+        for item in names.find_ours(patterns=patterns):
+            if item.pid in gone and item.ns in (None, mine):
+                names.remove(item.path)
+                removed.append(item.path)
+        mapped = procs.mapped_shm_names()
+        for path in self.leftovers():
+            if path.name in mapped:
+                continue
+            try:
+                path.unlink()
+                removed.append(path)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+        return removed
+
+
+def reap_job(reaper: JobReaper, log: Callable[[str], None], patterns: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """After an MPI job that did not finish: remove what it left (:meth:`JobReaper.reap`) and
+    print on stderr, and ``log``, which rank died and how and what was removed."""
+    removed = reaper.reap(patterns=patterns)
+    lines = [f"ipcbench: the MPI job's {d}" for d in reaper.describe()]
+    if removed:
+        lines.append(f"ipcbench: removed {len(removed)} resource(s) the MPI job left: "
+                     + ", ".join(p.name for p in removed))
+    for line in lines:
+        log(line)
+        print(line, file=sys.stderr, flush=True)
+    return lines
 
 
 @dataclass(frozen=True)

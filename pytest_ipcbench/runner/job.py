@@ -44,6 +44,7 @@ from ..core import names
 from ..core.envinfo import INJECT_ENV, collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
+from ..core.cleanup import JobReaper, reap_job
 from ..core.procs import find_mpiexec, has_module, kill_group, load_average
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier, with_copy_reference)
@@ -265,6 +266,7 @@ class Runner:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True, env=env)
+        self._reaper = JobReaper(proc.pid).start()  # its ranks, and what they map: see _clean_after
         lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
 
         def pump(stream: Any, name: str) -> None:
@@ -297,6 +299,7 @@ class Runner:
             if line is None:
                 open_streams -= 1
                 continue
+            self._reaper.feed(line)
             if name == "err":
                 self.log(f"[mpi stderr] {line}")
                 continue
@@ -307,6 +310,7 @@ class Runner:
             self.on_event(json.loads(line[len(MARK):]), progress)
         proc.wait()
         if st["done"]:
+            self._reaper.stop()
             return st["resume"], True, True
         what = st["label"] or "the MPI job"
         self.fail(what, f"the MPI job ended with exit code {proc.returncode} before finishing")
@@ -323,10 +327,12 @@ class Runner:
         self._job_pids |= kill_group(proc)
 
     def _clean_after(self, proc: subprocess.Popen[str]) -> None:
-        """Remove what the killed job's ranks left (only resources of processes that are gone)."""
+        """Remove what the killed job's ranks left (only resources of processes that are gone),
+        and say which rank died and how (core.cleanup.JobReaper)."""
         for item in names.find_ours(patterns=declared_resources(load_all=True)):
             if not item.alive and item.pid in self._job_pids:
                 names.remove(item.path)
+        reap_job(self._reaper, self.log, declared_resources(load_all=True))
 
     def local_phase(self, cases: list[Case], progress: Progress) -> None:
         if not cases:
