@@ -24,8 +24,8 @@ from typing import Any, Generator
 
 import pytest
 
-from ..backends.base import MODES, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
-from ..core.group import Group, observe, unobserve
+from ..backends.base import BACKENDS, MODES, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
+from ..core.group import Group, LocalGroup, observe, unobserve
 from ..core.payloads import PayloadSpec, payload_kinds
 from .session import (
     IpcSession,
@@ -404,7 +404,24 @@ def ipc_group(request: pytest.FixtureRequest, ipc_ranks: int) -> Group:
     group = session.world_group(ipc_ranks, timeout=item_timeout(request.node))
     if group is None:  # an MPI rank outside the group: the plugin skips its setup, so only by misuse
         pytest.skip(f"rank {session.rank} is not in this test's group of {ipc_ranks}")
+    if isinstance(group, LocalGroup):
+        eps = BACKENDS.entry_points()  # another distribution's entry point: third-party code
+        foreign = [n for n in _backends_of(request) if n in eps and not BACKENDS.builtin(n)]
+        if foreign:  # rank 0 is this pytest process: a crash in their code must not end the session
+            group.isolate = f"backend {foreign[0]!r}"
     return group
+
+
+def _backends_of(request: pytest.FixtureRequest) -> list[str]:
+    """The backends a test uses: ``ipc_backend``'s parameter and ``<name>_backend`` fixtures."""
+    used = []
+    if "ipc_backend" in request.fixturenames:
+        callspec = getattr(request.node, "callspec", None)
+        name = callspec.params.get("ipc_backend") if callspec is not None else None
+        used.append(name or get_session(request.config).settings.backends[0])
+    by_fixture = {backend_fixture_name(n): n for n in BACKENDS.names()}
+    used += [by_fixture[f] for f in request.fixturenames if f in by_fixture]
+    return used
 
 
 # ------------------------------------------------------------------------------- session end
