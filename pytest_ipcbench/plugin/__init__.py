@@ -491,6 +491,10 @@ class MpiHygiene:
             # The terminal reporter is made right after this hook (we run first) from sys.stdout:
             # give it /dev/null; sys.stdout itself comes back at session start. stderr stays.
             sys.stdout = open(os.devnull, "w")
+        # outlives this rank if it is killed: says so and reclaims what it left (core/reaper.py)
+        from ..core import reaper
+
+        self.reaper = reaper.start(self.rank)
         self.watchdog = Watchdog(self.rank, comm.Abort)
         self.watchdog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
         observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
@@ -594,6 +598,9 @@ class MpiHygiene:
             sys.stderr.flush()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from ..core import reaper
+
+        reaper.release(self.reaper)
         unobserve(self.watchdog)
         self.watchdog.close()
         self.channel.close()
