@@ -16,7 +16,6 @@ import os
 import re
 import select
 import shutil
-import signal
 import stat
 import sys
 import threading
@@ -145,13 +144,6 @@ _BAD_CODE = re.compile(r"^=\s+(?:EXIT CODE|KILLED BY SIGNAL): (\d+)")
 _EXIT_STRING = re.compile(r"EXIT STRING: (.*\(signal (\d+)\))")
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 def _pmi_rank(pid: int) -> int | None:
     """The MPI rank of process ``pid`` (``PMI_RANK`` in its environment; None if unreadable)."""
     try:
@@ -162,22 +154,6 @@ def _pmi_rank(pid: int) -> int | None:
     except (OSError, ValueError):
         pass
     return None
-
-
-def _wait_status(pid: int) -> str:
-    """How the zombie ``pid`` ended (``exit_code`` of /proc/<pid>/stat), "" once it is reaped."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat_ = f.read()
-        fields = stat_[stat_.rindex(b")") + 2:].split()
-        if fields[0] != b"Z" or len(fields) < 50:
-            return ""
-        code = int(fields[49])
-    except (OSError, ValueError, IndexError):
-        return ""
-    if code & 0x7F:
-        return f"was killed by signal {code & 0x7F} ({_signal_name(code & 0x7F)})"
-    return f"exited with code {code >> 8}"
 
 
 class JobReaper(JobWatch):
@@ -209,7 +185,7 @@ class JobReaper(JobWatch):
                 ready = self._poll.poll(self.interval * 1000)
                 ended = [self._pidfds.pop(fd) for fd, _ in ready if fd in self._pidfds]
                 for pid in ended:  # a zombie until its proxy reaps it: its wait status, if still there
-                    how = _wait_status(pid)
+                    how = procs.zombie_status(pid)
                     if how:
                         self.status[pid] = how
                 for fd, _ in ready:
@@ -255,12 +231,12 @@ class JobReaper(JobWatch):
         m = _BAD_CODE.match(line)
         if m and self._pid is not None:
             code = int(m.group(1))
-            self.deaths[self._pid] = (f"was killed by signal {code} ({_signal_name(code)})" if "SIGNAL" in line
+            self.deaths[self._pid] = (f"was killed by signal {code} ({procs.signal_name(code)})" if "SIGNAL" in line
                                       else f"exited with code {code}")
             return
         m = _EXIT_STRING.search(line)
         if m and self._pid is not None:
-            self.deaths[self._pid] = f"was killed by signal {m.group(2)} ({_signal_name(int(m.group(2)))})"
+            self.deaths[self._pid] = f"was killed by signal {m.group(2)} ({procs.signal_name(int(m.group(2)))})"
 
     def _who(self, pid: int) -> str:
         rank = self.ranks.get(pid)

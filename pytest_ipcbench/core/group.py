@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Protocol, Sequence
 
-from . import names, registry
+from . import names, procs, registry
 
 REDUCE_OPS: dict[str, Callable[[Sequence[Any]], Any]] = {
     "max": max,
@@ -468,13 +468,6 @@ def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout:
                 return
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 def _crash_step(dump: str) -> str:
     """The innermost frame of faulthandler's dump that is not Python's own library:
     ``write (fakecrash.py:7)``, the backend's step that crashed."""
@@ -670,7 +663,7 @@ class LocalWorld:
                 raise GroupError(f"{label}: rank 0 (pid {host.pid}) did not finish within {limit:g} s (hung?)")
             with open(fault_path, errors="replace") as f:
                 step = _crash_step(f.read())
-            how = f"was killed by signal {-code} ({_signal_name(-code)})" if code < 0 else f"exited with code {code}"
+            how = f"was killed by signal {-code} ({procs.signal_name(-code)})" if code < 0 else f"exited with code {code}"
             raise GroupError(f"{label}: rank 0 (pid {host.pid}) {how}{f' in {step}' if step else ''}; "
                              "the session goes on")
         finally:
@@ -704,7 +697,7 @@ class LocalWorld:
                 proc = self._procs[peer - 1]
                 proc.join(timeout=1.0)
                 code = proc.exitcode
-                how = (f"was killed by signal {-code} ({_signal_name(-code)})" if code is not None and code < 0
+                how = (f"was killed by signal {-code} ({procs.signal_name(-code)})" if code is not None and code < 0
                        else f"exit code {code}")
                 return ("error", RankFailure(peer, f"died ({how})"))
             if tag == _RESULT:

@@ -226,6 +226,31 @@ def _nspid(pid: int | str) -> list[int]:
         return []
 
 
+def signal_name(number: int) -> str:
+    """``9`` -> ``SIGKILL``."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def zombie_status(pid: int) -> str:
+    """How the zombie ``pid`` ended (``exit_code`` of /proc/<pid>/stat, as waitpid reports it):
+    ``was killed by signal 9 (SIGKILL)`` or ``exited with code 2``; "" once its parent reaped it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat_ = f.read()
+        fields = stat_[stat_.rindex(b")") + 2:].split()
+        if fields[0] != b"Z" or len(fields) < 50:
+            return ""
+        code = int(fields[49])
+    except (OSError, ValueError, IndexError):
+        return ""
+    if code & 0x7F:
+        return f"was killed by signal {code & 0x7F} ({signal_name(code & 0x7F)})"
+    return f"exited with code {code >> 8}"
+
+
 def mapped_paths() -> set[str]:
     """Every file path some live process maps (from /proc/*/maps; unreadable processes skipped)."""
     found: set[str] = set()

@@ -29,29 +29,6 @@ SETTLE = 10.0  # seconds to wait for the other ranks of the node to end before r
 LOOK_EVERY = 0.5  # seconds between looks at the rank's maps
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _wait_status(pid: int) -> str:
-    """How the zombie ``pid`` ended (``exit_code`` of /proc/<pid>/stat), "" once it is reaped."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat_ = f.read()
-        fields = stat_[stat_.rindex(b")") + 2:].split()
-        if fields[0] != b"Z" or len(fields) < 50:
-            return ""
-        code = int(fields[49])
-    except (OSError, ValueError, IndexError):
-        return ""
-    if code & 0x7F:
-        return f"was killed by signal {code & 0x7F} ({_signal_name(code & 0x7F)})"
-    return f"exited with code {code >> 8}"
-
-
 def start(rank: int) -> "subprocess.Popen[bytes] | None":
     """Start this process's reaper (None where pidfds are missing); :func:`release` at a normal end."""
     if not hasattr(os, "pidfd_open"):
@@ -120,7 +97,7 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
             return 0
     if done:
         return 0
-    how = _wait_status(pid) or "ended without finishing (killed or crashed)"
+    how = procs.zombie_status(pid) or "ended without finishing (killed or crashed)"
     siblings = [k for k in procs.children(proxy) if k != pid]
     first = " first" if siblings and all(procs.running(k) for k in siblings) else ""
     print(f"ipcbench: rank {rank} (pid {pid}){first} {how}; its reaper removes what it left",
