@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..core.outdir import check_folder
+from ..core.outdir import FolderLock, check_folder
 from ..history.results import ResultSet
 from ..report import headline, write_report
 
@@ -27,7 +27,12 @@ def report(results: str, out: str | None = None, plots: bool = True) -> int:
     # checked first (a folder, the caller's, writable): a clear error, never a traceback or a
     # write through another user's symlink
     folder = check_folder(Path(out) if out else Path(results).resolve().parent)
-    summary = write_report(rs, folder, plots=plots)
+    # locked as `ipcbench run` locks its --out: two writers of one folder would mix or lose files
+    lock = FolderLock(folder)
+    try:
+        summary = write_report(rs, folder, plots=plots)
+    finally:
+        lock.release()
     print(headline(rs.results) or "(no broadcast or ping-pong results)")
     print(f"\nreport: {summary}")
     return 0

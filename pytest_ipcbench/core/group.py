@@ -20,13 +20,14 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+import tempfile
 import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Protocol, Sequence
 
-from . import registry
+from . import names, procs, registry
 from .errors import IpcbenchError
 
 REDUCE_OPS: dict[str, Callable[[Sequence[Any]], Any]] = {
@@ -314,6 +315,9 @@ class LocalGroup(Group):
         self._world = world
         self._active = rank != 0  # rank 0 is active only inside run()
         self.node_size, self.node_of = size, (0,) * size  # local processes: one node
+        # what run() isolates, e.g. "backend 'x'": rank 0 then runs in a process of its own too,
+        # so that a crash in a third-party backend's code fails the test, not the pytest process
+        self.isolate = ""
 
     # Messages are (tag, payload). Everything is in program order on each pipe, so a plain
     # send/recv pair per collective is enough; an _ERROR from a peer aborts the collective.
@@ -379,6 +383,8 @@ class LocalGroup(Group):
             raise GroupError("run() is started from rank 0 of a local group")
         if self._world is None:
             raise GroupError("this local group has no worker processes")
+        if self.isolate:
+            return self._world.run_isolated(fn, *args, ranks=self.size, timeout=self.timeout, label=self.isolate)
         return self._world.run(fn, *args, ranks=self.size, timeout=self.timeout)
 
 
@@ -461,6 +467,53 @@ def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout:
                 conn.send((_ERROR, RankFailure(rank, _describe(exc))))
             except Exception:
                 return
+
+
+def _crash_step(dump: str) -> str:
+    """The innermost frame of faulthandler's dump that is not Python's own library:
+    ``write (fakecrash.py:7)``, the backend's step that crashed."""
+    stdlib = os.path.dirname(os.__file__)
+    for line in dump.splitlines():
+        line = line.strip()
+        if not line.startswith('File "'):
+            continue
+        try:
+            path, rest = line[6:].split('", line ', 1)
+            lineno, func = rest.split(" in ", 1)
+        except ValueError:
+            continue
+        if path.startswith(stdlib + os.sep) and "site-packages" not in path:
+            continue
+        return f"{func} ({os.path.basename(path)}:{lineno})"
+    return ""
+
+
+def _remove_left_by(pid: int) -> None:
+    """Our resources named by ``pid`` (a crashed host process of :meth:`LocalWorld.run_isolated`)."""
+    for item in names.find_ours(pid=pid):
+        names.remove(item.path)
+
+
+def _host_main(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
+               fault_path: str) -> None:
+    """Rank 0 of an isolated run: a world of its own; a crash is dumped into ``fault_path``."""
+    import faulthandler
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    fault = open(fault_path, "w")
+    faulthandler.enable(fault, all_threads=True)
+    try:
+        registry.replay(pickle.loads(blob))
+    except Exception as exc:
+        conn.send(("error", f"could not make rank 0's registrations here: {_describe(exc)}"))
+        return
+    with LocalWorld(size, timeout) as world:
+        try:
+            conn.send(("ok", world.run(fn, *args, ranks=size)))
+        except GroupError as exc:
+            conn.send(("error", str(exc)))
+        except Exception as exc:
+            conn.send(("error", _describe(exc)))
 
 
 class LocalWorld:
@@ -569,6 +622,60 @@ class LocalWorld:
         _raise_failures(outcomes)
         return [value for _, value in outcomes]
 
+    def run_isolated(self, fn: Callable[..., Any], *args: Any, ranks: int | None = None,
+                     timeout: float | None = None, label: str = "") -> list[Any]:
+        """:meth:`run` with every rank, rank 0 included, in processes of their own (a host
+        process that runs a world of its own): a crash (SIGSEGV in a backend's ``write``) raises
+        GroupError naming ``label``, the rank, the signal and the step (the innermost frame outside
+        Python's own library, from faulthandler), and this process goes on."""
+        ranks = self.size if ranks is None else ranks
+        timeout = self.timeout if timeout is None else timeout
+        fd, fault_path = tempfile.mkstemp(prefix="ipcbench-fault-", suffix=".txt")
+        os.close(fd)
+        here, there = self._ctx.Pipe(duplex=True)
+        blob = pickle.dumps(registry.snapshot()[1])
+        host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path),
+                                 name="ipcbench-rank0", daemon=False)  # it starts workers of its own
+        try:
+            host.start()
+            there.close()
+            waited = 0.0
+            limit = STARTUP_TIMEOUT + timeout * 2 + 10
+            while not here.poll(0.2):
+                waited += 0.2
+                if not host.is_alive() or waited > limit:
+                    break
+            if here.poll(0):
+                try:
+                    tag, value = here.recv()
+                except EOFError:
+                    tag, value = "died", None
+            else:
+                tag, value = "died", None
+            if tag == "ok":
+                return value
+            if tag != "died":
+                raise GroupError(f"{label}: {value}" if label else str(value))
+            host.join(timeout=5)
+            code = host.exitcode
+            if code is None:
+                host.kill()
+                host.join(timeout=5)
+                raise GroupError(f"{label}: rank 0 (pid {host.pid}) did not finish within {limit:g} s (hung?)")
+            with open(fault_path, errors="replace") as f:
+                step = _crash_step(f.read())
+            how = f"was killed by signal {-code} ({procs.signal_name(-code)})" if code < 0 else f"exited with code {code}"
+            raise GroupError(f"{label}: rank 0 (pid {host.pid}) {how}{f' in {step}' if step else ''}; "
+                             "the session goes on")
+        finally:
+            if host.is_alive():
+                host.kill()
+            if host.pid is not None:
+                host.join(timeout=5)
+                _remove_left_by(host.pid)
+            here.close()
+            os.unlink(fault_path)
+
     def _ship_registrations(self) -> None:
         """Send the workers this process's run-time registrations (spawned, they never ran our
         conftest.py), when they changed since the last run."""
@@ -588,7 +695,12 @@ class LocalWorld:
             try:
                 tag, obj = conn.recv()
             except EOFError:
-                return ("error", RankFailure(peer, f"died (exit code {self._procs[peer - 1].exitcode})"))
+                proc = self._procs[peer - 1]
+                proc.join(timeout=1.0)
+                code = proc.exitcode
+                how = (f"was killed by signal {-code} ({procs.signal_name(-code)})" if code is not None and code < 0
+                       else f"exit code {code}")
+                return ("error", RankFailure(peer, f"died ({how})"))
             if tag == _RESULT:
                 return ("ok", obj)
             if tag == _ERROR:

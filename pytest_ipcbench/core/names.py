@@ -22,15 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from . import procs
+
 PREFIX = "ipcb"
 SHM_DIR = Path("/dev/shm")
-_NAME_RE = re.compile(rf"^{PREFIX}-(?P<pid>\d+)-(?P<token>[0-9a-f]+)(?P<rest>.*)$")
+_NAME_RE = re.compile(rf"^{PREFIX}-(?P<pid>\d+)(?:n(?P<ns>\d+))?-(?P<token>[0-9a-f]+)(?P<rest>.*)$")
 
 
 def resource_name(kind: str = "", pid: int | None = None) -> str:
-    """A fresh name ``ipcb-<pid>-<token>[-kind]`` for one OS resource owned by ``pid``."""
+    """A fresh name ``ipcb-<pid>n<pidns>-<token>[-kind]`` for one OS resource owned by ``pid``.
+
+    ``<pidns>`` is the inode of the owner's PID namespace: a ``clean`` in another namespace (a
+    container sharing /dev/shm) then knows that the pid is not one of its own, and keeps the
+    resource unless it can see that namespace's processes (:func:`procs.owner_state`).
+    """
     pid = os.getpid() if pid is None else pid
-    name = f"{PREFIX}-{pid}-{secrets.token_hex(8)}"
+    ns = procs.pid_namespace()
+    name = f"{PREFIX}-{pid}{f'n{ns}' if ns else ''}-{secrets.token_hex(8)}"
     return f"{name}-{kind}" if kind else name
 
 
@@ -38,6 +46,12 @@ def owner_pid(name: str) -> int | None:
     """The owner pid encoded in one of our names, or None if the name is not ours."""
     m = _NAME_RE.match(os.path.basename(name.lstrip("/")))
     return int(m.group("pid")) if m else None
+
+
+def owner_ns(name: str) -> int | None:
+    """The owner's PID namespace (inode) encoded in one of our names; None for older names."""
+    m = _NAME_RE.match(os.path.basename(name.lstrip("/")))
+    return int(m.group("ns")) if m and m.group("ns") else None
 
 
 def pid_alive(pid: int) -> bool:
@@ -61,7 +75,13 @@ def private_dir(kind: str = "", pid: int | None = None) -> Path:
 class Leftover:
     path: Path
     pid: int
-    alive: bool
+    alive: bool  # not proven dead (see procs.owner_state); for names without a namespace: running here
+    ns: int | None = None  # the owner's PID namespace, when its name records it
+
+
+def _leftover(entry: Path, owner: int, ns: int | None) -> Leftover:
+    alive = pid_alive(owner) if ns is None else procs.owner_state(owner, ns) != "dead"
+    return Leftover(entry, owner, alive, ns)
 
 
 _PID = "{pid}"
@@ -117,9 +137,11 @@ def find_ours(pid: int | None = None, patterns: tuple[str, ...] | list[str] = ()
             owner = owner_pid(entry.name)
             if owner is None or (pid is not None and owner != pid):
                 continue
-            found[entry] = Leftover(entry, owner, pid_alive(owner))
+            if pid is not None and owner_ns(entry.name) not in (None, procs.pid_namespace()):
+                continue  # the same number in another PID namespace: another process
+            found[entry] = _leftover(entry, owner, owner_ns(entry.name))
     for entry, owner in _declared(patterns, pid):
-        found.setdefault(entry, Leftover(entry, owner, pid_alive(owner)))
+        found.setdefault(entry, _leftover(entry, owner, None))
     return sorted(found.values(), key=lambda x: str(x.path))
 
 

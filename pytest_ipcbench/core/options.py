@@ -123,8 +123,10 @@ def sizes(value: Any, where: str) -> list[int]:
             if isinstance(item, bool) or isinstance(item, float):
                 raise ValueError(item)
             size = parse_size(item if isinstance(item, int) else str(item).strip())
-        except ValueError:
-            raise OptionError(where, f"bad size {item!r} (e.g. \"1KB\", \"1MB\" or a number of bytes)") from None
+        except ValueError as exc:
+            if isinstance(item, (bool, float)) or not str(exc):
+                raise OptionError(where, f"bad size {item!r} (e.g. \"1KB\", \"1MB\" or a number of bytes)") from None
+            raise OptionError(where, str(exc)) from None  # parse_size's own words: what is wrong with it
         if size <= 0:
             raise OptionError(where, f"bad size {item!r} (must be more than 0 bytes)")
         out.append(int(size))

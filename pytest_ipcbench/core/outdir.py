@@ -2,6 +2,9 @@
 
 * a folder given by the user must be a folder (not a file), owned by the caller (a folder of
   another user may hold symlinks planted by it: root would write through them), and writable;
+  the path is walked link by link without following any first (``lstat``): the folder or link it
+  names must be the caller's, and a link on the way the caller's or root's (a link of another user
+  lets that user choose where the caller writes);
 * a run holds an exclusive lock on ``<folder>/.ipcbench.lock`` for its whole life, so two runs
   never share a folder (a second one is refused, naming the first one's pid);
 * the default folder name is unique (created exclusively, with a suffix when taken).
@@ -15,6 +18,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -35,13 +39,62 @@ def _oserror(folder: Path, exc: OSError) -> OutputFolderError:
     return OutputFolderError(f"cannot use {folder}: {exc.strerror or exc}")
 
 
-def check_folder(folder: Path, create: bool = True) -> Path:
-    """``folder`` made (if ``create``) and checked: a folder, the caller's own, writable."""
+def _not_yours(what: Path, uid: int, kind: str = "") -> OutputFolderError:
+    return OutputFolderError(
+        f"{what} {kind}belongs to uid {uid}, not to you (uid {os.geteuid()}): refusing to write into it "
+        "(its owner could have planted symlinks there or point it elsewhere); choose a folder of your own with --out"
+    )
+
+
+def check_links(folder: Path) -> None:
+    """Walk ``folder`` one name at a time, reading every symlink with ``lstat`` instead of following
+    it blindly: the last name (a folder or a link) must be the caller's, a link on the way the
+    caller's or root's. Names that do not exist yet end the walk (the caller makes them)."""
+    me = os.geteuid()
+    last = os.path.normpath(os.path.join(os.getcwd(), os.fspath(folder)))
+    todo = [p for p in last.split("/") if p]
+    cur, hops, final = "/", 0, True
+    while todo:
+        part = todo.pop(0)
+        final = not todo
+        if part == ".":
+            continue
+        if part == "..":
+            cur = os.path.dirname(cur)
+            continue
+        nxt = os.path.join(cur, part)
+        try:
+            st = os.lstat(nxt)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            raise _oserror(Path(nxt), exc) from None
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid != me and (final or st.st_uid != 0):
+                raise _not_yours(Path(nxt), st.st_uid, f"is a symlink that {'points to ' + os.readlink(nxt) + ' and ' if final else ''}")
+            hops += 1
+            if hops > 40:
+                raise OutputFolderError(f"{folder}: too many levels of symbolic links")
+            target = os.readlink(nxt)
+            if target.startswith("/"):
+                cur = "/"
+            todo = [p for p in target.split("/") if p] + todo
+            continue
+        if final and st.st_uid != me:
+            raise _not_yours(folder, st.st_uid)
+        cur = nxt
+
+
+def check_folder(folder: Path, create: bool = True, mode: int = 0o777) -> Path:
+    """``folder`` made (if ``create``) and checked: a folder, the caller's own (every link on the
+    way read, not followed: :func:`check_links`), writable."""
+    check_links(folder)
     try:
         if create:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=mode, parents=True, exist_ok=True)
     except OSError as exc:
         raise _oserror(folder, exc) from None
+    check_links(folder)  # again: what mkdir made or met
     if not folder.is_dir():
         raise OutputFolderError(f"{folder} is not a folder (a file is in the way; choose another --out)")
     st = folder.stat()

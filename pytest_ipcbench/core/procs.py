@@ -168,6 +168,114 @@ def mapped_shm_names() -> set[str]:
     return mapped
 
 
+#: The inode of the initial PID namespace (the kernel's PROC_PID_INIT_INO): from it every process
+#: of the machine is visible, containers' too.
+INIT_PID_NS = 0xEFFFFFFC
+
+
+def pid_namespace(pid: int | str = "self") -> int | None:
+    """The inode of ``pid``'s PID namespace (None when it cannot be read)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def sees_every_process() -> bool:
+    """Is this process in the initial PID namespace, where no live process is hidden from it?"""
+    return pid_namespace() == INIT_PID_NS
+
+
+def owner_state(pid: int, ns: int | None) -> str:
+    """``"alive"``, ``"dead"`` or ``"unseen"``: what this process can tell of the process ``pid``
+    of PID namespace ``ns`` (its inode; None when unknown).
+
+    A pid that is not running *here* is not a dead pid: it may live in a PID namespace this one
+    cannot see (a container sharing /dev/shm or /tmp). Dead is said only when it is proven: the
+    namespace is this one, or a namespace whose processes are visible here (all of a namespace's
+    processes are visible or none is) and none of them has that pid, or no process is in that
+    namespace any more while this one sees every process.
+    """
+    mine = pid_namespace()
+    if ns is None or mine is None:
+        return "alive" if running(pid) else "unseen"
+    if ns == mine:
+        return "alive" if running(pid) else "dead"
+    seen, unsure = False, False
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}/ns/pid").st_ino != ns:
+                continue
+        except FileNotFoundError:
+            continue
+        except OSError:  # its namespace link is not ours to read: one pid per level says where it is
+            if len(_nspid(entry)) != 1:  # in our namespace if 1 (and ns is not ours); else it may be ns's
+                unsure = True
+            continue
+        seen = True
+        nspid = _nspid(entry)
+        if nspid and nspid[-1] == pid and running(int(entry)):
+            return "alive"
+    if unsure:
+        return "unseen"
+    if seen or mine == INIT_PID_NS:
+        return "dead"
+    return "unseen"
+
+
+def _nspid(pid: int | str) -> list[int]:
+    """``pid``'s pid in each PID namespace from this one down to its own (``NSpid``; [] if gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(([int(x) for x in line.split()[1:]] for line in f if line.startswith("NSpid:")), [])
+    except (OSError, ValueError):
+        return []
+
+
+def signal_name(number: int) -> str:
+    """``9`` -> ``SIGKILL``."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def zombie_status(pid: int) -> str:
+    """How the zombie ``pid`` ended (``exit_code`` of /proc/<pid>/stat, as waitpid reports it):
+    ``was killed by signal 9 (SIGKILL)`` or ``exited with code 2``; "" once its parent reaped it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat_ = f.read()
+        fields = stat_[stat_.rindex(b")") + 2:].split()
+        if fields[0] != b"Z" or len(fields) < 50:
+            return ""
+        code = int(fields[49])
+    except (OSError, ValueError, IndexError):
+        return ""
+    if code & 0x7F:
+        return f"was killed by signal {code & 0x7F} ({signal_name(code & 0x7F)})"
+    return f"exited with code {code >> 8}"
+
+
+def mapped_paths() -> set[str]:
+    """Every file path some live process maps (from /proc/*/maps; unreadable processes skipped)."""
+    found: set[str] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/maps", "rb") as f:
+                for line in f:
+                    i = line.find(b" /")
+                    if i >= 0:
+                        found.add(line[i + 1:].rstrip(b"\n").decode(errors="replace").removesuffix(" (deleted)"))
+        except OSError:
+            continue
+    return found
+
+
 def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> set[int]:
     """End a job we started in a session of its own (mpiexec and its ranks): TERM, then KILL
     after ``grace`` seconds. Returns the pids the group had, so what they left can be removed."""

@@ -26,7 +26,7 @@ import re
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, NoReturn, TypeVar
 
 from .errors import IpcbenchError, UsageError
 
@@ -169,17 +169,29 @@ class Registry(Generic[T]):
         except ImportError as exc:
             missing = exc.name or ""
             if not missing or ep.module == missing or ep.module.startswith(missing + "."):
-                raise ExtensionError(f"{self.what} {name!r}: {where} cannot be imported: {exc}") from exc
+                self._broken(name, ep, f"{self.what} {name!r}: {where} cannot be imported: {exc}", exc)
             reason = f"{name} needs the {missing} package ({where}): {exc}"
             self._unavailable[name] = reason
             raise self._unavailable_exc(reason) from exc
         except Exception as exc:
-            raise ExtensionError(
-                f"{self.what} {name!r}: {where} failed to load: {type(exc).__name__}: {exc}"
-            ) from exc
-        value = self._check(name, obj, where)
+            self._broken(name, ep, f"{self.what} {name!r}: {where} failed to load: {type(exc).__name__}: {exc}", exc)
+        try:
+            value = self._check(name, obj, where)
+        except ExtensionError as exc:
+            self._broken(name, ep, str(exc), exc)
         self._loaded[name] = value
         return value
+
+    def _broken(self, name: str, ep: importlib.metadata.EntryPoint, message: str, exc: BaseException) -> NoReturn:
+        """A broken entry point: ours is a bug (ExtensionError); another distribution's is skipped
+        like a backend whose package is missing, said once on stderr, and the rest runs."""
+        if _dist_name(ep) == OWN_DISTRIBUTION:
+            raise ExtensionError(message) from exc
+        reason = f"skipped, broken: {message}"
+        if name not in self._unavailable:
+            print(f"ipcbench: {reason}", file=sys.stderr, flush=True)
+        self._unavailable[name] = reason
+        raise self._unavailable_exc(reason) from exc
 
     def loaded(self) -> dict[str, T]:
         """What was loaded or registered so far (no import happens)."""

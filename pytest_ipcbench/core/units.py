@@ -82,7 +82,61 @@ def parse_size(text: str | int) -> int:
         )
     # exact arithmetic: float() of a long digit string is inf (and int(inf) an OverflowError)
     number = Fraction(m.group(1)) * UNITS[unit or "B"]
+    if number.denominator != 1:  # 1.5B used to be taken as 1 B
+        raise ValueError(f"bad size {text!r}: {float(number):g} bytes is not a whole number of bytes")
     return check_size(int(number), text)
+
+
+#: Copies of a payload each rank holds during a transfer (the object, and its serialized or
+#: received bytes), and copies held once (the store's segment or map, a channel's buffer).
+COPIES_PER_RANK = 2
+SHARED_COPIES = 1
+
+
+def available_memory() -> int:
+    """Bytes that can be allocated now without swapping: ``MemAvailable``, or what a cgroup limit
+    leaves, whichever is smaller (0 when unknown)."""
+    avail = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = int(f.read().strip())
+        with open("/sys/fs/cgroup/memory.current") as f:
+            left = max(0, limit - int(f.read().strip()))
+        avail = min(avail, left) if avail else left
+    except (OSError, ValueError):  # absent, or "max"
+        pass
+    return avail
+
+
+def admit_sizes(sizes: Any, ranks: Any, source: str = "size") -> None:
+    """Raise :class:`SizeTooLarge` unless every size in ``sizes`` fits in the memory available now
+    with every rank count in ``ranks`` holding its copies (:data:`COPIES_PER_RANK` a rank and
+    :data:`SHARED_COPIES`): a run that cannot fit is refused before it starts, instead of being
+    ended half-way by the OOM killer (which leaves its segments behind)."""
+    avail = available_memory()
+    if not avail:
+        return
+    sizes = [sizes] if isinstance(sizes, int) else list(sizes)
+    ranks = [ranks] if isinstance(ranks, int) else list(ranks)
+    if not sizes or not ranks:
+        return
+    size, n = max(sizes), max(ranks)
+    copies = COPIES_PER_RANK * n + SHARED_COPIES
+    if size * copies > avail:
+        raise SizeTooLarge(
+            f"{source} {size_label(size)} ({format_bytes(size)}) with {n} ranks needs about "
+            f"{format_bytes(size * copies)} ({copies} copies: {COPIES_PER_RANK} a rank and {SHARED_COPIES} shared), "
+            f"but {format_bytes(avail)} of memory is available now: refused before starting (use a smaller size "
+            f"or fewer ranks; at most {format_bytes(avail // copies)} with {n} ranks)"
+        )
 
 
 def size_label(nbytes: int) -> str:

@@ -88,13 +88,21 @@ def ratio_interval(
     if np.any(xb <= 0) or np.any(xa < 0):
         raise ValueError("times must be positive")
     rng = np.random.default_rng(seed)
-    ma = np.median(xa[rng.integers(0, xa.size, (resamples, xa.size))], axis=1)
-    mb = np.median(xb[rng.integers(0, xb.size, (resamples, xb.size))], axis=1)
+    ma = _bootstrap_medians(xa, resamples, rng)
+    mb = _bootstrap_medians(xb, resamples, rng)
     ratios = ma / mb
     alpha = (1 - confidence) / 2
     low, high = np.quantile(ratios, [alpha, 1 - alpha])
     med_a, med_b = float(np.median(xa)), float(np.median(xb))
     return RatioInterval(med_a / med_b, float(low), float(high), confidence, med_a, med_b)
+
+
+def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Median of each of ``resamples`` resamples of ``x``, drawn in blocks of about 2 M samples:
+    the same numbers as one ``(resamples, n)`` draw, in bounded memory (300,000 samples took 9 GB)."""
+    block = max(1, (1 << 21) // x.size)
+    return np.concatenate([np.median(x[rng.integers(0, x.size, (min(block, resamples - i), x.size))], axis=1)
+                           for i in range(0, resamples, block)])
 
 
 def verdict(interval: RatioInterval, threshold: float = 0.10) -> str:

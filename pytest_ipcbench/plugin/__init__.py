@@ -24,8 +24,8 @@ from typing import Any, Generator
 
 import pytest
 
-from ..backends.base import MODES, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
-from ..core.group import Group, observe, unobserve
+from ..backends.base import BACKENDS, MODES, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
+from ..core.group import Group, LocalGroup, observe, unobserve
 from ..core.payloads import PayloadSpec, payload_kinds
 from .session import (
     IpcSession,
@@ -59,6 +59,7 @@ MARKER_HELP = (
 
 
 _WAIT_BEFORE_KEY = pytest.StashKey[tuple]()
+_REPORT_LOCK_KEY = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,9 +94,13 @@ def pytest_configure(config: pytest.Config) -> None:
         # every rank runs its own pytest: sharing /tmp/pytest-of-<user> they race on its
         # pytest-current link at session end (FileNotFoundError); each other rank gets a root of its own
         # (inside pytest's own per-user folder, so nothing new appears in the temp folder)
-        root = Path(tempfile.gettempdir()) / f"pytest-of-{_user()}" / f"rank{rank}"
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
+        try:
+            os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_rank_temproot(rank))
+        except pytest.UsageError as exc:
+            # this rank alone: the others would wait for it at their first collective forever
+            sys.stderr.write(f"ERROR: {exc}\n")
+            sys.stderr.flush()
+            comm.Abort(4)
     try:
         settings = resolve_settings(config, comm.Get_size() if comm is not None else None)
     except pytest.UsageError as exc:
@@ -103,6 +108,9 @@ def pytest_configure(config: pytest.Config) -> None:
             # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
             raise pytest.UsageError() from exc
         raise
+    _admit_sizes(config, settings.sizes, settings.ranks, settings.sources.get("sizes", "default"), comm, rank)
+    if settings.report_dir is not None:
+        _lock_report_dir(config, settings.report_dir, comm, rank)
     # every backend made from now on (here and in workers started later) waits this way;
     # pytest_unconfigure puts the process's earlier choice back (pytester runs in-process)
     config.stash[_WAIT_BEFORE_KEY] = wait_state()
@@ -113,6 +121,63 @@ def pytest_configure(config: pytest.Config) -> None:
     if comm is not None:
         quiet = rank > 0 and not settings.all_ranks_output
         config.pluginmanager.register(MpiHygiene(config, session, comm, quiet), MpiHygiene.NAME)
+
+
+def _admit_sizes(config: pytest.Config, sizes: Any, ranks: Any, source: str, comm: Any, rank: int) -> None:
+    """Refuse, before any test, sizes that do not fit in the memory available with every rank's
+    copies (core.units.admit_sizes); rank 0 decides, every rank gets its verdict."""
+    from ..core.units import SizeTooLarge, admit_sizes
+
+    error = ""
+    if rank == 0:
+        try:
+            admit_sizes(sizes, ranks, f"{source}: size")
+        except SizeTooLarge as exc:
+            error = str(exc)
+    if comm is not None:
+        error = comm.bcast(error, root=0)
+    if error:
+        if rank > 0 and not _all_ranks_flag(config):
+            raise pytest.UsageError()
+        raise pytest.UsageError(error)
+
+
+def _lock_report_dir(config: pytest.Config, folder: Path, comm: Any, rank: int) -> None:
+    """``--ipc-report``'s folder checked and locked by rank 0 for the whole session, as ``ipcbench
+    run`` locks its ``--out``: a second writer (a run, a report, another session) is refused at
+    start instead of mixing or losing results at the end. Every rank gets the verdict."""
+    from ..core.outdir import FolderLock, OutputFolderError, check_folder
+
+    error = ""
+    if rank == 0:
+        try:
+            checked = check_folder(folder)
+        except OutputFolderError:
+            checked = None  # a file in the way, another user's folder: the session's end says so
+        try:
+            if checked is not None:
+                config.stash[_REPORT_LOCK_KEY] = FolderLock(checked)
+        except OutputFolderError as exc:
+            error = str(exc)
+    if comm is not None:
+        error = comm.bcast(error, root=0)
+    if error:
+        if rank > 0 and not _all_ranks_flag(config):
+            raise pytest.UsageError()
+        raise pytest.UsageError(f"--ipc-report: {error}")
+
+
+def _rank_temproot(rank: int) -> Path:
+    """``<tmp>/pytest-of-<user>/rank<N>``, made 0700; each name read with ``lstat``, never followed
+    blindly: a folder or link there of another user is refused (it could send our files anywhere)."""
+    from ..core.outdir import OutputFolderError, check_folder
+
+    user = Path(tempfile.gettempdir()) / f"pytest-of-{_user()}"
+    try:
+        check_folder(user, mode=0o700)
+        return check_folder(user / f"rank{rank}", mode=0o700)
+    except OutputFolderError as exc:
+        raise pytest.UsageError(f"rank {rank}'s temp folder: {exc}") from None
 
 
 def _user() -> str:
@@ -130,6 +195,9 @@ def _all_ranks_flag(config: pytest.Config) -> bool:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    lock = config.stash.get(_REPORT_LOCK_KEY, None)
+    if lock is not None:
+        lock.release()
     before = config.stash.get(_WAIT_BEFORE_KEY, None)
     if before is not None:
         restore_wait_state(before)
@@ -277,7 +345,24 @@ def ipc_group(request: pytest.FixtureRequest, ipc_ranks: int) -> Group:
     group = session.world_group(ipc_ranks, timeout=item_timeout(request.node))
     if group is None:  # an MPI rank outside the group: the plugin skips its setup, so only by misuse
         pytest.skip(f"rank {session.rank} is not in this test's group of {ipc_ranks}")
+    if isinstance(group, LocalGroup):
+        eps = BACKENDS.entry_points()  # another distribution's entry point: third-party code
+        foreign = [n for n in _backends_of(request) if n in eps and not BACKENDS.builtin(n)]
+        if foreign:  # rank 0 is this pytest process: a crash in their code must not end the session
+            group.isolate = f"backend {foreign[0]!r}"
     return group
+
+
+def _backends_of(request: pytest.FixtureRequest) -> list[str]:
+    """The backends a test uses: ``ipc_backend``'s parameter and ``<name>_backend`` fixtures."""
+    used = []
+    if "ipc_backend" in request.fixturenames:
+        callspec = getattr(request.node, "callspec", None)
+        name = callspec.params.get("ipc_backend") if callspec is not None else None
+        used.append(name or get_session(request.config).settings.backends[0])
+    by_fixture = {backend_fixture_name(n): n for n in BACKENDS.names()}
+    used += [by_fixture[f] for f in request.fixturenames if f in by_fixture]
+    return used
 
 
 # ------------------------------------------------------------------------------- session end
@@ -347,6 +432,10 @@ class MpiHygiene:
             # The terminal reporter is made right after this hook (we run first) from sys.stdout:
             # give it /dev/null; sys.stdout itself comes back at session start. stderr stays.
             sys.stdout = open(os.devnull, "w")
+        # outlives this rank if it is killed: says so and reclaims what it left (core/reaper.py)
+        from ..core import reaper
+
+        self.reaper = reaper.start(self.rank)
         self.watchdog = Watchdog(self.rank, comm.Abort)
         self.watchdog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
         observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
@@ -450,6 +539,9 @@ class MpiHygiene:
             sys.stderr.flush()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from ..core import reaper
+
+        reaper.release(self.reaper)
         unobserve(self.watchdog)
         self.watchdog.close()
         self.channel.close()

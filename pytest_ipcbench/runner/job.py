@@ -45,6 +45,7 @@ from ..core.envinfo import INJECT_ENV, collect as collect_env, describe as descr
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
 from ..core import launcher
+from ..core.cleanup import JobReaper, reap_job
 from ..core.procs import find_mpiexec, has_module, kill_group, load_average  # noqa: F401 (tests reach find_mpiexec here)
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier, with_copy_reference)
@@ -266,6 +267,7 @@ class Runner:
         """One mpiexec job from case ``start``; (where to resume, finished, methods done)."""
         job = launcher.Job(cmd)
         proc, lines = job.proc, job.lines
+        self._reaper = JobReaper(proc.pid).start()  # its ranks, and what they map: see _clean_after
         st = self._job = {"current": None, "label": "", "resume": start, "methods_done": False, "done": False}
         open_streams = 2
         deadline = time.monotonic() + self.case_timeout + 60  # start-up included
@@ -289,6 +291,7 @@ class Runner:
             if line is None:
                 open_streams -= 1
                 continue
+            self._reaper.feed(line)
             if name == "err":
                 self.log(f"[mpi stderr] {line}")
                 continue
@@ -300,6 +303,7 @@ class Runner:
             self.on_event(event, progress)
         proc.wait()
         if st["done"]:
+            self._reaper.stop()
             return st["resume"], True, True
         what = st["label"] or "the MPI job"
         self.fail(what, f"the MPI job ended with exit code {proc.returncode} before finishing")
@@ -316,10 +320,12 @@ class Runner:
         self._job_pids |= kill_group(proc)
 
     def _clean_after(self, proc: subprocess.Popen[str]) -> None:
-        """Remove what the killed job's ranks left (only resources of processes that are gone)."""
+        """Remove what the killed job's ranks left (only resources of processes that are gone),
+        and say which rank died and how (core.cleanup.JobReaper)."""
         for item in names.find_ours(patterns=declared_resources(load_all=True)):
             if not item.alive and item.pid in self._job_pids:
                 names.remove(item.path)
+        reap_job(self._reaper, self.log, declared_resources(load_all=True))
 
     def local_phase(self, cases: list[Case], progress: Progress) -> None:
         if not cases:
@@ -423,6 +429,11 @@ class Runner:
                       + (" + seed 004 MPI methods" if methods else "") + (" + seed 002" if seed002 else ""))
             return 0
         ranks = opts.ranks if world is None else world.size
+        if world is None:  # the launching command: sizes that cannot fit are refused before any rank starts
+            from ..core.units import admit_sizes
+
+            for c in mpi_cases + local_cases:
+                admit_sizes(c.size, c.ranks, f"{c.label}: size")
         self.claim_folder(world)
         try:
             return self._run(world, rank0, ranks, mpi_cases, local_cases, dropped, methods, seed002)

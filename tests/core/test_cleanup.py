@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -92,13 +93,94 @@ def test_clean_takes_only_the_callers_files_unless_asked(sandbox: Path, capsys) 
     assert f"removed {theirs}" in out and not theirs.exists()
 
 
-def test_an_unknown_pid_counts_as_alive_unless_the_file_is_old(sandbox: Path, capsys) -> None:
-    """A pid not running here may be a live process in another PID namespace."""
-    fresh = names.private_dir("lmdb", pid=_dead_pid())
-    old = _old(names.private_dir("lmdb", pid=_dead_pid()))
+def test_an_unknown_pid_of_an_older_name_counts_as_alive_unless_the_file_is_old(sandbox: Path, capsys) -> None:
+    """A name without its owner's PID namespace (older versions, plugins' patterns): a pid not
+    running here may be a live process in another PID namespace; only age tells."""
+    def legacy(pid: int) -> Path:
+        path = Path(tempfile.gettempdir()) / f"{names.PREFIX}-{pid}-{os.urandom(8).hex()}-lmdb"
+        path.mkdir(mode=0o700)
+        return path
+
+    fresh = legacy(_dead_pid())
+    old = _old(legacy(_dead_pid()))
     code, out = clean_here(capsys)
     assert f"removed {old}" in out and not old.exists()
     assert fresh.exists() and str(fresh) not in out
+
+
+def test_a_dead_owner_of_this_namespace_is_reclaimed_at_once_unless_something_maps_it(sandbox: Path,
+                                                                                    capsys) -> None:
+    # `clean` waited an hour before it touched anything: a proven death needs no waiting
+    import mmap
+
+    dead = _dead_pid()
+    fresh = names.private_dir("lmdb", pid=dead)
+    (fresh / "data.mdb").write_bytes(b"x" * 4096)
+    held = names.private_dir("lmdb", pid=dead)
+    (held / "data.mdb").write_bytes(b"x" * 4096)
+    with open(held / "data.mdb", "r+b") as f, mmap.mmap(f.fileno(), 4096) as view:  # a reader still maps it
+        code, out = clean_here(capsys)
+        assert f"removed {fresh}" in out and not fresh.exists()
+        assert held.exists() and str(held) not in out
+        del view
+    code, out = clean_here(capsys)
+    assert f"removed {held}" in out and not held.exists()
+
+
+NAMESPACES = textwrap.dedent("""
+    import json, mmap, os, subprocess, sys, time
+    from pytest_ipcbench.core import names
+    CLEAN = "import sys; from pytest_ipcbench.commands import main; sys.exit(main(['clean']))"
+    # a live job: an LMDB folder, one of our segments, an MPICH segment it maps; all old
+    lm = names.private_dir("lmdb")
+    (lm / "data.mdb").write_bytes(b"x" * 4096)
+    shm = names.SHM_DIR / names.resource_name("shm")
+    shm.write_bytes(bytes(4096))
+    mp = names.SHM_DIR / "mpich_shm_ipcbtest_0"
+    mp.write_bytes(bytes(4096))
+    f = open(mp, "r+b")
+    view = mmap.mmap(f.fileno(), 4096)
+    old = time.time() - 7200
+    for p in (lm / "data.mdb", lm, shm, mp):
+        os.utime(p, (old, old))
+    unshare = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c"]
+    inner = subprocess.run(unshare + [CLEAN], capture_output=True, text=True, timeout=60)
+    live = sorted(str(p) for p in (lm, shm, mp) if p.exists())
+    # a job of a child namespace that has ended: the initial namespace sees it is gone
+    made = subprocess.run(unshare + ["from pytest_ipcbench.core import names; print(names.private_dir('zmq'))"],
+                          capture_output=True, text=True, timeout=60)
+    child = made.stdout.strip()
+    outer = subprocess.run([sys.executable, "-c", CLEAN], capture_output=True, text=True, timeout=60)
+    print(json.dumps({"inner": inner.stdout + inner.stderr, "live": live, "child": child, "made": made.stderr,
+                      "outer": outer.stdout + outer.stderr, "child_left": os.path.exists(child),
+                      "ours": [str(lm), str(shm), str(mp)]}))
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for PID and mount namespaces (unshare)")
+@pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
+def test_clean_from_another_pid_namespace_keeps_a_live_jobs_files(tmp_path: Path) -> None:
+    """A pid that is not visible is not a dead pid: `clean` in a container removed a running
+    job's MPICH segment and LMDB folder. Confined: a private /dev/shm and /tmp (mount namespace)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1)")
+    script = ('mount --make-rprivate / && mount -t tmpfs tmpfs /dev/shm && mount -t tmpfs tmpfs /tmp '
+              '|| exit 99; exec "$@"')
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", sys.executable, "-c", NAMESPACES],
+                          capture_output=True, text=True, timeout=180, env={**os.environ, "TMPDIR": "/tmp"})
+    if proc.returncode == 99:
+        pytest.skip(f"cannot mount a private tmpfs: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["live"] == sorted(got["ours"]), got["inner"]  # nothing of the live job removed
+    for path in got["ours"]:
+        assert f"skipped {path}" in got["inner"], got["inner"]
+    assert "cannot be seen from here: it may be running; kept" in got["inner"]
+    assert "this PID namespace cannot see every process" in got["inner"]
+    assert got["child"] and not got["child_left"], got  # the ended namespace's folder: at once
+    assert f"removed {got['child']}" in got["outer"], got["outer"]
 
 
 def test_clean_skips_and_reports_odd_entries_and_cleans_the_rest(sandbox: Path, capsys, monkeypatch) -> None:
@@ -139,7 +221,7 @@ def test_dry_run_lists_the_orphaned_shared_array_segments_that_clean_reclaims(sa
     pickle.dumps(arr)  # an in-transit reference that nobody will adopt
     del arr
     gc.collect()
-    orphan = mine.replace(f"-{os.getpid()}-", f"-{_dead_pid()}-", 1)  # as if its creator died
+    orphan = mine.replace(f"-{os.getpid()}", f"-{_dead_pid()}", 1)  # as if its creator died
     os.rename(names.SHM_DIR / mine, names.SHM_DIR / orphan)
     _old(names.SHM_DIR / orphan)
     code, out = clean_here(capsys, "--dry-run")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from pytest_ipcbench.core.units import (duration_label, format_bytes, format_percent, format_rate, format_ratio,
-                                        format_time)
+                                        format_time, parse_size)
 
 
 def test_format_time_picks_the_unit() -> None:
@@ -28,3 +30,28 @@ def test_sizes_rates_shares_ratios() -> None:
 
 def test_duration_labels_are_exact_and_compact() -> None:
     assert [duration_label(s) for s in (0, 1e-5, 1e-4, 1e-3, 1e-2, 1.5)] == ["0", "10us", "100us", "1ms", "10ms", "1.5s"]
+
+
+def test_fractional_bytes_are_refused() -> None:
+    # 1.5B was silently taken as 1 byte
+    with pytest.raises(ValueError, match=r"bad size '1.5B': 1.5 bytes is not a whole number of bytes"):
+        parse_size("1.5B")
+    with pytest.raises(ValueError, match="not a whole number of bytes"):
+        parse_size("0.0001KB")
+    assert parse_size("1.5KB") == 1500 and parse_size("0.5KiB") == 512 and parse_size("2.0B") == 2
+
+
+def test_a_size_that_fits_in_memory_but_not_with_every_ranks_copies_is_refused(monkeypatch) -> None:
+    from pytest_ipcbench.core import units
+
+    monkeypatch.setattr(units, "available_memory", lambda: 24 * 2**30)
+    units.admit_sizes([10**9], [4])  # 9 GB of copies in 24 GiB: admitted
+    with pytest.raises(units.SizeTooLarge, match=r"size 10GiB \(10.7 GB\) with 4 ranks needs about 96.6 GB "
+                                                 r"\(9 copies: 2 a rank and 1 shared\), but 25.8 GB of memory"):
+        units.admit_sizes([1000, 10 * 2**30], [2, 4])
+
+
+def test_available_memory_is_read_from_this_machine() -> None:
+    from pytest_ipcbench.core.units import available_memory, machine_memory
+
+    assert 0 < available_memory() <= machine_memory()

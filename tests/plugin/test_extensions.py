@@ -249,6 +249,8 @@ ENTRY_POINTS = """\
 good = fakeplugin:Good
 needsdep = fakeplugin_needsdep:NeedsDep
 broken = ipcbench_no_such_module:Thing
+boom = fakeboom:Thing
+crashy = fakecrash:Crashy
 
 [pytest_ipcbench.payloads]
 fakerecords = storeplugin:records_kind
@@ -264,6 +266,10 @@ def _fake_distribution(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatc
     (site / "storeplugin.py").write_text(inspect.getsource(plugin_support))
     (site / "fakeplugin.py").write_text("from storeplugin import FileStore\n\nclass Good(FileStore):\n    name = 'good'\n")
     (site / "fakeplugin_needsdep.py").write_text("import ipcbench_no_such_dependency\n")
+    (site / "fakeboom.py").write_text("raise RuntimeError('boom at import')\n")
+    (site / "fakecrash.py").write_text("import ctypes\nfrom storeplugin import FileStore\n\n"
+                                       "class Crashy(FileStore):\n    name = 'crashy'\n\n"
+                                       "    def write(self, obj):\n        ctypes.string_at(0)  # SIGSEGV\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
 
 
@@ -286,9 +292,41 @@ def test_an_installed_distribution_adds_a_backend_with_one_entry_point_line(
         "fakeplugin_needsdep:NeedsDep' (group pytest_ipcbench.backends) of ipcbench-fake-plugin 1.0)*"
     ])
 
-    result = pytester.runpytest_subprocess(*FAST, "--ipc-backends", "broken")
-    assert result.ret != 0
+    # a broken entry point of another distribution is skipped, named with its distribution
+    result = pytester.runpytest_subprocess(*FAST, "--ipc-backends", "broken", "-rs")
+    result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines([
-        "*ExtensionError: backend 'broken': entry point 'broken = ipcbench_no_such_module:Thing' "
+        "*skipped, broken: backend 'broken': entry point 'broken = ipcbench_no_such_module:Thing' "
         "(group pytest_ipcbench.backends) of ipcbench-fake-plugin 1.0 cannot be imported*"
     ])
+
+
+def test_a_broken_entry_point_is_named_and_skipped_and_the_rest_runs(pytester: pytest.Pytester,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # an entry point whose module raised at import stopped the whole session at collection
+    _fake_distribution(pytester, monkeypatch)
+    pytester.makepyfile(test_x="def test_x(ipc_backend):\n    pass\n")
+    result = pytester.runpytest_subprocess(*FAST, "-rs")
+    assert result.ret == 0, result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) >= 3  # lmdb, shm, zmq, good ... ran
+    result.stdout.fnmatch_lines([
+        "*skipped, broken: backend 'boom': entry point 'boom = fakeboom:Thing' (group pytest_ipcbench.backends) "
+        "of ipcbench-fake-plugin 1.0 failed to load: RuntimeError: boom at import*"
+    ])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_crash_in_a_third_party_backend_fails_its_test_and_the_session_goes_on(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a segfault in a plugin's write killed the pytest process itself (rank 0 in plain mode)
+    _fake_distribution(pytester, monkeypatch)
+    pytester.makepyfile(test_x="from pytest_ipcbench import assert_delivered, deliver\n\n"
+                        "def test_crash(ipc_group, crashy_backend, ipc_payload):\n"
+                        "    assert_delivered(ipc_group.run(deliver, crashy_backend, ipc_payload))\n\n"
+                        "def test_after(ipc_group, good_backend, ipc_payload):\n"
+                        "    assert_delivered(ipc_group.run(deliver, good_backend, ipc_payload))\n")
+    result = pytester.runpytest_subprocess(*FAST, "--ipc-payloads", "fakerecords", "--ipc-ranks", "2", timeout=300)
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*backend 'crashy': rank 0 (pid *) was killed by signal 11 (SIGSEGV) in write "
+                                 "(fakecrash.py:8); the session goes on*"])
