@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from .backends.base import BACKENDS, BackendSpec, PayloadError
+from .backends.base import BackendSpec, PayloadError
 from .core import names
 from .core.group import Group
 from .core.payloads import PayloadSpec
@@ -161,27 +161,19 @@ def _leftovers(results: list[Any], index: int) -> list[str]:
 
 
 class BackendConformance:
-    """Subclass as ``Test...`` and set ``backend`` to the name of the backend under test."""
+    """Subclass as ``Test...`` and set ``backend`` to the name of the backend under test.
+
+    Its tests use the ``conformance_backend`` fixture, which the plugin defines once (see
+    :mod:`pytest_ipcbench.plugin.fixtures.conformance`), so the kit may be used by any number of
+    classes in one folder.
+    """
 
     backend: ClassVar[str] = ""
     rounds: ClassVar[int] = 3  # transfers in a row per delivery check (each with another seed)
-    timeout: ClassVar[float] = 60.0  # the backend's read timeout in every check but the timeout one
+    # the backend's read timeout in every check but the timeout one: None is the kit's short default
+    # ($IPCBENCH_CONFORMANCE_TIMEOUT, else 10 s), so a broken backend fails fast; set it for a slow one
+    timeout: ClassVar[float | None] = None
     read_timeout: ClassVar[float] = 0.5  # seconds a reader waits in the timeout check
-
-    @pytest.fixture
-    def conformance_backend(self, request: pytest.FixtureRequest, ipc_mode: str, ipc_ranks: int) -> BackendSpec:
-        """The backend under test in ``ipc_mode``; skipped with the reason where it cannot run."""
-        from .plugin.session import get_session
-
-        name = self.backend
-        if not name:
-            pytest.fail(f"{type(self).__name__}: set the class attribute backend = '<name of the backend under test>'")
-        if name not in BACKENDS:
-            pytest.fail(f"{type(self).__name__}: {BACKENDS.unknown(name)}")
-        reason = get_session(request.config).backend_unavailable(name, ipc_ranks)
-        if reason:
-            pytest.skip(reason)
-        return BackendSpec(name, ipc_mode, timeout=self.timeout)
 
     def test_delivers_every_payload_kind(
         self, ipc_group: Group, ipc_payload: PayloadSpec, conformance_backend: BackendSpec

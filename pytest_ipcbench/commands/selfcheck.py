@@ -13,11 +13,12 @@ from ..backends.base import (MODES, BackendUnavailable, backend_names, default_w
 from ..core.envinfo import cores
 from ..core.procs import load_average
 from ..core.units import parse_size
-from ..harness.refcheck import DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, run_refchecks, write_report
+from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, run_refchecks, stream_notes,
+                                write_report)
 from ..harness.refcheck import table as ref_table
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
 
-HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%%), and every "
+HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%), and every "
         "backend against its reference (the plainest use of its mechanism)")
 
 
@@ -112,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
                                            args.ref_rounds, args.wait, args.mpiexec, ranks=args.ranks)
         problems += ref_problems
         print(ref_table(rows))
+        for note in stream_notes(backends, args.modes, args.scenarios):
+            print(f"note: {note}")
     load_after = load_average()
     if load_before is not None and load_after is not None:
         busy = max(load_before, load_after) > cores()
