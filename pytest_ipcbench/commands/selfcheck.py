@@ -13,8 +13,8 @@ from ..backends.base import (MODES, BackendUnavailable, backend_names, default_w
 from ..core.envinfo import cores
 from ..core.procs import load_average
 from ..core.units import parse_size
-from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, run_refchecks, stream_notes,
-                                write_report)
+from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, missing_reference,
+                                run_refchecks, stream_notes, write_report)
 from ..harness.refcheck import table as ref_table
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
 
@@ -115,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
         print(ref_table(rows))
         for note in stream_notes(backends, args.modes, args.scenarios):
             print(f"note: {note}")
+        for name in backends:
+            missing = missing_reference(name)
+            if missing:
+                print(f"no reference: {missing}; its rows above are its own figures, timed alone")
     load_after = load_average()
     if load_before is not None and load_after is not None:
         busy = max(load_before, load_after) > cores()
