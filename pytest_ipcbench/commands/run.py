@@ -56,7 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", type=_sizes, default=None, help="override every size list, e.g. 1KB,1MB")
     parser.add_argument("--only", action="append", default=None, metavar="PATTERN",
                         help="run the cases whose label matches (glob or substring; repeatable); see --list. The "
-                             "extras run only when named: --only seed004 (seed 004's MPI methods), --only seed002")
+                             "extras run only when named: --only seed004 (MPI transfer methods: 1D and ragged 2D int32), --only seed002 (shared-array experiment)")
     parser.add_argument("--list", action="store_true", help="print the cases and exit")
     parser.add_argument("--results-only", action="store_const", const=True, default=None,
                         help="write results.json and run.log only: no CSV, plots or tables (what the gate's rounds need)")
@@ -64,7 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--case-timeout", type=_seconds, default=None, help="seconds without progress before a job is killed")
     parser.add_argument("--no-mpi", action="store_true", help="do not launch mpiexec (local backends only)")
     parser.add_argument("--no-extras", action="store_const", const=True, default=None,
-                        help="skip seed 004's MPI methods and seed 002 (the default under [tool.ipcbench])")
+                        help="skip the MPI transfer methods and the shared-array experiment (the default under [tool.ipcbench])")
     parser.add_argument("--mpiexec", help="the mpiexec to launch (default: next to python, then PATH)")
     parser.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto")
     parser.add_argument("--wait", choices=WAITS, default=None,
