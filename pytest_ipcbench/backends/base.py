@@ -265,6 +265,10 @@ class Backend(ABC):
     node_local: ClassVar[bool | None] = None
     # connects only processes started by one parent (a LocalWorld), never mpiexec ranks (mp-queue)
     local_only: ClassVar[bool] = False
+    #: where ``ipcbench run`` times a backend that needs neither: "local" (plain worker processes,
+    #: no MPI runtime in them, the default) or "mpi" (among the ranks of its mpiexec job). Built-ins
+    #: that have always been measured among MPI ranks (shm, lmdb, zmq) say "mpi"; see process_model()
+    run_in: ClassVar[str | None] = None
     # OS resources this backend creates under names of its own (not through core/names.py, whose
     # ipcb-<pid>-* names are found anyway): glob patterns with {pid} (the owner's pid, in the last
     # path component) and optionally {tmp} / {shm}, e.g. "{tmp}/myfifo-{pid}-*". The session-end
@@ -277,6 +281,19 @@ class Backend(ABC):
     reference: ClassVar[str | None] = None
     #: True for references and other harness-internal backends: usable by name, never offered to users
     internal: ClassVar[bool] = False
+
+    @classmethod
+    def process_model(cls) -> str:
+        """``"mpi"`` or ``"local"``: the processes ``ipcbench run`` times this backend in. A backend
+        that needs MPI runs among MPI ranks, a ``local_only`` one in local workers, any other where
+        its ``run_in`` says (default local: an MPI runtime in the process disturbs what it does not use)."""
+        if cls.needs_mpi:
+            return "mpi"
+        if cls.local_only:
+            return "local"
+        if cls.run_in not in (None, "mpi", "local"):
+            raise ExtensionError(f"backend {cls.name}: run_in must be 'mpi' or 'local', not {cls.run_in!r}")
+        return cls.run_in or "local"
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
                  timeout: float = DEFAULT_READ_TIMEOUT, wait: str | None = None) -> None:

@@ -420,7 +420,7 @@ class Runner:
         if opts.list:
             if rank0:
                 for c in mpi_cases + local_cases:
-                    print(f"{c.phase:5} {c.label}")
+                    print(f"{'mpi' if c in mpi_cases else 'local':5} {c.label}")  # where it will run
                 for c in dropped:
                     print(f"skip  {c.label} (needs MPI)")
                 for block, on in ((METHODS_BLOCK, methods), (SEED002_BLOCK, seed002)):
