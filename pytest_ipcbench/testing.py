@@ -20,7 +20,8 @@ runs it over local worker processes at 2 and 4 ranks, ``mpiexec -n 4 python -m p
   a TimeoutError that names the backend (skipped, with the reason, for a backend whose class sets
   ``no_read_timeout``: a read inside an MPI collective cannot be abandoned);
 * **nothing left behind**: after a transfer, and after an exception inside ``with``, no rank still
-  has a resource of ours (``ipcb-<pid>-*`` names, and the backend's declared ``resources``).
+  has a resource of ours (``ipcb-<pid>-*`` names, and the backend's declared ``resources``);
+* **objects made before the ranks** (a backend with a ``before_ranks`` hook): every rank inherited them.
 
 Where the backend cannot run (``Backend.unavailable``) every test is skipped with its reason.
 """
@@ -135,6 +136,14 @@ def read_timeout_program(group: Group, spec: BackendSpec) -> tuple[str, float]:
     return outcome, waited
 
 
+def inherited_program(group: Group, spec: BackendSpec) -> str:
+    """What this rank inherited from the backend's ``before_ranks`` hook: a type name, or 'nothing'."""
+    from .core.group import inherited
+
+    got = inherited(spec.name)
+    return "nothing" if got is None else type(got).__name__
+
+
 def cleanup_program(group: Group, spec: BackendSpec) -> tuple[str, list[str]]:
     """A transfer, then an exception inside ``with``: what this rank left behind."""
     patterns = spec.cls.resources
@@ -217,6 +226,17 @@ class BackendConformance:
             elif not 0.9 * limit <= waited <= limit + 30:
                 problems.append(f"rank {rank}: gave up after {waited:.2f} s with a timeout of {limit:g} s")
         assert not problems, f"{spec.id}, nothing written, timeout {limit:g} s:\n  " + "\n  ".join(problems)
+
+    def test_objects_made_before_the_ranks_reach_every_rank(
+        self, ipc_group: Group, conformance_backend: BackendSpec
+    ) -> None:
+        """A backend with a ``before_ranks`` hook: every rank holds what the hook made in the parent."""
+        if conformance_backend.cls.before_ranks is None:
+            pytest.skip(f"{conformance_backend.name} makes nothing before the ranks start (no before_ranks hook)")
+        got = ipc_group.run(inherited_program, conformance_backend)
+        missing = [rank for rank, what in enumerate(got) if what == "nothing"]
+        assert not missing, f"{conformance_backend.name}: ranks {missing} did not inherit the before_ranks objects"
+        assert len(set(got)) == 1, f"{conformance_backend.name}: the ranks inherited different things: {got}"
 
     def test_leaves_nothing_behind(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:
         results = ipc_group.run(cleanup_program, conformance_backend)

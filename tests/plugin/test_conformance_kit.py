@@ -6,7 +6,9 @@ Every run is a pytest subprocess (registrations are process-wide)."""
 from __future__ import annotations
 
 import inspect
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +91,37 @@ def test_the_deadline_is_overridable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TIMEOUT_ENV, "soon")
     with pytest.raises(pytest.UsageError, match=f"env {TIMEOUT_ENV}: bad number of seconds 'soon'"):
         conformance_timeout(Default)
+
+
+# ------------------------------------------------- transports made before the ranks (before_ranks)
+
+EXAMPLE_PIPES = Path(__file__).parents[2] / "examples" / "consumer" / "src" / "fifo_channel" / "pipes.py"
+PIPES_CONFTEST = """
+from pipesplugin import PipeBackend
+from pytest_ipcbench import register_backend
+
+register_backend(PipeBackend)
+"""
+
+
+def test_a_backend_whose_pipes_exist_before_the_ranks_passes_the_kit(pytester: pytest.Pytester) -> None:
+    """The example's pipe channel: its multiprocessing pipes are made by before_ranks in the parent
+    and inherited by the spawned ranks; the kit's every check passes at 2 and 3 ranks."""
+    pytester.makepyfile(pipesplugin=EXAMPLE_PIPES.read_text(), conftest=PIPES_CONFTEST,
+                        test_kit=KIT + "class TestPipe(BackendConformance):\n    backend = 'pipe'\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ipc-sizes", "1KB,1MB", "--ipc-ranks", "2,3",
+                                           "--ipc-payloads", "ndarray,dict", "-rs")
+    outcomes = result.parseoutcomes()
+    assert result.ret == 0 and not outcomes.get("skipped"), result.stdout.str()[-4000:]
+    # 2 ranks x 2 modes: 4 sizes-and-kinds each for delivery, one each for the five other checks
+    assert outcomes["passed"] == 2 * 2 * (4 + 4), result.stdout.str()[-2000:]
+
+
+@pytest.mark.skipif(not Path(sys.executable).with_name("mpiexec").exists(), reason="no mpiexec")
+def test_under_mpiexec_it_is_skipped_with_the_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(pipesplugin=EXAMPLE_PIPES.read_text(), conftest=PIPES_CONFTEST,
+                        test_kit=KIT + "class TestPipe(BackendConformance):\n    backend = 'pipe'\n")
+    result = pytester.run(str(Path(sys.executable).with_name("mpiexec")), "-n", "2", sys.executable, "-m", "pytest",
+                          "--with-mpi", "-m", "mpi", "-p", "no:cacheprovider", "--ipc-sizes", "1KB", "-rs", timeout=240)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*pipe needs objects made before the ranks start (before_ranks)*"])
