@@ -117,6 +117,22 @@ def headline(results: Sequence[Result]) -> str:
     return "\n\n".join(parts)
 
 
+def _idle_section(idle: Sequence[Result]) -> list[str]:
+    """Latency after an idle gap (the ``idle`` scenario): a row per case, its percentiles."""
+    if not idle:
+        return []
+    rows = []
+    for r in sorted(idle, key=lambda r: (backend_order(r.backend), r.mode, r.size, r.extra.get("gap_s", 0.0))):
+        p = percentiles_of(r, "latency") or (None,) * 4
+        rows.append([r.backend, r.mode, format_bytes(r.nbytes), format_time(r.extra.get("gap_s")),
+                     *[format_time(v) for v in p], str(len(r.samples.get("latency", ())))])
+    notes = [n for n in (wide_note(r, "latency", "latency") for r in idle) if n]
+    return ["## Latency after an idle gap (one message after a quiet spell; round trip / 2)", "",
+            "Both ranks idle for the gap, then one round trip is timed: how fast a waiting reader wakes.", "",
+            table(["Backend", "Mode", "Size", "Gap", "Latency p10", "p50", "p90", "p99", "Samples"], rows, "llrrrrrrr")
+            + _notes(notes), ""]
+
+
 def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
     results = rs.results
     copies = copy_bandwidth_by_size(results)
@@ -170,6 +186,7 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
             out += [f"### {kind}", "", _by_size_table(
                 of_kind, lambda r: f"{format_time(median_of(r, 'latency'))} / {format_rate(r.throughput('latency'))}"
                 + (" (wide)" if is_wide(r, "latency") else "")), "", _wide_cells(of_kind, "latency", "latency"), ""]
+    out += _idle_section(by_scenario(results, "idle"))
     st = by_scenario(results, "stream")
     if st:
         out += ["## Stream: messages per second, delivered (send-only)", ""]
@@ -234,7 +251,7 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                         format_bytes(r.nbytes), format_time(median_of(r, r.primary)), len(r.samples.get(r.primary, ()))]
                        for r in sorted(refs, key=lambda r: (r.backend, r.size))], "lrrr"), ""]
     other = sorted({r.scenario for r in results}
-                   - {"broadcast", "pingpong", "stream", "granularity", "copy", "reference", "mpi-method", "seed002",
+                   - {"broadcast", "pingpong", "idle", "stream", "granularity", "copy", "reference", "mpi-method", "seed002",
                       "seed002-handle"})
     if other:
         out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]
