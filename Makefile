@@ -14,6 +14,8 @@ MPI_RUN_TIMEOUT ?= 1200
 BENCH_ARGS ?=
 BASE ?= HEAD~1
 GATE_ARGS ?=
+# the MPI phase on 2 simulated nodes (ranks {0,1} and {2,3})
+SIMULATED_NODES := MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 UCX_LOG_LEVEL=error
 EXAMPLE_VENV ?= .venv-example
 # what test-example installs as pytest-ipcbench: this checkout (non-editable), or e.g. a built wheel
 EXAMPLE_INSTALL ?= .[mpi]
@@ -36,7 +38,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi
-	MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
+	@# across (simulated) nodes MPICH talks through UCX; the timeout tests leave a reader's Ibcast
+	@# that MPI cannot cancel, which UCX reports at exit ('UCX WARN ... was not returned to mpool
+	@# ucp_requests'): expected, harmless, so only UCX errors are shown (docs/nodes.md)
+	$(SIMULATED_NODES) timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	$(BIN)/ipcbench clean --dry-run
 	$(MAKE) test-example
 

@@ -5,6 +5,8 @@ from .core.errors import IpcbenchError
 from .core.group import Group, GroupError, LocalWorld, MPIGroup
 from .core.payloads import Kind, PayloadSpec, make_payload, parse_size, payload_kinds, register_payload
 from .core.registry import ExtensionError
+from .harness.plan import BenchSettings
+from .harness.scenarios import BufferPayload
 from .harness.transfer import Delivery, assert_delivered, deliver
 
 __version__ = "0.1.0"
@@ -14,6 +16,8 @@ __all__ = [
     "Backend",
     "BackendSpec",
     "BackendUnavailable",
+    "BenchSettings",
+    "BufferPayload",
     "Delivery",
     "ExtensionError",
     "Group",

@@ -20,7 +20,8 @@ runs it over local worker processes at 2 and 4 ranks, ``mpiexec -n 4 python -m p
   a TimeoutError that names the backend (skipped, with the reason, for a backend whose class sets
   ``no_read_timeout``: a read inside an MPI collective cannot be abandoned);
 * **nothing left behind**: after a transfer, and after an exception inside ``with``, no rank still
-  has a resource of ours (``ipcb-<pid>-*`` names, and the backend's declared ``resources``).
+  has a resource of ours (``ipcb-<pid>-*`` names, and the backend's declared ``resources``);
+* **objects made before the ranks** (a backend with a ``before_ranks`` hook): every rank inherited them.
 
 Where the backend cannot run (``Backend.unavailable``) every test is skipped with its reason.
 """
@@ -34,7 +35,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from .backends.base import BACKENDS, BackendSpec, PayloadError
+from .backends.base import BackendSpec, PayloadError
 from .core import names
 from .core.group import Group
 from .core.payloads import PayloadSpec
@@ -135,6 +136,14 @@ def read_timeout_program(group: Group, spec: BackendSpec) -> tuple[str, float]:
     return outcome, waited
 
 
+def inherited_program(group: Group, spec: BackendSpec) -> str:
+    """What this rank inherited from the backend's ``before_ranks`` hook: a type name, or 'nothing'."""
+    from .core.group import inherited
+
+    got = inherited(spec.name)
+    return "nothing" if got is None else type(got).__name__
+
+
 def cleanup_program(group: Group, spec: BackendSpec) -> tuple[str, list[str]]:
     """A transfer, then an exception inside ``with``: what this rank left behind."""
     patterns = spec.cls.resources
@@ -161,27 +170,19 @@ def _leftovers(results: list[Any], index: int) -> list[str]:
 
 
 class BackendConformance:
-    """Subclass as ``Test...`` and set ``backend`` to the name of the backend under test."""
+    """Subclass as ``Test...`` and set ``backend`` to the name of the backend under test.
+
+    Its tests use the ``conformance_backend`` fixture, which the plugin defines once (see
+    :mod:`pytest_ipcbench.plugin.fixtures.conformance`), so the kit may be used by any number of
+    classes in one folder.
+    """
 
     backend: ClassVar[str] = ""
     rounds: ClassVar[int] = 3  # transfers in a row per delivery check (each with another seed)
-    timeout: ClassVar[float] = 60.0  # the backend's read timeout in every check but the timeout one
+    # the backend's read timeout in every check but the timeout one: None is the kit's short default
+    # ($IPCBENCH_CONFORMANCE_TIMEOUT, else 10 s), so a broken backend fails fast; set it for a slow one
+    timeout: ClassVar[float | None] = None
     read_timeout: ClassVar[float] = 0.5  # seconds a reader waits in the timeout check
-
-    @pytest.fixture
-    def conformance_backend(self, request: pytest.FixtureRequest, ipc_mode: str, ipc_ranks: int) -> BackendSpec:
-        """The backend under test in ``ipc_mode``; skipped with the reason where it cannot run."""
-        from .plugin.session import get_session
-
-        name = self.backend
-        if not name:
-            pytest.fail(f"{type(self).__name__}: set the class attribute backend = '<name of the backend under test>'")
-        if name not in BACKENDS:
-            pytest.fail(f"{type(self).__name__}: {BACKENDS.unknown(name)}")
-        reason = get_session(request.config).backend_unavailable(name, ipc_ranks)
-        if reason:
-            pytest.skip(reason)
-        return BackendSpec(name, ipc_mode, timeout=self.timeout)
 
     def test_delivers_every_payload_kind(
         self, ipc_group: Group, ipc_payload: PayloadSpec, conformance_backend: BackendSpec
@@ -225,6 +226,17 @@ class BackendConformance:
             elif not 0.9 * limit <= waited <= limit + 30:
                 problems.append(f"rank {rank}: gave up after {waited:.2f} s with a timeout of {limit:g} s")
         assert not problems, f"{spec.id}, nothing written, timeout {limit:g} s:\n  " + "\n  ".join(problems)
+
+    def test_objects_made_before_the_ranks_reach_every_rank(
+        self, ipc_group: Group, conformance_backend: BackendSpec
+    ) -> None:
+        """A backend with a ``before_ranks`` hook: every rank holds what the hook made in the parent."""
+        if conformance_backend.cls.before_ranks is None:
+            pytest.skip(f"{conformance_backend.name} makes nothing before the ranks start (no before_ranks hook)")
+        got = ipc_group.run(inherited_program, conformance_backend)
+        missing = [rank for rank, what in enumerate(got) if what == "nothing"]
+        assert not missing, f"{conformance_backend.name}: ranks {missing} did not inherit the before_ranks objects"
+        assert len(set(got)) == 1, f"{conformance_backend.name}: the ranks inherited different things: {got}"
 
     def test_leaves_nothing_behind(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:
         results = ipc_group.run(cleanup_program, conformance_backend)

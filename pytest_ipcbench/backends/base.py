@@ -113,6 +113,29 @@ class Backend(ABC):
     node_local: ClassVar[bool | None] = None
     # connects only processes started by one parent (a LocalWorld), never mpiexec ranks (mp-queue)
     local_only: ClassVar[bool] = False
+    #: where ``ipcbench run`` times a backend that needs neither: "local" (plain worker processes,
+    #: no MPI runtime in them, the default) or "mpi" (among the ranks of its mpiexec job). Built-ins
+    #: that have always been measured among MPI ranks (shm, lmdb, zmq) say "mpi"; see process_model()
+    run_in: ClassVar[str | None] = None
+    #: a classmethod ``before_ranks(cls, size) -> objects`` for transports that must exist before the
+    #: ranks do (multiprocessing pipes and queues, faster-fifo queues: inherited at spawn, never sent
+    #: later). It runs in the parent before a local world starts its ``size - 1`` workers; every rank
+    #: finds its result as ``self.inherited``. Such a backend runs in local workers only.
+    before_ranks: ClassVar[Callable[[int], Any] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.before_ranks is not None and isinstance(cls.__dict__.get("name"), str):
+            from ..core.group import register_before_ranks
+
+            register_before_ranks(cls.name, cls.before_ranks)
+
+    @property
+    def inherited(self) -> Any:
+        """What this backend's ``before_ranks`` made in the parent before the ranks started."""
+        from ..core.group import inherited
+
+        return inherited(self.name)
     # OS resources this backend creates under names of its own (not through core/names.py, whose
     # ipcb-<pid>-* names are found anyway): glob patterns with {pid} (the owner's pid, in the last
     # path component) and optionally {tmp} / {shm}, e.g. "{tmp}/myfifo-{pid}-*". The session-end
@@ -129,6 +152,19 @@ class Backend(ABC):
     #: windows): the stream scenario, which keeps a window of values, runs it in bytes mode only.
     #: Not a ClassVar: a HierarchicalStore takes its inner backend's.
     native_views_until_next_write: bool = False
+
+    @classmethod
+    def process_model(cls) -> str:
+        """``"mpi"`` or ``"local"``: the processes ``ipcbench run`` times this backend in. A backend
+        that needs MPI runs among MPI ranks, a ``local_only`` one in local workers, any other where
+        its ``run_in`` says (default local: an MPI runtime in the process disturbs what it does not use)."""
+        if cls.needs_mpi:
+            return "mpi"
+        if cls.local_only or cls.before_ranks is not None:
+            return "local"
+        if cls.run_in not in (None, "mpi", "local"):
+            raise ExtensionError(f"backend {cls.name}: run_in must be 'mpi' or 'local', not {cls.run_in!r}")
+        return cls.run_in or "local"
 
     def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
                  timeout: float = DEFAULT_READ_TIMEOUT, wait: str | None = None) -> None:
@@ -152,6 +188,10 @@ class Backend(ABC):
         """Why this backend cannot run with ``group`` (None if it can)."""
         if cls.needs_mpi and group is not None and not group.is_mpi:
             return f"{cls.name} needs MPI: run under mpiexec with --with-mpi"
+        if cls.before_ranks is not None and group is not None:
+            if group.is_mpi:
+                return (f"{cls.name} needs objects made before the ranks start (before_ranks), which mpiexec "
+                        "ranks cannot inherit: it runs in local worker processes (plain pytest)")
         if cls.kind == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
             from ..core.nodes import layout_of
 

@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"{__name__}.{module_name}")
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        # help is %-formatted by argparse, the description is printed as written
+        p = sub.add_parser(name, help=module.HELP.replace("%", "%%"), description=module.HELP)
         module.configure(p)
         p.set_defaults(_run=module.run)
     return parser

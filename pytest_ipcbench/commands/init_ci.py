@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 from pathlib import Path
 
-from ..history.adopt import DEFAULT_INSTALL, DEFAULT_PYTHON, DEFAULT_WORKFLOW, write_files
+from ..history.adopt import DEFAULT_PYTHON, DEFAULT_WORKFLOW, installed_spec, write_files
 
 HELP = "write this project's GitHub perf-gate workflow (and with --asv its asv suite) for [tool.ipcbench]"
 
@@ -14,10 +15,10 @@ HELP = "write this project's GitHub perf-gate workflow (and with --asv its asv s
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workflow", default=DEFAULT_WORKFLOW, metavar="PATH",
                         help=f"where to write the workflow, from the top of the repository (default {DEFAULT_WORKFLOW})")
-    parser.add_argument("--install", default=DEFAULT_INSTALL, metavar="SPEC",
+    parser.add_argument("--install", default=None, metavar="SPEC",
                         help="what the workflow pip-installs for pytest-ipcbench (it is not on PyPI): a git URL "
-                             f"requirement or a wheel's path or URL (default {DEFAULT_INSTALL!r}; put the real "
-                             "owner, and @TAG to pin it)")
+                             "requirement or a wheel's path or URL (default: where this pytest-ipcbench was "
+                             "installed from, when that was a git URL or a URL, pinned to its commit)")
     parser.add_argument("--python", default=DEFAULT_PYTHON, help=f"Python of the workflow (default {DEFAULT_PYTHON})")
     parser.add_argument("--asv", action="store_true",
                         help="also write asv.conf.json and benchmarks/bench_ipcbench.py (the declared matrix over commits)")
@@ -33,14 +34,19 @@ def run(args: argparse.Namespace) -> int:
     here = Path.cwd().resolve()
     top = _top(here).resolve()
     project_dir = here.relative_to(top).as_posix() if here != top else ""
+    install = args.install or installed_spec()
+    if install is None:
+        print("ipcbench init-ci: cannot tell where CI should install pytest-ipcbench from (it is not on PyPI, and "
+              "this one was installed from a local folder or file): pass --install "
+              "'pytest-ipcbench[mpi] @ git+https://HOST/ACCOUNT/pytest-ipcbench@TAG' (or a wheel's URL)",
+              file=sys.stderr)
+        return 2
     try:
-        written = write_files(top, args.workflow, args.install, args.python, args.asv, args.force, project_dir)
-    except FileExistsError as exc:
-        print(f"ipcbench init-ci: {exc}")
+        written = write_files(top, args.workflow, install, args.python, args.asv, args.force, project_dir)
+    except (FileExistsError, ValueError) as exc:
+        print(f"ipcbench init-ci: {exc}", file=sys.stderr)
         return 2
     for w in written:
         print(f"wrote {w.path} ({w.what})")
-    if "OWNER" in args.install:
-        print("note: the workflow installs pytest-ipcbench from a placeholder URL; pass --install with the real "
-              "git URL (or a wheel) or edit IPCBENCH_INSTALL in the workflow")
+    print(f"the workflow installs: {install}")
     return 0

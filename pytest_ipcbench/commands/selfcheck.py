@@ -15,11 +15,12 @@ from ..core.procs import load_average
 from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments, choice, names, number, seconds,
                             sizes, text, whole)
 from ..core.wait import WAITS
-from ..harness.refcheck import DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, run_refchecks, write_report
+from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, missing_reference,
+                                run_refchecks, stream_notes, write_report)
 from ..harness.refcheck import table as ref_table
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
 
-HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%%), and every "
+HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%), and every "
         "backend against its reference (the plainest use of its mechanism)")
 
 
@@ -101,6 +102,12 @@ def run(args: argparse.Namespace) -> int:
                                            args.ref_rounds, args.wait, args.mpiexec, ranks=args.ranks)
         problems += ref_problems
         print(ref_table(rows))
+        for note in stream_notes(backends, args.modes, args.scenarios):
+            print(f"note: {note}")
+        for name in backends:
+            missing = missing_reference(name)
+            if missing:
+                print(f"no reference: {missing}; its rows above are its own figures, timed alone")
     load_after = load_average()
     if load_before is not None and load_after is not None:
         busy = max(load_before, load_after) > cores()

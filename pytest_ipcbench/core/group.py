@@ -421,8 +421,35 @@ def _raise_failures(outcomes: Sequence[tuple[str, Any]]) -> None:
         raise GroupError(f"failed on rank {', '.join(str(f.rank) for f in shown)}: {lines}")
 
 
-def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float) -> None:
+# ------------------------------------------------------- objects made before the ranks start
+# name -> hook(size): run in the parent before a LocalWorld starts its workers; what it returns
+# is handed to every worker at spawn (multiprocessing queues and pipes, faster-fifo queues:
+# objects that can only be inherited). Filled by backends (Backend.before_ranks); core knows
+# nothing of backends.
+_BEFORE_RANKS: dict[str, Callable[[int], Any]] = {}
+_BEFORE_RANKS_VERSION = [0]
+_INHERITED: dict[str, Any] = {}  # in a worker: what its parent made; in the parent: the same objects
+
+
+def register_before_ranks(name: str, hook: Callable[[int], Any]) -> None:
+    """Run ``hook(size)`` in the parent before the ranks of a local world start; every rank finds
+    its result with :func:`inherited` (a world already started restarts its workers to get it)."""
+    if _BEFORE_RANKS.get(name) is not hook:
+        _BEFORE_RANKS[name] = hook
+        _BEFORE_RANKS_VERSION[0] += 1
+
+
+def inherited(name: str) -> Any:
+    """What the ``before_ranks`` hook of ``name`` made before the ranks started (None if nothing:
+    not a local world, or the hook was registered after it started)."""
+    return _INHERITED.get(name)
+
+
+def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float,
+                 made: dict[str, Any] | None = None) -> None:
     """Loop of a local worker: run what rank 0 sends until told to stop."""
+    _INHERITED.clear()
+    _INHERITED.update(made or {})
     # Ctrl-C in a terminal reaches the whole process group: rank 0 alone handles it (it stops
     # the run, then stops the workers); a worker dying of it mid-collective would turn rank 0's
     # KeyboardInterrupt into "rank N died"
@@ -538,11 +565,20 @@ class LocalWorld:
     def _start(self) -> None:
         self._sent_version = 0
         self.mailboxes = [self._ctx.Queue() for _ in range(self.size)]
+        self._hooks_version = _BEFORE_RANKS_VERSION[0]
+        made = {}
+        for name, hook in list(_BEFORE_RANKS.items()):
+            try:
+                made[name] = hook(self.size)
+            except Exception as exc:
+                raise GroupError(f"backend {name}: its before_ranks hook failed: {_describe(exc)}") from exc
+        _INHERITED.clear()
+        _INHERITED.update(made)
         for rank in range(1, self.size):
             here, there = self._ctx.Pipe(duplex=True)
             proc = self._ctx.Process(
                 target=_worker_main,
-                args=(rank, there, self.mailboxes, self.timeout),
+                args=(rank, there, self.mailboxes, self.timeout, made),
                 name=f"ipcbench-rank{rank}",
                 daemon=True,
             )
@@ -586,6 +622,8 @@ class LocalWorld:
     ) -> list[Any]:
         """Run ``fn(group, *args)`` on ranks 0..ranks-1; return the results by rank."""
         ranks = self.size if ranks is None else ranks
+        if self._procs and getattr(self, "_hooks_version", 0) != _BEFORE_RANKS_VERSION[0]:
+            self.close()  # a before_ranks hook came after the workers started: they must inherit its objects
         if ranks > 1 and not self._procs:
             self._start()
         group = self.group(ranks, timeout)

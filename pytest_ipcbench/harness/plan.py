@@ -42,6 +42,7 @@ class BenchSettings:
     window: int = 64  # stream: messages per acknowledgement (OSU's window)
     window_bytes: int = 64 * 10**6  # stream: at most this many bytes in flight per window
     work: float = 0.0  # granularity: seconds of work per task on the echo side
+    gap: float = 0.01  # idle: seconds both sides stay idle before each timed round trip
     quiet_waits: bool = True  # the harness's own MPI waits sleep instead of spinning
     alternate: bool = True  # two payloads alternate (a stale read fails); False: one, every time
     clock: str = "auto"  # broadcast: one host's clock, or offset-corrected clocks (CLOCK_MODES)
@@ -63,6 +64,8 @@ class BenchSettings:
             raise ValueError(f"window must be at least 1, got {self.window}")
         if self.work < 0:
             raise ValueError(f"work must not be negative, got {self.work}")
+        if not 0 <= self.gap <= 3600:
+            raise ValueError(f"gap must be between 0 and 3600 seconds, got {self.gap}")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
 from ..core import launcher
 from ..core.csvfile import write_csv
@@ -70,12 +72,21 @@ class RefRow:
 
     @property
     def target(self) -> float:
-        """The longest time per message that meets the target."""
+        """The longest time per message that meets the target (NaN without a reference)."""
         return TARGET_FACTOR * self.ref + (TARGET_SLACK if self.scenario == "pingpong" else 0.0)
 
     @property
+    def has_reference(self) -> bool:
+        return bool(self.reference)
+
+    @property
     def ok(self) -> bool:
-        return self.ours <= self.target
+        """Within the target; a backend without a reference has no target to miss."""
+        return not self.has_reference or self.ours <= self.target
+
+    @property
+    def verdict(self) -> str:
+        return "no ref" if not self.has_reference else "ok" if self.ok else "OUTSIDE"
 
     @property
     def overhead(self) -> float:
@@ -103,6 +114,54 @@ def _fresh_variant(ref: str) -> str | None:
     return ref + "-fresh"
 
 
+HOW_TO_ADD_A_REFERENCE = ("add one: a Backend subclass with internal = True doing the plainest use of the "
+                          "same mechanism, registered next to the backend, and named in the backend's "
+                          "reference = '...' (docs/extending.md, 'A reference for ipcbench selfcheck')")
+
+
+def missing_reference(name: str) -> str | None:
+    """Why backend ``name`` cannot be timed against a reference (``None`` when it can): what is
+    missing and how to add it. Its own figures are still measured, alone."""
+    try:
+        cls = get_backend(name)
+    except BackendUnavailable:
+        return None  # cannot run here at all: reported as such
+    if not cls.reference:
+        return f"{name} names no reference (its class attribute reference is not set): {HOW_TO_ADD_A_REFERENCE}"
+    try:
+        get_backend(cls.reference)
+    except ValueError:
+        return f"{name} names the reference {cls.reference!r}, which is not registered: {HOW_TO_ADD_A_REFERENCE}"
+    except BackendUnavailable:
+        return None
+    return None
+
+
+def stream_modes(cls: type, modes: Sequence[str]) -> list[str]:
+    """The modes the stream scenario checks ``cls`` in: a backend whose native values are views that
+    the next write overwrites (``native_views_until_next_write``, mpi-shm-win) cannot keep the
+    scenario's window of values, so its native stream case is timed in bytes mode instead (once)."""
+    if not getattr(cls, "native_views_until_next_write", False):
+        return list(modes)
+    return list(dict.fromkeys("bytes" if m == "native" else m for m in modes))
+
+
+def stream_notes(backends: Sequence[str], modes: Sequence[str], scenarios: Sequence[str]) -> list[str]:
+    """What :func:`stream_modes` changed, in words for the report (empty when nothing)."""
+    if "stream" not in scenarios or "native" not in modes:
+        return []
+    notes = []
+    for name in backends:
+        try:
+            cls = get_backend(name)
+        except (ValueError, BackendUnavailable):
+            continue
+        if cls.kind == "channel" and getattr(cls, "native_views_until_next_write", False):
+            notes.append(f"{name}: stream timed in bytes mode (its native values are views that the next write "
+                         "overwrites, so the scenario's window of them cannot be kept)")
+    return notes
+
+
 def compare_on(
     group: Group,
     backends: Sequence[str],
@@ -119,26 +178,38 @@ def compare_on(
     rows: list[RefRow] = []
     for name in backends:
         cls = get_backend(name)
-        ref = reference_of(name)
-        fresh = _fresh_variant(ref)
+        ref = "" if missing_reference(name) else reference_of(name)  # none: the backend's figures alone
+        fresh = _fresh_variant(ref) if ref else None
         for scenario in scenarios:
             if scenario == "stream" and cls.kind != "channel":
                 continue
-            for mode in modes:
+            for mode in stream_modes(cls, modes) if scenario == "stream" else modes:
                 for size in sizes:
                     specs = [BackendSpec(name, mode, wait=wait)]
                     reference = ref
                     if scenario == "stream" and fresh and mode == "native":
                         reference = fresh  # a window of kept messages needs a buffer each
-                    specs.append(BackendSpec(reference, mode, wait=wait))
+                    if reference:
+                        specs.append(BackendSpec(reference, mode, wait=wait))
                     if scenario == "pingpong" and fresh and mode == "native":
                         specs.append(BackendSpec(fresh, mode, wait=wait))
                     results = bench_interleaved(group, specs, BufferPayload(size), scenario, settings, rounds)
                     if group.rank != 0:
                         continue
-                    ours, theirs = results[0], results[1]
-                    assert ours is not None and theirs is not None
+                    ours = results[0]
+                    assert ours is not None
                     metric = ours.primary
+                    if not reference:
+                        med = float(np.median(ours.samples[metric]))
+                        nan = float("nan")
+                        rows.append(RefRow(backend=name, mode=mode, scenario=scenario, size=size, reference="",
+                                           ours=med, ref=nan, ratio=nan, low=nan, high=nan, wait=ours.wait,
+                                           samples=len(ours.samples[metric]), ranks=ours.ranks))
+                        if say is not None:
+                            say(rows[-1])
+                        continue
+                    theirs = results[1]
+                    assert theirs is not None
                     iv = ratio_interval(ours.samples[metric], theirs.samples[metric])
                     row = RefRow(
                         backend=name, mode=mode, scenario=scenario, size=size, reference=reference,
@@ -188,8 +259,7 @@ def run_refchecks(
     if ranks < 2:
         raise UsageError(f"the reference checks need at least 2 ranks, got {ranks}")
     backends = list(backend_names()) if backends is None else list(backends)
-    for name in backends:
-        reference_of(name)  # a clear error now for a backend without a reference
+    # a backend without a reference is timed alone; missing_reference() says what to add
     for mode in modes:
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
@@ -254,6 +324,12 @@ def _bw(row: RefRow, t: float) -> str:
     return f"{row.size / t / 1e6:,.0f}" if t > 0 and row.size >= 1024 else ""
 
 
+def _ratio_cells(r: RefRow) -> str:
+    if not r.has_reference:
+        return f"{'-':>6} {'-':>13}"
+    return f"{r.ratio:>5.2f}x {r.low:>5.2f}-{r.high:<5.2f}x"
+
+
 def table(rows: Sequence[RefRow]) -> str:
     """The rows for a terminal: one line per case."""
     head = (f"{'scenario':<8} {'r':>1} {'backend':<10} {'mode':<6} {'size':>7} {'ours':>9} {'reference':>9} "
@@ -263,8 +339,8 @@ def table(rows: Sequence[RefRow]) -> str:
         alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
         lines.append(
             f"{r.scenario:<8} {r.ranks:>1} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7} {format_time(r.ours):>9} "
-            f"{format_time(r.ref):>9} {r.ratio:>5.2f}x {r.low:>5.2f}-{r.high:<5.2f}x "
-            f"{_bw(r, r.ours):>10} {_bw(r, r.ref):>7} {alloc:>6}  {'ok' if r.ok else 'OUTSIDE':<7} {r.reference}"
+            f"{format_time(r.ref):>9} {_ratio_cells(r)} "
+            f"{_bw(r, r.ours):>10} {_bw(r, r.ref):>7} {alloc:>6}  {r.verdict:<7} {r.reference or '(none)'}"
         )
     lines.append(
         f"ours / reference: the same harness, interleaved; r: ranks; pingpong: latency (round trip / 2), "
@@ -288,7 +364,8 @@ def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
         out.append(
             f"| {r.scenario} | {r.backend} | {r.mode} | {size_label(r.size)} | {format_time(r.ours)} | "
             f"{format_time(r.ref)} | {format_time(r.overhead) if r.overhead >= 0 else '-' + format_time(-r.overhead)} | "
-            f"{r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f}) | {alloc} | {'ok' if r.ok else 'OUTSIDE'} | {r.reference} |"
+            f"{f'{r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f})' if r.has_reference else '-'} | {alloc} | {r.verdict} | "
+            f"{r.reference or '(none)'} |"
         )
     out += ["", f"Target: ours <= {TARGET_FACTOR:g} x reference (+ {TARGET_SLACK * 1e6:g} us for pingpong). "
             "overhead = what our wrapper adds per message; alloc = the reference with a fresh receive array "
@@ -298,6 +375,7 @@ def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
 
 def plot(rows: Sequence[RefRow], path: Path) -> Path | None:
     """ours / reference against size, a panel per scenario, a line per backend and mode."""
+    rows = [r for r in rows if r.has_reference]  # a backend timed alone has no ratio to draw
     if not rows:
         return None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -367,5 +445,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["RefRow", "SIZES", "TARGET_FACTOR", "TARGET_SLACK", "compare_on", "markdown", "plot", "run_refchecks",
+__all__ = ["RefRow", "SIZES", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on", "markdown", "plot", "run_refchecks",
            "table", "write_report"]

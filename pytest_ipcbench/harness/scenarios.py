@@ -24,7 +24,7 @@ from .inject import stretcher
 from .transfer import describe_object
 from .plan import BenchSettings, Plan, static_plan
 
-SCENARIOS = ("broadcast", "pingpong", "stream", "granularity")
+SCENARIOS = ("broadcast", "pingpong", "stream", "granularity", "idle")
 
 perf_counter = time.perf_counter
 _CORES = _cores()
@@ -439,6 +439,34 @@ class _Granularity(_PingPong):
         return result
 
 
+class _IdleGap(_PingPong):
+    """Latency after an idle gap: both ranks idle ``settings.gap`` seconds (the echo side waiting in
+    ``read()``), then one timed round trip. A request/response service sends its message after a
+    quiet spell: a wait that sleeps (a futex, ZeroMQ's poller, the backoff strategy) wakes slowly,
+    which back-to-back ping-pong never shows."""
+
+    scenario = "idle"
+    primary = "latency"
+
+    def open(self) -> None:
+        super().open()
+        self.extra.update(gap_s=self.settings.gap)
+
+    def block(self, start: int, count: int, timed: bool, verify_at: Callable[[int], bool]) -> None:
+        if self.group.rank != 0:
+            super().block(start, count, timed, verify_at)  # the echo: read (idle until it comes), answer
+            return
+        gap = self.settings.gap
+        for i in range(start, start + count):
+            time.sleep(gap)  # the quiet spell, outside the timed region
+            super().block(i, 1, timed, verify_at)
+
+    def result(self, records: list[_Record], plan: Plan) -> Result:
+        result = super().result(records, plan)
+        result.variant = f"gap={duration_label(self.settings.gap)}"
+        return result
+
+
 class _Stream(_Case):
     """Channels only: windows of messages back to back, acknowledged by a barrier (OSU bw)."""
 
@@ -526,5 +554,6 @@ _SCENARIO_CLASSES: dict[str, type[_Case]] = {
     "pingpong": _PingPong,
     "stream": _Stream,
     "granularity": _Granularity,
+    "idle": _IdleGap,
 }
-PAIR_SCENARIOS = ("pingpong", "granularity")
+PAIR_SCENARIOS = ("pingpong", "granularity", "idle")

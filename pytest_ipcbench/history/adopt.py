@@ -116,14 +116,63 @@ asv installs this project at each commit; pytest-ipcbench comes from the "matrix
 (a git URL or a wheel: it is not on PyPI). `asv run`, `asv continuous main HEAD`, `asv publish`.
 """
 
-from pytest_ipcbench.history.asv_suite import *  # noqa: F401,F403 (TimeDeclared, MemDeclared...)
+from pytest_ipcbench.history.asv_suite import *  # noqa: F401,F403 (Declared: one benchmark per declared case, setup_cache)
 '''
+
+
+#: what the gate and asv leave in a project (hundreds of MB): never to be committed
+GATE_CACHE = ".ipcbench-gate/"
+ASV_FOLDER = ".asv/"
+PLACEHOLDER = "/OWNER/"
 
 
 @dataclass(frozen=True)
 class Written:
     path: Path
     what: str
+
+
+def installed_spec(extra: str = "[mpi]") -> str | None:
+    """How CI can install the pytest-ipcbench that runs here, from its install record (PEP 610):
+    ``pytest-ipcbench[mpi] @ git+URL@COMMIT`` for a git install, ``... @ URL`` for a wheel or an
+    archive fetched by URL; None when it came from a local folder or file (nothing CI can reach)."""
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("pytest-ipcbench").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    url = str(record.get("url", ""))
+    vcs = record.get("vcs_info") or {}
+    if vcs.get("vcs") == "git" and url and not url.startswith("file:"):
+        commit = vcs.get("commit_id") or vcs.get("requested_revision")
+        return f"pytest-ipcbench{extra} @ git+{url}" + (f"@{commit}" if commit else "")
+    if url.startswith(("https://", "http://")) and "archive_info" in record:
+        return f"pytest-ipcbench{extra} @ {url}"
+    return None
+
+
+def ignore_lines(project_dir: str = "", asv: bool = False) -> list[str]:
+    """The .gitignore lines (at the top of the repository) for what the gate and asv write."""
+    prefix = "/" + (project_dir.strip("/") + "/" if project_dir.strip("/") else "")
+    return ["/" + GATE_CACHE] + ([prefix + ASV_FOLDER] if asv else [])
+
+
+def add_ignores(gitignore: Path, lines: list[str]) -> list[str]:
+    """Append the lines that ``gitignore`` lacks (made if missing); the lines added."""
+    have = gitignore.read_text().splitlines() if gitignore.exists() else []
+    missing = [ln for ln in lines if ln not in have and ln.lstrip("/") not in have]
+    if missing:
+        text = "\n".join(have)
+        text = (text + "\n" if text else "") + "# written by `ipcbench init-ci`: the gate's environments and asv's results\n"
+        gitignore.write_text(text + "\n".join(missing) + "\n")
+    return missing
 
 
 def _project_name(pyproject: Path) -> str:
@@ -140,6 +189,9 @@ def render_workflow(install: str = DEFAULT_INSTALL, python: str = DEFAULT_PYTHON
     """The perf-gate workflow; ``project_dir`` is the project's folder in its repository ("" or "sub/")."""
     if '"' in install or "\n" in install:
         raise UsageError(f"the install spec may not hold quotes or new lines: {install!r}")
+    if PLACEHOLDER in install:
+        raise UsageError(f"the install spec holds the placeholder OWNER: {install!r}; give the real git URL "
+                         "(--install 'pytest-ipcbench[mpi] @ git+https://HOST/ACCOUNT/pytest-ipcbench@TAG') or a wheel's URL")
     if not re.fullmatch(r"3\.\d+", python):
         raise UsageError(f"bad Python version {python!r} (e.g. 3.12)")
     project_dir = project_dir.strip("/") + "/" if project_dir.strip("/") else ""
@@ -179,4 +231,8 @@ def write_files(root: Path, workflow: str | None = DEFAULT_WORKFLOW, install: st
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         out.append(Written(path, what))
+    added = add_ignores(root / ".gitignore", ignore_lines(project_dir, asv))
+    if added:
+        out.append(Written(root / ".gitignore", f"ignores {', '.join(added)}: the gate's environments and "
+                                                 f"asv's results, hundreds of MB"))
     return out

@@ -60,6 +60,7 @@ class GateOptions:
     decision: Decision = field(default_factory=Decision)
     skip_unadopted_base: bool = False  # another project: a base without [tool.ipcbench] exits 0, not 2
     inject: dict[str, float] = field(default_factory=dict)  # head only: backend -> slowdown (harness/inject.py)
+    dry_run: bool = False  # say what would be installed and measured, then stop (exit 0)
 
 
 class Unadopted(GateError):
@@ -489,6 +490,15 @@ def run_gate(opts: GateOptions) -> int:
         raise GateError("--isolated is for pytest-ipcbench's own repository: in another project both sides "
                         "share the gate's pytest-ipcbench, numpy, mpi4py and MPI")
     run_text = opts.run_args if opts.run_args is not None else ("" if project else default_run_args())
+    if opts.dry_run:
+        print(f"[gate] dry run\n[gate] base: {base.label}\n[gate] head: {head.label}")
+        for side in (base, head):
+            if side.decl is not None and side.decl.config is not None:
+                print(f"[gate] {side.name} declares {side.decl.config.describe()}")
+        print(f"[gate] would install both sides into {cache}, run `ipcbench run {run_text}` interleaved "
+              f"({opts.rounds} rounds per side, then up to {opts.confirm_rounds} for cases in doubt) and "
+              f"report to {out}")
+        return 0
     if out.exists():
         shutil.rmtree(out)
     (out / "rounds").mkdir(parents=True)

@@ -26,10 +26,22 @@ class Summary:
     max: float
     q1: float
     q3: float
+    p10: float = float("nan")  # the distribution's tails: a median alone hides a wide spread
+    p90: float = float("nan")
+    p99: float = float("nan")
 
     @property
     def iqr(self) -> float:
         return self.q3 - self.q1
+
+    @property
+    def p50(self) -> float:
+        return self.median
+
+    @property
+    def spread(self) -> float:
+        """p90 / p10: 1 for identical samples; a few x or more is a wide distribution."""
+        return self.p90 / self.p10 if self.p10 > 0 else float("inf")
 
     def as_dict(self) -> dict[str, float]:
         d = asdict(self)
@@ -42,7 +54,7 @@ def summarize(samples: Sequence[float]) -> Summary:
     x = np.asarray(samples, dtype=float)
     if x.size == 0:
         raise ValueError("no samples to summarize")
-    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    p10, q1, med, q3, p90, p99 = np.percentile(x, [10, 25, 50, 75, 90, 99])
     return Summary(
         n=int(x.size),
         median=float(med),
@@ -52,6 +64,9 @@ def summarize(samples: Sequence[float]) -> Summary:
         max=float(x.max()),
         q1=float(q1),
         q3=float(q3),
+        p10=float(p10),
+        p90=float(p90),
+        p99=float(p99),
     )
 
 

@@ -46,6 +46,7 @@ pytest_plugins = [
     "pytest_ipcbench.plugin.fixtures.shared",
     "pytest_ipcbench.plugin.fixtures.bench",
     "pytest_ipcbench.plugin.fixtures.seed004",
+    "pytest_ipcbench.plugin.fixtures.conformance",
 ]
 
 IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode"})

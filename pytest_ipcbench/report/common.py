@@ -14,7 +14,10 @@ from ..history.results import Result
 
 
 KIND_ORDER = ("dict", "ndarray", "array1d", "ragged2d", "buffer", "tiny")
-STAT_FIELDS = ("n", "median", "mean", "stddev", "min", "max", "q1", "q3")
+STAT_FIELDS = ("n", "median", "mean", "stddev", "min", "max", "q1", "q3", "p10", "p90", "p99")
+#: p90 / p10 from which a distribution is called wide: its median alone would mislead
+WIDE_SPREAD = 3.0
+PERCENTILES = (10, 50, 90, 99)
 
 
 def label(r: Result) -> str:
@@ -33,6 +36,30 @@ def kind_order(kind: str) -> tuple[int, str]:
 def median_of(r: Result, metric: str) -> float | None:
     s = r.samples.get(metric)
     return float(np.median(s)) if s else None
+
+
+def percentiles_of(r: Result, metric: str) -> tuple[float, ...] | None:
+    """(p10, p50, p90, p99) of a metric's samples, or None without samples."""
+    s = r.samples.get(metric)
+    return tuple(float(v) for v in np.percentile(s, PERCENTILES)) if s else None
+
+
+def is_wide(r: Result, metric: str) -> bool:
+    """p90 / p10 at least :data:`WIDE_SPREAD`: the samples spread too far for one number."""
+    p = percentiles_of(r, metric)
+    return p is not None and p[0] > 0 and p[2] / p[0] >= WIDE_SPREAD
+
+
+def wide_note(r: Result, metric: str, what: str) -> str | None:
+    """A sentence naming a wide distribution (None when it is not): where the median misleads."""
+    if not is_wide(r, metric):
+        return None
+    from ..core.units import format_time
+
+    p10, p50, p90, p99 = percentiles_of(r, metric) or (0.0,) * 4
+    return (f"{r.backend}/{r.mode} {r.payload} {size_of(r)} r{r.ranks}: {what} p10 {format_time(p10)}, "
+            f"p50 {format_time(p50)}, p90 {format_time(p90)}, p99 {format_time(p99)} "
+            f"(p90/p10 = {p90 / p10:.0f}x): a wide distribution, the median alone hides it")
 
 
 def size_of(r: Result) -> str:

@@ -12,7 +12,8 @@ import numpy as np
 from ..core.envinfo import describe as describe_env
 from ..core.units import format_bytes, format_percent, format_rate, format_time
 from ..history.results import Result, ResultSet
-from .common import kind_order, backend_order, median_of, size_of, table, by_scenario, copy_bandwidth_by_size, efficiency
+from .common import (WIDE_SPREAD, kind_order, backend_order, median_of, percentiles_of, size_of, table, by_scenario,
+                     copy_bandwidth_by_size, efficiency, is_wide, wide_note)
 
 
 def test_of(result: Result) -> str:
@@ -21,7 +22,7 @@ def test_of(result: Result) -> str:
 
 
 def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | None = None) -> str:
-    """Seed 000's table for one payload kind and size: backends by completion, relative speed.
+    """The relative speed table for one payload kind and size: backends by completion, relative speed.
 
     Relative speed is taken among results of the same rank count (2 and 4 ranks are not rivals);
     a Test column appears when the results come from pytest (``--ipc-report``).
@@ -36,23 +37,43 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
         best.setdefault(r.ranks, median_of(r, "completion") or 1.0)
     tests = any(test_of(r) for r in rows)
     lines = []
+    notes = []
     for r in rows:
         c = median_of(r, "completion") or math.inf
         rel = "baseline (1.00x)" if c == best[r.ranks] else f"{c / best[r.ranks]:.2f}x slower"
         eff = efficiency(r, copies)
         ver = r.verified
+        p10, _, p90, p99 = percentiles_of(r, "completion") or (None,) * 4
         lines.append([
             r.backend, r.mode, r.kind, str(r.ranks), format_time(median_of(r, "write")),
-            format_time(median_of(r, "read_avg")), format_time(c), format_time(median_of(r, "completion_touched")), rel,
+            format_time(median_of(r, "read_avg")), format_time(p10), format_time(c) + (" (wide)" if is_wide(r, "completion") else ""),
+            format_time(p90), format_time(p99), format_time(median_of(r, "completion_touched")), rel,
             format_percent(eff),
             f"{ver.checked - ver.failed}/{ver.checked}" if ver else "-",
             *([test_of(r) or "-"] if tests else []),
         ])
+        note = wide_note(r, "completion", "completion")
+        if note:
+            notes.append(note)
     return table(
-        ["Backend", "Mode", "Kind", "Ranks", "Median write", "Median read", "Completion", "Completion, touched",
-         "Relative speed", "Copy eff.", "Verified", *(["Test"] if tests else [])],
-        lines, "lll" + "r" * 8 + ("l" if tests else ""),
-    )
+        ["Backend", "Mode", "Kind", "Ranks", "Median write", "Median read", "Completion p10", "p50", "p90", "p99",
+         "Completion p50, touched", "Relative speed", "Copy eff.", "Verified", *(["Test"] if tests else [])],
+        lines, "lll" + "r" * 11 + ("l" if tests else ""),
+    ) + _notes(notes)
+
+
+def _notes(notes: Sequence[str]) -> str:
+    """Sentences under a table, one per wide distribution."""
+    return "".join(f"\n\n- {n}" for n in notes)
+
+
+def _wide_cells(results: Sequence[Result], metric: str, what: str) -> str:
+    """The notes of a by-size table whose cells show medians: every wide distribution in it."""
+    notes = [n for n in (wide_note(r, metric, what) for r in results) if n]
+    if not notes:
+        return ""
+    return (f"(wide): p90/p10 of at least {WIDE_SPREAD:g}x; the percentiles are in the tables of the summary "
+            "and in the *_summary.csv files." + _notes(notes))
 
 
 def _by_size_table(results: Sequence[Result], value: Callable[[Result], str]) -> str:
@@ -86,11 +107,30 @@ def headline(results: Sequence[Result]) -> str:
     if pp:
         small = min(r.nbytes for r in pp)
         at = sorted((r for r in pp if r.nbytes == small), key=lambda r: median_of(r, "latency") or 0)
+        def pct(r: Result) -> list[str]:
+            return [format_time(v) for v in percentiles_of(r, "latency") or (None,) * 4]
+
         parts.append(f"### Ping-pong latency at {format_bytes(small)} (round trip / 2)\n\n" + table(
-            ["Backend", "Mode", "Median latency", "Mean latency"],
-            [[r.backend, r.mode, format_time(median_of(r, "latency")), format_time(float(np.mean(r.samples["latency"])))]
-             for r in at]))
+            ["Backend", "Mode", "Latency p10", "p50", "p90", "p99", "Mean"],
+            [[r.backend, r.mode, *pct(r), format_time(float(np.mean(r.samples["latency"])))]
+             for r in at]) + _notes([n for n in (wide_note(r, "latency", "latency") for r in at) if n]))
     return "\n\n".join(parts)
+
+
+def _idle_section(idle: Sequence[Result]) -> list[str]:
+    """Latency after an idle gap (the ``idle`` scenario): a row per case, its percentiles."""
+    if not idle:
+        return []
+    rows = []
+    for r in sorted(idle, key=lambda r: (backend_order(r.backend), r.mode, r.size, r.extra.get("gap_s", 0.0))):
+        p = percentiles_of(r, "latency") or (None,) * 4
+        rows.append([r.backend, r.mode, format_bytes(r.nbytes), format_time(r.extra.get("gap_s")),
+                     *[format_time(v) for v in p], str(len(r.samples.get("latency", ())))])
+    notes = [n for n in (wide_note(r, "latency", "latency") for r in idle) if n]
+    return ["## Latency after an idle gap (one message after a quiet spell; round trip / 2)", "",
+            "Both ranks idle for the gap, then one round trip is timed: how fast a waiting reader wakes.", "",
+            table(["Backend", "Mode", "Size", "Gap", "Latency p10", "p50", "p90", "p99", "Samples"], rows, "llrrrrrrr")
+            + _notes(notes), ""]
 
 
 def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
@@ -110,7 +150,8 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
         "so a zero-copy view does not win for free. A stream's *delivered* is per message, on the "
         "writer's clock, from its first send to the readers' acknowledgement of the window; a reader's "
         "*read* there starts when that reader leaves the barrier (late when it was asleep). Ping-pong "
-        "and granularity are timed on rank 0 alone. Medians over the iterations; copy efficiency = "
+        "and granularity are timed on rank 0 alone. Medians (p50) over the iterations, with p10/p90/p99 where "
+        "shown; a cell marked (wide) has p90/p10 of 3x or more: its median alone hides the spread. Copy efficiency = "
         "bandwidth to a fully read object / numpy copy bandwidth measured in the same run."
     )
     out.append("")
@@ -122,12 +163,14 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
         out += ["## Broadcast: completion time against size (max over readers)", ""]
         for kind in sorted({r.payload for r in bcast}, key=kind_order):
             of_kind = [r for r in bcast if r.payload == kind]
-            out += [f"### {kind}", "", _by_size_table(of_kind, lambda r: format_time(median_of(r, "completion"))), ""]
-        out += ["## Write time against size (seed 001)", ""]
+            out += [f"### {kind}", "", _by_size_table(
+                of_kind, lambda r: format_time(median_of(r, "completion")) + (" (wide)" if is_wide(r, "completion") else "")),
+                "", _wide_cells(of_kind, "completion", "completion"), ""]
+        out += ["## Write time against size", ""]
         for kind in sorted({r.payload for r in bcast}, key=kind_order):
             of_kind = [r for r in bcast if r.payload == kind]
             out += [f"### {kind}", "", _by_size_table(of_kind, lambda r: format_time(median_of(r, "write"))), ""]
-        out += ["## Read time against size (average over readers; seed 001)", ""]
+        out += ["## Read time against size (average over readers)", ""]
         for kind in sorted({r.payload for r in bcast}, key=kind_order):
             of_kind = [r for r in bcast if r.payload == kind]
             out += [f"### {kind}", "", _by_size_table(of_kind, lambda r: format_time(median_of(r, "read_avg"))), ""]
@@ -146,7 +189,9 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
         for kind in sorted({r.payload for r in pp}, key=kind_order):
             of_kind = [r for r in pp if r.payload == kind]
             out += [f"### {kind}", "", _by_size_table(
-                of_kind, lambda r: f"{format_time(median_of(r, 'latency'))} / {format_rate(r.throughput('latency'))}"), ""]
+                of_kind, lambda r: f"{format_time(median_of(r, 'latency'))} / {format_rate(r.throughput('latency'))}"
+                + (" (wide)" if is_wide(r, "latency") else "")), "", _wide_cells(of_kind, "latency", "latency"), ""]
+    out += _idle_section(by_scenario(results, "idle"))
     st = by_scenario(results, "stream")
     if st:
         out += ["## Stream: messages per second, delivered (send-only)", ""]
@@ -166,7 +211,7 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
             over, rt, work = median_of(r, "overhead"), median_of(r, "roundtrip"), median_of(r, "work") or 0.0
             rows[(r.backend, r.mode)][r.extra.get("work_s", 0.0)] = (
                 f"{format_time(over)} ({work / rt:.0%})" if rt else "-")
-        out += ["## Granularity: overhead per round trip (efficiency = work / round trip; seed 003)", "",
+        out += ["## Granularity: overhead per round trip (efficiency = work / round trip; a 64-byte task with a fixed amount of work)", "",
                 table(["Backend", "Mode", *[f"work {format_time(w) if w else '0'}" for w in works]],
                        [[b, m, *[rows[(b, m)].get(w, "-") for w in works]]
                         for b, m in sorted(rows, key=lambda k: (backend_order(k[0]), k[1]))]), ""]
@@ -175,11 +220,11 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                 table(["Size", "Bandwidth"], [[format_bytes(n), format_rate(bw)] for n, bw in sorted(copies.items())], "lr"),
                 ""]
     if any(r.scenario == "mpi-method" for r in results):
-        out += ["## MPI methods (seed 004)", "", "See [mpi-methods.md](mpi-methods.md).", ""]
+        out += ["## MPI transfer methods (1D and ragged 2D int32 data)", "", "See [mpi-methods.md](mpi-methods.md).", ""]
     s2 = sorted(by_scenario(results, "seed002"), key=lambda r: median_of(r, r.primary) or 0)
     if s2:
         copy = next((median_of(r, r.primary) for r in s2 if r.backend == "copy"), None)
-        out += [f"## Seed 002: a {format_bytes(s2[0].nbytes)} array from one process to another", "",
+        out += [f"## Shared arrays: a {format_bytes(s2[0].nbytes)} array from one process to another", "",
                 "From the put until the consumer holds the array (see seed002.json).", "",
                 table(["Path", "Median", "Samples", "x one copy"],
                        [[r.backend, format_time(median_of(r, r.primary)), len(r.samples[r.primary]),
@@ -192,7 +237,7 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
         if r.backend == "handle" and (r.extra or {}).get("release"):
             handle.setdefault(r.nbytes, {})["release"] = float(r.extra["release"])
     if handle:
-        out += ["## Seed 002: a shared array's handle against None through the same queue", "",
+        out += ["## Shared arrays: a shared array's handle against None through the same queue", "",
                 "Round trip: put until the consumer acknowledged (it maps the segment or reuses its "
                 "mapping, reads one element); every round sends each size's handle, each followed by "
                 "None. Release: the consumer's drop of "
@@ -211,7 +256,7 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                         format_bytes(r.nbytes), format_time(median_of(r, r.primary)), len(r.samples.get(r.primary, ()))]
                        for r in sorted(refs, key=lambda r: (r.backend, r.size))], "lrrr"), ""]
     other = sorted({r.scenario for r in results}
-                   - {"broadcast", "pingpong", "stream", "granularity", "copy", "reference", "mpi-method", "seed002",
+                   - {"broadcast", "pingpong", "idle", "stream", "granularity", "copy", "reference", "mpi-method", "seed002",
                       "seed002-handle"})
     if other:
         out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..core.units import format_bytes, format_time
 from ..history.results import Result
-from .common import kind_order, backend_order, median_of, by_scenario, copy_bandwidth_by_size, efficiency
+from .common import kind_order, backend_order, median_of, percentiles_of, by_scenario, copy_bandwidth_by_size, efficiency
 
 
 def _mpl() -> tuple[Any, Any]:
@@ -60,6 +60,16 @@ def _series(results: Iterable[Result], value: Callable[[Result], float | None]) 
     return {k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1]))}
 
 
+def _band(results: Iterable[Result], metric: str) -> list[tuple[int, float, float]]:
+    """(bytes, p10, p90) of ``metric`` per result, by size: the shaded range of a line."""
+    out = []
+    for r in results:
+        p = percentiles_of(r, metric)
+        if p is not None and p[0] > 0:
+            out.append((max(r.nbytes, 1), p[0], p[2]))
+    return sorted(out)
+
+
 def _save(fig: Any, canvas_cls: Any, path: Path) -> Path:
     canvas_cls(fig)
     fig.savefig(path, dpi=100)
@@ -76,8 +86,13 @@ def plot_by_kind(
     reference: dict[int, float] | None = None,
     reference_label: str = "",
     subtitle: str = "",
+    band: str | None = None,
 ) -> Path | None:
-    """One panel per payload kind: ``value`` against payload bytes, a line per backend/mode."""
+    """One panel per payload kind: ``value`` against payload bytes, a line per backend/mode.
+
+    ``band``: a metric whose p10-p90 range is shaded around each line (the spread the median hides)."""
+    if band:
+        subtitle = (subtitle + "; " if subtitle else "") + "line: median (p50); shaded: p10 to p90"
     kinds = sorted({r.payload for r in results}, key=kind_order)
     if not kinds or not any(value(r) for r in results):
         return None
@@ -92,6 +107,12 @@ def plot_by_kind(
             xs, ys = zip(*pts)
             (h,) = ax.plot(xs, [v * scale for v in ys], label=f"{backend} ({mode})", **_style(backend, mode))
             handles.setdefault(f"{backend} ({mode})", h)
+            if band:
+                spread = _band([r for r in results if r.payload == kind and (r.backend, r.mode) == (backend, mode)], band)
+                if spread:
+                    bx, lo, hi = zip(*spread)
+                    ax.fill_between(bx, [v * scale for v in lo], [v * scale for v in hi], color=h.get_color(),
+                                    alpha=0.15, linewidth=0)
         if reference:
             lo = min((r.nbytes for r in results if r.payload == kind), default=1)
             hi = max((r.nbytes for r in results if r.payload == kind), default=1)
@@ -148,7 +169,7 @@ def plot_granularity(results: Sequence[Result], path: Path) -> Path | None:
     ax1.set_title("overhead per task")
     ax2.set_ylim(0, 1.05)
     ax2.set_ylabel("efficiency = work / round trip")
-    ax2.set_title("how small can a task be (seed 003)")
+    ax2.set_title("how small can a task be (64-byte tasks)")
     handles, labels = ax1.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
                title="backend (mode)", title_fontsize=9)
@@ -236,13 +257,15 @@ def write_plots(results: Sequence[Result], out: Path) -> list[Path]:
     who = f"1 writer, {'/'.join(map(str, readers))} readers" if readers else "1 writer, N readers"
     made = [
         plot_by_kind(bcast, lambda r: median_of(r, "write"), out / "write_performance.png",
-                     f"Broadcast write time ({who})", "median write time", subtitle="time of write() on the writer"),
+                     f"Broadcast write time ({who})", "median write time", subtitle="time of write() on the writer",
+                     band="write"),
         plot_by_kind(bcast, lambda r: median_of(r, "read_avg"), out / "read_performance.png",
                      f"Broadcast read time ({who})", "median read time (avg over readers)",
-                     subtitle="read() until a usable object; a store's read starts after the write"),
+                     subtitle="read() until a usable object; a store's read starts after the write", band="read_avg"),
         plot_by_kind(bcast, lambda r: median_of(r, "completion"), out / "completion.png",
                      f"Broadcast completion ({who})", "median completion time",
-                     subtitle="barrier exit until the last reader has a usable object (max over readers)"),
+                     subtitle="barrier exit until the last reader has a usable object (max over readers)",
+                     band="completion"),
         plot_by_kind(bcast, Result.bandwidth, out / "throughput.png", f"Broadcast throughput per reader ({who})",
                      "MB/s per reader (10^6 B/s)", y="rate", reference=copies,
                      reference_label="numpy copy (same run)",
@@ -251,7 +274,7 @@ def write_plots(results: Sequence[Result], out: Path) -> list[Path]:
                      "Broadcast efficiency: fraction of this machine's copy bandwidth", "bandwidth / copy bandwidth",
                      y="ratio", subtitle="100% = as fast as one numpy copy of the payload (to a fully read object)"),
         plot_by_kind(by_scenario(results, "pingpong"), lambda r: median_of(r, "latency"), out / "latency.png",
-                     "Ping-pong latency (round trip / 2, 2 ranks)", "median latency"),
+                     "Ping-pong latency (round trip / 2, 2 ranks)", "median latency", band="latency"),
         plot_stream(by_scenario(results, "stream"), out / "stream.png"),
         plot_granularity(by_scenario(results, "granularity"), out / "granularity.png"),
     ]

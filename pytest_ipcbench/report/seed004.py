@@ -199,7 +199,7 @@ def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d
             for config in configs:
                 rows = groups[(ranks, shape, config)]
                 best = rows[0].median
-                parts.append(f"#### {_size_label(config, rows[0].nbytes)} (seed: {SEED_SIZE_LABELS.get(config, '?')})")
+                parts.append(f"#### {_size_label(config, rows[0].nbytes)} (C++ benchmark: {SEED_SIZE_LABELS.get(config, '?')})")
                 parts.append(
                     _table(
                         ("Rank", "Method", "Time", "vs best", "IQR / median", "samples"),
@@ -334,7 +334,7 @@ def seed_comparison_table(results: Iterable[Result], ranks: int | None = SEED_CP
     with a counterpart; each cell is the Python median and the ratio Python/C++."""
     comps = seed_comparisons(results, ranks)
     if not comps:
-        return "_No measured case has a counterpart in seed 004's tables._"
+        return "_No measured case has a counterpart in the C++ benchmark's tables._"
     methods = sorted({c.method for c in comps}, key=_method_key)
     cells: dict[tuple[int, str, str], dict[str, SeedComparison]] = defaultdict(dict)
     for c in comps:
@@ -419,7 +419,7 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_seed: bo
                         seed_pts.append((size, best[1] * 1e-6))
                 if seed_pts:
                     x, y = zip(*sorted(seed_pts))
-                    ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="seed C++ fastest (4 procs)")
+                    ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="C++ benchmark, fastest (4 procs)")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("payload size (bytes)")
@@ -427,7 +427,7 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_seed: bo
             ax.set_title(f"{SHAPE_TITLES.get(shape, shape)}, {ranks} ranks")
             ax.grid(True, which="both", alpha=0.25)
             ax.legend(fontsize=7.5, ncol=2)
-    fig.suptitle("MPI methods, seed 004 matrix (median time per transfer)")
+    fig.suptitle("MPI transfer methods (median time per transfer)")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -460,10 +460,10 @@ def methods_table() -> str:
 def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-methods.png") -> str:
     results = method_results(results)
     parts = [
-        "# MPI methods (seed 004's matrix)",
+        "# MPI transfer methods: 1D and ragged 2D int32 data",
         "Median time per transfer from rank 0 to every rank; each sample is one transfer timed by "
-        "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. Seed C++ numbers: seed 004, "
-        f"{SEED_CPP_RANKS} processes.",
+        "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. C++ figures: the C++ MPI "
+        f"benchmark these methods come from, {SEED_CPP_RANKS} processes.",
     ]
     if plot_name:
         parts.append(f"![time vs size]({plot_name})")
@@ -474,7 +474,7 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
         winners_table(results),
         "## 1D vs 2D",
         comparison_1d_2d_table(results),
-        "## Python against seed 004's C++",
+        "## Python against the C++ benchmark",
         seed_comparison_table(results),
         "## Methods ranked, per configuration",
         ranking_tables(results),

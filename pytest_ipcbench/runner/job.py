@@ -355,7 +355,7 @@ class Runner:
     def seed002_phase(self, progress: Progress) -> None:
         """Seed 002's shared-array experiment (``shared.experiment.run_seed002``)."""
         rows = {"quick": 25_000, "default": 250_000, "full": 250_000}[self.options.level]
-        label = f"seed 002: {rows * 602 * 4 / 1e6:.0f} MB array between two processes"
+        label = f"shared arrays: a {rows * 602 * 4 / 1e6:.0f} MB array between two processes"
         repeats = {"quick": 3, "default": 3, "full": 7}[self.options.level]
         progress.start(label)
         try:
@@ -419,14 +419,14 @@ class Runner:
         if opts.list:
             if rank0:
                 for c in mpi_cases + local_cases:
-                    print(f"{c.phase:5} {c.label}")
+                    print(f"{'mpi' if c in mpi_cases else 'local':5} {c.label}")  # where it will run
                 for c in dropped:
                     print(f"skip  {c.label} (needs MPI)")
                 for block, on in ((METHODS_BLOCK, methods), (SEED002_BLOCK, seed002)):
                     if on:
                         print(f"extra {block}")
                 print(f"{len(mpi_cases) + len(local_cases)} cases"
-                      + (" + seed 004 MPI methods" if methods else "") + (" + seed 002" if seed002 else ""))
+                      + (" + MPI transfer methods" if methods else "") + (" + shared-array experiment" if seed002 else ""))
             return 0
         ranks = opts.ranks if world is None else world.size
         if world is None:  # the launching command: sizes that cannot fit are refused before any rank starts
@@ -467,8 +467,8 @@ class Runner:
             env["run_id"] = uuid.uuid4().hex  # two files with different ids are not a paired experiment
             env["load_start"] = load_average()
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
-                  f"{len(local_cases)} local cases" + (", seed 004's MPI methods" if methods else "")
-                  + (", seed 002" if seed002 else "") + f" -> {self.out}")
+                  f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")
+                  + (", shared-array experiment" if seed002 else "") + f" -> {self.out}")
             for line in describe_env(env):
                 print(f"  {line}")
         for c in dropped:
@@ -552,7 +552,7 @@ def seed002_results(got: Any) -> list[Result]:
         Result(scenario="seed002", backend=path, mode="native", payload="ndarray", size=nbytes, ranks=2,
                samples={"completion": [float(x) for x in samples]}, nbytes=nbytes,
                extra={"shape": list(got.get("shape", ())), "ratios": got.get("ratios", {}),
-                      "what": "put until the consumer holds the array (seed 002)"})
+                      "what": "put until the consumer holds the array (shared-array experiment)"})
         for path, samples in got["samples"].items() if samples
     ]
     sweep = got.get("handle_sweep") or {}

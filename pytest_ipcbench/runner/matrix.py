@@ -45,7 +45,11 @@ class Case:
 
     @property
     def phase(self) -> str:
-        return "local" if _backend_flag(self.backend, "local_only") else "mpi"
+        """The process model its backend declares (``Backend.process_model``): mpi or local."""
+        try:
+            return get_backend(self.backend).process_model()
+        except BackendUnavailable:  # cannot load here: its case says why, in the MPI job as before
+            return "mpi"
 
 
 def _backend_flag(name: str, flag: str) -> Any:

@@ -99,7 +99,7 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
             say("result", index=index, label=case.label, result=result.to_dict())
     if spec.get("mpi_methods"):
         if watchdog is not None:
-            watchdog.arm("seed 004: MPI methods", case_timeout * 10, "case")
+            watchdog.arm("MPI transfer methods (1D and ragged 2D int32)", case_timeout * 10, "case")
         _run_mpi_methods(world, spec["mpi_methods"], say)
         if watchdog is not None:
             watchdog.disarm()
@@ -111,23 +111,23 @@ def _run_mpi_methods(world: Any, opts: dict[str, Any], say: Callable[..., None])
     (collective; Result records on rank 0)."""
     from .. import seed004
 
-    say("start", index=-1, label="seed 004: MPI methods")
+    say("start", index=-1, label="MPI transfer methods (1D and ragged 2D int32)")
     try:
         settings = seed004.matrix_settings(case_time=float(opts.get("case_time", seed004.DEFAULT_CASE_TIME)))
         configs = [c for c in opts.get("configs", ()) if c in seed004.CONFIGS]
 
         def progress(line: str) -> None:
-            say("note", label="seed 004", message=line.strip())
+            say("note", label="MPI transfer methods", message=line.strip())
 
         results = seed004.run_matrix(world, configs=configs, settings=settings,
                                      progress=progress if world.rank == 0 else None)
         quiet_barrier(world)
     except Exception as exc:
-        say("error", index=-1, label="seed 004: MPI methods", message=error_text(exc))
+        say("error", index=-1, label="MPI transfer methods (1D and ragged 2D int32)", message=error_text(exc))
         return
     for r in results:
-        say("extra", label="seed 004", result=r.to_dict())
-    say("end", index=-1, label="seed 004: MPI methods")
+        say("extra", label="MPI transfer methods", result=r.to_dict())
+    say("end", index=-1, label="MPI transfer methods (1D and ragged 2D int32)")
 
 
 def error_text(exc: BaseException) -> str:

@@ -88,7 +88,7 @@ def test_ranking_tables_rank_methods_by_time(results: list[Result]) -> None:
     assert small_2d[2][2:4] == ["90 µs", "3.60x"]
     medium_1d = _section(md.split("1D (contiguous)")[1], "Medium")
     assert [r[1] for r in medium_1d] == ["**p2p**", "bcast"]
-    assert "seed: 107 KB" in md
+    assert "C++ benchmark: 107 KB" in md
 
 
 def test_1d_vs_2d_table(results: list[Result]) -> None:
@@ -162,7 +162,7 @@ def test_write_report(results: list[Result], tmp_path: Path) -> None:
     paths = rep.write_mpi_method_report(results, tmp_path / "out")
     assert [p.name for p in paths] == ["mpi-methods.md", "mpi-methods.png"]
     md = paths[0].read_text()
-    for heading in ("## Fastest method per size", "## 1D vs 2D", "## Python against seed 004's C++",
+    for heading in ("## Fastest method per size", "## 1D vs 2D", "## Python against the C++ benchmark",
                     "## Methods ranked, per configuration"):
         assert heading in md
     assert "![time vs size](mpi-methods.png)" in md

@@ -108,14 +108,14 @@ def test_markdown_has_the_seed_tables(written):
     text = summary.read_text()
     assert "# pytest-ipcbench results" in text
     assert "MPI: MPICH 4.3.0" in text and "oversubscribed: yes" in text and "MB = 10^6" in text
-    assert "| Backend | Mode | Kind | Ranks | Median write | Median read | Completion |" in text
+    assert "| Backend | Mode | Kind | Ranks | Median write | Median read | Completion p10 | p50 | p90 | p99 |" in text
     assert "| Backend | Mode | Ranks | " in text  # tables by size: a row per backend, mode and rank count
     assert "baseline (1.00x)" in text and "x slower" in text
-    assert "## Write time against size (seed 001)" in text and "## Read time against size" in text
+    assert "## Write time against size" in text and "seed 00" not in text.lower() and "## Read time against size" in text
     assert "## Ping-pong latency" in text and "## Stream" in text and "## Granularity" in text
     assert "## Cases that failed" in text and "boom" in text
     assert "(1000 entries)" in text  # dict sizes are shown as entries too (seed 001)
-    assert "## Seed 002" in text
+    assert "## Shared arrays: a 602 MB array" in text
     assert "handle against None" in text and "1.20x" in text and "4.5 µs" in text  # the release
     width = None
     for line in text.splitlines():  # every table row has as many cells as its header
@@ -150,3 +150,28 @@ def test_cli_report(tmp_path, capsys):
 def test_empty_results_still_make_a_summary(tmp_path):
     summary = report.write_report(ResultSet(), tmp_path)
     assert summary.read_text().startswith("# pytest-ipcbench results")
+
+
+def test_a_wide_distribution_is_shown_and_named(tmp_path) -> None:
+    """The issue: shm at 1 KB had p10 4.2 us and median 160 us, and nothing showed it."""
+    from pytest_ipcbench.history.results import ResultSet as RS
+
+    rng = np.random.default_rng(0)
+    fast, slow = rng.uniform(4.0e-6, 4.4e-6, 30), rng.uniform(150e-6, 170e-6, 40)
+    wide = np.concatenate([fast, slow])
+    narrow = rng.uniform(20e-6, 22e-6, 70)
+    rs = RS(env={})
+    for backend, s in (("shm", wide), ("zmq", narrow)):
+        rs.add(Result("broadcast", backend, "native", "ndarray", 1000, 2,
+                      {"write": list(s / 2), "read_avg": list(s), "completion": list(s), "completion_touched": list(s)},
+                      nbytes=1000, kind="store", readers=1))
+    summary = report.write_report(rs, tmp_path)
+    text = summary.read_text()
+    note = next(line for line in text.splitlines() if line.startswith("- shm/native ndarray"))
+    assert "completion p10 4." in note and "p50 1" in note and "a wide distribution, the median alone hides it" in note
+    assert not any(line.startswith("- zmq/native") for line in text.splitlines())  # narrow: no note
+    row = next(line for line in text.splitlines() if line.startswith("| shm | native | store | 2 |"))
+    assert "(wide)" in row and "| 4." in row  # p10 beside the median
+    with open(tmp_path / "write_summary.csv") as f:
+        header = f.readline().strip().split(",")
+    assert {"write_p10_s", "write_p90_s", "write_p99_s", "write_median_s"} <= set(header)

@@ -6,3 +6,9 @@ from pytest_ipcbench.testing import BackendConformance
 
 class TestFifo(BackendConformance):
     backend = "fifo"
+
+
+class TestPipe(BackendConformance):
+    """Pipes made before the ranks start (before_ranks): local workers only, skipped under mpiexec."""
+
+    backend = "pipe"
