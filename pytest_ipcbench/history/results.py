@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..core.counters import CounterAbsent, Counters
 from .stats import Summary, summarize
 
 SCHEMA = "pytest-ipcbench/2"
@@ -65,6 +66,9 @@ class Result:
     # :meth:`efficiency` (a measurement, so it is stored; the efficiency is derived)
     copy_bandwidth: float | None = None
     wait: str = ""  # how the readers waited: "block" or "backoff" (METHOD rule 18)
+    # what a message cost each rank, in counts (harness/count.py); None when not counted, and
+    # then extra["counting"] says why
+    counters: Counters | None = None
 
     @property
     def key(self) -> str:
@@ -102,8 +106,21 @@ class Result:
         bw = self.bandwidth()
         return bw / self.copy_bandwidth if bw and self.copy_bandwidth else None
 
+    def cost(self, role: str, counter: str) -> int | float:
+        """Per message: ``result.cost("reader", "syscalls.data")``; the writer's, or the largest
+        over the readers. Raises :class:`CounterAbsent` (with the reason) when not measured."""
+        if self.counters is None:
+            raise CounterAbsent(f"{self.key} has no counters: {self.extra.get('counting', 'not counted')}")
+        return self.counters.cost(role, counter)
+
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        counters = self.counters
+        self.counters = None  # asdict would flatten it; it has its own format
+        try:
+            d = asdict(self)
+        finally:
+            self.counters = counters
+        d["counters"] = counters.to_dict() if counters is not None else None
         d["key"] = self.key
         d["stats"] = {m: summarize(s).as_dict() for m, s in self.samples.items() if s}
         d["derived"] = {"bandwidth_Bps": self.bandwidth(), "efficiency": self.efficiency()}  # for readers of the file
@@ -122,6 +139,8 @@ class Result:
         fields["extra"] = extra
         if isinstance(fields.get("verified"), dict):
             fields["verified"] = Verified(**fields["verified"])
+        if isinstance(fields.get("counters"), dict):
+            fields["counters"] = Counters.from_dict(fields["counters"])
         return cls(**fields)
 
 
@@ -161,6 +180,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "group": (lambda v: isinstance(v, str), "a string"),
     "oversubscribed": (lambda v: v is None or isinstance(v, bool), "null, true or false"),
     "plan": (lambda v: v is None or isinstance(v, dict), "null or an object"),
+    "counters": (lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("ranks"), list) and all(
+        isinstance(r, dict) and isinstance(r.get("totals"), dict) for r in v["ranks"])),
+        "null or an object with ranks of totals"),
 }
 _REQUIRED = ("scenario", "backend", "mode", "payload", "size", "ranks", "samples")
 
