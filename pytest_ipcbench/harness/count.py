@@ -91,14 +91,18 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     with CounterProbe(syscalls=syscalls) as probe:
         absent = dict(probe.absent)
         for _ in range(settings.count_repeats):
+            # a barrier closes each phase: an asynchronous writer (mp.Queue's feeder thread,
+            # zmq's I/O thread) has then sent everything, so its work falls inside the phase
             wait()
             s0 = probe.snapshot()
             case.block(first, n, False, _never)
+            wait()
             s1 = probe.snapshot()
             wait()
             s2 = probe.snapshot()
             for _ in range(n):
                 harness()
+            wait()
             s3 = probe.snapshot()
             msg, base = differences(s0, s1), differences(s2, s3)
             for k, v in msg.items():

@@ -88,6 +88,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help="seconds a test may take before the run is ended as hung (default 300; 0 = no watchdog)",
     )
+    group.addoption("--ipc-count", dest="ipc_count", action="store_true", default=None,
+                    help="count what each message costs after the timed rounds (the default)")
+    group.addoption("--no-ipc-count", dest="ipc_count", action="store_false",
+                    help="no counting pass: results have no counters (system calls, faults, pickles, ...)")
     group.addoption("--ipc-report", dest="ipc_report", metavar="DIR", help="write the results report into DIR")
     group.addoption(
         "--ipc-wait",
