@@ -503,6 +503,8 @@ class RankCounters:
         if name in self.absent:
             raise CounterAbsent(f"{name} of rank {self.rank} ({self.role}) is absent: {self.absent[name]}")
         if name not in self.totals:
+            if name in COUNTERS:  # a record made without it (another version)
+                raise CounterAbsent(f"{name} of rank {self.rank} ({self.role}) was not counted")
             raise KeyError(f"no counter {name!r}; counters are {', '.join(COUNTERS)}")
         return self.totals[name]
 
