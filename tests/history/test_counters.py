@@ -143,3 +143,21 @@ def test_format_count(x, text):
     assert format_count(x) == text
     if x and x > 0:
         assert format_count(x, signed=True) == "+" + text
+
+
+def test_asv_tracks_counters_per_case_and_skips_what_was_not_counted():
+    from pytest_ipcbench.history import asv_suite
+
+    r = result(BASE_W, {**BASE_R, "syscalls.data": [2]}, readers=2, **{"syscalls.total": "tracefs is not mounted"})
+    cache = {r.key + "#counters": asv_suite._counters(r.to_dict())}
+    bench = asv_suite.DeclaredCounters()
+    assert bench.track_count(cache, r.key, "writer pickle.dumps") == 1
+    assert bench.track_count(cache, r.key, "reader syscalls.data") == 2
+    with pytest.raises(NotImplementedError, match="tracefs is not mounted"):
+        bench.track_count(cache, r.key, "reader syscalls.total")
+    off = Result("broadcast", "y", "bytes", "ndarray", 1, 2, {"completion": [1e-3]}, extra={"counting": "counting turned off"})
+    cache[off.key + "#counters"] = asv_suite._counters(off.to_dict())
+    with pytest.raises(NotImplementedError, match="counting turned off"):
+        bench.track_count(cache, off.key, "writer pickle.dumps")
+    with pytest.raises(NotImplementedError, match="not measured"):
+        bench.track_count(cache, "broadcast/none/bytes/x/1/r2", "writer pickle.dumps")
