@@ -86,7 +86,6 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     per = messages_per_iteration(case)
     first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
     harness = _harness_waits(case, settings)
-    names: list[str] = []
     totals: dict[str, list[int]] = {}
     with CounterProbe(syscalls=syscalls) as probe:
         absent = dict(probe.absent)
@@ -126,9 +125,8 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
             # a peak is not additive: the barrier's own transient (tens of bytes) stays in it
             totals.setdefault("alloc.peak_bytes", []).append(peaks)
             totals.setdefault("alloc.net_bytes", []).append(nets - base_net)
-    case.record.warm_times.clear()
-    names = list(totals)
-    mine = RankCounters(group.rank, role(case), {k: totals[k] for k in names}, n * per, absent)
+    case.record.warm_times.clear()  # the untimed iterations appended there
+    mine = RankCounters(group.rank, role(case), totals, n * per, absent)
     everyone: list[Any] = group.gather(mine)
     if group.rank != 0:
         return None

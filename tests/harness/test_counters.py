@@ -206,3 +206,12 @@ def test_zmq_pickles_only_in_bytes_mode(world, mode, dumps, loads):
         # I/O thread batches as timing allows), at least once per payload
         assert c.reader.value("syscalls.data") >= 1
         assert c.writer.value("syscalls.data") >= 1
+
+
+def test_pingpong_counts_one_round_trip_per_message(world):
+    r = run_bench(world.group(2), BackendSpec("shm", "bytes"), BufferPayload(KIB), "pingpong", FAST)
+    c = r.counters
+    # rank 0 sends and reads the echo; rank 1 (the "reader") reads and sends back
+    for rank in (c.writer, c.reader):
+        exactly(rank, "pickle.dumps", 1)
+        exactly(rank, "pickle.loads", 1)
