@@ -22,9 +22,13 @@ from .plan import BenchSettings, Plan
 from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier
 
 #: messages a repeat aims at, and the payload bytes it may move at most (a repeat has at least
-#: 2 iterations); small enough that counting adds little to a case's time budget
-COUNT_MESSAGES = 64
+#: 2 iterations); and the share of the case's time budget the whole pass may take, from the
+#: warm-up's seconds per iteration (so a quick run stays quick: make bench grows <= 20%)
+COUNT_MESSAGES = 32
 COUNT_VOLUME = 16 * 2**20
+COUNT_SHARE = 0.1
+#: iterations per repeat of the tracemalloc pass (a peak is per iteration: a few suffice)
+ALLOC_ITERATIONS = 2
 
 
 def _never(i: int) -> bool:
@@ -35,12 +39,16 @@ def messages_per_iteration(case: _Case) -> int:
     return int(getattr(case, "window", 1)) if isinstance(case, _Stream) else 1
 
 
-def count_iterations(case: _Case) -> int:
-    """Iterations per repeat: ``COUNT_MESSAGES`` messages, capped by ``COUNT_VOLUME``, at least 2."""
+def count_iterations(case: _Case, plan: Plan, settings: BenchSettings) -> int:
+    """Iterations per repeat: ``COUNT_MESSAGES`` messages, capped by ``COUNT_VOLUME`` and by
+    ``COUNT_SHARE`` of the time budget, at least 2. From the plan (rank 0's, broadcast), so every
+    rank makes the same number of collective calls."""
     per = messages_per_iteration(case)
     by_count = -(-COUNT_MESSAGES // per)
     by_volume = COUNT_VOLUME // max(1, case.nbytes * per)
-    return max(2, min(by_count, by_volume))
+    # each repeat: the messages, then as many barrier-only iterations (cheaper; counted as equal)
+    by_time = int(COUNT_SHARE * settings.time_budget / (2 * settings.count_repeats * max(plan.estimate, 1e-9)))
+    return max(2, min(by_count, by_volume, by_time))
 
 
 def not_counted(case: _Case, settings: BenchSettings) -> str | None:
@@ -82,7 +90,8 @@ def role(case: _Case) -> str:
 def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
                wait: Callable[[], None], syscalls: bool = True) -> Counters | None:
     """Collective: the counting pass of one opened, warmed-up case; the Counters on rank 0."""
-    n = count_iterations(case)
+    n = count_iterations(case, plan, settings)
+    n_alloc = min(n, ALLOC_ITERATIONS)
     per = messages_per_iteration(case)
     first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
     harness = _harness_waits(case, settings)
@@ -110,7 +119,7 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
         for _ in range(settings.count_repeats):
             peaks = nets = 0
             wait()
-            for i in range(n):
+            for i in range(n_alloc):
                 start = alloc.start()
                 case.block(first + i, 1, False, _never)
                 peak, net = alloc.stop(start)
@@ -118,13 +127,14 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
                 nets += net
             base_net = 0
             wait()
-            for i in range(n):
+            for i in range(n_alloc):
                 start = alloc.start()
                 harness()
                 base_net += alloc.stop(start)[1]
-            # a peak is not additive: the barrier's own transient (tens of bytes) stays in it
-            totals.setdefault("alloc.peak_bytes", []).append(peaks)
-            totals.setdefault("alloc.net_bytes", []).append(nets - base_net)
+            # a peak is not additive: the barrier's own transient (tens of bytes) stays in it;
+            # scaled to the kernel pass's messages, so that every total divides by one count
+            totals.setdefault("alloc.peak_bytes", []).append(peaks * n // n_alloc)
+            totals.setdefault("alloc.net_bytes", []).append((nets - base_net) * n // n_alloc)
     case.record.warm_times.clear()  # the untimed iterations appended there
     mine = RankCounters(group.rank, role(case), totals, n * per, absent)
     everyone: list[Any] = group.gather(mine)
