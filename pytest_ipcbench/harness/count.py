@@ -98,43 +98,38 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     totals: dict[str, list[int]] = {}
     with CounterProbe(syscalls=syscalls) as probe:
         absent = dict(probe.absent)
+        # a barrier closes each phase: an asynchronous writer (mp.Queue's feeder thread, zmq's
+        # I/O thread) has then sent everything, so its work falls inside the phase; the
+        # barrier-only phase ends with the same barrier, so it cancels too
+        wait()
+        s0 = probe.snapshot()
         for _ in range(settings.count_repeats):
-            # a barrier closes each phase: an asynchronous writer (mp.Queue's feeder thread,
-            # zmq's I/O thread) has then sent everything, so its work falls inside the phase
-            wait()
-            s0 = probe.snapshot()
             case.block(first, n, False, _never)
             wait()
             s1 = probe.snapshot()
-            wait()
-            s2 = probe.snapshot()
             for _ in range(n):
                 harness()
             wait()
-            s3 = probe.snapshot()
-            msg, base = differences(s0, s1), differences(s2, s3)
+            s2 = probe.snapshot()
+            msg, base = differences(s0, s1), differences(s1, s2)
             for k, v in msg.items():
                 totals.setdefault(k, []).append(v - base[k])
+            s0 = s2
     with AllocProbe() as alloc:
+        # the peak above each iteration's start (the harness's barrier's own transient, tens of
+        # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages,
+        # so that every total divides by one count
+        wait()
         for _ in range(settings.count_repeats):
             peaks = nets = 0
-            wait()
             for i in range(n_alloc):
                 start = alloc.start()
                 case.block(first + i, 1, False, _never)
                 peak, net = alloc.stop(start)
                 peaks += peak
                 nets += net
-            base_net = 0
-            wait()
-            for i in range(n_alloc):
-                start = alloc.start()
-                harness()
-                base_net += alloc.stop(start)[1]
-            # a peak is not additive: the barrier's own transient (tens of bytes) stays in it;
-            # scaled to the kernel pass's messages, so that every total divides by one count
             totals.setdefault("alloc.peak_bytes", []).append(peaks * n // n_alloc)
-            totals.setdefault("alloc.net_bytes", []).append((nets - base_net) * n // n_alloc)
+            totals.setdefault("alloc.net_bytes", []).append(nets * n // n_alloc)
     case.record.warm_times.clear()  # the untimed iterations appended there
     mine = RankCounters(group.rank, role(case), totals, n * per, absent)
     everyone: list[Any] = group.gather(mine)
