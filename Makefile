@@ -22,7 +22,7 @@ EXAMPLE_INSTALL ?= .[mpi]
 EXAMPLE := examples/consumer
 EXAMPLE_PY := $(abspath $(EXAMPLE_VENV))/bin/python
 
-.PHONY: test test-plain test-mpi test-example dist bench perf-gate clean-venv
+.PHONY: test test-plain test-mpi test-example dist bench perf-gate clean-venv counters-setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,19 @@ $(STAMP): pyproject.toml
 	@# from GitHub at build time, so build it from the Go module proxy when Go is there
 	if command -v go >/dev/null; then GOBIN=$(abspath $(BIN)) go install github.com/rhysd/actionlint/cmd/actionlint@v1.7.12; \
 	else echo "go not found: the actionlint test will be skipped"; fi
+	$(MAKE) --no-print-directory counters-setup
 	touch $(STAMP)
+
+# System call counters (README "Counters") need the tracepoint raw_syscalls:sys_enter's id from
+# tracefs; the package never mounts anything itself. As root, mount tracefs when it is missing;
+# otherwise say what to do (without it those counters are absent, with this reason, never 0).
+counters-setup:
+	@if [ -r /sys/kernel/tracing/events/raw_syscalls/sys_enter/id ]; then echo "counters: tracefs ready"; \
+	elif [ "$$(id -u)" = 0 ] && [ -d /sys/kernel/tracing ]; then \
+		mount -t tracefs nodev /sys/kernel/tracing && echo "counters: mounted tracefs at /sys/kernel/tracing" \
+		|| echo "counters: could not mount tracefs: system call counters will be absent"; \
+	else echo "counters: tracefs not readable; as root: mount -t tracefs nodev /sys/kernel/tracing (system call counters are absent until then)"; fi
+	@echo "counters: kernel.perf_event_paranoid=$$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo ?) (system call counting needs <= 1, or root, or CAP_PERFMON)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -196,3 +196,14 @@ def format_ratio(x: float | None) -> str:
     if x is None or not math.isfinite(x):
         return "-"
     return f"{x:.2f}x" if x < 10 else f"{x:.1f}x" if x < 100 else f"{x:.0f}x"
+
+
+def format_count(x: float | None, signed: bool = False) -> str:
+    """A count per message: ``1048576`` -> ``1,048,576``, ``2.5`` -> ``2.5``, ``0.0625`` -> ``0.0625``;
+    ``signed`` adds ``+`` to a positive one (a change)."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    sign = "+" if signed and x > 0 else ""
+    if float(x).is_integer():
+        return f"{sign}{int(x):,}"
+    return f"{sign}{x:,.4g}" if abs(x) < 1000 else f"{sign}{x:,.0f}"

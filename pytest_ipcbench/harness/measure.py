@@ -61,10 +61,12 @@ from typing import Sequence
 
 
 from ..backends.base import BackendSpec
+from ..core.counters import Counters
 from ..core.group import Group, MPIGroup
 from ..history.results import Result
 from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, copy_result, copy_samples,
                     pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
+from .count import count_case, not_counted
 from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan
 from .scenarios import (_SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, BufferPayload, Payload, VerificationError,
                         _Case, payload_bytes, perf_counter, quiet_barrier, touch)
@@ -147,6 +149,21 @@ def _finish(cases: list[_Case], plans: list[Plan], group: Group) -> list[Result 
     if verdict:
         raise VerificationError("received data differ from what was written: " + " | ".join(verdict))
     return results
+
+
+def _count_cases(cases: list[_Case], plans: list[Plan], group: Group, settings: BenchSettings) -> list[Counters | str | None]:
+    """Collective: the counting pass of every case (harness/count.py), after all timed rounds.
+
+    Rank 0 gets each case's Counters, or the reason it has none; the others get Nones.
+    """
+    out: list[Counters | str | None] = []
+    for case, plan in zip(cases, plans):
+        reason = not_counted(case, settings)
+        if reason is not None:
+            out.append(reason if group.rank == 0 else None)
+            continue
+        out.append(count_case(case, plan, group, settings, lambda: _wait(group, settings)))
+    return out
 
 
 def _pair_group(group: Group, scenario: str) -> tuple[Group | None, Group]:
@@ -246,10 +263,17 @@ def _bench_on(
                             _wait(group, settings)
                             _run_iterations(case, plan, done[k], n)
                             done[k] += n
+            counted = _count_cases(cases, plans, group, settings)
         finally:
             if gc_was:
                 gc.enable()
         results = _finish(cases, plans, group)
+        for result, counters in zip(results, counted):
+            if result is not None:
+                if isinstance(counters, str):
+                    result.extra["counting"] = counters  # why this case has no counters
+                else:
+                    result.counters = counters
     finally:
         for case in reversed(opened):
             case.close()

@@ -46,6 +46,12 @@ class BenchSettings:
     quiet_waits: bool = True  # the harness's own MPI waits sleep instead of spinning
     alternate: bool = True  # two payloads alternate (a stale read fails); False: one, every time
     clock: str = "auto"  # broadcast: one host's clock, or offset-corrected clocks (CLOCK_MODES)
+    # the counting pass after the timed rounds (harness/count.py, docs/method.md rule 20): repeats of a
+    # block of untimed messages between counter snapshots; off, or above count_max_bytes per
+    # message, a result has no counters
+    count: bool = True
+    count_repeats: int = 3
+    count_max_bytes: int = 64 * 2**20
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -62,6 +68,8 @@ class BenchSettings:
             raise ValueError(f"clock must be one of {', '.join(CLOCK_MODES)}, not {self.clock!r}")
         if self.window < 1:
             raise ValueError(f"window must be at least 1, got {self.window}")
+        if self.count_repeats < 1:
+            raise ValueError(f"count_repeats must be at least 1, got {self.count_repeats}")
         if self.work < 0:
             raise ValueError(f"work must not be negative, got {self.work}")
         if not 0 <= self.gap <= 3600:

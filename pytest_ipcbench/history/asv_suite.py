@@ -5,6 +5,6 @@ above history); this path stays because adopters' asv suites name it (``ipcbench
 writes ``from pytest_ipcbench.history.asv_suite import *``).
 """
 
-from ..runner.asv_suite import Declared, config_path, declared_keys, setup_cache  # noqa: F401
+from ..runner.asv_suite import Declared, DeclaredCounters, config_path, declared_keys, setup_cache  # noqa: F401
 
-__all__ = ["Declared", "setup_cache", "declared_keys", "config_path"]
+__all__ = ["Declared", "DeclaredCounters", "setup_cache", "declared_keys", "config_path"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..core.errors import FileMissing, IpcbenchError
+from ..core.counters import CounterAbsent, Counters
 from .stats import Summary, summarize
 
 SCHEMA = "pytest-ipcbench/2"
@@ -67,6 +68,9 @@ class Result:
     # :meth:`efficiency` (a measurement, so it is stored; the efficiency is derived)
     copy_bandwidth: float | None = None
     wait: str = ""  # how the readers waited: "block" or "backoff" (docs/method.md rule 18)
+    # what a message cost each rank, in counts (harness/count.py); None when not counted, and
+    # then extra["counting"] says why
+    counters: Counters | None = None
 
     @property
     def key(self) -> str:
@@ -104,8 +108,21 @@ class Result:
         bw = self.bandwidth()
         return bw / self.copy_bandwidth if bw and self.copy_bandwidth else None
 
+    def cost(self, role: str, counter: str) -> int | float:
+        """Per message: ``result.cost("reader", "syscalls.data")``; the writer's, or the largest
+        over the readers. Raises :class:`CounterAbsent` (with the reason) when not measured."""
+        if self.counters is None:
+            raise CounterAbsent(f"{self.key} has no counters: {self.extra.get('counting', 'not counted')}")
+        return self.counters.cost(role, counter)
+
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        counters = self.counters
+        self.counters = None  # asdict would flatten it; it has its own format
+        try:
+            d = asdict(self)
+        finally:
+            self.counters = counters
+        d["counters"] = counters.to_dict() if counters is not None else None
         d["key"] = self.key
         d["stats"] = {m: summarize(s).as_dict() for m, s in self.samples.items() if s}
         d["derived"] = {"bandwidth_Bps": self.bandwidth(), "efficiency": self.efficiency()}  # for readers of the file
@@ -124,6 +141,8 @@ class Result:
         fields["extra"] = extra
         if isinstance(fields.get("verified"), dict):
             fields["verified"] = Verified(**fields["verified"])
+        if isinstance(fields.get("counters"), dict):
+            fields["counters"] = Counters.from_dict(fields["counters"])
         return cls(**fields)
 
 
@@ -253,6 +272,9 @@ _CHECKS: dict[str, tuple[Any, str]] = {
              "null or an object (warmup, iterations whole numbers; estimate a number; verify, limited_by strings)"),
     "copy_bandwidth": (_opt(lambda v: _number(v) and v > 0), "null or a finite number > 0"),
     "wait": (_str, "a string"),
+    "counters": (lambda v: v is None or (isinstance(v, dict) and isinstance(v.get("ranks"), list) and all(
+        isinstance(r, dict) and isinstance(r.get("totals"), dict) for r in v["ranks"])),
+        "null or an object with ranks of totals"),
 }
 _REQUIRED = ("scenario", "backend", "mode", "payload", "size", "ranks", "samples")
 _NESTED = ("extra", "plan", "samples", "verified")

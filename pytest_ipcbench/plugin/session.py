@@ -226,6 +226,9 @@ PYTEST_OPTIONS: tuple[Option, ...] = (
     Option("unmarked", parse_unmarked, "under MPI, run tests without the mpi marker on all ranks (default, as "
                                        "pytest-mpi) or once on rank 0 (the other ranks wait for its verdict)",
            flag="--ipc-unmarked", ini="ipc_unmarked", env="IPCBENCH_UNMARKED", metavar="all|rank0", default="all"),
+    Option("count", parse_bool, "count what each message costs in a pass after the timed rounds: system calls, "
+                                "faults, bytes, pickles, allocation (default yes; no: results carry no counters)",
+           flag="--ipc-count", ini="ipc_count", env="IPCBENCH_COUNT", metavar="yes|no", default=True),
 )
 
 #: an option whose Settings field has another name
@@ -269,6 +272,7 @@ class Settings:
     all_ranks_output: bool = False
     wait: str = "auto"  # the readers' wait strategy (backends.base.WAITS)
     unmarked: str = "all"  # under MPI, tests without the mpi marker run on "all" ranks or "rank0"
+    count: bool = True  # the counting pass after the timed rounds (harness/count.py)
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
 

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Sequence
 from ..core.csvfile import write_csv  # noqa: F401 (its older home; the report writes with it)
 from ..history.results import Result
 from ..history.stats import summarize
+from .counters import counter_rows
 from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, efficiency
 
 
@@ -104,4 +105,7 @@ def csv_rows(results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
             if r.samples[metric]:
                 out["all_results.csv"].append({"key": r.key, **_case(r), "metric": metric,
                                                "primary": metric == r.primary, **_stats(r, metric)})
+    counted = counter_rows(results)  # report/counters.py
+    if counted:
+        out["counters.csv"] = counted
     return out

@@ -12,6 +12,7 @@ import numpy as np
 from ..core.envinfo import describe as describe_env
 from ..core.units import format_bytes, format_percent, format_rate, format_time
 from ..history.results import Result, ResultSet
+from .counters import cost_section
 from .common import (WIDE_SPREAD, kind_order, backend_order, median_of, percentiles_of, size_of, table, by_scenario,
                      copy_bandwidth_by_size, efficiency, is_wide, wide_note)
 
@@ -215,6 +216,7 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                 table(["Backend", "Mode", *[f"work {format_time(w) if w else '0'}" for w in works]],
                        [[b, m, *[rows[(b, m)].get(w, "-") for w in works]]
                         for b, m in sorted(rows, key=lambda k: (backend_order(k[0]), k[1]))]), ""]
+    out += cost_section(results)  # report/counters.py
     if copies:
         out += ["## Copy bandwidth of this machine (numpy copy into a touched destination, same run)", "",
                 table(["Size", "Bandwidth"], [[format_bytes(n), format_rate(bw)] for n, bw in sorted(copies.items())], "lr"),

@@ -26,7 +26,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Declared", "setup_cache", "declared_keys", "config_path"]
+__all__ = ["Declared", "DeclaredCounters", "setup_cache", "declared_keys", "config_path"]
+
+#: the counters asv tracks per case, as "role counter" (per message; the largest over readers)
+TRACKED_COUNTERS = ("writer syscalls.data", "reader syscalls.data", "writer syscalls.total", "reader syscalls.total",
+                    "writer pickle.dumps", "reader pickle.loads", "reader faults.minor", "reader alloc.peak_bytes")
 
 RUN_TIMEOUT = 1800.0
 
@@ -91,7 +95,27 @@ def setup_cache() -> dict[str, Any]:
         stats = r.get("stats", {}).get(r.get("primary", "completion"))
         if stats and stats.get("median", 0) > 0:
             cache[r["key"]] = float(stats["median"])
+        cache[r["key"] + "#counters"] = _counters(r)
     return cache
+
+
+def _counters(record: dict[str, Any]) -> dict[str, Any]:
+    """{"role counter": per-message value, or "skip: why"} of one results.json record."""
+    counters = record.get("counters")
+    if not counters:
+        why = (record.get("extra") or {}).get("counting", "not counted by this commit")
+        return {"*": f"skip: {why}"}
+    out: dict[str, Any] = {}
+    for tracked in TRACKED_COUNTERS:
+        role, name = tracked.split()
+        ranks = [x for x in counters.get("ranks", []) if x.get("role") == role]
+        values = [x.get("per_message", {}).get(name) for x in ranks]
+        if ranks and all(v is not None for v in values):
+            out[tracked] = float(max(values))
+        else:
+            reasons = [x.get("absent", {}).get(name) for x in ranks if name in x.get("absent", {})]
+            out[tracked] = f"skip: {reasons[0] if reasons else 'not counted'}"
+    return out
 
 
 setup_cache.timeout = RUN_TIMEOUT + 60  # type: ignore[attr-defined]
@@ -118,3 +142,30 @@ class Declared:
         if isinstance(value, str):
             raise NotImplementedError(value)
         return float(value)
+
+
+class DeclaredCounters:
+    """Each case's counters per message (harness/count.py): exact ones give flat lines in the
+    history, and a step is a changed cost (one more system call, one more copy)."""
+
+    params = [Declared.params[0], list(TRACKED_COUNTERS)]
+    param_names = ["case", "counter"]
+    timeout = RUN_TIMEOUT + 60
+
+    def setup(self, cache: dict[str, Any], case: str, counter: str) -> None:
+        self._value(cache, case, counter)
+
+    def track_count(self, cache: dict[str, Any], case: str, counter: str) -> float:
+        return self._value(cache, case, counter)
+
+    track_count.unit = "per message"  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _value(cache: dict[str, Any], case: str, counter: str) -> float:
+        if "*" in cache:
+            raise NotImplementedError(cache["*"])
+        counted = cache.get(case + "#counters", {"*": "skip: not measured by this commit"})
+        value = counted.get(counter, counted.get("*", "skip: not counted"))
+        if isinstance(value, str):
+            raise NotImplementedError(value)
+        return value

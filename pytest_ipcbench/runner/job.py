@@ -81,6 +81,7 @@ class RunOptions:
     progress: str = "auto"
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
     results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
+    count: bool | None = None  # the counting pass (harness/count.py); None: on (BenchSettings.count)
 
     def __post_init__(self) -> None:
         if self.wait is not None:
@@ -128,6 +129,8 @@ class Runner:
         settings = self.level.settings
         if opts.time_budget is not None:
             settings = replace(settings, time_budget=opts.time_budget)
+        if opts.count is not None:
+            settings = replace(settings, count=opts.count)
         self.settings = settings
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")

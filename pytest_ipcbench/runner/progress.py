@@ -7,6 +7,7 @@ from typing import Any
 
 from ..core.units import format_time
 from ..history.results import Result
+from ..report.counters import run_note
 
 
 class Progress:
@@ -74,4 +75,6 @@ def summary_note(r: Result) -> str:
     eff = r.efficiency()
     if eff is not None and r.scenario == "broadcast":
         extra = f", {eff:.0%} of copy bw"
-    return f"{r.primary} {format_time(med)} (n={n}{extra})"
+    note = f"{r.primary} {format_time(med)} (n={n}{extra})"
+    counted = run_note(r)  # the exact counters per message (report/counters.py)
+    return f"{note}; per message: {counted}" if counted else note

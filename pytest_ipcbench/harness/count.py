@@ -1,0 +1,138 @@
+"""The counting pass: what one message costs each rank, in counts (docs/method.md rule 20).
+
+After a case's timed rounds, every rank runs ``count_repeats`` repeats of
+
+1. a block of untimed, unverified iterations between two counter snapshots (the message phase);
+2. the same number of iterations of the harness's own waits alone (the barrier phase),
+
+and keeps phase 1 minus phase 2 per counter: the messages' cost, not the harness's barrier
+(a local group's barrier is pipe reads and writes; an MPI one may sleep). A counter is exact when
+every repeat gave the same total; else it is statistical with its spread. Then a pass of its own
+with tracemalloc (tracing slows every allocation, so it never shares a pass with the others)
+takes each iteration's allocation peak above its start. Timed samples are never touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..core.counters import AllocProbe, CounterProbe, Counters, RankCounters, differences
+from ..core.group import Group
+from .plan import BenchSettings, Plan
+from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier
+
+#: messages a repeat aims at, and the payload bytes it may move at most (a repeat has at least
+#: 2 iterations); and the share of the case's time budget the whole pass may take, from the
+#: warm-up's seconds per iteration (so a quick run stays quick: make bench grows <= 20%)
+COUNT_MESSAGES = 32
+COUNT_VOLUME = 16 * 2**20
+COUNT_SHARE = 0.1
+#: iterations per repeat of the tracemalloc pass (a peak is per iteration: a few suffice)
+ALLOC_ITERATIONS = 2
+
+
+def _never(i: int) -> bool:
+    return False
+
+
+def messages_per_iteration(case: _Case) -> int:
+    return int(getattr(case, "window", 1)) if isinstance(case, _Stream) else 1
+
+
+def count_iterations(case: _Case, plan: Plan, settings: BenchSettings) -> int:
+    """Iterations per repeat: ``COUNT_MESSAGES`` messages, capped by ``COUNT_VOLUME`` and by
+    ``COUNT_SHARE`` of the time budget, at least 2. From the plan (rank 0's, broadcast), so every
+    rank makes the same number of collective calls."""
+    per = messages_per_iteration(case)
+    by_count = -(-COUNT_MESSAGES // per)
+    by_volume = COUNT_VOLUME // max(1, case.nbytes * per)
+    # each repeat: the messages, then as many barrier-only iterations (cheaper; counted as equal)
+    by_time = int(COUNT_SHARE * settings.time_budget / (2 * settings.count_repeats * max(plan.estimate, 1e-9)))
+    return max(2, min(by_count, by_volume, by_time))
+
+
+def not_counted(case: _Case, settings: BenchSettings) -> str | None:
+    """Why this case gets no counting pass, or None."""
+    if not settings.count:
+        return "counting turned off (count=False, --ipc-count=no)"
+    if isinstance(case, _Granularity):
+        return "granularity cases are not counted (the echo's work is a sleep)"
+    if case.nbytes > settings.count_max_bytes:
+        return f"payload of {case.nbytes} B is above count_max_bytes ({settings.count_max_bytes} B)"
+    return None
+
+
+def _harness_waits(case: _Case, settings: BenchSettings) -> Callable[[], None]:
+    """One iteration of the scenario's own waits, nothing else (mirrors ``iteration``)."""
+    group = case.group
+    wait: Callable[[Group], None] = quiet_barrier if settings.quiet_waits else (lambda g: g.barrier())
+    if isinstance(case, _PingPong):
+        return lambda: None  # a ping-pong block has no harness wait inside
+    if isinstance(case, _Stream):
+        def stream() -> None:
+            wait(group)
+            group.barrier()  # the window's acknowledgement
+        return stream
+    if isinstance(case, _Broadcast) and case.kind == "store":
+        def store() -> None:
+            wait(group)
+            wait(group)  # between the write and the reads
+        return store
+    return lambda: wait(group)
+
+
+def role(case: _Case) -> str:
+    if isinstance(case, _PingPong):
+        return "writer" if case.group.rank == 0 else "reader"
+    return "writer" if case.group.rank == case.live_backend.root else "reader"
+
+
+def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
+               wait: Callable[[], None], syscalls: bool = True) -> Counters | None:
+    """Collective: the counting pass of one opened, warmed-up case; the Counters on rank 0."""
+    n = count_iterations(case, plan, settings)
+    n_alloc = min(n, ALLOC_ITERATIONS)
+    per = messages_per_iteration(case)
+    first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
+    harness = _harness_waits(case, settings)
+    totals: dict[str, list[int]] = {}
+    with CounterProbe(syscalls=syscalls) as probe:
+        absent = dict(probe.absent)
+        # a barrier closes each phase: an asynchronous writer (mp.Queue's feeder thread, zmq's
+        # I/O thread) has then sent everything, so its work falls inside the phase; the
+        # barrier-only phase ends with the same barrier, so it cancels too
+        wait()
+        s0 = probe.snapshot()
+        for _ in range(settings.count_repeats):
+            case.block(first, n, False, _never)
+            wait()
+            s1 = probe.snapshot()
+            for _ in range(n):
+                harness()
+            wait()
+            s2 = probe.snapshot()
+            msg, base = differences(s0, s1), differences(s1, s2)
+            for k, v in msg.items():
+                totals.setdefault(k, []).append(v - base[k])
+            s0 = s2
+    with AllocProbe() as alloc:
+        # the peak above each iteration's start (the harness's barrier's own transient, tens of
+        # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages,
+        # so that every total divides by one count
+        wait()
+        for _ in range(settings.count_repeats):
+            peaks = nets = 0
+            for i in range(n_alloc):
+                start = alloc.start()
+                case.block(first + i, 1, False, _never)
+                peak, net = alloc.stop(start)
+                peaks += peak
+                nets += net
+            totals.setdefault("alloc.peak_bytes", []).append(peaks * n // n_alloc)
+            totals.setdefault("alloc.net_bytes", []).append(nets * n // n_alloc)
+    case.record.warm_times.clear()  # the untimed iterations appended there
+    mine = RankCounters(group.rank, role(case), totals, n * per, absent)
+    everyone: list[Any] = group.gather(mine)
+    if group.rank != 0:
+        return None
+    return Counters(list(everyone), n, per, settings.count_repeats)

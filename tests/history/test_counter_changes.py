@@ -1,0 +1,163 @@
+"""Counter records (core/counters.py) and their comparison (history/counters.py), without processes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_ipcbench.core.counters import CounterAbsent, Counters, RankCounters
+from pytest_ipcbench.core.units import format_count
+from pytest_ipcbench.history.counters import CounterChange, counter_changes, explain
+from pytest_ipcbench.history.results import Result, ResultSet
+
+MIB = 2**20
+MESSAGES = 16
+
+
+def rank(r: int, role: str, per_message: dict[str, list[float]], absent: dict[str, str] | None = None) -> RankCounters:
+    """Totals from per-message values of each repeat (a list of one value: all repeats equal)."""
+    totals = {}
+    for name, values in per_message.items():
+        values = values * 3 if len(values) == 1 else values
+        totals[name] = [round(v * MESSAGES) for v in values]
+    return RankCounters(r, role, totals, MESSAGES, absent or {})
+
+
+def result(writer: dict, reader: dict, readers: int = 1, **reader_absent: str) -> Result:
+    ranks = [rank(0, "writer", writer)] + [rank(i, "reader", reader, dict(reader_absent)) for i in range(1, readers + 1)]
+    return Result("broadcast", "x", "bytes", "ndarray", MIB, readers + 1, {"completion": [1e-3]}, nbytes=MIB,
+                  counters=Counters(ranks, MESSAGES, 1, 3))
+
+
+BASE_W = {"syscalls.data": [1], "pickle.dumps": [1], "ctx.voluntary": [2, 3, 4], "alloc.peak_bytes": [MIB + 200]}
+BASE_R = {"syscalls.data": [0], "pickle.loads": [1], "faults.minor": [0], "alloc.peak_bytes": [300],
+          "ctx.voluntary": [2, 3, 4]}
+
+
+def test_accessors_exact_spread_absent_and_json_round_trip(tmp_path):
+    r = result(BASE_W, BASE_R, readers=2, **{"syscalls.total": "perf_event_paranoid=4 and no CAP_PERFMON"})
+    assert r.cost("writer", "syscalls.data") == 1 and isinstance(r.cost("writer", "syscalls.data"), int)
+    assert r.counters.writer.pickle_dumps == 1
+    assert r.counters.reader.pickle_loads == 1
+    assert len(r.counters.readers) == 2
+    assert r.counters.writer.exact("syscalls.data") and not r.counters.writer.exact("ctx.voluntary")
+    assert r.counters.writer.spread("ctx.voluntary") == (2, 4)
+    assert r.counters.writer.value("ctx.voluntary") == 3  # the median repeat
+    with pytest.raises(CounterAbsent, match="perf_event_paranoid=4"):
+        r.cost("reader", "syscalls.total")
+    with pytest.raises(KeyError, match="no counter 'nope'"):
+        r.counters.writer.value("nope")
+    with pytest.raises(ValueError, match="role must be"):
+        r.cost("echo", "syscalls.data")
+    with pytest.raises(AttributeError):
+        r.counters.writer.not_a_counter  # noqa: B018
+    # a fraction per message stays exact (totals / messages)
+    odd = RankCounters(0, "writer", {"syscalls.data": [3, 3, 3]}, 2)
+    assert odd.value("syscalls.data") == 1.5 and odd.exact("syscalls.data")
+
+    rs = ResultSet(results=[r])
+    path = rs.save(tmp_path / "results.json")
+    back = ResultSet.load(path).results[0]
+    assert back.counters == r.counters
+    stored = json.loads(path.read_text())["results"][0]["counters"]["ranks"][0]
+    assert stored["per_message"]["syscalls.data"] == 1 and stored["exact"]["syscalls.data"] is True
+    assert stored["spread"]["ctx.voluntary"] == [2, 4]
+
+
+def test_result_without_counters_says_why_and_old_files_load(tmp_path):
+    r = Result("broadcast", "x", "bytes", "ndarray", 10, 2, {"completion": [1e-3]},
+               extra={"counting": "counting turned off (count=False, --ipc-count=no)"})
+    with pytest.raises(CounterAbsent, match="counting turned off"):
+        r.cost("reader", "syscalls.data")
+    d = r.to_dict()
+    del d["counters"]  # a file written before counters existed
+    assert Result.from_dict(d).counters is None
+
+
+def test_identical_counts_are_no_change():
+    assert counter_changes(result(BASE_W, BASE_R), result(BASE_W, BASE_R)) == []
+
+
+def test_one_extra_write_system_call_on_the_writer():
+    head_w = {**BASE_W, "syscalls.data": [2]}
+    changes = counter_changes(result(BASE_W, BASE_R), result(head_w, BASE_R))
+    assert [(c.role, c.counter, c.base, c.head, c.exact) for c in changes] == [("writer", "syscalls.data", 1, 2, True)]
+    assert changes[0].text == "writer: +1 data system call (read/write/send/recv family) per message"
+
+
+def test_an_extra_copy_on_the_reader_is_explained_as_a_copy():
+    head_r = {**BASE_R, "alloc.peak_bytes": [300 + MIB], "faults.minor": [256]}
+    base, head = result(BASE_W, BASE_R), result(BASE_W, head_r)
+    changes = counter_changes(base, head)
+    assert {c.counter for c in changes} == {"alloc.peak_bytes", "faults.minor"}
+    assert all(c.role == "reader" for c in changes)
+    assert explain(changes, head.nbytes) == [
+        "reader: +1 copy of 1.05 MB per message (+1,048,576 B allocated (peak), +256 minor faults)"]
+
+
+def test_one_less_pickle_is_a_change_too():
+    head_w = {**BASE_W, "pickle.dumps": [0]}
+    (change,) = counter_changes(result(BASE_W, BASE_R), result(head_w, BASE_R))
+    assert change.delta == -1 and change.text == "writer: -1 pickle dumps per message"
+
+
+def test_statistical_counters_against_their_spread():
+    # within or near the spread: no change
+    near = {**BASE_W, "ctx.voluntary": [3, 4, 5]}
+    assert counter_changes(result(BASE_W, BASE_R), result(near, BASE_R)) == []
+    # far outside both spreads: a change, said to be statistical
+    far = {**BASE_W, "ctx.voluntary": [20, 21, 22]}
+    (change,) = counter_changes(result(BASE_W, BASE_R), result(far, BASE_R))
+    assert change.counter == "ctx.voluntary" and not change.exact and "statistical" in change.text
+
+
+def test_exact_on_one_side_only_is_compared_as_statistical():
+    head_w = {**BASE_W, "syscalls.data": [1, 1, 2]}  # noisy now: not a verdict by itself
+    assert counter_changes(result(BASE_W, BASE_R), result(head_w, BASE_R)) == []
+
+
+def test_absent_counters_are_not_compared_and_several_readers_are_named():
+    head_r = {**BASE_R, "syscalls.data": [5]}
+    base = result(BASE_W, BASE_R, readers=2, **{"syscalls.data": "tracefs is not mounted"})
+    assert counter_changes(base, result(BASE_W, head_r, readers=2)) == []
+    changes = counter_changes(result(BASE_W, BASE_R, readers=2), result(BASE_W, head_r, readers=2))
+    assert [c.text for c in changes] == [
+        "reader (rank 1): +5 data system calls (read/write/send/recv family) per message",
+        "reader (rank 2): +5 data system calls (read/write/send/recv family) per message"]
+
+
+def test_different_cases_are_refused_and_missing_counters_give_nothing():
+    other = result(BASE_W, BASE_R)
+    other.size = 10
+    with pytest.raises(ValueError, match="compares one case"):
+        counter_changes(result(BASE_W, BASE_R), other)
+    bare = Result("broadcast", "x", "bytes", "ndarray", MIB, 2, {"completion": [1e-3]}, nbytes=MIB)
+    assert counter_changes(bare, result(BASE_W, BASE_R)) == []
+    assert isinstance(CounterChange, type)
+
+
+@pytest.mark.parametrize("x, text", [(1048576, "1,048,576"), (2.5, "2.5"), (0.0625, "0.0625"), (None, "-"),
+                                     (-3, "-3")])
+def test_format_count(x, text):
+    assert format_count(x) == text
+    if x and x > 0:
+        assert format_count(x, signed=True) == "+" + text
+
+
+def test_asv_tracks_counters_per_case_and_skips_what_was_not_counted():
+    from pytest_ipcbench.runner import asv_suite
+
+    r = result(BASE_W, {**BASE_R, "syscalls.data": [2]}, readers=2, **{"syscalls.total": "tracefs is not mounted"})
+    cache = {r.key + "#counters": asv_suite._counters(r.to_dict())}
+    bench = asv_suite.DeclaredCounters()
+    assert bench.track_count(cache, r.key, "writer pickle.dumps") == 1
+    assert bench.track_count(cache, r.key, "reader syscalls.data") == 2
+    with pytest.raises(NotImplementedError, match="tracefs is not mounted"):
+        bench.track_count(cache, r.key, "reader syscalls.total")
+    off = Result("broadcast", "y", "bytes", "ndarray", 1, 2, {"completion": [1e-3]}, extra={"counting": "counting turned off"})
+    cache[off.key + "#counters"] = asv_suite._counters(off.to_dict())
+    with pytest.raises(NotImplementedError, match="counting turned off"):
+        bench.track_count(cache, off.key, "writer pickle.dumps")
+    with pytest.raises(NotImplementedError, match="not measured"):
+        bench.track_count(cache, "broadcast/none/bytes/x/1/r2", "writer pickle.dumps")

@@ -1,0 +1,49 @@
+"""The counters in the report (report/counters.py): the cost table, counters.csv, run's note."""
+
+from __future__ import annotations
+
+import csv
+
+from pytest_ipcbench.core.counters import Counters, RankCounters
+from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.report import write_report
+from pytest_ipcbench.report.counters import cost_section, counter_rows, run_note
+
+
+def counted() -> Result:
+    writer = RankCounters(0, "writer", {"syscalls.data": [16, 16, 16], "pickle.dumps": [16, 16, 16],
+                                        "ctx.voluntary": [3, 9, 5], "pickle.loads": [0, 16, 0]}, 16)
+    readers = [RankCounters(i, "reader", {"syscalls.data": [16 * i] * 3, "pickle.loads": [16] * 3}, 16,
+                            {"syscalls.total": "tracefs is not mounted"}) for i in (1, 2)]
+    return Result("broadcast", "shm", "bytes", "ndarray", 1024, 3, {"completion": [1e-5, 2e-5]}, nbytes=1024,
+                  counters=Counters([writer, *readers], 16, 1, 3))
+
+
+def test_cost_table_marks_statistical_and_absent_counters():
+    bare = Result("broadcast", "zmq", "bytes", "ndarray", 1024, 3, {"completion": [1e-5]})
+    text = "\n".join(cost_section([counted(), bare]))
+    assert "## Cost per message" in text
+    rows = [line for line in text.splitlines() if line.startswith("| broadcast")]
+    assert len(rows) == 2  # the uncounted case has no row
+    writer, reader = rows
+    # columns: syscalls, data, sync, mapping, waiting, read B, written B, minor faults, dumps, loads
+    assert writer.endswith("| writer | n/a | 1 | n/a | n/a | n/a | n/a | n/a | n/a | 1 | ~0 | n/a |")
+    assert "| reader | n/a | 2 |" in reader  # total absent; data: the larger reader's, 2
+    assert "- tracefs is not mounted" in text
+    assert cost_section([bare]) == []
+
+
+def test_counters_csv_and_run_note(tmp_path):
+    rows = counter_rows([counted()])
+    by = {(r["rank"], r["counter"]): r for r in rows}
+    assert by[(0, "syscalls.data")]["per_message"] == 1 and by[(0, "syscalls.data")]["exact"] is True
+    v = by[(0, "ctx.voluntary")]
+    assert v["exact"] is False and (v["min"], v["max"]) == (3 / 16, 9 / 16)
+    assert by[(1, "syscalls.total")]["absent"] == "tracefs is not mounted"
+    assert by[(0, "faults.minor")]["absent"] == "not counted"
+    note = run_note(counted())
+    assert note == "writer data 1 dumps 1 | reader data 2 loads 1"
+    write_report(ResultSet(results=[counted()]), tmp_path, plots=False)
+    with open(tmp_path / "counters.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(rows)
+    assert "Cost per message" in (tmp_path / "summary.md").read_text()
