@@ -8,7 +8,10 @@ Such a backend runs in local workers (plain ``pytest``, ``ipcbench run``'s local
 ``mpiexec`` its tests are skipped with the reason.
 
 The pipes outlive one test: ``setup()`` empties this reader's pipe (a failed test may have left a
-message in it) before the ranks agree to start.
+message in it) before the ranks agree to start. There is one pipe per rank, so two live instances
+whose writers send to the same reader would share it: a ping-pong's two directions (writers rank 0
+and rank 1) are fine, two instances with the same root open at once are not. ``native`` mode sends
+the same pickle as ``bytes`` (a pipe moves bytes).
 """
 
 from __future__ import annotations
