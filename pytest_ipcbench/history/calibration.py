@@ -147,11 +147,13 @@ class Calibration:
     path: str = ""
 
     def noise(self, key: str) -> tuple[float, str] | None:
-        """The sigma to use for ``key`` (its own bound, never below its group's), and where it came from."""
+        """The sigma to use for ``key`` (the upper bound of its own, else its group's pooled one), and
+        where it came from. A case's own bound only: one wild case of a group must not widen every
+        other case of it (as one volatile reference must not scale every ratio)."""
         case = self.cases.get(key)
         group = self.groups.get(group_of_key(key))
         if case is not None:
-            return max(case.upper, group or 0.0), f"calibrated ({case.runs} runs)"
+            return case.upper, f"calibrated, {case.runs} runs"
         if group is not None:
             return group, f"calibrated group {group_of_key(key)}"
         return None
@@ -310,3 +312,109 @@ def find_calibration(path: str | None) -> Calibration | None:
     if Path(DEFAULT_PATH).is_file():
         return Calibration.load(DEFAULT_PATH)
     return None
+
+
+# ---------------------------------------------------------------------------- measuring and telling
+
+
+def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: int | None = None,
+                 timeout: float = 1800.0, log: Path | None = None) -> tuple[list[ResultSet], list[float]]:
+    """``ipcbench run`` of the code at hand, one after another, into ``scratch``: at least 3 runs,
+    more while the next one (at the mean time so far) fits in ``budget`` seconds (or exactly
+    ``runs``). Returns the result sets and the 1-minute load averages seen (before, after each)."""
+    import subprocess
+    import sys
+    import time
+
+    from ..core.procs import load_average  # core: below history
+
+    sets: list[ResultSet] = []
+    loads: list[float] = []
+    started = time.monotonic()
+    while True:
+        i = len(sets)
+        if runs is not None and i >= runs:
+            break
+        if runs is None and i >= 3:
+            spent = time.monotonic() - started
+            if spent + spent / i > budget:
+                break
+        out = scratch / f"aa-{i + 1:02d}"
+        cmd = [sys.executable, "-m", "pytest_ipcbench", "run", *run_args, "--results-only", "--progress", "none",
+               "--out", str(out)]
+        la = load_average()
+        if la is not None:
+            loads.append(la)
+        t0 = time.monotonic()
+        with open(log or (scratch / "calibrate.log"), "a") as sink:
+            proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout)
+        if proc.returncode not in (0, 1) or not (out / "results.json").is_file():
+            raise ValueError(f"A/A run {i + 1} (`{' '.join(cmd[1:])}`) exited {proc.returncode}; see "
+                             f"{log or scratch / 'calibrate.log'}")
+        sets.append(ResultSet.load(out / "results.json"))
+        la = load_average()
+        if la is not None:
+            loads.append(la)
+        print(f"[calibrate] A/A run {i + 1}: {time.monotonic() - t0:.0f} s, {len(sets[-1].results)} cases"
+              + (f", load {la:.1f}" if la is not None else ""), flush=True)
+    return sets, loads
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """What a calibration says about one group of cases, at a threshold and a budget of rounds."""
+
+    group: str
+    cases: int
+    sigma_median: float
+    sigma_max: float
+    bare_predicted: float  # share of A/A pairs a bare +-threshold on one ratio would flag (normal model)
+    bare_observed: float  # the same, counted on the calibration's own consecutive A/A pairs
+    pairs: int
+    verdict_predicted: float  # expected false slower/faster verdicts per case of a compare of two runs
+    detect_runs: float  # median smallest detectable slowdown, compare of two single runs
+    detect_gate: float  # the same, a gate of `rounds` interleaved rounds per side
+    rounds_needed: int | None  # most rounds any case of the group needs to decide 1.5x
+
+
+def summarise(calibration: Calibration, threshold: float, rounds: int, z: float,
+              effect: float = 1.5) -> list[GroupSummary]:
+    """Per group: noise, false-alarm rates (bare and of compare's verdict), detectable change."""
+    by_group: dict[str, list[tuple[str, CaseNoise]]] = {}
+    for key, c in calibration.cases.items():
+        by_group.setdefault(c.group, []).append((key, c))
+    out = []
+    norm = NormalDist()
+    for group, items in sorted(by_group.items()):
+        used = [calibration.noise(k)[0] for k, _ in items]  # type: ignore[index]
+        sigmas = [c.sigma for _, c in items]
+        ratios = [r for _, c in items for r in c.ratios]
+        flagged = sum(1 for r in ratios if r > 1 + threshold or r < 1 / (1 + threshold))
+        verdict = [2 * (1 - norm.cdf((math.log(1 + threshold) + z * u) / s)) if s > 0 else 0.0
+                   for s, u in zip(sigmas, used)]
+        needed = [rounds_to_detect(u, effect, threshold, z) for u in used]
+        out.append(GroupSummary(
+            group, len(items), float(np.median(sigmas)), max(sigmas),
+            float(np.mean([bare_false_alarm(s, threshold) for s in sigmas])),
+            flagged / len(ratios) if ratios else math.nan, len(ratios), float(np.mean(verdict)),
+            float(np.median([detectable(u, 1, threshold, z) for u in used])),
+            float(np.median([detectable(u, rounds, threshold, z) for u in used])),
+            None if any(n is None for n in needed) else max(n for n in needed if n is not None)))
+    return out
+
+
+def undecidable(calibration: Calibration, keys: Sequence[str] | None, threshold: float, rounds: int, z: float,
+                effect: float = 1.5) -> list[tuple[str, float, int | None]]:
+    """Cases whose calibrated noise cannot decide ``effect`` within ``rounds`` interleaved rounds
+    per side: (key, the slowdown they could decide at that budget, the rounds that would decide
+    ``effect``)."""
+    out = []
+    for key in sorted(keys if keys is not None else calibration.cases):
+        noise = calibration.noise(key)
+        if noise is None:
+            continue
+        sigma = noise[0]
+        mde = detectable(sigma, rounds, threshold, z)
+        if mde > effect:
+            out.append((key, mde, rounds_to_detect(sigma, effect, threshold, z)))
+    return out

@@ -312,12 +312,18 @@ def compare_sets(
             low, high = interval.low / factor, interval.high / factor
         final = RatioInterval(ratio, low, high, per_case, interval.median_a, interval.median_b)
         status = decide(final, threshold)
+        guessed = across_runs and noise is None and status != "inconclusive"
+        if guessed:  # no measured between-run noise: two runs are no paired experiment (METHOD rule 19)
+            looks = status
+            status = "inconclusive"
         parts = []
         if norm is not None and norm.used:
             parts.append(f"/{factor:.3g} load")
         parts.append(f"noise ±{_growth(h)} ({source})")
         note = ", ".join(parts)
-        if status == "inconclusive":
+        if guessed:
+            note = (note + "; " if note else "") + f"looks {looks}, but the between-run noise was not measured"
+        elif status == "inconclusive":
             note = (note + "; " if note else "") + f"noise too large to decide at ±{threshold:.0%}"
         cases.append(CaseVerdict(key, status, m, final, len(b), len(a), note, h,
                                  (1 + threshold) * math.exp(h), source))
@@ -384,10 +390,11 @@ def _across_runs_note(norm: Normalisation | None, calibration: Calibration | Non
     if calibration is not None:
         noise = f"the between-run noise of each case is the one measured by the {calibration.describe()}"
     else:
-        noise = (f"no calibration: each case assumes a between-run noise (1 sd, log scale) of "
-                 f"±{math.exp(max(UNCALIBRATED_NOISE, spread)) - 1:.0%}, the larger of ±{math.exp(UNCALIBRATED_NOISE) - 1:.0%} "
-                 f"and the cases' own spread around their median ratio (±{math.exp(spread) - 1:.0%}), so only large "
-                 f"changes are decided and the rest is inconclusive; `ipcbench calibrate` measures it on this runner")
+        noise = (f"no calibration: the between-run noise of the cases was not measured, so no case is decided "
+                 f"(every one is inconclusive; 'looks slower' / 'looks faster' in its notes, its interval assuming "
+                 f"±{math.exp(max(UNCALIBRATED_NOISE, spread)) - 1:.0%} (1 sd, log scale), the larger of "
+                 f"±{math.exp(UNCALIBRATED_NOISE) - 1:.0%} and the cases' own spread around their median ratio); "
+                 f"`ipcbench calibrate` measures the noise on this runner, then compare decides")
     return f"base and head come from different runs (not one interleaved experiment): {how}; {noise}"
 
 
