@@ -26,7 +26,8 @@ from ..core.units import format_ratio, format_time
 from .calibration import (UNCALIBRATED_NOISE, Calibration, Normalisation, case_group, is_reference,
                           reference_factor)
 from .results import Result, ResultSet
-from .stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, rounds_ratio_interval
+from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
+                    rounds_ratio_interval)
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -42,6 +43,8 @@ ROUNDS_KEY = "gate_rounds"
 STATUS_ORDER = ("slower", "faster", "inconclusive", "unchanged", "added", "removed", "reference")
 #: Verdicts that decided something about the code.
 DECIDED = ("slower", "faster", "unchanged")
+#: Log-scale half-widths are capped here (a factor of e^30): wider says nothing more.
+MAX_HALF_WIDTH = 30.0
 #: Load averages of the two runs further apart than this (and than a quarter of it): warned.
 LOAD_GAP = 1.0
 
@@ -284,8 +287,10 @@ def compare_sets(
         try:
             split_a, split_b = round_split(new[key], m), round_split(old[key], m)
             rounds = bool(split_a and split_b and (len(split_a) > 1 or len(split_b) > 1))
+            h_rounds = None
             if rounds:
                 interval = rounds_ratio_interval(_chunks(a, split_a), _chunks(b, split_b), per_case, resamples)
+                h_rounds = round_ratio_halfwidth(_chunks(a, split_a), _chunks(b, split_b), per_case)
             else:
                 interval = ratio_interval(a, b, confidence=per_case, resamples=resamples)
         except ValueError as exc:  # zero or negative times: a broken measurement, say so
@@ -300,13 +305,18 @@ def compare_sets(
             sigma, source = noise
         elif across_runs:
             sigma, source = assumed, "assumed, no calibration"
+        elif rounds and h_rounds is not None:  # the rounds' own spread, t interval (few rounds: wide)
+            sigma, source = 0.0, f"{k} rounds"
         else:
-            sigma, source = 0.0, "rounds" if rounds else "within-run"
+            sigma, source = 0.0, "within-run"
         h_between = z * sigma / math.sqrt(k)
+        if noise is None and h_rounds is not None and not across_runs:
+            h_between = h_rounds
         if across_runs:
             h = math.sqrt(h_within ** 2 + h_between ** 2 + h_norm ** 2)
         else:  # one experiment: its rounds' bootstrap already holds their spread; the calibration bounds it below
             h = max(h_within, h_between)
+        h = min(h, MAX_HALF_WIDTH)
         low, high = ratio * math.exp(-h), ratio * math.exp(h)
         if h == h_within and not across_runs:  # the bootstrap's own (asymmetric) interval
             low, high = interval.low / factor, interval.high / factor

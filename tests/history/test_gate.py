@@ -20,6 +20,7 @@ from pytest_ipcbench.commands import compare as compare_command
 from pytest_ipcbench.history import compare, gate, stats
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.history.calibration import Calibration, CaseNoise
 from pytest_ipcbench.history.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
@@ -222,8 +223,17 @@ def test_slowdown_is_caught_through_round_to_round_swings() -> None:
         for r in rs.results:
             if r.key == victim:
                 r.samples["completion"] = [x * 1.5 for x in r.samples["completion"]]
-    comparison = compare.compare_sets(base, compare.merge_rounds(head_sets))
+    head = compare.merge_rounds(head_sets)
+    # three rounds alone cannot bound their own spread at 99.9% per case (t with 2 degrees of
+    # freedom): inconclusive, never a guess either way
+    alone = compare.compare_sets(base, head)
+    assert alone.regressions == [] and victim in {c.key for c in alone.with_status("inconclusive")}
+    # a calibration that measured this runner's round-to-round noise (0.1, log sd) decides it
+    calibration = Calibration({r.key: CaseNoise(0.1, 0.1, 12, "bcast r4") for r in base.results}, {}, 12, 0.10,
+                              {"host": "test"})
+    comparison = compare.compare_sets(base, head, calibration=calibration)
     assert [c.key for c in comparison.regressions] == [victim], compare.format_table(comparison)
+    assert comparison.with_status("faster") == []
 
 
 def test_rounds_interval_pairs_rounds_and_contains_the_ratio() -> None:
