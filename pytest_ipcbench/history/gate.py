@@ -492,6 +492,22 @@ def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[st
         if notes else []
 
 
+def load_imbalance(base: Sequence[ResultSet], head: Sequence[ResultSet], share: float = 0.25) -> str | None:
+    """A warning when one side's rounds met a clearly higher load than the other's (the 1-minute
+    load average at the start and end of each run): alternating the order cancels a steady drift,
+    not a burst of other work that lands on one side's rounds (METHOD rule 22)."""
+    def mean_load(sets: Sequence[ResultSet]) -> float | None:
+        xs = [float(x) for rs in sets for x in (rs.env.get("load_start"), rs.env.get("load_end"))
+              if isinstance(x, (int, float))]
+        return sum(xs) / len(xs) if xs else None
+
+    a, b = mean_load(base), mean_load(head)
+    if a is None or b is None or max(a, b) < 1.0 or abs(a - b) <= share * max(a, b):
+        return None
+    return (f"the sides met different loads: base's rounds at a mean 1-minute load of {a:.1f}, head's at {b:.1f}; "
+            f"other work landed on one side's rounds, and a ratio that follows the load is not the code's")
+
+
 def warm_up(sides: dict[str, "Side"], scratch: Path, log: Path, timeout: float) -> None:
     """Import each side's packages once before the first timed round, so that neither side pays
     for a cold file cache or a first compilation in a round the other does not."""
@@ -616,6 +632,9 @@ def run_gate(opts: GateOptions) -> int:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)
         comparison.warnings.extend(env_notes)
+        imbalance = load_imbalance(sets["base"], sets["head"])
+        if imbalance:
+            comparison.warnings.append(imbalance)
         return comparison, merged["head"]
 
     confirmed = 0

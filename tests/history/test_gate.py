@@ -490,3 +490,12 @@ def test_gate_catches_an_injected_slowdown_and_confirms_only_cases_in_doubt(tmp_
     assert ResultSet.load(report / "head.json").env.get("injected") == "shm=3"
     assert "injected" not in ResultSet.load(report / "base.json").env
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+def test_load_imbalance_between_the_sides_is_warned() -> None:
+    def at(load: float) -> ResultSet:
+        return ResultSet(env={"load_start": load, "load_end": load})
+
+    assert gate.load_imbalance([at(10), at(11)], [at(18), at(19)]) is not None
+    assert gate.load_imbalance([at(10), at(11)], [at(11), at(10)]) is None
+    assert gate.load_imbalance([ResultSet(env={})], [at(3)]) is None
