@@ -140,20 +140,23 @@ class Calibration:
     """What ``ipcbench calibrate`` measured (the JSON file, schema :data:`SCHEMA`)."""
 
     cases: dict[str, CaseNoise]
-    groups: dict[str, float]  # group -> pooled sigma (log scale) over its cases
+    groups: dict[str, float]  # group -> its median case's sigma (log scale): the floor of its cases' noise
     runs: int
     threshold: float
     env: dict[str, Any] = field(default_factory=dict)
     path: str = ""
 
     def noise(self, key: str) -> tuple[float, str] | None:
-        """The sigma to use for ``key`` (the upper bound of its own, else its group's pooled one), and
-        where it came from. A case's own bound only: one wild case of a group must not widen every
-        other case of it (as one volatile reference must not scale every ratio)."""
+        """The sigma to use for ``key`` and where it came from: the upper bound of its own, at least
+        its group's typical (median case's) noise, else the group's. Not the group's worst or
+        pooled noise: one wild case must not widen every other one (as one volatile reference
+        must not scale every ratio); but a case that sat still through a few A/A runs may jump
+        in the next (seen here: a broadcast case steady within ±5% over 6 runs at load 8-10 was
+        1.8x faster in a run at load 4.6), so a lucky small estimate is not trusted alone."""
         case = self.cases.get(key)
         group = self.groups.get(group_of_key(key))
         if case is not None:
-            return case.upper, f"calibrated, {case.runs} runs"
+            return max(case.upper, group or 0.0), f"calibrated, {case.runs} runs"
         if group is not None:
             return group, f"calibrated group {group_of_key(key)}"
         return None
@@ -238,7 +241,8 @@ def calibrate_sets(runs: Sequence[ResultSet], threshold: float, env: dict[str, A
     Each run is normalised to the first by :func:`reference_factor` (as ``compare`` would);
     a case's log medians over the runs have a standard deviation ``s`` (``n - 1`` degrees of
     freedom); two single runs then differ by ``sigma = s * sqrt(2)`` (log scale). ``upper`` is
-    the bound at :data:`SIGMA_BOUND`; a group's pooled sigma pools every case of the group.
+    the bound at :data:`SIGMA_BOUND`; a group's sigma is its median case's (the floor of
+    :meth:`Calibration.noise`).
     """
     if len(runs) < 3:
         raise ValueError(f"a calibration needs at least 3 runs of the same code, got {len(runs)}")
@@ -273,7 +277,7 @@ def calibrate_sets(runs: Sequence[ResultSet], threshold: float, env: dict[str, A
         dofs[g] = dofs.get(g, 0) + len(xs) - 1
     if not cases:
         raise ValueError("no case was measured in at least 3 of the runs: nothing to calibrate")
-    groups = {g: math.sqrt(sum(ss) / dofs[g]) * math.sqrt(2) for g, ss in pooled.items()}
+    groups = {g: float(np.median([c.sigma for c in cases.values() if c.group == g])) for g in pooled}
     env = dict(env or {})
     env.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     env.setdefault("host", runs[0].env.get("host") or runs[0].env.get("hostname") or platform.node())

@@ -245,6 +245,9 @@ def compare_sets(
     if cal_note:
         warnings.append(cal_note)
         calibration = None
+    regime = _calibration_load_note(calibration, base, head)
+    if regime:
+        warnings.append(regime)
     cases: list[CaseVerdict] = []
     todo: list[tuple[str, str, list[float], list[float]]] = []
     for key in sorted(old.keys() | new.keys()):
@@ -393,6 +396,23 @@ def _case_spread(old: dict[str, Result], new: dict[str, Result],
         return 0.0
     x = np.asarray(logs)
     return float(1.4826 * np.median(np.abs(x - np.median(x))))
+
+
+def _calibration_load_note(calibration: Calibration | None, base: ResultSet, head: ResultSet) -> str | None:
+    """A warning when the runs met a load well outside the one the calibration was measured at."""
+    if calibration is None:
+        return None
+    load = calibration.env.get("load")
+    ours = [x for x in (_load(base), _load(head)) if x is not None]
+    if not (isinstance(load, list) and len(load) == 2 and ours):
+        return None
+    lo, hi = float(load[0]), float(load[1])
+    outside = [x for x in ours if x < lo / 1.5 - 0.5 or x > hi * 1.5 + 0.5]
+    if not outside:
+        return None
+    return (f"the runs met a load of {', '.join(f'{x:.1f}' for x in ours)}, the calibration was measured at "
+            f"{lo:.1f}-{hi:.1f}: the noise of a case can differ between loads (some cases switch between two "
+            f"speeds); calibrate at the load the runs meet")
 
 
 def _across_runs_note(norm: Normalisation | None, calibration: Calibration | None, spread: float) -> str:

@@ -110,3 +110,18 @@ def test_measure_runs_makes_at_least_three_runs_within_a_budget(tmp_path: Path) 
     assert len(sets) == 3  # the budget of 1 s is spent after the first: still the 3 a calibration needs
     assert all(any(r.backend == "shm" for r in rs.results) for rs in sets)
     assert Result  # the records are results
+
+
+def test_a_case_that_sat_still_keeps_its_groups_typical_noise() -> None:
+    runs = [run_set(600 + i, scatter=0.3) for i in range(6)]
+    still = "broadcast/zmq/bytes/ndarray/1000/r2"
+    for rs in runs:  # steady in every A/A run: a lucky small estimate
+        rs.by_key()[still].samples["completion"] = [1e-4] * 20
+    c = cal.calibrate_sets(runs, 0.10, {"host": "test", "cores": 2, "load": [8.0, 10.0]})
+    assert c.cases[still].upper < 0.05
+    assert c.noise(still)[0] == pytest.approx(c.groups["broadcast r2"]) and c.groups["broadcast r2"] > 0.2
+    base, head = run_set(700), run_set(701, load=0.5)  # quieter: a load the calibration never saw
+    for rs in (base, head):
+        rs.env["load_start"] = rs.env["load_end"] = 1.0
+    comparison = compare.compare_sets(base, head, calibration=c)
+    assert any("calibration was measured at 8.0-10.0" in w for w in comparison.warnings)
