@@ -486,7 +486,7 @@ def _row(case: CaseVerdict) -> list[str]:
         f"{iv.ratio:.3f}x",
         f"{iv.low:.3f}-{iv.high:.3f}",
         case.status,
-        format_ratio(case.detectable),
+        _detect_text(case.detectable),
         f"n={case.n_base}/{case.n_head}" + (f" {case.note}" if case.note else "") + extra,
     ]
 
@@ -512,8 +512,13 @@ def _headline(comparison: Comparison) -> str:
         inconclusive = comparison.with_status("inconclusive")
         if inconclusive:
             verdict_line += (f" ({len(inconclusive)} inconclusive: their noise hides a change of "
-                             f"{format_ratio(_median_detectable(inconclusive))} (median); see 'detects')")
+                             f"{_detect_text(_median_detectable(inconclusive))} (median); see 'detects')")
     return f"{parts}\n{verdict_line}"
+
+
+def _detect_text(x: float | None) -> str:
+    """The smallest detectable slowdown for people: beyond 1000x it only says how hopeless."""
+    return ">1000x" if x is not None and x > 1000 else format_ratio(x)
 
 
 def _median_detectable(cases: Sequence[CaseVerdict]) -> float | None:
