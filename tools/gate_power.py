@@ -2,6 +2,7 @@
 
     python tools/gate_power.py run --out gate-power          # 5 A/A gates, then 5 with slowdowns
     python tools/gate_power.py table gate-power/*/           # the table of docs/performance-history.md
+    python tools/gate_power.py table --calibration .ipcbench/calibration.json gate-power/*/
 
 ``run`` calls ``ipcbench gate --base HEAD`` (head: the working tree, i.e. the same code) again and
 again: first with nothing changed (A/A: every case it flags is a false alarm), then with slowdowns
@@ -24,6 +25,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from pytest_ipcbench.history.calibration import Calibration
 from pytest_ipcbench.history.compare import compare_sets
 from pytest_ipcbench.history.results import ResultSet
 
@@ -71,6 +73,8 @@ def table(args: argparse.Namespace) -> int:
     ratios: dict[float, list[float]] = defaultdict(list)
     excluded: dict[float, int] = defaultdict(int)
     rows = []
+    calibration = Calibration.load(args.calibration) if args.calibration else None
+    inconclusive = 0
     for folder in map(Path, args.folders):
         if not (folder / "gate.json").is_file():
             print(f"({folder}: no gate.json, not finished: left out)", file=sys.stderr)
@@ -78,7 +82,8 @@ def table(args: argparse.Namespace) -> int:
         meta = json.loads((folder / "gate.json").read_text())
         inject = meta["inject"]
         base, head = ResultSet.load(folder / "base.json"), ResultSet.load(folder / "head.json")
-        comparison = compare_sets(base, head, paired=True)
+        comparison = compare_sets(base, head, paired=True, calibration=calibration)
+        inconclusive += len(comparison.with_status("inconclusive"))
         by_backend: dict[str, list[bool]] = defaultdict(list)
         false_alarms, false_faster = [], 0
         for c in comparison.cases:
@@ -119,6 +124,8 @@ def table(args: argparse.Namespace) -> int:
         got, r = caught[factor], sorted(ratios[factor])
         print(f"| {factor:g}x | {sum(got)} of {len(got)} | {cases[factor][0]} of {cases[factor][1]} | "
               f"{r[len(r) // 2]:.2f} [{r[0]:.2f}-{r[-1]:.2f}] |")
+    print(f"\nInconclusive verdicts (the measured noise could not decide): {inconclusive}"
+          + (f"; noise from {calibration.describe()}" if calibration else "; no calibration"))
     if excluded:
         print(f"\nLeft out: {sum(excluded.values())} granularity cases with work of slowed backends (an injection "
               f"cannot slow them by its factor: harness/inject.py).")
@@ -143,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--aa", type=int, default=5, help="gates with nothing changed (default 5)")
     p.add_argument("--injected", type=int, default=5, help="gates with three backends slowed (default 5)")
     p = sub.add_parser("table", help="tabulate gate report folders")
+    p.add_argument("--calibration", default=None, help="decide with this calibration file (ipcbench calibrate)")
     p.add_argument("folders", nargs="+")
     args = parser.parse_args(argv)
     return run(args, gate_args) if args.command == "run" else table(args)

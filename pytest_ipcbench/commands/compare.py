@@ -7,6 +7,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..history.calibration import DEFAULT_PATH, find_calibration
 from ..history.compare import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError, compare_sets, format_markdown, format_table, load_results
 from ..history.stats import DEFAULT_CONFIDENCE
 
@@ -65,10 +66,16 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
         help="take --confidence per case (default: family-wise over all cases, Bonferroni)",
     )
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
+    parser.add_argument(
+        "--calibration", metavar="FILE", default=None,
+        help=f"the between-run noise per case measured by `ipcbench calibrate` (default {DEFAULT_PATH} when it "
+             f"exists; 'none': no calibration, a conservative noise is assumed)",
+    )
 
 
 def decision(args: argparse.Namespace) -> Decision:
-    return Decision(args.threshold, args.confidence, args.metric, not args.per_case, args.markdown)
+    return Decision(args.threshold, args.confidence, args.metric, not args.per_case, args.markdown,
+                    args.calibration)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -76,9 +83,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("head", help="results JSON of the head")
     parser.add_argument(
         "--paired", action="store_true",
-        help="treat the files as one interleaved experiment (no load correction); by default files of "
-             "different runs are divided by their in-run references and, single runs, widened by the "
-             "between-run scatter",
+        help="do not divide by the in-run references; files of different runs still get the between-run "
+             "noise (calibrated or assumed): two runs are no paired experiment, only a gate's files are",
     )
     add_decision_options(parser)
 
@@ -91,7 +97,9 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
     try:
         base = load_results(base_path, "base")
         head = load_results(head_path, "head")
-        comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired)
+        calibration = find_calibration(how.calibration)
+        comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired,
+                                  calibration)
     except (GateError, ValueError) as exc:
         print(f"ipcbench compare: {exc}", file=sys.stderr)
         return EXIT_ERROR

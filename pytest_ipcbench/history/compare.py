@@ -1,28 +1,34 @@
-"""Compare two result sets case by case, decided on a confidence interval of the ratio.
+"""Compare two result sets case by case: slower, faster, unchanged or inconclusive.
 
-Cases are matched by key; for each case in both, the bootstrap confidence interval of
-``median(head) / median(base)`` (:mod:`.stats`) decides. A case is *slower* only when the whole
-interval lies above ``1 + threshold``, *faster* only when it lies below ``1 / (1 + threshold)``;
-anything else is *unchanged*. The exit code is 1 when at least one case is slower, 0 otherwise,
-2 when the inputs cannot be compared (bad file, nothing in common). Results merged from
-interleaved rounds (:func:`merge_rounds`, by the gate) are decided on a two-level bootstrap
-(:func:`.stats.rounds_ratio_interval`).
+Cases are matched by key. For each case in both, head / base of the medians gets an interval
+whose width comes from what was measured: the within-run spread of both sides (a bootstrap;
+two-level over rounds for results merged from interleaved rounds, :func:`merge_rounds`) and,
+for files of different runs, the between-run noise of that case on this runner (a calibration
+file of ``ipcbench calibrate``, :mod:`.calibration`; without one a conservative assumed noise),
+plus the interval of the robust normalisation by the in-run references. A case is *slower* when
+the whole interval lies above ``1 + threshold``, *faster* when below ``1 / (1 + threshold)``,
+*unchanged* when it lies within both, and *inconclusive* when the noise cannot decide; every
+case also shows the smallest slowdown it could have detected. A whole file is never refused
+because some cases are noisy (docs/method.md rule 19). The exit code is 1 only when a case is slower
+with confidence, 2 when the inputs cannot be compared (bad file, nothing in common), else 0.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
 
 from ..core.errors import IpcbenchError
-from ..core.units import format_time
+from ..core.units import format_ratio, format_time
+from .calibration import (UNCALIBRATED_NOISE, Calibration, Normalisation, case_group, is_reference,
+                          reference_factor)
 from .results import Result, ResultSet
-from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, rounds_ratio_interval,
-                    verdict)
+from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
+                    rounds_ratio_interval)
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -35,34 +41,37 @@ MIN_SAMPLES = 3
 ROUNDS_KEY = "gate_rounds"
 #: Verdicts in the order the table lists them; ``reference`` cases measure the machine (copy
 #: bandwidth, a raw pipe ping-pong), never the code, and get no verdict.
-STATUS_ORDER = ("slower", "faster", "unchanged", "undecided", "added", "removed", "reference")
-#: Scenarios of in-run references (harness.measure.REFERENCE_SCENARIOS; not imported: no harness here).
-REFERENCE_SCENARIOS = ("copy", "reference")
-#: Between-run noise (log-scale standard deviation) assumed at least, and when too few cases
-#: are compared to estimate it.
-MIN_RUN_NOISE = 0.05
-FALLBACK_RUN_NOISE = 0.15
-MIN_CASES_FOR_NOISE = 8
-#: A single-run case whose interval, once widened, could not show a slowdown this large gets no
-#: verdict ("undecided": the runs are too noisy to compare); more than half such: not comparable.
-MAX_RUN_FLOOR = 2.0
+STATUS_ORDER = ("slower", "faster", "inconclusive", "unchanged", "added", "removed", "reference")
+#: Verdicts that decided something about the code.
+DECIDED = ("slower", "faster", "unchanged")
+#: Log-scale half-widths are capped here (a factor of e^30): wider says nothing more.
+MAX_HALF_WIDTH = 30.0
 #: Load averages of the two runs further apart than this (and than a quarter of it): warned.
 LOAD_GAP = 1.0
+
+__all__ = ["CaseVerdict", "Comparison", "Decision", "GateError", "NotComparable", "case_group", "compare_sets",
+           "format_markdown", "format_table", "is_reference", "load_results", "merge_rounds"]
 
 
 @dataclass(frozen=True)
 class Decision:
-    """How a comparison decides: tolerated slowdown, confidence, metric, family-wise or per case."""
+    """How a comparison decides: tolerated slowdown, confidence, metric, family-wise or per case,
+    and the calibration file (None: the default path if it exists; "none": no calibration)."""
 
     threshold: float = DEFAULT_THRESHOLD
     confidence: float = DEFAULT_CONFIDENCE
     metric: str | None = None
     family_wise: bool = True
     markdown: str | None = None  # also write the table as markdown here
+    calibration: str | None = None
 
 
 class GateError(IpcbenchError):
     """The gate cannot measure or compare (exit 2); the text says why and what to do."""
+
+
+class NotComparable(IpcbenchError, ValueError):
+    """Two files that cannot be compared at all (exit 2); the text says why and what to do."""
 
 
 # ------------------------------------------------------------------------------------ compare
@@ -70,7 +79,14 @@ class GateError(IpcbenchError):
 
 @dataclass(frozen=True)
 class CaseVerdict:
-    """One case: its status and, when both sides had samples, the ratio interval head / base."""
+    """One case: its status, the interval of head / base, the noise it saw and what it could detect.
+
+    ``noise``: the log-scale half-width of the interval (what the case's measured spread allows);
+    ``detectable``: the smallest true head / base this comparison would call slower;
+    ``noise_source``: where the between-run part came from ("within-run", "rounds",
+    "calibrated ...", "assumed"); ``explanations``: further lines shown beside the verdict (e.g.
+    counter changes).
+    """
 
     key: str
     status: str  # one of STATUS_ORDER
@@ -79,27 +95,10 @@ class CaseVerdict:
     n_base: int = 0
     n_head: int = 0
     note: str = ""
-
-
-@dataclass(frozen=True)
-class RunDrift:
-    """How two files from different runs were made comparable (docs/method.md rule 19).
-
-    ``factor``: head / base of the in-run references (geometric median), divided out of every
-    case. ``noise``: per group of cases (scenario and ranks), the between-run scatter (log-scale
-    standard deviation) allowed on top of a single-run case's interval; ``z``: the normal
-    quantile of the per-case confidence, so a case's interval is widened by ``exp(z * noise)`` on
-    each side. A group so noisy that a slowdown of :data:`MAX_RUN_FLOOR` could not be seen gets no
-    verdict.
-    """
-
-    factor: float
-    references: int
-    noise: dict[str, float]
-    z: float
-
-    def widen(self, group: str) -> float:
-        return math.exp(self.z * self.noise.get(group, self.noise.get("*", FALLBACK_RUN_NOISE)))
+    noise: float = 0.0
+    detectable: float | None = None
+    noise_source: str = ""
+    explanations: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -110,13 +109,15 @@ class Comparison:
     metric: str | None
     warnings: list[str] = field(default_factory=list)
     per_case_confidence: float = 0.0  # the confidence of each case's interval (family-wise: higher)
-    paired: bool = True  # one interleaved experiment (the gate); False: two runs, see ``drift``
-    drift: RunDrift | None = None
+    paired: bool = True  # one interleaved experiment (the gate); False: two runs, see ``normalisation``
+    normalisation: Normalisation | None = None
+    calibration: Calibration | None = None
 
     def __repr__(self) -> str:  # short: a comparison holds every case's interval
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
-        how = "paired" if self.paired else (f"across runs, load factor {self.drift.factor:.3g}" if self.drift
-                                            else "across runs")
+        how = "paired" if self.paired else "across runs"
+        if self.normalisation is not None and self.normalisation.used:
+            how += f", load factor {self.normalisation.factor:.3g}"
         return (f"<Comparison {len(self.cases)} cases ({counts}); threshold {self.threshold:.0%}, "
                 f"{_pct(self.confidence)}; {how}; exit {self.exit_code}>")
 
@@ -133,8 +134,8 @@ class Comparison:
 
     @property
     def compared(self) -> int:
-        """Cases that got a verdict (slower, faster or unchanged)."""
-        return sum(c.status in ("slower", "faster", "unchanged") for c in self.cases)
+        """Cases with an interval (slower, faster, unchanged or inconclusive on the noise)."""
+        return sum(c.status in DECIDED or (c.status == "inconclusive" and c.interval is not None) for c in self.cases)
 
     @property
     def exit_code(self) -> int:
@@ -146,14 +147,6 @@ class Comparison:
 
 def _metric_of(result: Result, metric: str | None) -> str:
     return metric or result.primary
-
-
-class NotComparable(IpcbenchError, ValueError):
-    """Two files that cannot be compared honestly (exit 2); the text says why and what to do."""
-
-
-def is_reference(result: Result) -> bool:
-    return result.scenario in REFERENCE_SCENARIOS
 
 
 def same_experiment(base: ResultSet, head: ResultSet) -> bool:
@@ -170,28 +163,14 @@ def _median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
     return ma / mb if ma > 0 and mb > 0 else None
 
 
-def _reference_factor(old: dict[str, Result], new: dict[str, Result]) -> tuple[float, list[tuple[str, float]]]:
-    """head / base of the in-run references both sets hold: their geometric median, and each."""
-    ratios = []
-    for key in sorted(old.keys() & new.keys()):
-        if is_reference(old[key]) and is_reference(new[key]):
-            m = new[key].primary
-            a, b = new[key].samples.get(m), old[key].samples.get(m)
-            r = _median_ratio(a, b) if a and b else None
-            if r is not None:
-                ratios.append((key, r))
-    if not ratios:
-        return 1.0, []
-    return float(math.exp(np.median([math.log(r) for _, r in ratios]))), ratios
+def _load(rs: ResultSet) -> float | None:
+    xs = [rs.env.get(k) for k in ("load_start", "load_end")]
+    xs = [float(x) for x in xs if isinstance(x, (int, float))]
+    return sum(xs) / len(xs) if xs else None
 
 
 def _load_warning(base: ResultSet, head: ResultSet) -> str | None:
-    def load(rs: ResultSet) -> float | None:
-        xs = [rs.env.get(k) for k in ("load_start", "load_end")]
-        xs = [float(x) for x in xs if isinstance(x, (int, float))]
-        return sum(xs) / len(xs) if xs else None
-
-    a, b = load(base), load(head)
+    a, b = _load(base), _load(head)
     if a is None or b is None:
         return None
     if abs(a - b) > max(LOAD_GAP, 0.25 * max(a, b)):
@@ -202,6 +181,23 @@ def _load_warning(base: ResultSet, head: ResultSet) -> str | None:
     return None
 
 
+def decide(interval: RatioInterval, threshold: float) -> str:
+    """slower / faster when the whole interval is past the threshold, unchanged when the whole
+    interval is within it, else inconclusive (the noise cannot tell)."""
+    if interval.low > 1 + threshold:
+        return "slower"
+    if interval.high < 1 / (1 + threshold):
+        return "faster"
+    if interval.low >= 1 / (1 + threshold) and interval.high <= 1 + threshold:
+        return "unchanged"
+    return "inconclusive"
+
+
+def _rounds_of(result: Result, metric: str) -> int:
+    split = round_split(result, metric)
+    return len(split) if split else 1
+
+
 def compare_sets(
     base: ResultSet,
     head: ResultSet,
@@ -210,20 +206,24 @@ def compare_sets(
     metric: str | None = None,
     family_wise: bool = True,
     paired: bool | None = None,
+    calibration: Calibration | None = None,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base`` (``metric``: each case's primary).
 
-    ``confidence`` is family-wise by default: with ``m`` cases decided, each case's interval is
+    ``confidence`` is family-wise by default: with ``m`` cases compared, each case's interval is
     taken at ``1 - (1 - confidence) / m`` (Bonferroni), so that a report of 150 cases does not
     carry 7 false alarms at 95% each. ``family_wise=False`` uses ``confidence`` per case.
 
-    ``paired``: the two sets come from one interleaved experiment (the gate's rounds), so their
-    ratio is the code's change. ``None`` decides from the files (same ``gate_job`` or ``run_id``).
-    Two sets from different runs are not a paired experiment (docs/method.md rule 19): every case is
-    divided by the load factor of the in-run references (copy bandwidth, pipe ping-pong; a
-    :class:`NotComparable` error without them), and when a file holds a single run each interval
-    is widened by the between-run scatter, estimated robustly from the cases themselves
-    (:class:`RunDrift`).
+    ``paired``: the two sets come from one interleaved experiment (the gate's rounds). ``None``
+    decides from the files (same ``gate_job`` or ``run_id``). ``paired=True`` for files that do
+    not share one only drops the normalisation: the between-run noise still applies, since two
+    runs are not a paired experiment (docs/method.md rule 19).
+
+    Per case, the log-scale half-width of the interval is the root sum of squares of: the
+    within-run bootstrap's, the between-run noise (files of different runs: ``calibration``'s
+    bound for the case, else :data:`~.calibration.UNCALIBRATED_NOISE`; divided by the square root
+    of the rounds a file holds), and the normalisation's. A paired experiment with rounds takes
+    the wider of its rounds' bootstrap and the calibrated noise.
 
     Raises ValueError when the two sets have no case in common that can be compared: a gate that
     compared nothing must not pass.
@@ -233,19 +233,22 @@ def compare_sets(
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     old, new = base.by_key(), head.by_key()
+    one_experiment = same_experiment(base, head)
     if paired is None:
-        paired = same_experiment(base, head)
-    factor, ref_ratios = 1.0, []
-    if not paired:
-        factor, ref_ratios = _reference_factor(old, new)
-        if not ref_ratios:
-            raise NotComparable(
-                "the two files come from different runs and share no in-run reference (copy bandwidth, "
-                "pipe ping-pong): a ratio of their medians would include whatever load each run met "
-                "(docs/method.md rule 19). Make both with `ipcbench run` or `pytest --ipc-report` of this version "
-                "(they record the references), or measure base and head in one job with `ipcbench gate`; "
-                "--paired compares them anyway as if they were one interleaved experiment"
-            )
+        paired = one_experiment
+    across_runs = not one_experiment
+    warnings = _env_warnings(base, head)
+    norm = reference_factor(old, new) if not paired else None
+    if paired and across_runs:
+        warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "
+                        "run id): they are not normalised, but the between-run noise still applies (docs/method.md rule 19)")
+    cal_note = _calibration_warning(calibration, base, head)
+    if cal_note:
+        warnings.append(cal_note)
+        calibration = None
+    regime = _calibration_load_note(calibration, base, head)
+    if regime:
+        warnings.append(regime)
     cases: list[CaseVerdict] = []
     todo: list[tuple[str, str, list[float], list[float]]] = []
     for key in sorted(old.keys() | new.keys()):
@@ -268,76 +271,92 @@ def compare_sets(
         n_head, n_base = len(a or ()), len(b or ())
         if not a or not b:
             side = "either side" if not a and not b else ("head" if not a else "base")
-            cases.append(CaseVerdict(key, "undecided", m, None, n_base, n_head, f"no {m!r} samples in {side}"))
+            cases.append(CaseVerdict(key, "inconclusive", m, None, n_base, n_head, f"no {m!r} samples in {side}"))
             continue
         if min(n_base, n_head) < MIN_SAMPLES:
             cases.append(
-                CaseVerdict(key, "undecided", m, None, n_base, n_head,
+                CaseVerdict(key, "inconclusive", m, None, n_base, n_head,
                             f"too few samples to decide (base {n_base}, head {n_head}; need {MIN_SAMPLES})")
             )
             continue
         todo.append((key, m, a, b))
     per_case = 1 - (1 - confidence) / max(1, len(todo)) if family_wise else confidence
+    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
     resamples = DEFAULT_RESAMPLES if per_case <= 0.99 else 2 * DEFAULT_RESAMPLES
-    intervals: list[tuple[str, str, list[float], list[float], RatioInterval, bool]] = []
+    factor = norm.factor if norm is not None and norm.used else 1.0
+    h_norm = norm.half_width * z / NormalDist().inv_cdf(0.975) if norm is not None and norm.used else 0.0
+    spread = _case_spread(old, new, todo) if across_runs else 0.0
+    assumed = max(UNCALIBRATED_NOISE, spread)
     for key, m, a, b in todo:
         try:
             split_a, split_b = round_split(new[key], m), round_split(old[key], m)
             rounds = bool(split_a and split_b and (len(split_a) > 1 or len(split_b) > 1))
+            h_rounds = None
             if rounds:
                 interval = rounds_ratio_interval(_chunks(a, split_a), _chunks(b, split_b), per_case, resamples)
+                h_rounds = round_ratio_halfwidth(_chunks(a, split_a), _chunks(b, split_b), per_case)
             else:
                 interval = ratio_interval(a, b, confidence=per_case, resamples=resamples)
         except ValueError as exc:  # zero or negative times: a broken measurement, say so
-            cases.append(CaseVerdict(key, "undecided", m, None, len(b), len(a), str(exc)))
+            cases.append(CaseVerdict(key, "inconclusive", m, None, len(b), len(a), str(exc)))
             continue
-        intervals.append((key, m, a, b, interval, rounds))
-    drift = None
-    if not paired:
-        drift = _run_drift(factor, len(ref_ratios), [(new[key], iv, rounds) for key, _, _, _, iv, rounds in intervals],
-                           per_case)
-    too_noisy: list[str] = []
-    for key, m, a, b, interval, rounds in intervals:
-        note = ""
-        if drift is not None:
-            widen = 1.0 if rounds else drift.widen(case_group(new[key]))
-            interval = replace(interval, ratio=interval.ratio / drift.factor,
-                               low=interval.low / drift.factor / widen, high=interval.high / drift.factor * widen)
-            note = f"/{drift.factor:.3g} load" + (f", ±{widen:.2f}x runs" if widen > 1 else "")
-            if (1 + threshold) * widen > MAX_RUN_FLOOR:
-                too_noisy.append(key)
-                cases.append(CaseVerdict(
-                    key, "undecided", m, interval, len(b), len(a),
-                    f"{note}: too noisy across runs ({case_group(new[key])} cases scatter so much that a "
-                    f"{MAX_RUN_FLOOR:g}x slowdown could not be seen)"))
-                continue
-        cases.append(CaseVerdict(key, verdict(interval, threshold), m, interval, len(b), len(a), note))
-    if drift is not None and too_noisy and len(too_noisy) * 2 > len(intervals):
-        groups = sorted({case_group(new[k]) for k in too_noisy})
-        raise NotComparable(
-            f"these two runs are not comparable: {len(too_noisy)} of {len(intervals)} cases ({', '.join(groups)}) "
-            f"scatter between runs of the same code by more than a {MAX_RUN_FLOOR:g}x slowdown would show "
-            f"(between-run scatter per group: {_noise_text(drift)}; load factor of the references "
-            f"{drift.factor:.3g}). Rerun both on a quiet machine, or measure base and head interleaved in one "
-            f"job with `ipcbench gate`"
-        )
+        ratio = interval.ratio / factor
+        h_within = max(math.log(interval.ratio / interval.low), math.log(interval.high / interval.ratio), 0.0) \
+            if interval.low > 0 else math.inf
+        k = min(_rounds_of(new[key], m), _rounds_of(old[key], m))
+        noise = calibration.noise(key) if calibration is not None else None
+        if noise is not None:
+            sigma, source = noise
+        elif across_runs:
+            sigma, source = assumed, "assumed, no calibration"
+        elif rounds and h_rounds is not None:  # the rounds' own spread, t interval (few rounds: wide)
+            sigma, source = 0.0, f"{k} rounds"
+        else:
+            sigma, source = 0.0, "within-run"
+        h_between = z * sigma / math.sqrt(k)
+        if noise is None and h_rounds is not None and not across_runs:
+            h_between = h_rounds
+        if across_runs:
+            h = math.sqrt(h_within ** 2 + h_between ** 2 + h_norm ** 2)
+        else:  # one experiment: its rounds' bootstrap already holds their spread; the calibration bounds it below
+            h = max(h_within, h_between)
+        h = min(h, MAX_HALF_WIDTH)
+        low, high = ratio * math.exp(-h), ratio * math.exp(h)
+        if h == h_within and not across_runs:  # the bootstrap's own (asymmetric) interval
+            low, high = interval.low / factor, interval.high / factor
+        final = RatioInterval(ratio, low, high, per_case, interval.median_a, interval.median_b)
+        status = decide(final, threshold)
+        guessed = across_runs and noise is None and status != "inconclusive"
+        if guessed:  # no measured between-run noise: two runs are no paired experiment (docs/method.md rule 19)
+            looks = status
+            status = "inconclusive"
+        parts = []
+        if norm is not None and norm.used:
+            parts.append(f"/{factor:.3g} load")
+        parts.append(f"noise ±{_growth(h)} ({source})")
+        note = ", ".join(parts)
+        if guessed:
+            note = (note + "; " if note else "") + f"looks {looks}, but the between-run noise was not measured"
+        elif status == "inconclusive":
+            note = (note + "; " if note else "") + f"noise too large to decide at ±{threshold:.0%}"
+        cases.append(CaseVerdict(key, status, m, final, len(b), len(a), note, h,
+                                 (1 + threshold) * math.exp(h), source))
     cases.sort(key=lambda c: c.key)
-    comparison = Comparison(cases, threshold, confidence, metric, _env_warnings(base, head), per_case,
-                            paired=paired, drift=drift)
-    if drift is not None:
-        single = any(not rounds for *_, rounds in intervals)
-        comparison.warnings.extend(_drift_notes(drift, ref_ratios, threshold, single))
+    comparison = Comparison(cases, threshold, confidence, metric, warnings, per_case, paired=paired,
+                            normalisation=norm, calibration=calibration)
+    if across_runs:
+        comparison.warnings.append(_across_runs_note(norm, calibration, spread))
         load = _load_warning(base, head)
         if load:
             comparison.warnings.append(load)
-    noise = round_noise(old, new, metric)
-    if noise is not None and noise > 1 + threshold:
+    noisy = round_noise(old, new, metric)
+    if noisy is not None and noisy > 1 + threshold:
         comparison.warnings.append(
-            f"noisy machine: between its own rounds the same code moved by a median factor of {noise:.2f} "
+            f"noisy machine: between its own rounds the same code moved by a median factor of {noisy:.2f} "
             f"(max / min of round medians, per case); verdicts at the {threshold:.0%} level are fragile here"
         )
     if not comparison.compared:
-        undecided = comparison.with_status("undecided")
+        undecided = [c for c in comparison.with_status("inconclusive")]
         why = f"; e.g. {undecided[0].key}: {undecided[0].note}" if undecided else ""
         raise ValueError(
             f"nothing to compare: base has {len(old)} cases, head {len(new)}, "
@@ -346,52 +365,68 @@ def compare_sets(
     return comparison
 
 
-def case_group(result: Result) -> str:
-    """Cases that share their between-run scatter: a scenario at a rank count."""
-    return f"{result.scenario} r{result.ranks}"
+def _growth(h: float) -> str:
+    """A log-scale half-width as the percentage it spans: 0.0953 -> '10%'."""
+    return "inf" if not math.isfinite(h) else f"{math.exp(h) - 1:.0%}"
 
 
-def _run_drift(factor: float, references: int, intervals: Sequence[tuple[Result, RatioInterval, bool]],
-               per_case: float) -> RunDrift:
-    """The load factor, and the between-run scatter allowed to single-run cases, per group.
-
-    The scatter is estimated from the cases themselves: 1.4826 x the median of |log(ratio /
-    factor)| over a group (a standard deviation that a few truly changed cases do not move, and
-    that grows when the references missed part of the drift); a group of fewer than
-    :data:`MIN_CASES_FOR_NOISE` cases takes the estimate over all cases ("*").
-    """
-    logs: dict[str, list[float]] = {}
-    for result, iv, _ in intervals:
-        if iv.ratio > 0:
-            logs.setdefault(case_group(result), []).append(abs(math.log(iv.ratio / factor)))
-    everything = [x for xs in logs.values() for x in xs]
-
-    def scatter(xs: list[float]) -> float:
-        return max(MIN_RUN_NOISE, 1.4826 * float(np.median(xs)))
-
-    noise = {"*": scatter(everything) if len(everything) >= MIN_CASES_FOR_NOISE else FALLBACK_RUN_NOISE}
-    for group, xs in logs.items():
-        noise[group] = scatter(xs) if len(xs) >= MIN_CASES_FOR_NOISE else noise["*"]
-    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
-    return RunDrift(factor, references, noise, z)
+def _calibration_warning(calibration: Calibration | None, base: ResultSet, head: ResultSet) -> str | None:
+    """A calibration made on another machine (other cores or host) is ignored, with this warning."""
+    if calibration is None:
+        return None
+    for key in ("cores", "host"):
+        cal = calibration.env.get(key)
+        ours = head.env.get(key) or base.env.get(key)
+        if cal is not None and ours is not None and str(cal) != str(ours):
+            return (f"the calibration {calibration.path or ''} was made with {key} {cal!r}, these runs with "
+                    f"{ours!r}: it is ignored (calibrate on this runner with `ipcbench calibrate`)")
+    return None
 
 
-def _noise_text(drift: RunDrift) -> str:
-    return ", ".join(f"{g} {math.exp(s) - 1:.0%}" for g, s in sorted(drift.noise.items()) if g != "*")
+def _case_spread(old: dict[str, Result], new: dict[str, Result],
+                 todo: Sequence[tuple[str, str, list[float], list[float]]]) -> float:
+    """How far the cases' log ratios scatter around their own median (1.4826 x MAD): a spread,
+    not a shift, so a slowdown of every case does not read as noise, while two runs whose cases
+    each moved their own way do."""
+    logs = []
+    for key, _m, a, b in todo:
+        r = _median_ratio(a, b)
+        if r:
+            logs.append(math.log(r))
+    if len(logs) < 8:
+        return 0.0
+    x = np.asarray(logs)
+    return float(1.4826 * np.median(np.abs(x - np.median(x))))
 
 
-def _drift_notes(drift: RunDrift, ref_ratios: Sequence[tuple[str, float]], threshold: float,
-                 single_run: bool) -> list[str]:
-    shown = ", ".join(f"{k.split('/')[0]}/{k.split('/')[1]} {k.split('/')[4]} B {r:.2f}x" for k, r in ref_ratios[:6])
-    more = f", ... ({len(ref_ratios)} in all)" if len(ref_ratios) > 6 else ""
-    notes = [f"base and head come from different runs (not one interleaved experiment): every ratio is divided "
-             f"by {drift.factor:.3f}, the geometric median of head/base of the in-run references ({shown}{more})"]
-    if single_run:
-        notes.append(f"a file holds a single run: each interval is widened on each side by exp({drift.z:.2f} x the "
-                     f"between-run scatter of its group of cases), estimated from the cases themselves: "
-                     f"{_noise_text(drift)}; a slowdown smaller than that cannot be told from drift here "
-                     f"(measure base and head interleaved with `ipcbench gate` to see smaller ones)")
-    return notes
+def _calibration_load_note(calibration: Calibration | None, base: ResultSet, head: ResultSet) -> str | None:
+    """A warning when the runs met a load well outside the one the calibration was measured at."""
+    if calibration is None:
+        return None
+    load = calibration.env.get("load")
+    ours = [x for x in (_load(base), _load(head)) if x is not None]
+    if not (isinstance(load, list) and len(load) == 2 and ours):
+        return None
+    lo, hi = float(load[0]), float(load[1])
+    outside = [x for x in ours if x < lo / 1.5 - 0.5 or x > hi * 1.5 + 0.5]
+    if not outside:
+        return None
+    return (f"the runs met a load of {', '.join(f'{x:.1f}' for x in ours)}, the calibration was measured at "
+            f"{lo:.1f}-{hi:.1f}: the noise of a case can differ between loads (some cases switch between two "
+            f"speeds); calibrate at the load the runs meet")
+
+
+def _across_runs_note(norm: Normalisation | None, calibration: Calibration | None, spread: float) -> str:
+    how = "not normalised (--paired)" if norm is None else norm.describe()
+    if calibration is not None:
+        noise = f"the between-run noise of each case is the one measured by the {calibration.describe()}"
+    else:
+        noise = (f"no calibration: the between-run noise of the cases was not measured, so no case is decided "
+                 f"(every one is inconclusive; 'looks slower' / 'looks faster' in its notes, its interval assuming "
+                 f"±{math.exp(max(UNCALIBRATED_NOISE, spread)) - 1:.0%} (1 sd, log scale), the larger of "
+                 f"±{math.exp(UNCALIBRATED_NOISE) - 1:.0%} and the cases' own spread around their median ratio); "
+                 f"`ipcbench calibrate` measures the noise on this runner, then compare decides")
+    return f"base and head come from different runs (not one interleaved experiment): {how}; {noise}"
 
 
 def round_split(result: Result, metric: str) -> list[int] | None:
@@ -442,8 +477,9 @@ def _env_warnings(base: ResultSet, head: ResultSet) -> list[str]:
 
 def _row(case: CaseVerdict) -> list[str]:
     iv = case.interval
+    extra = "".join(f"; {e}" for e in case.explanations)
     if iv is None:
-        return [case.key, "-", "-", "-", "-", case.status, case.note]
+        return [case.key, "-", "-", "-", "-", case.status, "-", case.note + extra]
     return [
         case.key,
         format_time(iv.median_b),
@@ -451,7 +487,8 @@ def _row(case: CaseVerdict) -> list[str]:
         f"{iv.ratio:.3f}x",
         f"{iv.low:.3f}-{iv.high:.3f}",
         case.status,
-        f"n={case.n_base}/{case.n_head}" + (f" {case.note}" if case.note else ""),
+        _detect_text(case.detectable),
+        f"n={case.n_base}/{case.n_head}" + (f" {case.note}" if case.note else "") + extra,
     ]
 
 
@@ -473,7 +510,21 @@ def _headline(comparison: Comparison) -> str:
         )
     else:
         verdict_line = f"OK: no case slower than +{pct:g}% with {conf} confidence"
+        inconclusive = comparison.with_status("inconclusive")
+        if inconclusive:
+            verdict_line += (f" ({len(inconclusive)} inconclusive: their noise hides a change of "
+                             f"{_detect_text(_median_detectable(inconclusive))} (median); see 'detects')")
     return f"{parts}\n{verdict_line}"
+
+
+def _detect_text(x: float | None) -> str:
+    """The smallest detectable slowdown for people: beyond 1000x it only says how hopeless."""
+    return ">1000x" if x is not None and x > 1000 else format_ratio(x)
+
+
+def _median_detectable(cases: Sequence[CaseVerdict]) -> float | None:
+    xs = [c.detectable for c in cases if c.detectable is not None and math.isfinite(c.detectable)]
+    return float(np.median(xs)) if xs else None
 
 
 def _ci_label(comparison: Comparison) -> str:
@@ -488,7 +539,9 @@ def _pct(x: float) -> str:
 def _decision_note(comparison: Comparison) -> str:
     pct = round(comparison.threshold * 100, 1)
     rule = (f"a case is slower only when its whole {_ci_label(comparison)} of head / base lies above "
-            f"{1 + comparison.threshold:.3g} (+{pct:g}%), faster only when below {1 / (1 + comparison.threshold):.3g}")
+            f"{1 + comparison.threshold:.3g} (+{pct:g}%), faster only when below {1 / (1 + comparison.threshold):.3g}, "
+            f"unchanged when within both, else inconclusive; 'detects' is the smallest slowdown the case's "
+            f"measured noise lets it call slower")
     if comparison.family_wise:
         rule += (f"; each case at {_pct(comparison.per_case_confidence)} so that all {comparison.compared} "
                  f"together hold at {_pct(comparison.confidence)} (Bonferroni)")
@@ -496,7 +549,7 @@ def _decision_note(comparison: Comparison) -> str:
 
 
 def _columns(comparison: Comparison) -> list[str]:
-    return ["case", "base median", "head median", "head/base", _ci_label(comparison), "verdict", "notes"]
+    return ["case", "base median", "head median", "head/base", _ci_label(comparison), "verdict", "detects", "notes"]
 
 
 def format_table(comparison: Comparison) -> str:
@@ -520,7 +573,7 @@ def format_markdown(comparison: Comparison, title: str = "ipcbench performance c
     out += [f"> warning: {w}" for w in comparison.warnings]
     cols = _columns(comparison)
     out.append("| " + " | ".join(cols) + " |")
-    out.append("|" + "|".join(["---"] + ["---:"] * 4 + ["---", "---"]) + "|")
+    out.append("|" + "|".join(["---"] + ["---:"] * 4 + ["---", "---:", "---"]) + "|")
     for case in _ordered(comparison):
         cells = [c.replace("|", "\\|") for c in _row(case)]
         if case.status == "slower":

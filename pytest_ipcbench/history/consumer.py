@@ -165,3 +165,83 @@ def run_command(python: Path) -> list[str]:
     """``ipcbench run`` of a side: the shared pytest_ipcbench, under the side's Python."""
     return [str(python), "-m", "pytest_ipcbench", "run"]
 
+
+def build_requirements(source: Path) -> list[str]:
+    """``[build-system] requires`` of the project at ``source`` (setuptools' default when absent)."""
+    path = source / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    requires = data.get("build-system", {}).get("requires")
+    return [str(r) for r in requires] if isinstance(requires, list) else ["setuptools>=40.8.0"]
+
+
+def missing_build_requirements(source: Path, python: Path, env: dict[str, str]) -> list[str]:
+    """The build requirements of ``source`` that ``python``'s environment does not satisfy."""
+    reqs = build_requirements(source)
+    if not reqs:
+        return []
+    code = (
+        "import sys, importlib.metadata as m\n"
+        "from packaging.requirements import Requirement\n"
+        "for line in sys.argv[1:]:\n"
+        "    r = Requirement(line)\n"
+        "    try:\n"
+        "        v = m.version(r.name)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        print(line); continue\n"
+        "    if r.specifier and not r.specifier.contains(v, prereleases=True):\n"
+        "        print(f'{line} (has {v})')\n"
+    )
+    proc = subprocess.run([str(python), "-c", code, *reqs], capture_output=True, text=True, env=env, timeout=120)
+    if proc.returncode != 0:  # no packaging there: name them all
+        return reqs
+    return [line for line in proc.stdout.splitlines() if line.strip()]
+
+
+#: Environment variables that differ between the sides by design (each side's own venv).
+SIDE_VARIABLES = ("PATH", "VIRTUAL_ENV", "IPCBENCH_INJECT")
+
+
+def side_record(python: Path, env: dict[str, str], cwd: Path, project: str | None) -> dict[str, object]:
+    """What a side runs on: the interpreter, pip, the installed distributions (the project's
+    version left out: it is what is compared), the environment's variables (values of the ones
+    that differ by design left out) and the length of the environment (it moves stack alignment)."""
+    code = (
+        "import sys, json, platform, importlib.metadata as m\n"
+        "d = sorted({(x.metadata['Name'] or '?').lower(): x.version for x in m.distributions()}.items())\n"
+        "print(json.dumps({'python': sys.version, 'implementation': platform.python_implementation(),\n"
+        "                  'distributions': d}))\n"
+    )
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip()[-300:]}
+    import json
+
+    data = json.loads(proc.stdout)
+    skip = canonical(project) if project else None
+    data["distributions"] = {n: v for n, v in data["distributions"] if canonical(n) != skip}
+    data["environment"] = {k: ("(side's own)" if k in SIDE_VARIABLES else v) for k, v in sorted(env.items())}
+    data["environment_size"] = sum(len(k) + len(v) + 2 for k, v in env.items() if k != "IPCBENCH_INJECT")
+    return data
+
+
+def record_differences(base: dict[str, object], head: dict[str, object]) -> tuple[list[str], list[str]]:
+    """(differences that make the sides unequal: refuse; differences of installed distributions:
+    say so -- a pull request may change a dependency on purpose)."""
+    refuse, notes = [], []
+    for key in ("python", "implementation", "environment_size", "error"):
+        if base.get(key) != head.get(key):
+            refuse.append(f"{key}: base {str(base.get(key))[:80]!r}, head {str(head.get(key))[:80]!r}")
+    eb, eh = base.get("environment") or {}, head.get("environment") or {}
+    assert isinstance(eb, dict) and isinstance(eh, dict)
+    for k in sorted(eb.keys() | eh.keys()):
+        if eb.get(k) != eh.get(k):
+            refuse.append(f"environment variable {k}: base {str(eb.get(k))[:60]!r}, head {str(eh.get(k))[:60]!r}")
+    db, dh = base.get("distributions") or {}, head.get("distributions") or {}
+    assert isinstance(db, dict) and isinstance(dh, dict)
+    for k in sorted(db.keys() | dh.keys()):
+        if db.get(k) != dh.get(k):
+            notes.append(f"{k} {db.get(k) or '(none)'} at base, {dh.get(k) or '(none)'} at head")
+    return refuse, notes

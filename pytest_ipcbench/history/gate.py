@@ -35,6 +35,7 @@ from ..core.envinfo import INJECT_ENV, cores
 from ..core.procs import kill_group
 from ..core.project import find_pyproject
 from . import consumer
+from .calibration import Calibration, find_calibration, undecidable
 from .compare import Comparison, Decision, GateError, compare_sets, format_markdown, format_table, merge_rounds
 from .results import ResultSet
 
@@ -182,14 +183,15 @@ def _side_env(venv: Path) -> dict[str, str]:
 
 
 def venv_key(side: Side, isolated: bool) -> str:
+    """The side's venv folder name: the same length for a commit and a working tree, so that both
+    sides run with environments (PATH, VIRTUAL_ENV) of the same size -- the size of the
+    environment moves the stack's alignment and with it the timings of identical code."""
     py = f"py{sys.version_info[0]}{sys.version_info[1]}"
     mode = "isolated" if isolated else "shared"
     if side.decl is not None:
         mode = f"project-{hashlib.sha1(side.prefix.encode()).hexdigest()[:6]}"
-    if side.commit:
-        return f"{side.commit}-{py}-{mode}"
-    assert side.source is not None
-    return f"worktree-{hashlib.sha1(str(side.source).encode()).hexdigest()[:12]}-{py}-{mode}"
+    what = f"c-{side.commit}" if side.commit else f"w-{side.source}"
+    return f"{hashlib.sha1(what.encode()).hexdigest()[:20]}-{py}-{mode}"
 
 
 def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: bool = False) -> None:
@@ -265,12 +267,18 @@ def install_project(side: Side, cache: Path, log: Path, timeout: float) -> None:
     deps = consumer.dependencies_besides_us(side.decl)
     if deps and _run_logged(pip + deps, log, timeout, cwd=cache, env=env) != 0:
         raise GateError(f"installing the dependencies of {side.name} ({side.label}) failed; see {log}:\n{_tail(log)}")
-    # the version does not change between commits: force the project itself to be reinstalled;
-    # its build backend is most often among the gate's packages already (no download), else isolated
+    # the version does not change between commits: force the project itself to be reinstalled.
+    # Built the way pip builds by default (build isolation), the same way at both sides: building
+    # in the side's environment (--no-build-isolation) broke with an older setuptools there
+    # (InvalidRequirement on a git+file URL) and made the two sides' builds depend on what each had
     project = pip + ["--no-deps", "--force-reinstall", side.source]
-    if _run_logged(project[:4] + ["--no-build-isolation"] + project[4:], log, timeout, cwd=cache, env=env) != 0 \
-            and _run_logged(project, log, timeout, cwd=cache, env=env) != 0:
-        raise GateError(f"installing {side.name} ({side.label}) failed; see {log}:\n{_tail(log)}")
+    if _run_logged(project, log, timeout, cwd=cache, env=env) != 0:
+        missing = consumer.missing_build_requirements(side.source, side.bin / "python", env)
+        hint = (f" Its build requirements {missing} are not in the side's environment either, and pip's isolated "
+                f"build could not fetch them (offline?): make them installable (a reachable index or "
+                f"PIP_FIND_LINKS)." if missing else "")
+        raise GateError(f"installing {side.name} ({side.label}) failed, built with pip's default build isolation."
+                        f"{hint} See {log}:\n{_tail(log)}")
     if side.commit is None:
         shutil.rmtree(side.source / "build", ignore_errors=True)  # pip's in-tree build leftovers
     ours, where, err = consumer.probe_install(side.bin / "python", side.decl.name, env, cache)
@@ -463,6 +471,75 @@ def _install(repo: Path, sides: Sequence[Side], cache: Path, log: Path, opts: Ga
                 _git(repo, "worktree", "prune", check=False)
 
 
+def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[str]:
+    """Record what each side runs on (out/environment.json) and compare: a difference of
+    interpreter, environment variables or environment size is a bias between the sides, not a
+    change of the code (docs/method.md rule 22), and the gate refuses it; a difference of installed
+    distributions is reported (a pull request may change a dependency on purpose)."""
+    import json
+
+    records = {}
+    for side in (base, head):
+        assert side.venv is not None
+        project = side.decl.name if side.decl is not None else consumer.SELF
+        records[side.name] = consumer.side_record(side.bin / "python", _side_env(side.venv), cache, project)
+        records[side.name]["venv"] = str(side.venv)
+    (out / "environment.json").write_text(json.dumps(records, indent=1) + "\n")
+    refuse, notes = consumer.record_differences(records["base"], records["head"])
+    if refuse:
+        raise GateError("base and head would not run on equal terms, so a difference of time could not be told "
+                        "from the code's: " + "; ".join(refuse[:5]) + f" (both recorded in {out / 'environment.json'})")
+    return [f"base and head run on different distributions (declared by the project?): {', '.join(notes[:6])}"] \
+        if notes else []
+
+
+def load_imbalance(base: Sequence[ResultSet], head: Sequence[ResultSet], share: float = 0.25) -> str | None:
+    """A warning when one side's rounds met a clearly higher load than the other's (the 1-minute
+    load average at the start and end of each run): alternating the order cancels a steady drift,
+    not a burst of other work that lands on one side's rounds (docs/method.md rule 22)."""
+    def mean_load(sets: Sequence[ResultSet]) -> float | None:
+        xs = [float(x) for rs in sets for x in (rs.env.get("load_start"), rs.env.get("load_end"))
+              if isinstance(x, (int, float))]
+        return sum(xs) / len(xs) if xs else None
+
+    a, b = mean_load(base), mean_load(head)
+    if a is None or b is None or max(a, b) < 1.0 or abs(a - b) <= share * max(a, b):
+        return None
+    return (f"the sides met different loads: base's rounds at a mean 1-minute load of {a:.1f}, head's at {b:.1f}; "
+            f"other work landed on one side's rounds, and a ratio that follows the load is not the code's")
+
+
+def warm_up(sides: dict[str, "Side"], scratch: Path, log: Path, timeout: float) -> None:
+    """Import each side's packages once before the first timed round, so that neither side pays
+    for a cold file cache or a first compilation in a round the other does not."""
+    for side in sides.values():
+        assert side.venv is not None
+        code = "import numpy, mpi4py, pytest_ipcbench.runner.job, pytest_ipcbench.harness.measure"
+        if side.decl is not None:
+            code += "; import importlib.metadata as m; m.distribution(%r)" % side.decl.name
+        _run_logged([side.bin / "python", "-c", code], log, min(timeout, 300), cwd=scratch, env=_side_env(side.venv))
+
+
+def budget_notice(calibration: Calibration, opts: GateOptions, effect: float = 1.5) -> list[str]:
+    """Up front: the cases whose calibrated noise cannot decide ``effect`` within the gate's
+    budget of rounds, and the rounds that would (docs/method.md rule 21)."""
+    from statistics import NormalDist
+
+    rounds = opts.rounds + opts.confirm_rounds
+    m = max(1, len(calibration.cases))
+    per_case = 1 - (1 - opts.decision.confidence) / m if opts.decision.family_wise else opts.decision.confidence
+    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
+    cannot = undecidable(calibration, None, opts.decision.threshold, rounds, z, effect)
+    if not cannot:
+        return [f"every calibrated case can decide a {effect:g}x slowdown within {rounds} rounds per side"]
+    worst = sorted(cannot, key=lambda c: c[2] or 10 ** 9, reverse=True)
+    shown = "; ".join(f"{k} (detects {x:.3g}x, needs {n if n is not None else 'inf'} rounds)"
+                      for k, x, n in worst[:3])
+    return [f"{len(cannot)} of {len(calibration.cases)} calibrated cases cannot decide a {effect:g}x slowdown "
+            f"within this budget ({rounds} rounds per side): their verdict will be inconclusive, not unchanged; "
+            f"e.g. {shown}. --rounds/--confirm-rounds set the budget"]
+
+
 def run_gate(opts: GateOptions) -> int:
     """Install, run interleaved, compare, write the report; the exit code of the comparison."""
     if opts.confirm_rounds < 0:
@@ -511,7 +588,18 @@ def run_gate(opts: GateOptions) -> int:
             side.config = out / f"{side.name}.pyproject.toml"
             side.config.write_text(side.decl.text)
             print(f"[gate] {side.name} declares {side.decl.config.describe()}", flush=True)
+    try:
+        calibration = find_calibration(opts.decision.calibration)
+    except ValueError as exc:
+        raise GateError(str(exc)) from None
     _install(repo, (base, head), cache, log, opts)
+    env_notes = check_sides_equal(base, head, out, cache)
+    if calibration is not None:
+        print(f"[gate] {calibration.describe()}", flush=True)
+        budget_lines = budget_notice(calibration, opts)
+        for line in budget_lines:
+            print(f"[gate] {line}", flush=True)
+        env_notes = env_notes + [calibration.describe()] + budget_lines[:1]
 
     sides = {"base": base, "head": head}
     sets: dict[str, list[ResultSet]] = {"base": [], "head": []}
@@ -549,14 +637,19 @@ def run_gate(opts: GateOptions) -> int:
         try:
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
                                       opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
-                                      paired=True)
+                                      paired=True, calibration=calibration)
         except ValueError as exc:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)
+        comparison.warnings.extend(env_notes)
+        imbalance = load_imbalance(sets["base"], sets["head"])
+        if imbalance:
+            comparison.warnings.append(imbalance)
         return comparison, merged["head"]
 
     confirmed = 0
     try:
+        warm_up(sides, scratch, log, opts.timeout)
         comparison, merged_head = run_rounds(opts.rounds, None)
         # the confirming rounds measure only the cases in doubt, one round at a time, until none is
         # left or the rounds are spent; every verdict is taken on all the rounds a case has

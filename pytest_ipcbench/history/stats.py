@@ -7,6 +7,7 @@ is reproducible for the same samples).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -192,3 +193,87 @@ def _resampled_medians(rounds: Sequence[Sequence[float]], picks: np.ndarray, rng
         u = rng.beta(m, n - m + 1, int(drawn.sum()))
         out[drawn] = x[np.minimum((u * n).astype(int), n - 1)]
     return np.median(out, axis=1)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-12:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1 - x) / b
+
+
+def t_quantile(p: float, dof: int) -> float:
+    """The ``p`` quantile (p > 0.5) of Student's t with ``dof`` degrees of freedom: the factor
+    that turns the standard error of a mean of ``dof + 1`` rounds into an honest interval."""
+    if not 0.5 < p < 1 or dof < 1:
+        raise ValueError(f"t_quantile needs 0.5 < p < 1 and dof >= 1, got p={p}, dof={dof}")
+    if dof == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if dof == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+
+    def upper_tail(t: float) -> float:  # P(T > t)
+        return 0.5 * _betainc(dof / 2, 0.5, dof / (dof + t * t))
+
+    lo, hi = 0.0, 1.0
+    while upper_tail(hi) > 1 - p:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if upper_tail(mid) > 1 - p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def round_ratio_halfwidth(a_rounds: Sequence[Sequence[float]], b_rounds: Sequence[Sequence[float]],
+                          confidence: float) -> float | None:
+    """Log-scale half-width of a t interval of head / base from the rounds' medians alone.
+
+    Paired when both sides have as many rounds (round i of each ran next to each other): the
+    rounds' log ratios have a standard deviation ``s``, and the interval is ``t * s / sqrt(k)``
+    with ``k - 1`` degrees of freedom. With 2-4 rounds a bootstrap cannot reach a family-wise
+    confidence (its interval never leaves the range of the rounds); this can. None with fewer
+    than 2 rounds a side.
+    """
+    ka, kb = len(a_rounds), len(b_rounds)
+    if min(ka, kb) < 2:
+        return None
+    la = np.log([float(np.median(r)) for r in a_rounds])
+    lb = np.log([float(np.median(r)) for r in b_rounds])
+    if ka == kb:
+        s, k, dof = float(np.std(la - lb, ddof=1)), ka, ka - 1
+        se = s / math.sqrt(k)
+    else:
+        se = math.sqrt(float(np.var(la, ddof=1)) / ka + float(np.var(lb, ddof=1)) / kb)
+        dof = min(ka, kb) - 1
+    return t_quantile(1 - (1 - confidence) / 2, dof) * se

@@ -6,10 +6,13 @@ writes it, and asv.conf.json)::
     # benchmarks/bench_ipcbench.py
     from pytest_ipcbench.history.asv_suite import *  # noqa: F401,F403
 
-``setup_cache`` runs ``python -m pytest_ipcbench run --config PYPROJECT`` once per commit (the
-same harness, MPI launch and in-run references as ``ipcbench run``), and
-``Declared.track_median`` gives each case's median of its primary metric (completion for a
-broadcast, one-way latency for a ping-pong), in seconds. The parameters are the case keys of the
+``setup_cache`` runs ``python -m pytest_ipcbench run --config PYPROJECT`` several times per
+commit (``$IPCBENCH_ASV_REPEATS``, default 3: the same harness, MPI launch and in-run references
+as ``ipcbench run``), and ``Declared.track_median`` gives each case's median over the runs of the
+median of its primary metric (completion for a broadcast, one-way latency for a ping-pong), in
+seconds; ``track_low`` and ``track_high`` the lowest and highest run's, so that each commit's
+point has an interval (asv plots them as series of their own). One run per commit made the
+history noise: the same code moved several-fold from run to run on a busy machine. The parameters are the case keys of the
 declared matrix as the *current* pyproject.toml declares it (asv's suite is fixed over history);
 a commit that cannot run it (before the adoption, or without a backend) skips those cases.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +37,21 @@ TRACKED_COUNTERS = ("writer syscalls.data", "reader syscalls.data", "writer sysc
                     "writer pickle.dumps", "reader pickle.loads", "reader faults.minor", "reader alloc.peak_bytes")
 
 RUN_TIMEOUT = 1800.0
+DEFAULT_REPEATS = 3
+
+
+def repeats() -> int:
+    """Runs per commit: ``$IPCBENCH_ASV_REPEATS`` (1 to 20), default :data:`DEFAULT_REPEATS`."""
+    text = os.environ.get("IPCBENCH_ASV_REPEATS", "").strip()
+    if not text:
+        return DEFAULT_REPEATS
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"IPCBENCH_ASV_REPEATS={text!r}: expected an integer from 1 to 20") from None
+    if not 1 <= value <= 20:
+        raise ValueError(f"IPCBENCH_ASV_REPEATS={text!r}: expected an integer from 1 to 20")
+    return value
 
 
 def config_path() -> Path | None:
@@ -73,29 +92,31 @@ def declared_keys(path: Path | None = None) -> list[str]:
 
 
 def setup_cache() -> dict[str, Any]:
-    """One ``ipcbench run`` of the declared matrix: {case key: median seconds, or "skip: why"}."""
+    """``repeats()`` runs of the declared matrix: {case key: [median seconds of each run], or "skip: why"};
+    each case's counters from the first run (they are counts: exact ones do not move between runs)."""
     path = config_path()
     if path is None:
         return {"*": "skip: no pyproject.toml with a [tool.ipcbench] table"}
-    out = Path("ipcbench-asv").resolve()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    cmd = [sys.executable, "-m", "pytest_ipcbench", "run", "--config", str(path), "--out", str(out),
-           "--progress", "none"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        return {"*": f"skip: ipcbench run took longer than {RUN_TIMEOUT:g} s"}
-    results = out / "results.json"
-    if not results.is_file():
-        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["?"])[-1]
-        return {"*": f"skip: this commit cannot run the declared matrix: {last}"}
-    data = json.loads(results.read_text())
     cache: dict[str, Any] = {}
-    for r in data.get("results", []):
-        stats = r.get("stats", {}).get(r.get("primary", "completion"))
-        if stats and stats.get("median", 0) > 0:
-            cache[r["key"]] = float(stats["median"])
-        cache[r["key"] + "#counters"] = _counters(r)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for i in range(repeats()):
+        out = Path(f"ipcbench-asv-{i + 1}").resolve()
+        cmd = [sys.executable, "-m", "pytest_ipcbench", "run", "--config", str(path), "--out", str(out),
+               "--progress", "none", "--results-only"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return {"*": f"skip: ipcbench run took longer than {RUN_TIMEOUT:g} s"}
+        results = out / "results.json"
+        if not results.is_file():
+            last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["?"])[-1]
+            return {"*": f"skip: this commit cannot run the declared matrix: {last}"}
+        data = json.loads(results.read_text())
+        for r in data.get("results", []):
+            stats = r.get("stats", {}).get(r.get("primary", "completion"))
+            if stats and stats.get("median", 0) > 0:
+                cache.setdefault(r["key"], []).append(float(stats["median"]))
+            cache.setdefault(r["key"] + "#counters", _counters(r))
     return cache
 
 
@@ -118,30 +139,40 @@ def _counters(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-setup_cache.timeout = RUN_TIMEOUT + 60  # type: ignore[attr-defined]
+setup_cache.timeout = (RUN_TIMEOUT + 60) * DEFAULT_REPEATS  # type: ignore[attr-defined]
 
 
 class Declared:
-    """Each case of the declared matrix: median of its primary metric, in seconds."""
+    """Each case of the declared matrix: median of its primary metric, in seconds; each commit's
+    point is the median over ``repeats()`` runs, with the lowest and highest run as its interval."""
 
     params = [declared_keys() or ["(no [tool.ipcbench] table)"]]
     param_names = ["case"]
-    timeout = RUN_TIMEOUT + 60
+    timeout = (RUN_TIMEOUT + 60) * DEFAULT_REPEATS
 
     def setup(self, cache: dict[str, Any], case: str) -> None:
         self._value(cache, case)
 
     def track_median(self, cache: dict[str, Any], case: str) -> float:
-        return self._value(cache, case)
+        """The median over the commit's runs of the case's median."""
+        return float(statistics.median(self._value(cache, case)))
 
-    track_median.unit = "seconds"  # type: ignore[attr-defined]
+    def track_low(self, cache: dict[str, Any], case: str) -> float:
+        """The lowest run's median: the bottom of the commit's interval."""
+        return min(self._value(cache, case))
+
+    def track_high(self, cache: dict[str, Any], case: str) -> float:
+        """The highest run's median: the top of the commit's interval."""
+        return max(self._value(cache, case))
+
+    track_median.unit = track_low.unit = track_high.unit = "seconds"  # type: ignore[attr-defined]
 
     @staticmethod
-    def _value(cache: dict[str, Any], case: str) -> float:
+    def _value(cache: dict[str, Any], case: str) -> list[float]:
         value = cache.get(case, cache.get("*", "skip: not measured by this commit"))
         if isinstance(value, str):
             raise NotImplementedError(value)
-        return float(value)
+        return [float(x) for x in (value if isinstance(value, list) else [value])]
 
 
 class DeclaredCounters:

@@ -20,6 +20,7 @@ from pytest_ipcbench.commands import compare as compare_command
 from pytest_ipcbench.history import compare, gate, stats
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.history.calibration import Calibration, CaseNoise
 from pytest_ipcbench.history.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
@@ -175,7 +176,7 @@ def test_too_few_samples_give_no_verdict() -> None:
     head.add(Result("x", "shm", "bytes", "tiny", 64, 2, {"completion": [1.0, 1.1, 0.9]}))
     comparison = compare.compare_sets(base, head)
     assert comparison.exit_code == 0
-    assert all("too few samples" in c.note for c in comparison.with_status("undecided"))
+    assert all("too few samples" in c.note for c in comparison.with_status("inconclusive") if c.interval is None)
 
 
 def test_merge_rounds_pools_samples_per_metric() -> None:
@@ -222,8 +223,17 @@ def test_slowdown_is_caught_through_round_to_round_swings() -> None:
         for r in rs.results:
             if r.key == victim:
                 r.samples["completion"] = [x * 1.5 for x in r.samples["completion"]]
-    comparison = compare.compare_sets(base, compare.merge_rounds(head_sets))
+    head = compare.merge_rounds(head_sets)
+    # three rounds alone cannot bound their own spread at 99.9% per case (t with 2 degrees of
+    # freedom): inconclusive, never a guess either way
+    alone = compare.compare_sets(base, head)
+    assert alone.regressions == [] and victim in {c.key for c in alone.with_status("inconclusive")}
+    # a calibration that measured this runner's round-to-round noise (0.1, log sd) decides it
+    calibration = Calibration({r.key: CaseNoise(0.1, 0.1, 12, "bcast r4") for r in base.results}, {}, 12, 0.10,
+                              {"host": "test"})
+    comparison = compare.compare_sets(base, head, calibration=calibration)
     assert [c.key for c in comparison.regressions] == [victim], compare.format_table(comparison)
+    assert comparison.with_status("faster") == []
 
 
 def test_rounds_interval_pairs_rounds_and_contains_the_ratio() -> None:
@@ -345,7 +355,7 @@ def test_zero_times_are_reported_not_crashed(tmp_path: Path) -> None:
     head.results[0].samples["completion"] = [0.0] * SAMPLES
     base.results[0].samples["completion"] = [0.0] * SAMPLES
     comparison = compare.compare_sets(base, head)
-    assert comparison.with_status("undecided")[0].key == base.results[0].key
+    assert comparison.with_status("inconclusive")[0].key == base.results[0].key
 
 
 def test_environment_difference_is_warned() -> None:
@@ -480,3 +490,12 @@ def test_gate_catches_an_injected_slowdown_and_confirms_only_cases_in_doubt(tmp_
     assert ResultSet.load(report / "head.json").env.get("injected") == "shm=3"
     assert "injected" not in ResultSet.load(report / "base.json").env
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+def test_load_imbalance_between_the_sides_is_warned() -> None:
+    def at(load: float) -> ResultSet:
+        return ResultSet(env={"load_start": load, "load_end": load})
+
+    assert gate.load_imbalance([at(10), at(11)], [at(18), at(19)]) is not None
+    assert gate.load_imbalance([at(10), at(11)], [at(11), at(10)]) is None
+    assert gate.load_imbalance([ResultSet(env={})], [at(3)]) is None

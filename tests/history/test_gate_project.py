@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.commands import main
-from pytest_ipcbench.history import asv_suite
+from pytest_ipcbench.runner import asv_suite
 from pytest_ipcbench.history.adopt import render_workflow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,10 +181,15 @@ def test_asv_suite_times_every_declared_case(consumer: Path, monkeypatch: pytest
     monkeypatch.chdir(consumer)
     keys = asv_suite.declared_keys()
     assert keys and any(k.startswith("pingpong/shm/bytes/buffer/1000/r2") for k in keys)
+    monkeypatch.setenv("IPCBENCH_ASV_REPEATS", "2")
     cache = asv_suite.setup_cache()
     bench = asv_suite.Declared()
-    for key in keys:  # every predicted key is a case the run measured
-        assert bench.track_median(cache, key) > 0, key
+    for key in keys:  # every predicted key is a case the runs measured, each commit's point with an interval
+        assert len(cache[key]) == 2, key
+        assert 0 < bench.track_low(cache, key) <= bench.track_median(cache, key) <= bench.track_high(cache, key), key
+    monkeypatch.setenv("IPCBENCH_ASV_REPEATS", "0")
+    with pytest.raises(ValueError, match="IPCBENCH_ASV_REPEATS"):
+        asv_suite.repeats()
     with pytest.raises(NotImplementedError):
         bench.track_median(cache, "broadcast/none/bytes/x/1/r2")
 

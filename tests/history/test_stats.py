@@ -81,3 +81,21 @@ def test_results_of_schema_1_still_load(tmp_path) -> None:
     assert r.bandwidth() == 1000 / 0.002 and r.efficiency() == 1000 / 0.002 / 1e7
     again = ResultSet.load(ResultSet(results=[r]).save(tmp_path / "new.json"))
     assert again.results[0] == r and json.loads((tmp_path / "new.json").read_text())["schema"] == SCHEMA
+
+
+def test_t_quantile_matches_the_tables():
+    from pytest_ipcbench.history.stats import t_quantile
+
+    for p, dof, exact in ((0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 3, 3.182), (0.975, 10, 2.228),
+                          (0.995, 30, 2.750)):
+        assert abs(t_quantile(p, dof) - exact) < 0.002 * exact
+
+
+def test_round_halfwidth_is_wide_for_few_rounds_and_none_for_one():
+    from pytest_ipcbench.history.stats import round_ratio_halfwidth
+
+    rng = np.random.default_rng(3)
+    rounds = [[list(rng.lognormal(0, 0.05, 20) * s) for s in swings] for swings in ([1.0, 1.2], [1.1, 0.9])]
+    two = round_ratio_halfwidth(rounds[0], rounds[1], 0.95)
+    assert two is not None and two > 0.5  # 2 rounds that disagree by 30%: t with 1 dof
+    assert round_ratio_halfwidth(rounds[0][:1], rounds[1][:1], 0.95) is None

@@ -1,0 +1,142 @@
+"""``ipcbench calibrate``: how much identical code moves on this runner, per case group.
+
+It runs the code at hand again and again (A/A: ``ipcbench run``, one run after another, within
+``--budget`` seconds; or reads results files of such runs with ``--from``), measures every case's
+between-run noise, prints per group the noise, the false-alarm rate a bare threshold would have
+(predicted and observed), the false verdicts ``compare`` is expected to give, the smallest
+slowdown ``compare`` and the gate can detect, and the rounds that decide a 1.5x slowdown; and
+writes the file that ``ipcbench compare`` and ``ipcbench gate`` read (``--calibration``, by
+default :data:`~pytest_ipcbench.history.calibration.DEFAULT_PATH`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from statistics import NormalDist
+
+from ..core import names
+from ..core.project import find_pyproject
+from ..core.units import format_percent, format_ratio
+from ..history import calibration as cal
+from ..history.compare import DEFAULT_THRESHOLD, load_results, GateError
+from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
+from ..history.results import ResultSet
+from ..history.stats import DEFAULT_CONFIDENCE
+from ..report.common import table
+from .compare import parse_threshold
+
+HELP = "run identical code repeatedly (A/A) and measure each case's noise; write the file compare and gate read"
+DEFAULT_BUDGET = 240.0
+
+
+def parse_budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad budget {text!r}: expected seconds, e.g. 240") from None
+    if not 0 < value < 86400 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"budget {text!r} out of range: expected 0 < seconds < 86400")
+    return value
+
+
+def parse_runs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad number of runs {text!r}: expected an integer >= 3") from None
+    if value < 3:
+        raise argparse.ArgumentTypeError(f"a calibration needs at least 3 runs, got {value}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--budget", type=parse_budget, default=DEFAULT_BUDGET,
+                        help=f"seconds to spend on A/A runs (default {DEFAULT_BUDGET:g}; at least 3 runs are made)")
+    parser.add_argument("--runs", type=parse_runs, default=None,
+                        help="exactly this many A/A runs (>= 3), whatever the budget")
+    parser.add_argument("--run-args", default=None,
+                        help="arguments of each `ipcbench run` (default: the gate's: '--quick --ranks N' here, "
+                             "the declared [tool.ipcbench] matrix in another project)")
+    parser.add_argument("--from", dest="from_files", nargs="+", metavar="RESULTS", default=None,
+                        help="calibrate from these results files of runs of identical code (>= 3) instead of running")
+    parser.add_argument("--out", default=cal.DEFAULT_PATH,
+                        help=f"the calibration file to write (default {cal.DEFAULT_PATH})")
+    parser.add_argument("--threshold", type=parse_threshold, default=DEFAULT_THRESHOLD,
+                        help="the threshold the false-alarm rates are given at (default 0.10, the gate's)")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
+
+
+def _gate_run_args() -> str:
+    """The gate's default matrix: ours in pytest-ipcbench's repository, the declared one elsewhere."""
+    pyproject = find_pyproject(Path.cwd())
+    if pyproject is not None:
+        text = pyproject.read_text(errors="replace")
+        if "[tool.ipcbench]" in text and 'name = "pytest-ipcbench"' not in text:
+            return ""
+    return default_run_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    import shlex
+
+    try:
+        if args.from_files:
+            sets = [load_results(path, f"run {i + 1}") for i, path in enumerate(args.from_files)]
+            loads = [x for rs in sets for x in (rs.env.get("load_start"), rs.env.get("load_end"))
+                     if isinstance(x, (int, float))]
+            run_text = "(from files)"
+        else:
+            run_text = args.run_args if args.run_args is not None else _gate_run_args()
+            scratch = names.private_dir("calibrate")
+            try:
+                print(f"[calibrate] A/A runs of `ipcbench run {run_text}` within {args.budget:g} s", flush=True)
+                sets, loads = cal.measure_runs(shlex.split(run_text), args.budget, scratch, args.runs)
+            finally:
+                names.remove(scratch)
+        env = {"run_args": run_text, "load": [min(loads), max(loads)] if loads else None,
+               "cores": sets[0].env.get("cores"), "host": sets[0].env.get("host") or sets[0].env.get("hostname")}
+        calibration = cal.calibrate_sets(sets, args.threshold, env)
+    except (GateError, ValueError) as exc:
+        print(f"ipcbench calibrate: {exc}", file=sys.stderr)
+        return 2
+    path = calibration.save(args.out)
+    text = format_calibration(calibration, args.threshold)
+    print(text)
+    print(f"[calibrate] written: {path} (read by `ipcbench compare` and `ipcbench gate`)")
+    if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(text + "\n")
+    return 0
+
+
+def format_calibration(calibration: cal.Calibration, threshold: float,
+                       rounds: int = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS) -> str:
+    """The calibration's table: per group of cases, its noise, false alarms and detectable change."""
+    m = len(calibration.cases)
+    per_case = 1 - (1 - DEFAULT_CONFIDENCE) / max(1, m)
+    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
+    rows = []
+    for g in cal.summarise(calibration, threshold, rounds, z):
+        rows.append([
+            g.group, g.cases, f"±{format_percent(math.exp(g.sigma_median) - 1)} (max ±{format_percent(math.exp(g.sigma_max) - 1)})",
+            f"{format_percent(g.bare_predicted)} / {format_percent(g.bare_observed)} of {g.pairs}",
+            f"{g.verdict_predicted:.1e}",
+            format_ratio(g.detect_runs), format_ratio(g.detect_gate),
+            "-" if g.rounds_needed is None else str(g.rounds_needed),
+        ])
+    header = ["group", "cases", "noise, median case (1 sd)", f"bare ±{threshold:.0%}: predicted / observed",
+              "compare: false verdicts per case", "detects, 2 runs", f"detects, gate {rounds} rounds",
+              "rounds for 1.5x"]
+    intro = (f"{calibration.describe()}; `ipcbench run {calibration.env.get('run_args', '')}`.\n"
+             f"noise: head/base of two single runs of identical code (log-scale sd, normalised by the in-run "
+             f"references); 'bare': the share of A/A pairs a bare ±{threshold:.0%} threshold on one ratio would call "
+             f"changed; 'compare: false verdicts': expected per case with this calibration at {_pct(per_case)} per case "
+             f"({m} cases, 95% family-wise); 'detects': the smallest slowdown decided as slower (median case)")
+    return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1))
+
+
+def _pct(x: float) -> str:
+    return f"{float(f'{x * 100:.4g}'):g}%"

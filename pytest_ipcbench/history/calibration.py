@@ -1,0 +1,424 @@
+"""How much identical code moves on this runner: A/A calibration, and the robust normalisation of runs.
+
+A verdict on a case is only as good as what is known of the case's noise (docs/method.md rules 19, 21).
+``ipcbench calibrate`` runs the same code several times, one ``ipcbench run`` after another, and
+measures per case how far the (normalised) median moves from run to run: ``sigma``, the
+log-scale standard deviation of head / base of two single runs of identical code. That file is
+what ``ipcbench compare`` and ``ipcbench gate`` read to know, per case, the between-run noise;
+without it they assume a conservative one and say "inconclusive" where it cannot decide.
+
+Runs are normalised by their in-run references (copy bandwidth, pipe ping-pong) only when there
+are at least :data:`MIN_REFERENCES` of them: the factor is the median of their head / base
+ratios, shown with its own interval, so a single volatile reference (a 1 B pipe) cannot scale
+every ratio.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from statistics import NormalDist
+
+from .results import Result, ResultSet
+
+SCHEMA = "pytest-ipcbench-calibration/1"
+#: Where ``ipcbench calibrate`` writes and ``compare`` / ``gate`` look when no file is named.
+DEFAULT_PATH = ".ipcbench/calibration.json"
+#: Scenarios of in-run references (harness.measure.REFERENCE_SCENARIOS; not imported: no harness here).
+REFERENCE_SCENARIOS = ("copy", "reference")
+#: Fewer in-run references than this: runs are not normalised at all (one volatile case must
+#: never scale every ratio).
+MIN_REFERENCES = 3
+#: One-sided confidence of the upper bound put on a case's measured sigma (few A/A runs: the
+#: sample standard deviation is itself uncertain, and a verdict must not trust a lucky estimate).
+SIGMA_BOUND = 0.80
+#: The between-run noise assumed without a calibration (log-scale sd): two single runs of the same
+#: code here moved 2-8x under load (docs/method.md), so an uncalibrated comparison of two runs decides
+#: only changes larger than that, and says "inconclusive" for the rest.
+UNCALIBRATED_NOISE = 0.35
+
+
+def is_reference(result: Result) -> bool:
+    return result.scenario in REFERENCE_SCENARIOS
+
+
+def case_group(result: Result) -> str:
+    """Cases that share their noise in a calibration's summary: a scenario at a rank count."""
+    return f"{result.scenario} r{result.ranks}"
+
+
+def group_of_key(key: str) -> str:
+    parts = key.split("/")
+    return f"{parts[0]} {parts[5]}" if len(parts) >= 6 else parts[0]
+
+
+def _median_ratio(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
+    if not a or not b:
+        return None
+    ma, mb = float(np.median(a)), float(np.median(b))
+    return ma / mb if ma > 0 and mb > 0 else None
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    """head / base of the in-run references: their median ``factor`` and its interval, or none.
+
+    ``used`` is False when fewer than :data:`MIN_REFERENCES` references were found: the ratios
+    are then not normalised (factor 1), and the output says so.
+    """
+
+    factor: float
+    low: float
+    high: float
+    references: tuple[tuple[str, float], ...]
+    used: bool
+
+    @property
+    def half_width(self) -> float:
+        """Log-scale half-width of the factor's interval (0 when not used)."""
+        return math.log(self.high / self.low) / 2 if self.used and self.low > 0 else 0.0
+
+    def describe(self) -> str:
+        n = len(self.references)
+        if not self.used:
+            return (f"not normalised: {n} in-run reference(s) in common, fewer than {MIN_REFERENCES} "
+                    f"(one volatile reference must not scale every ratio)")
+        shown = ", ".join(f"{k.split('/')[1]} {k.split('/')[4]} B {r:.2f}x" for k, r in self.references[:5])
+        more = f", ... ({n} in all)" if n > 5 else ""
+        return (f"every ratio divided by {self.factor:.3f} [95% {self.low:.3f}-{self.high:.3f}], the median "
+                f"head/base of {n} in-run references ({shown}{more})")
+
+
+def reference_factor(old: dict[str, Result], new: dict[str, Result], confidence: float = 0.95) -> Normalisation:
+    """The robust load factor between two runs: the median of the references' head / base.
+
+    Its interval is the distribution-free interval of a median (order statistics of the sorted
+    log ratios, binomial): with few references it is wide, and that width is added to every
+    case's uncertainty.
+    """
+    ratios = []
+    for key in sorted(old.keys() & new.keys()):
+        if is_reference(old[key]) and is_reference(new[key]):
+            m = new[key].primary
+            r = _median_ratio(new[key].samples.get(m), old[key].samples.get(m))
+            if r is not None:
+                ratios.append((key, r))
+    if len(ratios) < MIN_REFERENCES:
+        return Normalisation(1.0, 1.0, 1.0, tuple(ratios), False)
+    logs = np.sort([math.log(r) for _, r in ratios])
+    n = logs.size
+    centre = float(np.median(logs))
+    # order statistics j, k with P(X_(j) <= median <= X_(k)) >= confidence
+    j = max(_binom_half_quantile((1 - confidence) / 2, n) - 1, 0)
+    lo, hi = float(logs[j]), float(logs[n - 1 - j])
+    return Normalisation(math.exp(centre), math.exp(min(lo, centre)), math.exp(max(hi, centre)), tuple(ratios), True)
+
+
+# ------------------------------------------------------------------------------- the calibration
+
+
+@dataclass(frozen=True)
+class CaseNoise:
+    """One case's measured between-run noise: ``sigma`` from ``runs`` runs, ``upper`` its bound."""
+
+    sigma: float
+    upper: float
+    runs: int
+    group: str
+    ratios: tuple[float, ...] = ()  # normalised head / base of consecutive A/A runs
+
+
+@dataclass
+class Calibration:
+    """What ``ipcbench calibrate`` measured (the JSON file, schema :data:`SCHEMA`)."""
+
+    cases: dict[str, CaseNoise]
+    groups: dict[str, float]  # group -> its median case's sigma (log scale): the floor of its cases' noise
+    runs: int
+    threshold: float
+    env: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+
+    def noise(self, key: str) -> tuple[float, str] | None:
+        """The sigma to use for ``key`` and where it came from: the upper bound of its own, at least
+        its group's typical (median case's) noise, else the group's. Not the group's worst or
+        pooled noise: one wild case must not widen every other one (as one volatile reference
+        must not scale every ratio); but a case that sat still through a few A/A runs may jump
+        in the next (seen here: a broadcast case steady within ±5% over 6 runs at load 8-10 was
+        1.8x faster in a run at load 4.6), so a lucky small estimate is not trusted alone."""
+        case = self.cases.get(key)
+        group = self.groups.get(group_of_key(key))
+        if case is not None:
+            return max(case.upper, group or 0.0), f"calibrated, {case.runs} runs"
+        if group is not None:
+            return group, f"calibrated group {group_of_key(key)}"
+        return None
+
+    def describe(self) -> str:
+        when = str(self.env.get("created", "?"))[:16].replace("T", " ")
+        load = self.env.get("load")
+        load_text = f", load {load[0]:.1f}-{load[1]:.1f}" if isinstance(load, list) and len(load) == 2 else ""
+        return (f"calibration {self.path or '(in memory)'}: {self.runs} A/A runs, {len(self.cases)} cases, "
+                f"{when}{load_text} on {self.env.get('host', '?')} ({self.env.get('cores', '?')} cores)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "env": self.env, "runs": self.runs, "threshold": self.threshold,
+            "groups": {g: round(s, 6) for g, s in sorted(self.groups.items())},
+            "cases": {k: {"sigma": round(c.sigma, 6), "upper": round(c.upper, 6), "runs": c.runs, "group": c.group,
+                          "ratios": [round(r, 6) for r in c.ratios]}
+                      for k, c in sorted(self.cases.items())},
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        self.path = str(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Calibration":
+        """A calibration file; ValueError naming the file and the problem when it is not one."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ValueError(f"calibration file {path} does not exist (make it with `ipcbench calibrate`)") from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"calibration file {path} cannot be read: {exc}") from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"{path} is not a calibration file (schema {got!r}, expected {SCHEMA!r})")
+        try:
+            cases = {str(k): CaseNoise(float(v["sigma"]), float(v["upper"]), int(v["runs"]), str(v["group"]),
+                                       tuple(float(r) for r in v.get("ratios", ())))
+                     for k, v in data["cases"].items()}
+            groups = {str(g): float(s) for g, s in data["groups"].items()}
+            bad = [k for k, c in cases.items() if not (math.isfinite(c.upper) and c.upper >= 0)]
+            if bad:
+                raise ValueError(f"case {bad[0]!r} has a negative or infinite sigma")
+            return cls(cases, groups, int(data["runs"]), float(data["threshold"]), dict(data.get("env") or {}),
+                       str(path))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"calibration file {path} is malformed: {exc}") from None
+
+
+def _binom_half_quantile(p: float, n: int) -> int:
+    """The smallest j with P(Binomial(n, 1/2) <= j) >= p (exact, by summing)."""
+    total = 0.0
+    for j in range(n + 1):
+        total += math.comb(n, j) / 2 ** n
+        if total >= p:
+            return j
+    return n
+
+
+def chi2_quantile(p: float, dof: int) -> float:
+    """The ``p`` quantile of chi-square with ``dof`` degrees of freedom (Wilson-Hilferty; within
+    a few percent from 2 degrees of freedom up, which is all a bound on a noise needs)."""
+    z = NormalDist().inv_cdf(p)
+    c = 2 / (9 * dof)
+    return max(dof * (1 - c + z * math.sqrt(c)) ** 3, 1e-9)
+
+
+def sigma_upper(sigma: float, dof: int, bound: float = SIGMA_BOUND) -> float:
+    """One-sided upper confidence bound of a standard deviation estimated with ``dof`` degrees of freedom."""
+    if dof < 1:
+        return math.inf
+    return sigma * math.sqrt(dof / chi2_quantile(1 - bound, dof))
+
+
+def calibrate_sets(runs: Sequence[ResultSet], threshold: float, env: dict[str, Any] | None = None) -> Calibration:
+    """The between-run noise of every case from ``runs`` (>= 3) of identical code.
+
+    Each run is normalised to the first by :func:`reference_factor` (as ``compare`` would);
+    a case's log medians over the runs have a standard deviation ``s`` (``n - 1`` degrees of
+    freedom); two single runs then differ by ``sigma = s * sqrt(2)`` (log scale). ``upper`` is
+    the bound at :data:`SIGMA_BOUND`; a group's sigma is its median case's (the floor of
+    :meth:`Calibration.noise`).
+    """
+    if len(runs) < 3:
+        raise ValueError(f"a calibration needs at least 3 runs of the same code, got {len(runs)}")
+    first = runs[0].by_key()
+    factors = [1.0] + [reference_factor(first, rs.by_key()).factor for rs in runs[1:]]
+    logs: dict[str, list[float]] = {}
+    groups_of: dict[str, str] = {}
+    for rs, factor in zip(runs, factors):
+        for r in rs.results:
+            if is_reference(r):
+                continue
+            x = r.samples.get(r.primary)
+            if not x:
+                continue
+            med = float(np.median(x))
+            if med > 0:
+                logs.setdefault(r.key, []).append(math.log(med / factor))
+                groups_of[r.key] = case_group(r)
+    cases: dict[str, CaseNoise] = {}
+    pooled: dict[str, list[float]] = {}
+    dofs: dict[str, int] = {}
+    for key, xs in logs.items():
+        if len(xs) < 3:
+            continue
+        arr = np.asarray(xs)
+        s = float(arr.std(ddof=1))
+        sigma = s * math.sqrt(2)
+        ratios = tuple(float(math.exp(d)) for d in np.diff(arr))
+        cases[key] = CaseNoise(sigma, sigma_upper(sigma, len(xs) - 1), len(xs), groups_of[key], ratios)
+        g = groups_of[key]
+        pooled.setdefault(g, []).append(float(((arr - arr.mean()) ** 2).sum()))
+        dofs[g] = dofs.get(g, 0) + len(xs) - 1
+    if not cases:
+        raise ValueError("no case was measured in at least 3 of the runs: nothing to calibrate")
+    groups = {g: float(np.median([c.sigma for c in cases.values() if c.group == g])) for g in pooled}
+    env = dict(env or {})
+    env.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    env.setdefault("host", runs[0].env.get("host") or runs[0].env.get("hostname") or platform.node())
+    env.setdefault("cores", runs[0].env.get("cores"))
+    return Calibration(cases, groups, len(runs), threshold, env)
+
+
+def rounds_to_detect(sigma: float, effect: float, threshold: float, z: float) -> int | None:
+    """Interleaved rounds per side at which a true ``effect`` (e.g. 1.5) is decided slower,
+    when one round's head/base has log-scale noise ``sigma``: the smallest ``k`` with
+    ``(1 + threshold) * exp(z * sigma / sqrt(k)) <= effect`` (None: never, effect <= 1 + threshold)."""
+    margin = math.log(effect / (1 + threshold))
+    if margin <= 0:
+        return None
+    return max(1, math.ceil((z * sigma / margin) ** 2))
+
+
+def detectable(sigma: float, rounds: int, threshold: float, z: float) -> float:
+    """The smallest true head / base that ``rounds`` interleaved rounds per side decide as slower."""
+    return (1 + threshold) * math.exp(z * sigma / math.sqrt(max(1, rounds)))
+
+
+def bare_false_alarm(sigma: float, threshold: float) -> float:
+    """Predicted share of A/A pairs whose bare ratio passes +-threshold, for log-normal noise ``sigma``."""
+    if sigma <= 0:
+        return 0.0
+    return 2 * (1 - NormalDist().cdf(math.log(1 + threshold) / sigma))
+
+
+def find_calibration(path: str | None) -> Calibration | None:
+    """The calibration named by ``path``; None for "none" / "" ; the default path when it exists."""
+    if path is not None:
+        if path.strip().lower() in ("", "none", "off"):
+            return None
+        return Calibration.load(path)
+    if Path(DEFAULT_PATH).is_file():
+        return Calibration.load(DEFAULT_PATH)
+    return None
+
+
+# ---------------------------------------------------------------------------- measuring and telling
+
+
+def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: int | None = None,
+                 timeout: float = 1800.0, log: Path | None = None) -> tuple[list[ResultSet], list[float]]:
+    """``ipcbench run`` of the code at hand, one after another, into ``scratch``: at least 3 runs,
+    more while the next one (at the mean time so far) fits in ``budget`` seconds (or exactly
+    ``runs``). Returns the result sets and the 1-minute load averages seen (before, after each)."""
+    import subprocess
+    import sys
+    import time
+
+    from ..core.procs import load_average  # core: below history
+
+    sets: list[ResultSet] = []
+    loads: list[float] = []
+    started = time.monotonic()
+    while True:
+        i = len(sets)
+        if runs is not None and i >= runs:
+            break
+        if runs is None and i >= 3:
+            spent = time.monotonic() - started
+            if spent + spent / i > budget:
+                break
+        out = scratch / f"aa-{i + 1:02d}"
+        cmd = [sys.executable, "-m", "pytest_ipcbench", "run", *run_args, "--results-only", "--progress", "none",
+               "--out", str(out)]
+        la = load_average()
+        if la is not None:
+            loads.append(la)
+        t0 = time.monotonic()
+        with open(log or (scratch / "calibrate.log"), "a") as sink:
+            proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout)
+        if proc.returncode not in (0, 1) or not (out / "results.json").is_file():
+            raise ValueError(f"A/A run {i + 1} (`{' '.join(cmd[1:])}`) exited {proc.returncode}; see "
+                             f"{log or scratch / 'calibrate.log'}")
+        sets.append(ResultSet.load(out / "results.json"))
+        la = load_average()
+        if la is not None:
+            loads.append(la)
+        print(f"[calibrate] A/A run {i + 1}: {time.monotonic() - t0:.0f} s, {len(sets[-1].results)} cases"
+              + (f", load {la:.1f}" if la is not None else ""), flush=True)
+    return sets, loads
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """What a calibration says about one group of cases, at a threshold and a budget of rounds."""
+
+    group: str
+    cases: int
+    sigma_median: float
+    sigma_max: float
+    bare_predicted: float  # share of A/A pairs a bare +-threshold on one ratio would flag (normal model)
+    bare_observed: float  # the same, counted on the calibration's own consecutive A/A pairs
+    pairs: int
+    verdict_predicted: float  # expected false slower/faster verdicts per case of a compare of two runs
+    detect_runs: float  # median smallest detectable slowdown, compare of two single runs
+    detect_gate: float  # the same, a gate of `rounds` interleaved rounds per side
+    rounds_needed: int | None  # most rounds any case of the group needs to decide 1.5x
+
+
+def summarise(calibration: Calibration, threshold: float, rounds: int, z: float,
+              effect: float = 1.5) -> list[GroupSummary]:
+    """Per group: noise, false-alarm rates (bare and of compare's verdict), detectable change."""
+    by_group: dict[str, list[tuple[str, CaseNoise]]] = {}
+    for key, c in calibration.cases.items():
+        by_group.setdefault(c.group, []).append((key, c))
+    out = []
+    norm = NormalDist()
+    for group, items in sorted(by_group.items()):
+        used = [calibration.noise(k)[0] for k, _ in items]  # type: ignore[index]
+        sigmas = [c.sigma for _, c in items]
+        ratios = [r for _, c in items for r in c.ratios]
+        flagged = sum(1 for r in ratios if r > 1 + threshold or r < 1 / (1 + threshold))
+        verdict = [2 * (1 - norm.cdf((math.log(1 + threshold) + z * u) / s)) if s > 0 else 0.0
+                   for s, u in zip(sigmas, used)]
+        needed = [rounds_to_detect(u, effect, threshold, z) for u in used]
+        out.append(GroupSummary(
+            group, len(items), float(np.median(sigmas)), max(sigmas),
+            float(np.mean([bare_false_alarm(s, threshold) for s in sigmas])),
+            flagged / len(ratios) if ratios else math.nan, len(ratios), float(np.mean(verdict)),
+            float(np.median([detectable(u, 1, threshold, z) for u in used])),
+            float(np.median([detectable(u, rounds, threshold, z) for u in used])),
+            None if any(n is None for n in needed) else max(n for n in needed if n is not None)))
+    return out
+
+
+def undecidable(calibration: Calibration, keys: Sequence[str] | None, threshold: float, rounds: int, z: float,
+                effect: float = 1.5) -> list[tuple[str, float, int | None]]:
+    """Cases whose calibrated noise cannot decide ``effect`` within ``rounds`` interleaved rounds
+    per side: (key, the slowdown they could decide at that budget, the rounds that would decide
+    ``effect``)."""
+    out = []
+    for key in sorted(keys if keys is not None else calibration.cases):
+        noise = calibration.noise(key)
+        if noise is None:
+            continue
+        sigma = noise[0]
+        mde = detectable(sigma, rounds, threshold, z)
+        if mde > effect:
+            out.append((key, mde, rounds_to_detect(sigma, effect, threshold, z)))
+    return out
