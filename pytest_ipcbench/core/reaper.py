@@ -10,7 +10,7 @@ the rank's death without it makes it print which rank died and how, wait (at mos
 (``ipcb-<pid>-*``) and the MPICH segments that no process maps any more. It then exits: nothing
 is left running.
 
-Run by :func:`start` as ``python -m pytest_ipcbench.core.reaper PID RANK PIDFD ERRFD PROXY [SEGMENT ...]``.
+Started by :func:`start` (``python -c _BOOT PACKAGE_DIR PID RANK PIDFD ERRFD PROXY [SEGMENT ...]``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,18 @@ SETTLE = 10.0  # seconds to wait for the other ranks of the node to end before r
 LOOK_EVERY = 0.5  # seconds between looks at the rank's maps
 
 
+#: The reaper's command: this module without the package's ``__init__`` (which imports numpy and
+#: the whole API: a reaper per rank must start in a fraction of the time).
+_BOOT = ("import sys, types; pkg = types.ModuleType('pytest_ipcbench'); pkg.__path__ = [sys.argv[1]]; "
+         "sys.modules['pytest_ipcbench'] = pkg; from pytest_ipcbench.core import reaper; "
+         "sys.exit(reaper.main(sys.argv[2:]))")
+
+
+def main(argv: list[str]) -> int:
+    """``PID RANK PIDFD ERRFD PROXY [SEGMENT ...]``, as :func:`start` passes them."""
+    return reap(int(argv[0]), int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]), argv[5:])
+
+
 def start(rank: int) -> "subprocess.Popen[bytes] | None":
     """Start this process's reaper (None where pidfds are missing); :func:`release` at a normal end."""
     if not hasattr(os, "pidfd_open"):
@@ -42,8 +54,9 @@ def start(rank: int) -> "subprocess.Popen[bytes] | None":
     segments = [str(p) for p in procs.mapped_files(os.getpid(), "/dev/shm/mpich_shm_")]
     err = _launcher_stderr(os.getppid())
     try:
-        return subprocess.Popen([sys.executable, "-m", "pytest_ipcbench.core.reaper", str(os.getpid()), str(rank),
-                                 str(fd), str(err), str(os.getppid()), *sorted(set(segments))],
+        return subprocess.Popen([sys.executable, "-c", _BOOT, str(Path(__file__).resolve().parent.parent),
+                                 str(os.getpid()), str(rank), str(fd), str(err), str(os.getppid()),
+                                 *sorted(set(segments))],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True, env=env,
                                 pass_fds=(fd,) if err < 0 else (fd, err))
     except OSError:
@@ -144,8 +157,3 @@ def _ppid(pid: int) -> int | None:
         return int(stat_[stat_.rindex(b")") + 2:].split()[1])
     except (OSError, ValueError, IndexError):
         return None
-
-
-if __name__ == "__main__":
-    sys.exit(reap(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
-                  sys.argv[6:]))
