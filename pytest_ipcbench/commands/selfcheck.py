@@ -64,7 +64,7 @@ SELFCHECK: tuple[Option, ...] = (
     Option("modes", _among(MODES, "mode"), "bytes,native (default native)", flag="--modes", group=REF,
            default=["native"]),
     Option("sizes", sizes, "default 1B,1KB,64KiB,1MB,16MiB", flag="--sizes", group=REF, default=list(SIZES)),
-    Option("scenarios", _among(SCENARIOS, "scenario"), "pingpong,stream (default both)", flag="--scenarios",
+    Option("scenarios", _among(SCENARIOS, "scenario"), "pingpong,stream,broadcast (default all; broadcast: 1 B - 1 KB, checked against physics)", flag="--scenarios",
            group=REF, default=list(SCENARIOS)),
     Option("time_budget", seconds(), f"seconds of timed iterations per case and side (default {DEFAULT_TIME_BUDGET})",
            flag="--time-budget", group=REF, default=DEFAULT_TIME_BUDGET),
@@ -126,7 +126,10 @@ def run(args: argparse.Namespace) -> int:
             json.dump({"tolerance": args.tolerance, "figures": [x.as_dict() for x in figures],
                        "references": [r.as_dict() for r in rows],
                        "problems": problems, "load": [load_before, load_after], "cores": cores()}, f, indent=1)
+    below = [r.below_physics for r in rows if r.below_physics]
+    for text in below:
+        print(text)
     if problems:
         return 2
-    ok = all(f.ok(args.tolerance) for f in figures) and (not args.strict or all(r.ok for r in rows))
+    ok = all(f.ok(args.tolerance) for f in figures) and not below and (not args.strict or all(r.ok for r in rows))
     return 0 if ok else 1

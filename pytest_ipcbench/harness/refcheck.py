@@ -39,10 +39,11 @@ from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
 from .measure import BenchSettings, BufferPayload, bench_interleaved
+from .physics import FAST_END_PERCENTILE, SMALL_BYTES
 from ..backends.references import reference_of
 
 SIZES = (1, 1024, 64 * 1024, 10**6, 16 * 2**20)
-SCENARIOS = ("pingpong", "stream")
+SCENARIOS = ("pingpong", "stream", "broadcast")
 TARGET_FACTOR = 1.25  # at most this many times the reference's time ...
 TARGET_SLACK = 5e-6  # ... plus this (ping-pong latency only)
 DEFAULT_TIME_BUDGET = 0.3
@@ -69,6 +70,8 @@ class RefRow:
     samples: int = 0
     ranks: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
+    fast_end: float = float("nan")  # the 5th percentile of ours: the bound of the physics check
+    below_physics: str = ""  # broadcast: why its completion reads faster than one crossing (physics.py)
 
     @property
     def target(self) -> float:
@@ -81,11 +84,16 @@ class RefRow:
 
     @property
     def ok(self) -> bool:
-        """Within the target; a backend without a reference has no target to miss."""
+        """Within the target; a backend without a reference has no target to miss; a broadcast
+        has physics to respect."""
+        if self.scenario == "broadcast":
+            return not self.below_physics
         return not self.has_reference or self.ours <= self.target
 
     @property
     def verdict(self) -> str:
+        if self.scenario == "broadcast":  # checked against physics, not a reference
+            return "BELOW PHYSICS" if self.below_physics else "physics ok"
         return "no ref" if not self.has_reference else "ok" if self.ok else "OUTSIDE"
 
     @property
@@ -181,12 +189,14 @@ def compare_on(
         ref = "" if missing_reference(name) else reference_of(name)  # none: the backend's figures alone
         fresh = _fresh_variant(ref) if ref else None
         for scenario in scenarios:
-            if scenario == "stream" and cls.kind != "channel":
+            if scenario in ("stream", "broadcast") and cls.kind != "channel":
                 continue
             for mode in stream_modes(cls, modes) if scenario == "stream" else modes:
                 for size in sizes:
+                    if scenario == "broadcast" and size > SMALL_BYTES:
+                        continue  # the physics check: 1 B - 1 KB, against the same run's ping-pong
                     specs = [BackendSpec(name, mode, wait=wait)]
-                    reference = ref
+                    reference = ref if scenario != "broadcast" else ""
                     if scenario == "stream" and fresh and mode == "native":
                         reference = fresh  # a window of kept messages needs a buffer each
                     if reference:
@@ -199,12 +209,13 @@ def compare_on(
                     ours = results[0]
                     assert ours is not None
                     metric = ours.primary
+                    fast_end = float(np.percentile(ours.samples[metric], FAST_END_PERCENTILE))
                     if not reference:
                         med = float(np.median(ours.samples[metric]))
                         nan = float("nan")
                         rows.append(RefRow(backend=name, mode=mode, scenario=scenario, size=size, reference="",
                                            ours=med, ref=nan, ratio=nan, low=nan, high=nan, wait=ours.wait,
-                                           samples=len(ours.samples[metric]), ranks=ours.ranks))
+                                           samples=len(ours.samples[metric]), ranks=ours.ranks, fast_end=fast_end))
                         if say is not None:
                             say(rows[-1])
                         continue
@@ -215,7 +226,7 @@ def compare_on(
                         backend=name, mode=mode, scenario=scenario, size=size, reference=reference,
                         ours=iv.median_a, ref=iv.median_b, ratio=iv.ratio, low=iv.low, high=iv.high,
                         wait=ours.wait, samples=len(ours.samples[metric]),
-                        ranks=ours.ranks,
+                        ranks=ours.ranks, fast_end=fast_end,
                     )
                     if len(results) > 2 and results[2] is not None:
                         row.fresh = float(sorted(results[2].samples[metric])[len(results[2].samples[metric]) // 2])
@@ -276,6 +287,7 @@ def run_refchecks(
         usable = [b for b in backends if get_backend(b).unavailable(world) is None]
         problems += [f"{b}: {get_backend(b).unavailable(world)}" for b in backends if b not in usable]
         rows.extend(compare_on(world, usable, **kwargs))
+        check_physics(rows)
         return rows, problems
     if mpi:
         spec = json.dumps({"backends": mpi, **kwargs})
@@ -301,9 +313,29 @@ def run_refchecks(
                     rows.extend(world.run(_local_rank0, args, ranks=n)[0])
         except Exception as exc:  # noqa: BLE001 (reported, the MPI rows still count)
             problems.append(f"the local reference checks failed: {type(exc).__name__}: {exc}")
+    check_physics(rows)
     order = {name: i for i, name in enumerate(backends)}
     rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), order.get(r.backend, 99), MODES.index(r.mode), r.size))
     return rows, problems
+
+
+def check_physics(rows: Sequence[RefRow]) -> list[RefRow]:
+    """Mark the broadcast rows that complete faster than the fast end of the same backend's (and
+    mode's) smallest ping-pong: a harness error (physics.py). Returns the marked rows."""
+    pongs: dict[tuple[str, str], RefRow] = {}
+    for r in rows:
+        key = (r.backend, r.mode)
+        if r.scenario == "pingpong" and (key not in pongs or r.size < pongs[key].size):
+            pongs[key] = r
+    marked = []
+    for r in rows:
+        pong = pongs.get((r.backend, r.mode))
+        if r.scenario == "broadcast" and pong is not None and r.ours < pong.fast_end:
+            r.below_physics = (f"harness error: broadcast {r.backend} {r.mode} {size_label(r.size)} to {r.ranks - 1} "
+                               f"reader(s) completes in {format_time(r.ours)} (median), faster than 95% of its one-way "
+                               f"ping-pong crossings ({format_time(pong.fast_end)} at the 5th percentile)")
+            marked.append(r)
+    return marked
 
 
 def _worker(spec: str) -> int:
@@ -344,7 +376,8 @@ def table(rows: Sequence[RefRow]) -> str:
         )
     lines.append(
         f"ours / reference: the same harness, interleaved; r: ranks; pingpong: latency (round trip / 2), "
-        f"stream: per delivered message; target: ours <= {TARGET_FACTOR:g} x reference (+ "
+        f"stream: per delivered message; broadcast: completion (delivery to the last reader), checked against the "
+        f"fast end of its own ping-pong (physics); target: ours <= {TARGET_FACTOR:g} x reference (+ "
         f"{TARGET_SLACK * 1e6:g} us for pingpong); alloc: the reference with a fresh receive array per "
         f"message / with one reused buffer; MB = 10^6 bytes"
     )

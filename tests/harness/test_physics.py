@@ -34,3 +34,20 @@ def test_within_noise_is_not_flagged():
     near = _result("broadcast", "mpi-p2p", 1, "completion", 9.5e-6, n=20)  # 5% under the median, 5% noise
     assert below_physics([pong, near]) == []
     assert below_physics([near]) == []  # no ping-pong of that backend: nothing to check against
+
+
+def test_selfcheck_marks_a_broadcast_below_its_own_pingpong():
+    from pytest_ipcbench.harness.refcheck import RefRow, check_physics
+
+    nan = float("nan")
+
+    def row(scenario, size, ours, fast_end=nan, mode="native"):
+        return RefRow("zmq", mode, scenario, size, "", ours, nan, nan, nan, nan, ranks=4, fast_end=fast_end)
+
+    pong = row("pingpong", 1, 40e-6, fast_end=30e-6)
+    ok = row("broadcast", 1024, 45e-6)
+    bad = row("broadcast", 1, 8e-6)
+    other_mode = row("broadcast", 1, 8e-6, mode="bytes")  # no ping-pong of its mode: not judged
+    assert check_physics([pong, ok, bad, other_mode]) == [bad]
+    assert bad.verdict == "BELOW PHYSICS" and not bad.ok and "harness error" in bad.below_physics
+    assert ok.verdict == "physics ok" and ok.ok and other_mode.ok
