@@ -50,6 +50,12 @@ TIMING_COUNTERS = frozenset({"ctx.voluntary", "ctx.involuntary", "syscalls.waiti
 #: a statistical change must also exceed this share of the larger value (3 repeats understate a
 #: spread: A/A runs flagged 48 statistical counters of 76 cases with the spreads alone)
 STATISTICAL_TOLERANCE = 0.5
+#: byte counters: exact within a run, yet a message's bytes may differ by a few between runs (mp-queue
+#: pickles a growing sequence number: one byte more from 256 on); a change must exceed this many
+#: bytes per message or this share of the value (a copy of a payload is far more)
+BYTE_COUNTERS = frozenset({"io.rchar", "io.wchar", "pickle.dumps_bytes", "pickle.loads_bytes", "alloc.peak_bytes",
+                           "alloc.net_bytes"})
+BYTE_TOLERANCE = (64, 0.01)
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,9 @@ def counter_changes(base: Result, head: Result) -> list[CounterChange]:
                 continue
             exact = b.exact(name) and h.exact(name) and name not in TIMING_COUNTERS
             bv, hv = b.value(name), h.value(name)
-            if exact:
+            if exact and name in BYTE_COUNTERS:
+                changed = abs(hv - bv) > max(BYTE_TOLERANCE[0], BYTE_TOLERANCE[1] * max(abs(bv), abs(hv)))
+            elif exact:
                 changed = bv != hv
             else:
                 (blo, bhi), (hlo, hhi) = b.spread(name), h.spread(name)
