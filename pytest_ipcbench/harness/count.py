@@ -22,11 +22,10 @@ from .plan import BenchSettings, Plan
 from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier
 
 #: messages a repeat aims at, and the payload bytes it may move at most (a repeat has at least
-#: 2 iterations); and the share of the case's time budget the whole pass may take, from the
-#: warm-up's seconds per iteration (so a quick run stays quick: make bench grows <= 20%)
-COUNT_MESSAGES = 32
+#: 2 iterations). Fixed, not scaled by time: two runs of one case must count the same messages
+#: (per-message figures of a backend with a sequence number or batching depend on the count)
+COUNT_MESSAGES = 16
 COUNT_VOLUME = 16 * 2**20
-COUNT_SHARE = 0.1
 #: iterations per repeat of the tracemalloc pass (a peak is per iteration: a few suffice)
 ALLOC_ITERATIONS = 2
 
@@ -40,15 +39,12 @@ def messages_per_iteration(case: _Case) -> int:
 
 
 def count_iterations(case: _Case, plan: Plan, settings: BenchSettings) -> int:
-    """Iterations per repeat: ``COUNT_MESSAGES`` messages, capped by ``COUNT_VOLUME`` and by
-    ``COUNT_SHARE`` of the time budget, at least 2. From the plan (rank 0's, broadcast), so every
-    rank makes the same number of collective calls."""
+    """Iterations per repeat: ``COUNT_MESSAGES`` messages, capped by ``COUNT_VOLUME``, at least 2;
+    the same on every rank and in every run of the case."""
     per = messages_per_iteration(case)
     by_count = -(-COUNT_MESSAGES // per)
     by_volume = COUNT_VOLUME // max(1, case.nbytes * per)
-    # each repeat: the messages, then as many barrier-only iterations (cheaper; counted as equal)
-    by_time = int(COUNT_SHARE * settings.time_budget / (2 * settings.count_repeats * max(plan.estimate, 1e-9)))
-    return max(2, min(by_count, by_volume, by_time))
+    return max(2, min(by_count, by_volume))
 
 
 def not_counted(case: _Case, settings: BenchSettings) -> str | None:

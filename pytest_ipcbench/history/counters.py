@@ -1,10 +1,10 @@
 """Counter verdicts: what changed in the cost of a message between two results of one case.
 
 :func:`counter_changes` is pure (two :class:`~.results.Result` in, a list out). An exact counter
-(every repeat counted the same, on both sides) changes when its value per message differs at
-all: counts do not move with load, so any difference is the code's. A statistical one (waiting,
-context switches, zmq's I/O thread) changes only when the two spreads lie apart by more than the
-wider of them. :func:`explain` turns the changes of a case into one line per rank, e.g.
+(every repeat counted the same, on both sides, and not one of :data:`TIMING_COUNTERS`) changes
+when its value per message differs at all: counts do not move with load, so any difference is the
+code's. A statistical one (waiting, context switches, zmq's I/O thread) changes only when the two
+spreads lie apart by more than the wider of them and by half the larger value. :func:`explain` turns the changes of a case into one line per rank, e.g.
 ``reader: +1 copy of 1.05 MB per message (+1,048,576 B allocated, +256 minor faults)``.
 """
 
@@ -43,6 +43,19 @@ _WORDS: dict[str, tuple[str, str]] = {
 _COPY_EVIDENCE = ("alloc.peak_bytes", "faults.minor", "io.rchar", "io.wchar")
 #: a byte counter's change is "k copies" when it is within this share of k payloads
 COPY_TOLERANCE = 0.1
+#: counters driven by timing (the scheduler, waits, wake-ups): compared as statistical even when
+#: a run's repeats agreed, because across runs they did not (A/A runs, docs/counters.md)
+TIMING_COUNTERS = frozenset({"ctx.voluntary", "ctx.involuntary", "syscalls.waiting", "syscalls.sync",
+                             "syscalls.total", "syscalls.other"})
+#: a statistical change must also exceed this share of the larger value (3 repeats understate a
+#: spread: A/A runs flagged 48 statistical counters of 76 cases with the spreads alone)
+STATISTICAL_TOLERANCE = 0.5
+#: byte counters: exact within a run, yet a message's bytes may differ by a few between runs (mp-queue
+#: pickles a growing sequence number: one byte more from 256 on); a change must exceed this many
+#: bytes per message or this share of the value (a copy of a payload is far more)
+BYTE_COUNTERS = frozenset({"io.rchar", "io.wchar", "pickle.dumps_bytes", "pickle.loads_bytes", "alloc.peak_bytes",
+                           "alloc.net_bytes"})
+BYTE_TOLERANCE = (64, 0.01)
 
 
 @dataclass(frozen=True)
@@ -105,13 +118,15 @@ def counter_changes(base: Result, head: Result) -> list[CounterChange]:
         for name in COUNTERS:
             if not (b.has(name) and h.has(name)):
                 continue
-            exact = b.exact(name) and h.exact(name)
+            exact = b.exact(name) and h.exact(name) and name not in TIMING_COUNTERS
             bv, hv = b.value(name), h.value(name)
-            if exact:
+            if exact and name in BYTE_COUNTERS:
+                changed = abs(hv - bv) > max(BYTE_TOLERANCE[0], BYTE_TOLERANCE[1] * max(abs(bv), abs(hv)))
+            elif exact:
                 changed = bv != hv
             else:
                 (blo, bhi), (hlo, hhi) = b.spread(name), h.spread(name)
-                margin = max(bhi - blo, hhi - hlo)
+                margin = max(bhi - blo, hhi - hlo, STATISTICAL_TOLERANCE * max(abs(bv), abs(hv)))
                 changed = hlo > bhi + margin or hhi < blo - margin
             if changed:
                 text = f"{_who(b, several)}: {_phrase(name, hv - bv)}"

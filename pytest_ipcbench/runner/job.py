@@ -81,7 +81,9 @@ class RunOptions:
     progress: str = "auto"
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
     results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
-    count: bool | None = None  # the counting pass (harness/count.py); None: on (BenchSettings.count)
+    # the counting pass (harness/count.py): off unless asked for (--count): it added 60-130% to a
+    # run's wall time on a loaded 2-core machine (docs/counters.md, "Cost")
+    count: bool | None = None
 
     def __post_init__(self) -> None:
         if self.wait is not None:
@@ -129,8 +131,7 @@ class Runner:
         settings = self.level.settings
         if opts.time_budget is not None:
             settings = replace(settings, time_budget=opts.time_budget)
-        if opts.count is not None:
-            settings = replace(settings, count=opts.count)
+        settings = replace(settings, count=bool(opts.count))
         self.settings = settings
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -101,9 +101,7 @@ LEVEL_SPECS: dict[str, Level] = {
         granularity=(0.0, 1e-3),
         granularity_modes=("bytes",),
         stream_modes=("native",),
-        # no counting pass (harness/count.py): with 0.12 s per case it cost more than the timing
-        # (docs/counters.md, "Cost"); `ipcbench run --quick --count` turns it on
-        settings=BenchSettings(time_budget=0.12, min_iterations=5, max_iterations=2000, count=False),
+        settings=BenchSettings(time_budget=0.12, min_iterations=5, max_iterations=2000),
         mpi_method_configs=("Small", "Medium"),
         mpi_method_case_time=0.05,
         case_timeout=90.0,

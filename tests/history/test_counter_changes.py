@@ -161,3 +161,12 @@ def test_asv_tracks_counters_per_case_and_skips_what_was_not_counted():
         bench.track_count(cache, off.key, "writer pickle.dumps")
     with pytest.raises(NotImplementedError, match="not measured"):
         bench.track_count(cache, "broadcast/none/bytes/x/1/r2", "writer pickle.dumps")
+
+
+def test_a_few_bytes_per_message_are_not_a_change_but_a_copy_is():
+    base_w = {**BASE_W, "io.wchar": [1000]}
+    few = {**BASE_W, "io.wchar": [1003]}  # e.g. a sequence number pickled one byte longer
+    assert counter_changes(result(base_w, BASE_R), result(few, BASE_R)) == []
+    copy = {**BASE_W, "io.wchar": [1000 + MIB]}
+    (change,) = counter_changes(result(base_w, BASE_R), result(copy, BASE_R))
+    assert change.counter == "io.wchar" and change.exact

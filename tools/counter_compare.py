@@ -1,0 +1,43 @@
+"""Compare the counters of two results files case by case (history/counters.counter_changes).
+
+    .venv/bin/python tools/counter_compare.py BASE/results.json HEAD/results.json
+
+Prints every case whose counters changed, in words, and a last line with how many cases and
+counters were compared and how many changed (exact and statistical). Two runs of identical code
+must show none (docs/method.md rule 22). Exit code 1 when some counter changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pytest_ipcbench.history.counters import counter_changes, explain
+from pytest_ipcbench.history.results import ResultSet
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base")
+    parser.add_argument("head")
+    args = parser.parse_args()
+    base, head = ResultSet.load(args.base).by_key(), ResultSet.load(args.head).by_key()
+    cases = counters = exact_changes = statistical_changes = 0
+    for key in sorted(set(base) & set(head)):
+        b, h = base[key], head[key]
+        if b.counters is None or h.counters is None:
+            continue
+        cases += 1
+        counters += sum(1 for r in b.counters.ranks for n in r.totals if n not in r.absent)
+        changes = counter_changes(b, h)
+        exact_changes += sum(c.exact for c in changes)
+        statistical_changes += sum(not c.exact for c in changes)
+        for line in explain(changes, h.nbytes):
+            print(f"{key}: {line}")
+    print(f"{cases} cases, {counters} rank counters compared: {exact_changes} exact changes, "
+          f"{statistical_changes} statistical changes")
+    return 1 if exact_changes or statistical_changes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
