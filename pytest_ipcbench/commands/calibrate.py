@@ -23,7 +23,6 @@ from ..core.units import format_percent, format_ratio
 from ..history import calibration as cal
 from ..history.compare import DEFAULT_THRESHOLD, load_results, GateError
 from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
-from ..history.results import ResultSet
 from ..history.stats import DEFAULT_CONFIDENCE
 from ..report.common import table
 from .compare import parse_threshold
