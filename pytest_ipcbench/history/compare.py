@@ -16,7 +16,7 @@ with confidence, 2 when the inputs cannot be compared (bad file, nothing in comm
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Sequence
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core.errors import IpcbenchError
 from ..core.units import format_ratio, format_time
+from .counters import counter_changes, explain
 from .calibration import (UNCALIBRATED_NOISE, Calibration, Normalisation, case_group, is_reference,
                           reference_factor)
 from .results import Result, ResultSet
@@ -99,6 +100,7 @@ class CaseVerdict:
     detectable: float | None = None
     noise_source: str = ""
     explanations: list[str] = field(default_factory=list)
+    counter_changes: int | None = None  # counters that changed per message; None: not counted on both sides
 
 
 @dataclass
@@ -341,7 +343,7 @@ def compare_sets(
             note = (note + "; " if note else "") + f"noise too large to decide at ±{threshold:.0%}"
         cases.append(CaseVerdict(key, status, m, final, len(b), len(a), note, h,
                                  (1 + threshold) * math.exp(h), source))
-    cases.sort(key=lambda c: c.key)
+    cases = sorted((_with_counters(c, old, new) for c in cases), key=lambda c: c.key)
     comparison = Comparison(cases, threshold, confidence, metric, warnings, per_case, paired=paired,
                             normalisation=norm, calibration=calibration)
     if across_runs:
@@ -497,6 +499,18 @@ def _ordered(comparison: Comparison) -> list[CaseVerdict]:
     return sorted(comparison.cases, key=lambda c: (rank[c.status], c.key))
 
 
+def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Result]) -> CaseVerdict:
+    """The case with its counter changes beside its time verdict (history/counters.py), or "no
+    counter moved" when both sides were counted and none did. Counts do not move with load, so a
+    change says why a time moved (or that something changed that time could not show)."""
+    base, head = old.get(case.key), new.get(case.key)
+    if case.status == "reference" or base is None or head is None or base.counters is None or head.counters is None:
+        return case
+    changes = counter_changes(base, head)
+    lines = explain(changes, head.nbytes) if changes else ["no counter moved"]
+    return replace(case, explanations=[*case.explanations, *lines], counter_changes=len(changes))
+
+
 def _headline(comparison: Comparison) -> str:
     counts = comparison.counts()
     parts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
@@ -514,6 +528,9 @@ def _headline(comparison: Comparison) -> str:
         if inconclusive:
             verdict_line += (f" ({len(inconclusive)} inconclusive: their noise hides a change of "
                              f"{_detect_text(_median_detectable(inconclusive))} (median); see 'detects')")
+    costlier = [c for c in comparison.cases if c.counter_changes]
+    if costlier:
+        parts += f"; the cost per message changed in {len(costlier)} case(s) (counters, see notes)"
     return f"{parts}\n{verdict_line}"
 
 

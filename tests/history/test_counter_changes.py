@@ -170,3 +170,26 @@ def test_a_few_bytes_per_message_are_not_a_change_but_a_copy_is():
     copy = {**BASE_W, "io.wchar": [1000 + MIB]}
     (change,) = counter_changes(result(base_w, BASE_R), result(copy, BASE_R))
     assert change.counter == "io.wchar" and change.exact
+
+
+def test_compare_shows_the_counter_change_beside_each_time_verdict():
+    # one interleaved experiment (same gate job): the time verdict comes from the samples; the
+    # counters say what changed per message, or that nothing did
+    from pytest_ipcbench.history.compare import compare_sets, format_table
+
+    def one(reader: dict, key_size: int) -> Result:
+        r = result(BASE_W, reader)
+        r.size = key_size
+        r.samples = {"completion": [1e-3 * (1 + 0.001 * i) for i in range(40)]}
+        return r
+
+    copied = {**BASE_R, "alloc.peak_bytes": [MIB + 300]}
+    base = ResultSet(results=[one(BASE_R, MIB), one(BASE_R, 2 * MIB)], env={"gate_job": "j"})
+    head = ResultSet(results=[one(copied, MIB), one(BASE_R, 2 * MIB)], env={"gate_job": "j"})
+    comparison = compare_sets(base, head)
+    by_key = {c.key: c for c in comparison.cases}
+    changed, same = by_key[base.results[0].key], by_key[base.results[1].key]
+    assert changed.counter_changes == 1 and any("+1 copy of" in e for e in changed.explanations), changed
+    assert same.counter_changes == 0 and same.explanations == ["no counter moved"]
+    text = format_table(comparison)
+    assert "+1 copy of" in text and "cost per message changed in 1 case(s)" in text
