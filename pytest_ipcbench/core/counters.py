@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
 
+from .errors import IpcbenchError
+
 #: system call classes, each a list of names (numbers per architecture below); ``other`` is
 #: ``total`` minus the classes
 SYSCALL_CLASSES: dict[str, tuple[str, ...]] = {
@@ -476,7 +478,7 @@ def differences(before: dict[str, int], after: dict[str, int]) -> dict[str, int]
 # ------------------------------------------------------------------------- the record
 
 
-class CounterAbsent(LookupError):
+class CounterAbsent(IpcbenchError, LookupError):
     """A counter that was not measured here; the message says why."""
 
 
