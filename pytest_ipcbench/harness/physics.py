@@ -2,11 +2,19 @@
 
 A broadcast through a channel cannot complete, on its slowest reader, faster than one message
 crosses that channel: its ``completion`` at small sizes must not be below the same backend's
-one-way ping-pong ``latency`` measured in the same run. The two cases run minutes apart, and load
-on a shared machine only adds time, so the bound is the ping-pong's fast end: a broadcast is
-flagged when its median completion is below the 5th percentile of the one-way latency (below 95%
-of the crossings that run measured). Under load the ping-pong's median moved 1.7 ms while its
-fast end held; a broken clock (a reader timing a message that had long arrived) reads below it.
+one-way ping-pong ``latency`` measured in the same run. Two things blur that bound, so the check
+leaves room for them:
+
+* the cases run seconds or minutes apart, and load on a shared machine only adds time: the bound
+  is the ping-pong's fast end (its 5th percentile, :data:`FAST_END_PERCENTILE`), which load moves
+  least (under load average 10 here a ping-pong's median moved to 1.7 ms while its fast end held);
+* a ping-pong's half round trip is one crossing plus half the echo side's turn-around (a read and
+  a write in Python): quiet here, a 1-reader broadcast delivered in 0.71-0.99x of that fast end
+  (mp-queue 0.71x, zmq 0.75x, mpi-bcast 0.98x), so only a completion below
+  :data:`PHYSICS_SHARE` of it is flagged.
+
+The fault this catches reads far lower: a reader that starts its clock after the message arrived
+times a local receive, 3.7-8 µs against 35-67 µs for one zmq crossing (0.1-0.25x).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from ..history.results import Result
 
 SMALL_BYTES = 1024  # broadcasts up to this size are checked (1 B - 1 KB)
 FAST_END_PERCENTILE = 5  # the ping-pong's fast end: load adds time, it does not take it away
+PHYSICS_SHARE = 0.5  # of that fast end: what a one-way delivery can never undercut (see above)
 
 
 @dataclass(frozen=True)
@@ -28,19 +37,19 @@ class PhysicsViolation:
     broadcast: Result
     pingpong: Result
     completion: float  # the broadcast's median completion, seconds
-    bound: float  # the ping-pong's one-way latency at its 5th percentile, seconds
+    bound: float  # PHYSICS_SHARE x the ping-pong's one-way latency at its 5th percentile, seconds
 
     def __str__(self) -> str:
         return (
             f"harness error: {self.broadcast.key} completes in {format_time(self.completion)} (median), "
-            f"faster than 95% of one-way crossings of {self.broadcast.backend} in the same run "
-            f"({format_time(self.bound)} at the 5th percentile of {self.pingpong.key})"
+            f"below {PHYSICS_SHARE:g}x the fast end of one-way crossings of {self.broadcast.backend} in the same "
+            f"run ({format_time(self.bound)}: {PHYSICS_SHARE:g}x the 5th percentile of {self.pingpong.key})"
         )
 
 
 def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> list[PhysicsViolation]:
-    """Channel broadcasts of at most ``max_bytes`` whose median completion is below the fast end of
-    the backend's one-way latency (its smallest ping-pong of the same mode, else of any mode)."""
+    """Channel broadcasts of at most ``max_bytes`` whose median completion is below PHYSICS_SHARE of
+    the fast end of the backend's one-way latency (its smallest ping-pong of the same mode, else of any mode)."""
     results = list(results)
     latency: dict[tuple[str, str], Result] = {}
     for r in results:
@@ -56,7 +65,7 @@ def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> li
         if pong is None:
             continue
         completion = float(np.median(r.samples["completion"]))
-        bound = float(np.percentile(pong.samples["latency"], FAST_END_PERCENTILE))
+        bound = PHYSICS_SHARE * float(np.percentile(pong.samples["latency"], FAST_END_PERCENTILE))
         if completion < bound:
             found.append(PhysicsViolation(r, pong, completion, bound))
     return found
