@@ -153,19 +153,7 @@ def launcher_running() -> bool:
 
 def mapped_shm_names() -> set[str]:
     """Names of the /dev/shm files that some live process has mapped (from /proc/*/maps)."""
-    mapped: set[str] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/maps", "rb") as f:
-                for line in f:
-                    i = line.find(b"/dev/shm/")
-                    if i >= 0:
-                        mapped.add(line[i + 9 :].split(b" ")[0].strip().decode(errors="replace"))
-        except OSError:
-            continue
-    return mapped
+    return {path[len("/dev/shm/"):] for path in mapped_paths() if path.startswith("/dev/shm/")}
 
 
 #: The inode of the initial PID namespace (the kernel's PROC_PID_INIT_INO): from it every process

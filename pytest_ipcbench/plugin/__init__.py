@@ -135,12 +135,7 @@ def _admit_sizes(config: pytest.Config, sizes: Any, ranks: Any, source: str, com
             admit_sizes(sizes, ranks, f"{source}: size")
         except SizeTooLarge as exc:
             error = str(exc)
-    if comm is not None:
-        error = comm.bcast(error, root=0)
-    if error:
-        if rank > 0 and not _all_ranks_flag(config):
-            raise pytest.UsageError()
-        raise pytest.UsageError(error)
+    _refuse_on_every_rank(config, comm, rank, error)
 
 
 def _lock_report_dir(config: pytest.Config, folder: Path, comm: Any, rank: int) -> None:
@@ -160,12 +155,17 @@ def _lock_report_dir(config: pytest.Config, folder: Path, comm: Any, rank: int) 
                 config.stash[_REPORT_LOCK_KEY] = FolderLock(checked)
         except OutputFolderError as exc:
             error = str(exc)
+    _refuse_on_every_rank(config, comm, rank, error, "--ipc-report: ")
+
+
+def _refuse_on_every_rank(config: pytest.Config, comm: Any, rank: int, error: str, prefix: str = "") -> None:
+    """Rank 0's verdict on every rank: a usage error everywhere (its text printed once), or none."""
     if comm is not None:
         error = comm.bcast(error, root=0)
     if error:
         if rank > 0 and not _all_ranks_flag(config):
             raise pytest.UsageError()
-        raise pytest.UsageError(f"--ipc-report: {error}")
+        raise pytest.UsageError(prefix + error)
 
 
 def _rank_temproot(rank: int) -> Path:
