@@ -166,8 +166,14 @@ def test_clean_from_another_pid_namespace_keeps_a_live_jobs_files(tmp_path: Path
 
     if shutil.which("unshare") is None:
         pytest.skip("needs unshare(1)")
-    script = ('mount --make-rprivate / && mount -t tmpfs tmpfs /dev/shm && mount -t tmpfs tmpfs /tmp '
-              '|| exit 99; exec "$@"')
+    # what must stay visible under the private /tmp: this checkout and its venv when they live there
+    # (a clean clone in /tmp, as CI may make), bound back from the real /tmp kept aside
+    keep = sorted({str(Path(p).resolve()) for p in (sys.prefix, Path(__file__).resolve().parents[2])
+                   if str(Path(p).resolve()).startswith("/tmp/")})
+    aside = ' && mkdir /dev/shm/.real-tmp && mount --bind /tmp /dev/shm/.real-tmp' if keep else ''
+    rebind = "".join(f' && mkdir -p "{p}" && mount --bind "/dev/shm/.real-tmp{p[len("/tmp"):]}" "{p}"' for p in keep)
+    script = ('mount --make-rprivate / && mount -t tmpfs tmpfs /dev/shm' + aside + ' && mount -t tmpfs tmpfs /tmp'
+              + rebind + ' || exit 99; exec "$@"')
     proc = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", sys.executable, "-c", NAMESPACES],
                           capture_output=True, text=True, timeout=180, env={**os.environ, "TMPDIR": "/tmp"})
     if proc.returncode == 99:
