@@ -16,7 +16,7 @@ import pytest
 
 from pytest_ipcbench.harness import measure
 from pytest_ipcbench.harness.count import ALLOC_ITERATIONS
-from pytest_ipcbench.backends.base import Backend, BackendSpec, register, unavailable_reason
+from pytest_ipcbench.backends.base import Backend, BackendSpec, get_backend, register, unavailable_reason
 from pytest_ipcbench.core.group import GroupError, MPIGroup
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload
 from pytest_ipcbench.core.payloads import PayloadSpec
@@ -174,8 +174,9 @@ def test_broadcast_completion_is_not_below_the_one_way_latency(world, backend):
     # has crossed the channel once (harness/physics.py); both measured here, one after the other
     if world.size < 3:
         pytest.skip("needs 2 readers")
-    if unavailable_reason(backend):
-        pytest.skip(unavailable_reason(backend))
+    why = unavailable_reason(backend) or get_backend(backend).unavailable(world)  # e.g. zmq across nodes
+    if why:
+        pytest.skip(why)
     settings = BenchSettings(time_budget=0.3, min_iterations=50, max_iterations=2000)
     pong = measure.run_bench(world, BackendSpec(backend, "bytes"), BufferPayload(1000), "pingpong", settings)
     bcast = measure.run_bench(world, BackendSpec(backend, "bytes"), PayloadSpec("dict", 1000), "broadcast", settings)
