@@ -28,7 +28,8 @@ from .counters import counter_changes, explain
 from .calibration import (UNCALIBRATED_NOISE, Calibration, Normalisation, case_group, is_reference,
                           reference_factor)
 from .results import Result, ResultSet
-from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
+from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, moderated_halfwidths,
+                    paired_round_log_ratios, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
 
 EXIT_OK = 0
@@ -289,6 +290,7 @@ def compare_sets(
     h_norm = norm.half_width * z / NormalDist().inv_cdf(0.975) if norm is not None and norm.used else 0.0
     spread = _case_spread(old, new, todo) if across_runs else 0.0
     assumed = max(UNCALIBRATED_NOISE, spread)
+    moderated = _moderated_round_halfwidths(old, new, todo, per_case)
     for key, m, a, b in todo:
         try:
             split_a, split_b = round_split(new[key], m), round_split(old[key], m)
@@ -296,7 +298,8 @@ def compare_sets(
             h_rounds = None
             if rounds:
                 interval = rounds_ratio_interval(_chunks(a, split_a), _chunks(b, split_b), per_case, resamples)
-                h_rounds = round_ratio_halfwidth(_chunks(a, split_a), _chunks(b, split_b), per_case)
+                h_rounds = moderated.get(key) or round_ratio_halfwidth(_chunks(a, split_a), _chunks(b, split_b),
+                                                                       per_case)
             else:
                 interval = ratio_interval(a, b, confidence=per_case, resamples=resamples)
         except ValueError as exc:  # zero or negative times: a broken measurement, say so
@@ -316,8 +319,8 @@ def compare_sets(
         else:
             sigma, source = 0.0, "within-run"
         h_between = z * sigma / math.sqrt(k)
-        if noise is None and h_rounds is not None and not across_runs:
-            h_between = h_rounds
+        if h_rounds is not None and not across_runs:  # the rounds' spread; a calibration bounds it below
+            h_between = max(h_between, h_rounds)
         if across_runs:
             h = math.sqrt(h_within ** 2 + h_between ** 2 + h_norm ** 2)
         else:  # one experiment: its rounds' bootstrap already holds their spread; the calibration bounds it below
@@ -453,6 +456,31 @@ def round_noise(old: dict[str, Result], new: dict[str, Result], metric: str | No
                 if medians and min(medians) > 0:
                     spreads.append(max(medians) / min(medians))
     return float(np.median(spreads)) if spreads else None
+
+
+def pooling_group(key: str) -> str:
+    """Cases whose rounds share how the machine disturbs them: a scenario and backend at a rank count."""
+    parts = key.split("/")
+    return f"{parts[0]}/{parts[1]}/{parts[-1]}" if len(parts) >= 3 else key
+
+
+def _moderated_round_halfwidths(old: dict[str, Result], new: dict[str, Result],
+                                todo: Sequence[tuple[str, str, list[float], list[float]]],
+                                confidence: float) -> dict[str, float]:
+    """Per case of a paired experiment with rounds: the half-width of its rounds' interval, its
+    variance moderated by its group's (:func:`~.stats.moderated_halfwidths`)."""
+    ratios: dict[str, np.ndarray] = {}
+    for key, m, a, b in todo:
+        split_a, split_b = round_split(new[key], m), round_split(old[key], m)
+        if not split_a or not split_b:
+            continue
+        try:
+            d = paired_round_log_ratios(_chunks(a, split_a), _chunks(b, split_b))
+        except (ValueError, FloatingPointError):
+            continue
+        if d is not None and np.all(np.isfinite(d)):
+            ratios[key] = d
+    return moderated_halfwidths(ratios, {k: pooling_group(k) for k in ratios}, confidence)
 
 
 def _chunks(samples: Sequence[float], counts: Sequence[int]) -> list[list[float]]:
