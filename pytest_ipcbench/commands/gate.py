@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..harness.inject import parse_injection
+from ..core.injection import parse_injection
 from ..history.compare import EXIT_ERROR, GateError
 from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
 from .compare import add_decision_options, decision, parse_rounds
@@ -25,9 +25,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="at most this many more rounds of only the cases in doubt (head/base above 1 + half "
                              "the threshold), one at a time until none is in doubt; every verdict is taken on "
                              f"all of a case's rounds (default {DEFAULT_CONFIRM_ROUNDS}; 0: none)")
-    parser.add_argument("--inject", action="append", default=[], metavar="BACKEND=FACTOR",
-                        help="slow the head's cases of BACKEND down FACTOR times on purpose (repeatable), to "
-                             "measure what the gate can see on this machine (docs/performance-history.md)")
+    parser.add_argument("--inject", action="append", default=[], metavar="BACKEND=FACTOR[@MINSIZE]",
+                        help="slow the head's cases of BACKEND down FACTOR times on purpose (@MINSIZE: only its "
+                             "payloads of at least MINSIZE, e.g. shm=2@1MiB; repeatable), to measure what the gate "
+                             "can see on this machine (docs/performance-history.md)")
     parser.add_argument(
         "--run-args", default=None,
         help="arguments of each `ipcbench run` (default '--quick --ranks N', N the cores from 2 to 4, in "

@@ -187,7 +187,7 @@ class _Case:
         self.kind_of_backend, self.readers = "", 0  # set by open()
         # None unless $IPCBENCH_INJECT slows this backend on purpose (harness/inject.py): called
         # where a timed operation ends, with the seconds it took
-        self.stretch = stretcher(spec.name)
+        self.stretch = stretcher(spec.name, self.nbytes)
 
     # life cycle (collective)
     def open(self) -> None:

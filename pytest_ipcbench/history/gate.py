@@ -32,6 +32,7 @@ from typing import Sequence
 
 from ..core import names
 from ..core.envinfo import INJECT_ENV, cores
+from ..core.injection import Slowdown, format_injection
 from ..core.procs import kill_group
 from ..core.project import find_pyproject
 from . import consumer
@@ -60,7 +61,7 @@ class GateOptions:
     timeout: float = 1800.0
     decision: Decision = field(default_factory=Decision)
     skip_unadopted_base: bool = False  # another project: a base without [tool.ipcbench] exits 0, not 2
-    inject: dict[str, float] = field(default_factory=dict)  # head only: backend -> slowdown (harness/inject.py)
+    inject: dict[str, Slowdown] = field(default_factory=dict)  # head only: backend -> slowdown (harness/inject.py)
     dry_run: bool = False  # say what would be installed and measured, then stop (exit 0)
 
 
@@ -614,7 +615,7 @@ def run_gate(opts: GateOptions) -> int:
             names.remove(scratch)
             raise
 
-    injected = {INJECT_ENV: ",".join(f"{k}={v:g}" for k, v in opts.inject.items())} if opts.inject else {}
+    injected = {INJECT_ENV: format_injection(opts.inject)} if opts.inject else {}
     if injected:
         print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)", flush=True)
 

@@ -49,7 +49,7 @@ from ..core.cleanup import JobReaper, reap_job
 from ..core.procs import find_mpiexec, has_module, kill_group, load_average  # noqa: F401 (tests reach find_mpiexec here)
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier, with_copy_reference)
-from ..harness.inject import injected
+from ..core.injection import injected
 from ..harness.physics import below_physics
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
@@ -418,7 +418,7 @@ class Runner:
         for name in factors:
             BACKENDS.check_name(name)
         if factors and rank0 and not opts.list:
-            print(f"ipcbench run: {INJECT_ENV} slows {', '.join(f'{k} {v:g}x' for k, v in factors.items())} "
+            print(f"ipcbench run: {INJECT_ENV} slows {', '.join(f'{k} {v.describe()}' for k, v in factors.items())} "
                   f"on purpose: these results measure a gate, not the code", file=sys.stderr)
         if opts.list:
             if rank0:

@@ -19,31 +19,41 @@ from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.envinfo import INJECT_ENV, collect
 from pytest_ipcbench.core.group import LocalWorld, in_mpi_job
 from pytest_ipcbench.harness import measure
-from pytest_ipcbench.harness.inject import injected, parse_injection, stretcher
+from pytest_ipcbench.core.injection import Slowdown, format_injection, injected, parse_injection
+from pytest_ipcbench.harness.inject import stretcher
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="local process groups: not inside an MPI job")
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("shm=1.5", {"shm": 1.5}),
-    (" shm=2 , zmq=1.25,", {"shm": 2.0, "zmq": 1.25}),
+    ("shm=1.5", {"shm": Slowdown(1.5)}),
+    (" shm=2 , zmq=1.25,", {"shm": Slowdown(2.0), "zmq": Slowdown(1.25)}),
+    ("shm=2@1MiB", {"shm": Slowdown(2.0, 1024 * 1024)}),
     ("", {}),
 ])
-def test_parse(text: str, expected: dict[str, float]) -> None:
+def test_parse(text: str, expected: dict[str, Slowdown]) -> None:
     assert parse_injection(text) == expected
+    assert parse_injection(format_injection(expected)) == expected  # what the gate hands to the head's runs
 
 
-@pytest.mark.parametrize("text", ["shm", "shm=", "shm=fast", "shm=0.5", "shm=inf", "shm=nan", "=2", "shm=1000"])
+@pytest.mark.parametrize("text", ["shm", "shm=", "shm=fast", "shm=0.5", "shm=inf", "shm=nan", "=2", "shm=1000",
+                                  "shm=2@", "shm=2@big", "shm=2@-1"])
 def test_bad_slowdown_names_the_part(text: str) -> None:
     with pytest.raises(ValueError, match="bad slowdown .* expected BACKEND=FACTOR"):
         parse_injection(text, "--inject")
 
 
+def test_a_size_bound_slowdown_spares_smaller_payloads() -> None:
+    factors = {"shm": Slowdown(2.0, 1024 * 1024)}
+    assert stretcher("shm", 1024 * 1024 - 1, factors) is None
+    assert stretcher("shm", 1024 * 1024, factors) is not None
+
+
 def test_only_a_named_backend_is_stretched_by_its_factor() -> None:
-    factors = {"shm": 3.0}
-    assert stretcher("zmq", factors) is None and stretcher("shm", {"shm": 1.0}) is None
-    stretch = stretcher("shm", factors)
+    factors = {"shm": Slowdown(3.0)}
+    assert stretcher("zmq", 0, factors) is None and stretcher("shm", 0, {"shm": Slowdown(1.0)}) is None
+    stretch = stretcher("shm", 0, factors)
     assert stretch is not None
     t0 = time.perf_counter()
     stretch(0.01)
@@ -55,7 +65,7 @@ def test_environment_names_the_injection(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv(INJECT_ENV, raising=False)
     assert "injected" not in collect() and injected() == {}
     monkeypatch.setenv(INJECT_ENV, "shm=1.5")
-    assert collect()["injected"] == "shm=1.5" and injected() == {"shm": 1.5}
+    assert collect()["injected"] == "shm=1.5" and injected() == {"shm": Slowdown(1.5)}
 
 
 @pytest.mark.parametrize("value, message", [("shm=0", "bad slowdown"), ("nosuch=2", "unknown backend 'nosuch'")])
