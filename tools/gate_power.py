@@ -3,11 +3,18 @@
     python tools/gate_power.py run --out gate-power          # 5 A/A gates, then 5 with slowdowns
     python tools/gate_power.py table gate-power/*/           # the table of docs/performance-history.md
     python tools/gate_power.py table --calibration .ipcbench/calibration.json gate-power/*/
+    # a consumer project's plugin backend, slowed 2x, 1.5x, and 2x only from 1 MiB:
+    python tools/gate_power.py run --project examples/consumer --out gp --aa 2 \
+        --plan fifo=2 --plan fifo=1.5 --plan fifo=2@1MiB -- --run-args "--sizes 1KB,1MB --ranks 4"
 
 ``run`` calls ``ipcbench gate --base HEAD`` (head: the working tree, i.e. the same code) again and
 again: first with nothing changed (A/A: every case it flags is a false alarm), then with slowdowns
 injected into the head's runs (``--inject``, harness/inject.py), three backends at a time at
 2x, 1.5x and 1.25x, a different three each run. Other gate options pass through after ``--``.
+
+``--project DIR`` measures another project (a consumer such as examples/consumer): it is copied
+into a git repository of its own under ``--out`` (one commit), and every gate runs there. ``--plan
+SPEC`` (repeatable) replaces the rotation: one gate per plan, ``SPEC`` as ``--inject`` takes it.
 
 ``table`` reads the gates' report folders (base.json, head.json, gate.json) and prints, per
 injected factor, how often the gate caught it (exit 1 naming a case of that backend) and how
@@ -19,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
+from pytest_ipcbench.core.injection import Slowdown, parse_injection
 from pytest_ipcbench.history.calibration import Calibration
 from pytest_ipcbench.history.compare import compare_sets
 from pytest_ipcbench.history.results import ResultSet
@@ -41,37 +50,57 @@ ROTATION = [  # (2x, 1.5x, 1.25x): every backend meets every factor once or twic
 FACTORS = (2.0, 1.5, 1.25)
 
 
+def _project_repo(project: Path, out: Path) -> Path:
+    """A copy of ``project`` in a git repository of its own (one commit): where its gates run."""
+    repo = out / "project"
+    if (repo / ".git").is_dir():
+        return repo
+    shutil.copytree(project, repo, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".ipcbench-gate", ".asv", "ipcbench-results", ".venv*"))
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"],
+                ["-c", "user.email=power@example.invalid", "-c", "user.name=power", "commit", "-q", "-m", "project"]):
+        subprocess.run(["git", "-C", str(repo), *cmd], check=True, capture_output=True)
+    return repo
+
+
 def run(args: argparse.Namespace, gate_args: list[str]) -> int:
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    plans: list[tuple[str, dict[str, float]]] = [(f"aa{i + 1}", {}) for i in range(args.aa)]
-    plans += [(f"inj{i + 1}", dict(zip(ROTATION[i % len(ROTATION)], FACTORS))) for i in range(args.injected)]
+    cwd = _project_repo(Path(args.project).resolve(), out) if args.project else None
+    plans: list[tuple[str, dict[str, str]]] = [(f"aa{i + 1}", {}) for i in range(args.aa)]
+    if args.plan:
+        plans += [(f"inj{i + 1}", {k: str(v) for k, v in parse_injection(spec, "--plan").items()})
+                  for i, spec in enumerate(args.plan)]
+    else:
+        plans += [(f"inj{i + 1}", {b: f"{f:g}" for b, f in zip(ROTATION[i % len(ROTATION)], FACTORS)})
+                  for i in range(args.injected)]
     for name, inject in plans:
         dest = out / name
         if (dest / "gate.json").is_file():
             continue  # done in an earlier call
         cmd = [sys.executable, "-m", "pytest_ipcbench", "gate", "--base", "HEAD", "--out", str(dest), *gate_args]
-        for backend, factor in inject.items():
-            cmd += ["--inject", f"{backend}={factor:g}"]
+        for backend, spec in inject.items():
+            cmd += ["--inject", f"{backend}={spec}"]
         print(f"[power] {name}: {' '.join(cmd[2:])}", flush=True)
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
         took = time.monotonic() - t0
         (out / f"{name}.log").write_text(proc.stdout)
         if proc.returncode not in (0, 1):
             print(f"[power] {name}: gate exited {proc.returncode}; see {out / f'{name}.log'}", flush=True)
             return 2
+        load = Path("/proc/loadavg").read_text().split()[:3]
         (dest / "gate.json").write_text(json.dumps({"exit": proc.returncode, "wall_s": round(took, 1),
-                                                    "inject": inject}) + "\n")
-        print(f"[power] {name}: exit {proc.returncode} in {took:.0f} s", flush=True)
+                                                    "inject": inject, "loadavg_end": load}) + "\n")
+        print(f"[power] {name}: exit {proc.returncode} in {took:.0f} s (load {' '.join(load)})", flush=True)
     return 0
 
 
 def table(args: argparse.Namespace) -> int:
-    caught: dict[float, list[bool]] = defaultdict(list)  # factor -> per run: the gate named the backend
-    cases: dict[float, list[int]] = defaultdict(lambda: [0, 0])  # factor -> [flagged, cases]
-    ratios: dict[float, list[float]] = defaultdict(list)
-    excluded: dict[float, int] = defaultdict(int)
+    caught: dict[Slowdown, list[bool]] = defaultdict(list)  # slowdown -> per run: the gate named the backend
+    cases: dict[Slowdown, list[int]] = defaultdict(lambda: [0, 0])  # slowdown -> [flagged, cases]
+    ratios: dict[Slowdown, list[float]] = defaultdict(list)
+    excluded: dict[Slowdown, int] = defaultdict(int)
     rows = []
     calibration = Calibration.load(args.calibration) if args.calibration else None
     inconclusive = 0
@@ -80,7 +109,7 @@ def table(args: argparse.Namespace) -> int:
             print(f"({folder}: no gate.json, not finished: left out)", file=sys.stderr)
             continue
         meta = json.loads((folder / "gate.json").read_text())
-        inject = meta["inject"]
+        inject = {b: parse_injection(f"{b}={v}")[b] for b, v in meta["inject"].items()}
         base, head = ResultSet.load(folder / "base.json"), ResultSet.load(folder / "head.json")
         comparison = compare_sets(base, head, paired=True, calibration=calibration)
         inconclusive += len(comparison.with_status("inconclusive"))
@@ -94,7 +123,7 @@ def table(args: argparse.Namespace) -> int:
             if backend in inject and _with_work(c.key):
                 excluded[inject[backend]] += 1  # not slowed by the factor (harness/inject.py); left out
                 continue
-            if backend in inject:
+            if backend in inject and _size(c.key) >= inject[backend].min_bytes:
                 by_backend[backend].append(slower)
                 ratios[inject[backend]].append(c.interval.ratio)
             elif slower:
@@ -107,22 +136,22 @@ def table(args: argparse.Namespace) -> int:
             cases[factor][0] += sum(flags)
             cases[factor][1] += len(flags)
         compared = sum(1 for c in comparison.cases if c.interval is not None and c.status != "reference"
-                       and c.key.split("/")[1] not in inject)
+                       and not _affected(c.key, inject))
         rows.append((folder.name, meta["wall_s"], meta["exit"], inject, compared, len(false_alarms), false_alarms[:3],
                      false_faster))
     print("| gate | wall time | exit | slowed | cases not slowed | of them flagged slower (false alarms) | "
           "flagged faster |")
     print("|---|---|---|---|---|---|---|")
     for name, wall, code, inject, compared, n_false, examples, n_faster in rows:
-        slowed = ", ".join(f"{b} {f:g}x" for b, f in inject.items()) or "nothing (A/A)"
+        slowed = ", ".join(f"{b} {f.describe()}" for b, f in inject.items()) or "nothing (A/A)"
         print(f"| {name} | {wall / 60:.1f} min | {code} | {slowed} | {compared} | "
               f"{n_false}{' ' + str(examples) if n_false else ''} | {n_faster} |")
     print()
     print("| slowdown injected | gates that caught it | its cases flagged | head/base of its cases, median [min-max] |")
     print("|---|---|---|---|")
-    for factor in sorted(caught, reverse=True):
+    for factor in sorted(caught, key=lambda f: (f.factor, f.min_bytes), reverse=True):
         got, r = caught[factor], sorted(ratios[factor])
-        print(f"| {factor:g}x | {sum(got)} of {len(got)} | {cases[factor][0]} of {cases[factor][1]} | "
+        print(f"| {factor.describe()} | {sum(got)} of {len(got)} | {cases[factor][0]} of {cases[factor][1]} | "
               f"{r[len(r) // 2]:.2f} [{r[0]:.2f}-{r[-1]:.2f}] |")
     print(f"\nInconclusive verdicts (the measured noise could not decide): {inconclusive}"
           + (f"; noise from {calibration.describe()}" if calibration else "; no calibration"))
@@ -130,6 +159,16 @@ def table(args: argparse.Namespace) -> int:
         print(f"\nLeft out: {sum(excluded.values())} granularity cases with work of slowed backends (an injection "
               f"cannot slow them by its factor: harness/inject.py).")
     return 0
+
+
+def _size(key: str) -> int:
+    parts = key.split("/")
+    return int(parts[4]) if len(parts) > 4 and parts[4].isdigit() else 0
+
+
+def _affected(key: str, inject: dict[str, Slowdown]) -> bool:
+    backend = key.split("/")[1] if "/" in key else ""
+    return backend in inject and _size(key) >= inject[backend].min_bytes
 
 
 def _with_work(key: str) -> bool:
@@ -149,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="gate-power")
     p.add_argument("--aa", type=int, default=5, help="gates with nothing changed (default 5)")
     p.add_argument("--injected", type=int, default=5, help="gates with three backends slowed (default 5)")
+    p.add_argument("--project", default=None, help="measure this project (e.g. examples/consumer) in a copy")
+    p.add_argument("--plan", action="append", default=[], metavar="SPEC",
+                   help="one injected gate per SPEC (as --inject takes it, e.g. fifo=2@1MiB) instead of the rotation")
     p = sub.add_parser("table", help="tabulate gate report folders")
     p.add_argument("--calibration", default=None, help="decide with this calibration file (ipcbench calibrate)")
     p.add_argument("folders", nargs="+")
