@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ..core.injection import parse_injection
 from ..history.compare import EXIT_ERROR, GateError
-from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
+from ..history.gate import DEFAULT_BUDGET, DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
 from .compare import add_decision_options, decision, parse_rounds
 
 HELP = "install base and head, run them interleaved on this machine, compare; exit 1 on a regression"
@@ -22,9 +23,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=parse_rounds, default=DEFAULT_ROUNDS,
                         help=f"interleaved rounds of every case per side (default {DEFAULT_ROUNDS})")
     parser.add_argument("--confirm-rounds", type=int, default=DEFAULT_CONFIRM_ROUNDS,
-                        help="at most this many more rounds of only the cases in doubt (head/base above 1 + half "
-                             "the threshold), one at a time until none is in doubt; every verdict is taken on "
-                             f"all of a case's rounds (default {DEFAULT_CONFIRM_ROUNDS}; 0: none)")
+                        help="at most this many more rounds of only the cases in doubt (inconclusive or slower, "
+                             "head/base above 1 - half the threshold), one at a time until none is in doubt or "
+                             "the budget is spent; every verdict is taken on all of a case's rounds "
+                             f"(default {DEFAULT_CONFIRM_ROUNDS}; 0: none)")
+    parser.add_argument("--budget", type=parse_minutes, default=DEFAULT_BUDGET / 60, metavar="MINUTES",
+                        help="no confirming round starts once the gate (installs included) has run this long or "
+                             f"would pass it with one more round (default {DEFAULT_BUDGET / 60:g}); cases still in "
+                             "doubt then stay inconclusive, and the report says so")
     parser.add_argument("--inject", action="append", default=[], metavar="BACKEND=FACTOR[@MINSIZE]",
                         help="slow the head's cases of BACKEND down FACTOR times on purpose (@MINSIZE: only its "
                              "payloads of at least MINSIZE, e.g. shm=2@1MiB; repeatable), to measure what the gate "
@@ -55,6 +61,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_decision_options(parser)
 
 
+def parse_minutes(text: str) -> float:
+    """A positive, finite number of minutes (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected minutes, e.g. 7 or 2.5, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of minutes, got {text!r}")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         inject = parse_injection(",".join(args.inject), "--inject")
@@ -62,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ipcbench gate: {exc}", file=sys.stderr)
         return EXIT_ERROR
     opts = GateOptions(inject=inject, base=args.base, head=args.head, rounds=args.rounds, confirm_rounds=args.confirm_rounds,
+                       budget=args.budget * 60,
                        run_args=args.run_args, out=args.out, cache_dir=args.cache_dir, isolated=args.isolated,
                        timeout=args.timeout, decision=decision(args), skip_unadopted_base=args.skip_unadopted_base,
                        dry_run=args.dry_run)

@@ -41,10 +41,14 @@ from .compare import Comparison, Decision, GateError, compare_sets, format_markd
 from .results import ResultSet
 
 DEFAULT_ROUNDS = 2
-DEFAULT_CONFIRM_ROUNDS = 4
-#: After the first rounds a case stays in doubt while head / base is above 1 + this share of the
-#: threshold: only such cases get the confirming rounds (a clearly unchanged case cannot turn into
-#: a regression by more measuring, a real one only gathers evidence).
+DEFAULT_CONFIRM_ROUNDS = 12
+#: No confirming round starts once the gate has run this long (seconds, from its start, the
+#: installs included) or would pass it with one more round pair of the last one's length.
+DEFAULT_BUDGET = 420.0
+#: After the first rounds a case stays in doubt while its verdict is inconclusive (or slower: a
+#: regression is confirmed) and head / base is above 1 - this share of the threshold: only such
+#: cases get the confirming rounds. A clearly unchanged case cannot turn into a regression by more
+#: measuring, a real one only gathers evidence, and one that looks faster is left alone.
 DOUBT_SHARE = 0.5
 
 
@@ -54,6 +58,7 @@ class GateOptions:
     head: str = "."
     rounds: int = DEFAULT_ROUNDS
     confirm_rounds: int = DEFAULT_CONFIRM_ROUNDS
+    budget: float = DEFAULT_BUDGET  # seconds: no confirming round starts past it
     run_args: str | None = None  # None: default_run_args() here, the declared matrix as it is in another project
     out: str | None = None
     cache_dir: str | None = None
@@ -335,6 +340,7 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
         rs = ResultSet.load(results)
     except ValueError as exc:
         raise GateError(f"{side.name}: {exc}") from None
+    rs.env["gate_round_s"] = round(took, 2)
     failed = rs.env.get("failures") or []
     warning = ""
     if code != 0:
@@ -386,15 +392,14 @@ EXTRA_LABELS = {"mpi-method": "seed004", "seed002": "seed002", "seed002-handle":
 
 
 def doubtful(comparison: Comparison, head: ResultSet, threshold: float) -> list[str] | None:
-    """The ``--only`` labels of the cases still in doubt: head / base above 1 + DOUBT_SHARE x
-    threshold (slower ones too: a confirmed regression needs the rounds). None when a doubtful
-    case cannot be selected alone (results of a version that does not record its case label):
-    then the whole matrix runs again."""
+    """The ``--only`` labels of the cases still in doubt: inconclusive or slower, with head / base
+    above 1 - DOUBT_SHARE x threshold. None when a doubtful case cannot be selected alone (results
+    of a version that does not record its case label): then the whole matrix runs again."""
     by_key = head.by_key()
     labels: list[str] = []
     for case in comparison.cases:
         iv = case.interval
-        if iv is None or case.status == "reference" or iv.ratio <= 1 + DOUBT_SHARE * threshold:
+        if iv is None or case.status not in ("inconclusive", "slower") or iv.ratio <= 1 - DOUBT_SHARE * threshold:
             continue
         r = by_key.get(case.key)
         label = (r.extra or {}).get("case") if r is not None else None
@@ -404,6 +409,15 @@ def doubtful(comparison: Comparison, head: ResultSet, threshold: float) -> list[
         if label not in labels:
             labels.append(label)
     return labels
+
+
+def last_round_s(sets: dict[str, list[ResultSet]]) -> float:
+    """Seconds the last round of both sides took (what one more confirming round will cost)."""
+    total = 0.0
+    for rounds in sets.values():
+        if rounds:
+            total += float(rounds[-1].env.get("gate_round_s") or 0.0)
+    return total
 
 
 def round_order(rounds: int, first: int = 0) -> list[tuple[int, str]]:
@@ -538,7 +552,7 @@ def budget_notice(calibration: Calibration, opts: GateOptions, effect: float = 1
                       for k, x, n in worst[:3])
     return [f"{len(cannot)} of {len(calibration.cases)} calibrated cases cannot decide a {effect:g}x slowdown "
             f"within this budget ({rounds} rounds per side): their verdict will be inconclusive, not unchanged; "
-            f"e.g. {shown}. --rounds/--confirm-rounds set the budget"]
+            f"e.g. {shown}. --rounds/--confirm-rounds/--budget set the budget"]
 
 
 def run_gate(opts: GateOptions) -> int:
@@ -574,8 +588,8 @@ def run_gate(opts: GateOptions) -> int:
             if side.decl is not None and side.decl.config is not None:
                 print(f"[gate] {side.name} declares {side.decl.config.describe()}")
         print(f"[gate] would install both sides into {cache}, run `ipcbench run {run_text}` interleaved "
-              f"({opts.rounds} rounds per side, then up to {opts.confirm_rounds} for cases in doubt) and "
-              f"report to {out}")
+              f"({opts.rounds} rounds per side, then up to {opts.confirm_rounds} for cases in doubt while the "
+              f"{opts.budget / 60:.1f} min budget lasts) and report to {out}")
         return 0
     if out.exists():
         shutil.rmtree(out)
@@ -649,22 +663,32 @@ def run_gate(opts: GateOptions) -> int:
         return comparison, merged["head"]
 
     confirmed = 0
+    stopped = ""
     try:
         warm_up(sides, scratch, log, opts.timeout)
         comparison, merged_head = run_rounds(opts.rounds, None)
         # the confirming rounds measure only the cases in doubt, one round at a time, until none is
-        # left or the rounds are spent; every verdict is taken on all the rounds a case has
+        # left, the rounds are spent or the budget would be; every verdict is taken on all the
+        # rounds a case has
         while confirmed < opts.confirm_rounds:
             only = doubtful(comparison, merged_head, opts.decision.threshold)
             if only == []:
                 break
-            print(f"[gate] {'every case' if only is None else f'{len(only)} case(s)'} in doubt (head/base above "
-                  f"{1 + DOUBT_SHARE * opts.decision.threshold:.2f}): confirming round "
+            elapsed = time.monotonic() - started
+            if elapsed + last_round_s(sets) > opts.budget:
+                stopped = (f"the budget ({opts.budget / 60:.1f} min) ended the confirming rounds with "
+                           f"{'every case' if only is None else f'{len(only)} case(s)'} still in doubt")
+                print(f"[gate] {stopped}", flush=True)
+                break
+            print(f"[gate] {'every case' if only is None else f'{len(only)} case(s)'} in doubt (inconclusive or "
+                  f"slower, head/base above {1 - DOUBT_SHARE * opts.decision.threshold:.2f}): confirming round "
                   f"{confirmed + 1} of at most {opts.confirm_rounds}", flush=True)
             comparison, merged_head = run_rounds(1, only)
             confirmed += 1
     finally:
         names.remove(scratch)
+    if stopped:
+        comparison.warnings.append(stopped + " (--budget, --confirm-rounds)")
 
     intro = (
         f"ipcbench gate: head {head.label} vs base {base.label}; {opts.rounds} interleaved rounds of "
