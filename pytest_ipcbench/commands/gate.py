@@ -23,8 +23,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=parse_rounds, default=DEFAULT_ROUNDS,
                         help=f"interleaved rounds of every case per side (default {DEFAULT_ROUNDS})")
     parser.add_argument("--confirm-rounds", type=int, default=DEFAULT_CONFIRM_ROUNDS,
-                        help="at most this many more rounds of only the cases in doubt (inconclusive or slower, "
-                             "head/base above 1 - half the threshold), one at a time until none is in doubt or "
+                        help="at most this many more rounds of only the cases in doubt (any verdict but "
+                             "unchanged), one at a time until none is in doubt or "
                              "the budget is spent; every verdict is taken on all of a case's rounds "
                              f"(default {DEFAULT_CONFIRM_ROUNDS}; 0: none)")
     parser.add_argument("--budget", type=parse_minutes, default=DEFAULT_BUDGET / 60, metavar="MINUTES",

@@ -45,11 +45,12 @@ DEFAULT_CONFIRM_ROUNDS = 12
 #: No confirming round starts once the gate has run this long (seconds, from its start, the
 #: installs included) or would pass it with one more round pair of the last one's length.
 DEFAULT_BUDGET = 420.0
-#: After the first rounds a case stays in doubt while its verdict is inconclusive (or slower: a
-#: regression is confirmed) and head / base is above 1 - this share of the threshold: only such
+#: After the first rounds a case stays in doubt while its verdict is not "unchanged": only such
 #: cases get the confirming rounds. A clearly unchanged case cannot turn into a regression by more
-#: measuring, a real one only gathers evidence, and one that looks faster is left alone.
-DOUBT_SHARE = 0.5
+#: measuring; a real change only gathers evidence, and a case that flips between two modes from
+#: run to run (4 ranks on 2 cores) shows it, instead of a verdict from two rounds that happened to
+#: land in different modes.
+IN_DOUBT = ("inconclusive", "slower", "faster")
 
 
 @dataclass(frozen=True)
@@ -392,14 +393,13 @@ EXTRA_LABELS = {"mpi-method": "seed004", "seed002": "seed002", "seed002-handle":
 
 
 def doubtful(comparison: Comparison, head: ResultSet, threshold: float) -> list[str] | None:
-    """The ``--only`` labels of the cases still in doubt: inconclusive or slower, with head / base
-    above 1 - DOUBT_SHARE x threshold. None when a doubtful case cannot be selected alone (results
-    of a version that does not record its case label): then the whole matrix runs again."""
+    """The ``--only`` labels of the cases still in doubt (:data:`IN_DOUBT`). None when a doubtful
+    case cannot be selected alone (results of a version that does not record its case label):
+    then the whole matrix runs again."""
     by_key = head.by_key()
     labels: list[str] = []
     for case in comparison.cases:
-        iv = case.interval
-        if iv is None or case.status not in ("inconclusive", "slower") or iv.ratio <= 1 - DOUBT_SHARE * threshold:
+        if case.interval is None or case.status not in IN_DOUBT:
             continue
         r = by_key.get(case.key)
         label = (r.extra or {}).get("case") if r is not None else None
@@ -680,9 +680,8 @@ def run_gate(opts: GateOptions) -> int:
                            f"{'every case' if only is None else f'{len(only)} case(s)'} still in doubt")
                 print(f"[gate] {stopped}", flush=True)
                 break
-            print(f"[gate] {'every case' if only is None else f'{len(only)} case(s)'} in doubt (inconclusive or "
-                  f"slower, head/base above {1 - DOUBT_SHARE * opts.decision.threshold:.2f}): confirming round "
-                  f"{confirmed + 1} of at most {opts.confirm_rounds}", flush=True)
+            print(f"[gate] {'every case' if only is None else f'{len(only)} case(s)'} in doubt (not unchanged): "
+                  f"confirming round {confirmed + 1} of at most {opts.confirm_rounds}", flush=True)
             comparison, merged_head = run_rounds(1, only)
             confirmed += 1
     finally:

@@ -273,8 +273,9 @@ def _labelled(rs: ResultSet) -> ResultSet:
 
 
 def test_only_cases_in_doubt_get_confirming_rounds() -> None:
-    """After the first rounds, an inconclusive or slower case above 1 - threshold/2 is in doubt;
-    the confirming rounds select exactly those by their case labels."""
+    """After the first rounds, every case whose verdict is not "unchanged" is in doubt (slower
+    ones too: a confirmed regression needs the rounds); the confirming rounds select exactly those
+    by their case labels."""
     slow, edgy = "bcast/shm/bytes/dict/1000000/r4", "bcast/zmq/bytes/ndarray/1000/r2"
     base = compare.merge_rounds([_labelled(make_set(seed=s, spread=0.01)) for s in (1, 2)])
     head = compare.merge_rounds([_labelled(make_set(seed=s, spread=0.01, factors={slow: 2.0, edgy: 1.08}))
