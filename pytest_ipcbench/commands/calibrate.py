@@ -24,6 +24,7 @@ from ..history import calibration as cal
 from ..history.compare import DEFAULT_THRESHOLD, load_results, GateError
 from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
 from ..history.stats import DEFAULT_CONFIDENCE
+from ..report.calibration import plot_calibration
 from ..report.common import table
 from .compare import parse_threshold
 
@@ -66,6 +67,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=parse_threshold, default=DEFAULT_THRESHOLD,
                         help="the threshold the false-alarm rates are given at (default 0.10, the gate's)")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
+    parser.add_argument("--plot", metavar="FILE", default=None,
+                        help="the plot of each case's noise and what compare and the gate can detect "
+                             "(default: beside --out, with .png; 'none': no plot)")
 
 
 def _gate_run_args() -> str:
@@ -108,15 +112,26 @@ def run(args: argparse.Namespace) -> int:
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(text + "\n")
+    if args.plot != "none":
+        plot = Path(args.plot) if args.plot else Path(path).with_suffix(".png")
+        rounds = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS
+        summaries = cal.summarise(calibration, args.threshold, rounds, _z(calibration))
+        drawn = plot_calibration(calibration, summaries, rounds, plot)
+        print(f"[calibrate] plot: {drawn}" if drawn else "[calibrate] no plot (matplotlib is not installed)")
     return 0
+
+
+def _z(calibration: cal.Calibration) -> float:
+    """The normal quantile of each case's family-wise share of the default confidence."""
+    per_case = 1 - (1 - DEFAULT_CONFIDENCE) / max(1, len(calibration.cases))
+    return NormalDist().inv_cdf(1 - (1 - per_case) / 2)
 
 
 def format_calibration(calibration: cal.Calibration, threshold: float,
                        rounds: int = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS) -> str:
     """The calibration's table: per group of cases, its noise, false alarms and detectable change."""
-    m = len(calibration.cases)
-    per_case = 1 - (1 - DEFAULT_CONFIDENCE) / max(1, m)
-    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
+    per_case = 1 - (1 - DEFAULT_CONFIDENCE) / max(1, len(calibration.cases))
+    z = _z(calibration)
     rows = []
     for g in cal.summarise(calibration, threshold, rounds, z):
         rows.append([
@@ -133,7 +148,7 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
              f"noise: head/base of two single runs of identical code (log-scale sd, normalised by the in-run "
              f"references); 'bare': the share of A/A pairs a bare ±{threshold:.0%} threshold on one ratio would call "
              f"changed; 'compare: false verdicts': expected per case with this calibration at {_pct(per_case)} per case "
-             f"({m} cases, 95% family-wise); 'detects': the smallest slowdown decided as slower (median case)")
+             f"({len(calibration.cases)} cases, 95% family-wise); 'detects': the smallest slowdown decided as slower (median case)")
     return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1))
 
 

@@ -76,6 +76,11 @@ def test_cli_from_files_writes_the_file_and_the_table(tmp_path: Path, capsys: py
     assert data["schema"] == cal.SCHEMA and data["runs"] == 4 and len(data["cases"]) == 48
     loaded = cal.Calibration.load(out)
     assert loaded.noise("broadcast/zmq/bytes/ndarray/1000/r4") is not None
+    pytest.importorskip("matplotlib")
+    plot = out.with_suffix(".png")  # the plot beside the file, unless --plot says otherwise
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"plot: {plot}" in text
+    assert main(["calibrate", "--from", *files, "--out", str(tmp_path / "d.json"), "--plot", "none"]) == 0
+    assert not (tmp_path / "d.png").exists()
 
 
 def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
