@@ -43,6 +43,8 @@ _WORDS: dict[str, tuple[str, str]] = {
 _COPY_EVIDENCE = ("alloc.peak_bytes", "faults.minor", "io.rchar", "io.wchar")
 #: a byte counter's change is "k copies" when it is within this share of k payloads
 COPY_TOLERANCE = 0.1
+#: ... or within this many bytes (an object's header: a copied 1 KB ndarray allocates ~1.1 KB)
+COPY_SLACK = 512
 #: counters driven by timing (the scheduler, waits, wake-ups): compared as statistical even when
 #: a run's repeats agreed, because across runs they did not (A/A runs, docs/counters.md)
 TIMING_COUNTERS = frozenset({"ctx.voluntary", "ctx.involuntary", "syscalls.waiting", "syscalls.sync",
@@ -56,6 +58,16 @@ STATISTICAL_TOLERANCE = 0.5
 BYTE_COUNTERS = frozenset({"io.rchar", "io.wchar", "pickle.dumps_bytes", "pickle.loads_bytes", "alloc.peak_bytes",
                            "alloc.net_bytes"})
 BYTE_TOLERANCE = (64, 0.01)
+#: counters of the allocator's state, not of the message: glibc's malloc takes a block of 128 KiB or
+#: more from mmap below a threshold that it raises when such a block is freed (its "dynamic mmap
+#: threshold") and trims the heap as its top grows, so whether a message's buffer comes from a
+#: fresh mapping (a mapping call and one fault per page) or from reused heap depends on what the
+#: process freed before. Exact within a run, they moved between runs of identical code (lmdb 1 MB
+#: dicts: +-25 minor faults and 1 mapping call per message; docs/counters.md). A change counts when
+#: it exceeds this many per message and this share of the larger value: a copy of a payload of a
+#: page or more is a fault per page and shows anyway in the allocation peak.
+ALLOCATOR_COUNTERS = frozenset({"faults.minor", "syscalls.mapping"})
+ALLOCATOR_TOLERANCE = (1.0, 0.1)
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,14 @@ class CounterChange:
     @property
     def delta(self) -> float:
         return self.head - self.base
+
+    @property
+    def regression(self) -> bool:
+        """An exact counter that grew: the message costs more work that the code asked for.
+
+        compare and the gate exit 1 on it, whatever the times say (counts do not move with load:
+        A/A runs, docs/counters.md). Statistical changes and decreases are notes only."""
+        return self.exact and self.delta > 0
 
 
 def _pairs(base: Counters, head: Counters) -> list[tuple[RankCounters, RankCounters]]:
@@ -122,6 +142,8 @@ def counter_changes(base: Result, head: Result) -> list[CounterChange]:
             bv, hv = b.value(name), h.value(name)
             if exact and name in BYTE_COUNTERS:
                 changed = abs(hv - bv) > max(BYTE_TOLERANCE[0], BYTE_TOLERANCE[1] * max(abs(bv), abs(hv)))
+            elif exact and name in ALLOCATOR_COUNTERS:
+                changed = abs(hv - bv) > max(ALLOCATOR_TOLERANCE[0], ALLOCATOR_TOLERANCE[1] * max(abs(bv), abs(hv)))
             elif exact:
                 changed = bv != hv
             else:
@@ -156,15 +178,66 @@ def explain(changes: list[CounterChange], nbytes: int) -> list[str]:
             if c is None or not nbytes or name == "faults.minor":
                 continue
             k = round(c.delta / nbytes)
-            if k and abs(c.delta - k * nbytes) <= COPY_TOLERANCE * abs(k) * nbytes:
+            if k and abs(c.delta - k * nbytes) <= max(COPY_TOLERANCE * abs(k) * nbytes, COPY_SLACK):
                 what = "copy" if abs(k) == 1 else "copies"
                 head = f"{format_count(k, signed=True)} {what} of {format_bytes(nbytes)} per message"
                 break
         # the bytes of the copy first, then what came with it
         ordered = sorted(group, key=lambda c: _COPY_EVIDENCE.index(c.counter) if c.counter in _COPY_EVIDENCE else 99)
         details = [f"{format_count(c.delta, signed=True)} {_word(c.counter, c.delta)}" for c in ordered]
+        head = head or _calls(parts)
         if head:
             lines.append(f"{who}: {head} ({', '.join(details)})")
         else:
             lines.append(f"{who}: " + "; ".join(_phrase(c.counter, c.delta) for c in group))
     return lines
+
+
+def _calls(parts: dict[str, CounterChange]) -> str:
+    """What a group of changes of one rank adds up to, named as the call the code makes:
+    "+1 write system call" (a data call that /proc/self/io counts as a write), "+1 pickle round
+    trip" (as many dumps as loads); "" when the changes name no such thing."""
+    data, syscw, syscr = (parts.get(n) for n in ("syscalls.data", "io.syscw", "io.syscr"))
+    dumps, loads = parts.get("pickle.dumps"), parts.get("pickle.loads")
+    if dumps is not None and loads is not None and dumps.delta == loads.delta:
+        k = dumps.delta
+        return f"{format_count(k, signed=True)} pickle round {'trip' if abs(k) == 1 else 'trips'} (dumps and loads) per message"
+    for io, what in ((syscw, "write"), (syscr, "read")):
+        if data is not None and io is not None and data.delta == io.delta:
+            k = data.delta
+            return f"{format_count(k, signed=True)} {what} system {'call' if abs(k) == 1 else 'calls'} per message"
+    return ""
+
+
+@dataclass(frozen=True)
+class CounterVerdict:
+    """The counters of one case compared: the lines shown beside its time verdict, how many
+    counters changed, and the lines of the ranks whose exact counters grew (a regression)."""
+
+    lines: list[str]
+    changes: int
+    regressions: list[str]
+
+
+def counter_verdict(base: Result, head: Result) -> CounterVerdict | None:
+    """One case's counter verdict for compare and the gate; None when either side was not counted.
+
+    ``lines``: :func:`explain` of every change, or ``["no counter moved"]``; ``regressions``:
+    :func:`explain` of the exact increases alone (they set exit 1)."""
+    if base.counters is None or head.counters is None:
+        return None
+    changes = counter_changes(base, head)
+    lines = explain(changes, head.nbytes) if changes else ["no counter moved"]
+    worse = [c for c in changes if c.regression]
+    return CounterVerdict(lines, len(changes), explain(worse, head.nbytes) if worse else [])
+
+
+def regression_line(costlier: list[tuple[str, list[str]]], shown: int = 3) -> str:
+    """The verdict line's part about counters: the cases whose exact counters grew, with the first
+    explanation of each (""  when none did)."""
+    if not costlier:
+        return ""
+    first = "; ".join(f"{key}: {lines[0]}" for key, lines in costlier[:shown])
+    more = f"; and {len(costlier) - shown} more" if len(costlier) > shown else ""
+    return (f"COUNTER REGRESSION: {len(costlier)} case(s) cost more per message in exact counters "
+            f"(whatever the load): {first}{more}")
