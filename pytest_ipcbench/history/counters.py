@@ -1,10 +1,14 @@
 """Counter verdicts: what changed in the cost of a message between two results of one case.
 
 :func:`counter_changes` is pure (two :class:`~.results.Result` in, a list out). An exact counter
-(every repeat counted the same, on both sides, and not one of :data:`TIMING_COUNTERS`) changes
-when its value per message differs at all: counts do not move with load, so any difference is the
-code's. A statistical one (waiting, context switches, zmq's I/O thread) changes only when the two
-spreads lie apart by more than the wider of them and by half the larger value. :func:`explain` turns the changes of a case into one line per rank, e.g.
+(every repeat counted the same, on both sides) changes when its value per message differs at
+all: counts do not move with load, so any difference is the code's (bytes and the allocator's
+counters within a small tolerance, below). A statistical one (inexact on either side: zmq's I/O
+thread) changes only when the two spreads lie apart by more than the wider of them and by half
+the larger value; it is a note, never a verdict. The counters driven by timing
+(:data:`TIMING_COUNTERS`: context switches, waits, futex calls, and the totals that hold them)
+are not compared across runs at all: between runs of identical code they moved by 1.2x to
+7919x (A/A, docs/counters.md), so no spread of three repeats within a run bounds them. :func:`explain` turns the changes of a case into one line per rank, e.g.
 ``reader: +1 copy of 1.05 MB per message (+1,048,576 B allocated, +256 minor faults)``.
 """
 
@@ -45,8 +49,8 @@ _COPY_EVIDENCE = ("alloc.peak_bytes", "faults.minor", "io.rchar", "io.wchar")
 COPY_TOLERANCE = 0.1
 #: ... or within this many bytes (an object's header: a copied 1 KB ndarray allocates ~1.1 KB)
 COPY_SLACK = 512
-#: counters driven by timing (the scheduler, waits, wake-ups): compared as statistical even when
-#: a run's repeats agreed, because across runs they did not (A/A runs, docs/counters.md)
+#: counters driven by timing (the scheduler, waits, wake-ups): not compared across runs (even when
+#: a run's repeats agreed): across runs of identical code they did not (A/A runs, docs/counters.md)
 TIMING_COUNTERS = frozenset({"ctx.voluntary", "ctx.involuntary", "syscalls.waiting", "syscalls.sync",
                              "syscalls.total", "syscalls.other"})
 #: a statistical change must also exceed this share of the larger value (3 repeats understate a
@@ -140,12 +144,13 @@ def _phrase(counter: str, delta: float) -> str:
     return f"{format_count(delta, signed=True)} {_word(counter, delta)} per message"
 
 
-def counter_changes(base: Result, head: Result) -> list[CounterChange]:
+def counter_changes(base: Result, head: Result, timing: bool = False) -> list[CounterChange]:
     """The counters of ``head`` that differ from ``base`` (the same case), each in words.
 
     Exact counters are compared exactly; statistical ones (either side inexact) against their
     measured spread: a change when the spreads are apart by more than the wider one. Counters
-    absent on either side, and ranks without a partner (other rank counts), are not compared.
+    absent on either side, and ranks without a partner (other rank counts), are not compared;
+    nor are :data:`TIMING_COUNTERS` unless ``timing`` (then as statistical ones).
     Raises ValueError when the results are of different cases.
     """
     if base.key != head.key:
@@ -155,7 +160,7 @@ def counter_changes(base: Result, head: Result) -> list[CounterChange]:
     changes = []
     for b, h, readers in _pairs(base.counters, head.counters):
         for name in COUNTERS:
-            if not (b.has(name) and h.has(name)):
+            if not (b.has(name) and h.has(name)) or (name in TIMING_COUNTERS and not timing):
                 continue
             exact = b.exact(name) and h.exact(name) and name not in TIMING_COUNTERS
             bv, hv = b.value(name), h.value(name)
