@@ -117,15 +117,30 @@ def main() -> int:
     parser.add_argument("--no-gate", action="store_true", help="only the two runs and compare")
     parser.add_argument("--rounds", default="1", help="the gate's rounds per side (default 1)")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--again", metavar="WORK",
+                        help="tabulate a kept work folder again with this checkout's verdict (compare run anew on "
+                             "the kept results; the gate's exit code is then compare's on its base.json and head.json)")
     args = parser.parse_args()
     variants = [v for v in args.variants.split(",") if v]
     bad = [v for v in variants if v not in EXPECTED]
     if bad:
         print(f"unknown variant(s) {bad}; known: {', '.join(EXPECTED)}", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="ipcb-injection-"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     rows = []
+    if args.again:
+        work = Path(args.again)
+        for variant in variants:
+            where = work / variant
+            for how, base, head in (("compare", where / "base" / "results.json", where / "head" / "results.json"),
+                                    ("gate", where / "gate" / "base.json", where / "gate" / "head.json")):
+                if not head.is_file():
+                    continue
+                code = sh([BIN / "ipcbench", "compare", base, head, "--calibration", "none"], check=False, env=env)
+                for phase, r in sorted(verdicts(base, head, variant).items()):
+                    rows.append((variant, how, phase, r, code))
+        return table(rows)
+    work = Path(tempfile.mkdtemp(prefix="ipcb-injection-"))
     try:
         log = work / "log.txt"
         print(f"work folder {work}, log {log}; load {os.getloadavg()[0]:.1f}", flush=True)
@@ -164,22 +179,26 @@ def main() -> int:
                     print(f"    the gate wrote no results; see {log}")
             print(f"{variant}: {time.monotonic() - started:.0f} s", flush=True)
         print(f"\nload at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        print("| variant | how | phase, mode | affected flagged | explained | unaffected flagged (any change) | exit |")
-        print("|---|---|---|---|---|---|---|")
-        for variant, how, phase, r, code in rows:
-            where, mode = phase.split()
-            phase_text = ("local" if where == "local" else "MPI, 4 ranks") + f", {mode}"
-            print(f"| {variant} | {how} | {phase_text} | {r['flagged']}/{r['affected']} | {r['explained']}/{r['affected']} "
-                  f"| {r['control_flagged']}/{r['control']} ({r['control_changed']}) | {code} |")
-        ok = all((r["flagged"] == r["explained"] == r["affected"] if v != "none" else r["flagged"] == 0)
-                 and not r["control_flagged"] for v, _h, _p, r, _c in rows)
-        return 0 if ok and rows else 1
+        return table(rows)
     finally:
         if args.keep:
             print(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
 
+
+def table(rows: list) -> int:
+    """The table (markdown); 0 when every affected case was flagged and explained and no control was."""
+    print("| variant | how | phase, mode | affected flagged | explained | unaffected flagged (any change) | exit |")
+    print("|---|---|---|---|---|---|---|")
+    for variant, how, phase, r, code in rows:
+        where, mode = phase.split()
+        phase_text = ("local" if where == "local" else "MPI, 4 ranks") + f", {mode}"
+        print(f"| {variant} | {how} | {phase_text} | {r['flagged']}/{r['affected']} | {r['explained']}/{r['affected']} "
+              f"| {r['control_flagged']}/{r['control']} ({r['control_changed']}) | {code} |")
+    ok = all((r["flagged"] == r["explained"] == r["affected"] if v != "none" else r["flagged"] == 0)
+             and not r["control_flagged"] for v, _h, _p, r, _c in rows)
+    return 0 if ok and rows else 1
 
 if __name__ == "__main__":
     sys.exit(main())

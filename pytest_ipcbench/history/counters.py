@@ -241,7 +241,8 @@ def explain(changes: list[CounterChange], nbytes: int) -> list[str]:
         # the bytes of the copy first, then what came with it
         ordered = sorted(group, key=lambda c: _COPY_EVIDENCE.index(c.counter) if c.counter in _COPY_EVIDENCE else 99)
         details = [f"{format_count(c.delta, signed=True)} {_word(c.counter, c.delta)}" for c in ordered]
-        head = head or _calls(parts)
+        # a named call first: a pickle round trip allocates copies of its own
+        head = _calls(parts) or head
         if head:
             lines.append(f"{who}: {head} ({', '.join(details)})")
         else:
