@@ -511,7 +511,8 @@ def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Res
     counter moved" when both sides were counted and none did. Counts do not move with load, so a
     change says why a time moved (or that something changed that time could not show)."""
     base, head = old.get(case.key), new.get(case.key)
-    verdict = counter_verdict(base, head) if case.status != "reference" and base and head else None
+    counted = case.status != "reference" and base is not None and head is not None
+    verdict = counter_verdict(base, head) if counted else None
     if verdict is None:
         return case
     return replace(case, explanations=[*case.explanations, *verdict.lines], counter_changes=verdict.changes,
