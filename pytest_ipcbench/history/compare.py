@@ -511,9 +511,10 @@ def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Res
     counter moved" when both sides were counted and none did. Counts do not move with load, so a
     change says why a time moved (or that something changed that time could not show)."""
     base, head = old.get(case.key), new.get(case.key)
-    counted = case.status != "reference" and base is not None and head is not None
-    verdict = counter_verdict(base, head) if counted else None
-    if verdict is None:
+    if case.status == "reference" or base is None or head is None:
+        return case
+    verdict = counter_verdict(base, head)
+    if verdict is None:  # not counted on both sides
         return case
     return replace(case, explanations=[*case.explanations, *verdict.lines], counter_changes=verdict.changes,
                    counter_regressions=verdict.regressions)
