@@ -56,6 +56,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "run on the same numpy, mpi4py and MPI)")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds allowed to one install or one run of one side (default 1800)")
+    parser.add_argument("--count", action="store_true",
+                        help="run each round with its counting pass (ipcbench run --count): the exact counters "
+                             "of every case are compared exactly and one that grew fails the gate (exit 1) "
+                             "whatever the times say (README 'Counter verdicts'); it adds 45-130%% to a round")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the refs and the declared matrices, say what would run, install and measure nothing")
     add_decision_options(parser)
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                        budget=args.budget * 60,
                        run_args=args.run_args, out=args.out, cache_dir=args.cache_dir, isolated=args.isolated,
                        timeout=args.timeout, decision=decision(args), skip_unadopted_base=args.skip_unadopted_base,
-                       dry_run=args.dry_run)
+                       dry_run=args.dry_run, count=args.count)
     try:
         return run_gate(opts)
     except GateError as exc:

@@ -9,8 +9,9 @@ plus the interval of the robust normalisation by the in-run references. A case i
 the whole interval lies above ``1 + threshold``, *faster* when below ``1 / (1 + threshold)``,
 *unchanged* when it lies within both, and *inconclusive* when the noise cannot decide; every
 case also shows the smallest slowdown it could have detected. A whole file is never refused
-because some cases are noisy (docs/method.md rule 19). The exit code is 1 only when a case is slower
-with confidence, 2 when the inputs cannot be compared (bad file, nothing in common), else 0.
+because some cases are noisy (docs/method.md rule 19). The exit code is 1 when a case is slower
+with confidence or, both sides counted, an exact counter of a case grew (history/counters.py), 2
+when the inputs cannot be compared (bad file, nothing in common), else 0.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..core.errors import IpcbenchError
 from ..core.units import format_ratio, format_time
-from .counters import counter_changes, explain
+from .counters import counter_verdict, regression_line
 from .calibration import (UNCALIBRATED_NOISE, Calibration, Normalisation, case_group, is_reference,
                           reference_factor)
 from .results import Result, ResultSet
@@ -102,6 +103,7 @@ class CaseVerdict:
     noise_source: str = ""
     explanations: list[str] = field(default_factory=list)
     counter_changes: int | None = None  # counters that changed per message; None: not counted on both sides
+    counter_regressions: list[str] = field(default_factory=list)  # exact counters that grew: exit 1
 
 
 @dataclass
@@ -141,8 +143,13 @@ class Comparison:
         return sum(c.status in DECIDED or (c.status == "inconclusive" and c.interval is not None) for c in self.cases)
 
     @property
+    def costlier(self) -> list[CaseVerdict]:
+        """Cases whose exact counters grew (history/counters.py): a regression whatever the times say."""
+        return [c for c in self.cases if c.counter_regressions]
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.regressions else EXIT_OK
+        return EXIT_REGRESSION if self.regressions or self.costlier else EXIT_OK
 
     def counts(self) -> dict[str, int]:
         return {s: len(self.with_status(s)) for s in STATUS_ORDER}
@@ -532,11 +539,13 @@ def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Res
     counter moved" when both sides were counted and none did. Counts do not move with load, so a
     change says why a time moved (or that something changed that time could not show)."""
     base, head = old.get(case.key), new.get(case.key)
-    if case.status == "reference" or base is None or head is None or base.counters is None or head.counters is None:
+    if case.status == "reference" or base is None or head is None:
         return case
-    changes = counter_changes(base, head)
-    lines = explain(changes, head.nbytes) if changes else ["no counter moved"]
-    return replace(case, explanations=[*case.explanations, *lines], counter_changes=len(changes))
+    verdict = counter_verdict(base, head)
+    if verdict is None:  # not counted on both sides
+        return case
+    return replace(case, explanations=[*case.explanations, *verdict.lines], counter_changes=verdict.changes,
+                   counter_regressions=verdict.regressions)
 
 
 def _headline(comparison: Comparison) -> str:
@@ -556,9 +565,12 @@ def _headline(comparison: Comparison) -> str:
         if inconclusive:
             verdict_line += (f" ({len(inconclusive)} inconclusive: their noise hides a change of "
                              f"{_detect_text(_median_detectable(inconclusive))} (median); see 'detects')")
-    costlier = [c for c in comparison.cases if c.counter_changes]
-    if costlier:
-        parts += f"; the cost per message changed in {len(costlier)} case(s) (counters, see notes)"
+    changed = [c for c in comparison.cases if c.counter_changes]
+    if changed:
+        parts += f"; the cost per message changed in {len(changed)} case(s) (counters, see notes)"
+    line = regression_line([(c.key, c.counter_regressions) for c in comparison.costlier])
+    if line:
+        verdict_line = f"{line}; {verdict_line}" if not comparison.regressions else f"{verdict_line}; {line}"
     return f"{parts}\n{verdict_line}"
 
 
@@ -612,7 +624,7 @@ def format_table(comparison: Comparison) -> str:
 
 def format_markdown(comparison: Comparison, title: str = "ipcbench performance comparison") -> str:
     """The same as :func:`format_table`, as GitHub markdown (for the job summary)."""
-    mark = ":x:" if comparison.regressions else ":white_check_mark:"
+    mark = ":x:" if comparison.exit_code else ":white_check_mark:"
     head, verdict_line = _headline(comparison).split("\n")
     out = [f"## {title}", "", f"{mark} **{verdict_line}**", "", f"Cases: {head}.", ""]
     out += [f"> warning: {w}" for w in comparison.warnings]

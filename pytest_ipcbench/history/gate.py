@@ -69,6 +69,7 @@ class GateOptions:
     skip_unadopted_base: bool = False  # another project: a base without [tool.ipcbench] exits 0, not 2
     inject: dict[str, Slowdown] = field(default_factory=dict)  # head only: backend -> slowdown (harness/inject.py)
     dry_run: bool = False  # say what would be installed and measured, then stop (exit 0)
+    count: bool = False  # each run with its counting pass: exact counters compared exactly (exit 1 when one grew)
 
 
 class Unadopted(GateError):
@@ -375,13 +376,17 @@ def run_help(side: Side, scratch: Path, timeout: float) -> str:
 
 
 def side_args(side: Side, run_args: Sequence[str], only: Sequence[str] | None, scratch: Path,
-              timeout: float) -> list[str]:
+              timeout: float, count: bool = False) -> list[str]:
     """The arguments of one side's round: the gate's, ``--results-only`` when its version knows
-    it (no plots to wait for), and ``--only`` of the cases in doubt (None: every case)."""
+    it (no plots to wait for), ``--count`` when asked and known (a side that predates it is
+    not counted: its cases then get no counter verdict), and ``--only`` of the cases in doubt
+    (None: every case)."""
     text = run_help(side, scratch, timeout)
     args = list(run_args)
     if "--results-only" in text:
         args.append("--results-only")
+    if count and "--count" in text and "--count" not in args:
+        args.append("--count")
     for label in only or ():
         args += ["--only", label]
     return args
@@ -638,7 +643,7 @@ def run_gate(opts: GateOptions) -> int:
             what = f"{len(only)} case(s) in doubt" if only is not None else "every case"
             print(f"[gate] round {i + 1}: {name}, {what}", flush=True)
             dest = out / "rounds" / f"{i + 1}-{name}"
-            args = side_args(sides[name], run_args, only, scratch, opts.timeout)
+            args = side_args(sides[name], run_args, only, scratch, opts.timeout, opts.count)
             rs, warning = run_round(sides[name], dest, args, scratch, log, opts.timeout,
                                     env=injected if name == "head" else None)
             sets[name].append(rs)
@@ -695,6 +700,7 @@ def run_gate(opts: GateOptions) -> int:
         f"{' over the matrix each side declares in [tool.ipcbench]' if project else ''} per side"
         f"{f', then {confirmed} more of the cases in doubt' if confirmed else ''}, in this job, on this machine"
         f"{f'; head slowed on purpose ({injected[INJECT_ENV]})' if injected else ''}"
+        f"{'; with the counting pass (--count)' if opts.count else ''}"
         f"; {(time.monotonic() - started) / 60:.1f} min"
     )
     table = format_table(comparison)

@@ -302,6 +302,13 @@ def test_side_args_follow_what_the_side_knows(tmp_path: Path) -> None:
     assert gate.side_args(new, ["--quick"], None, tmp_path, 10) == ["--quick", "--results-only"]
     assert gate.side_args(old, ["--quick"], ["a b", "seed004"], tmp_path, 10) == \
         ["--quick", "--only", "a b", "--only", "seed004"]
+    # --count: passed to a side that knows it (its cases then get counter verdicts), not to one that does not
+    counting = gate.Side("head", "head", None, run_help="  --results-only\n  --count  count what each message costs")
+    assert gate.side_args(counting, ["--quick"], None, tmp_path, 10, count=True) == \
+        ["--quick", "--results-only", "--count"]
+    assert gate.side_args(counting, ["--quick", "--count"], None, tmp_path, 10, count=True) == \
+        ["--quick", "--count", "--results-only"]
+    assert gate.side_args(old, ["--quick"], None, tmp_path, 10, count=True) == ["--quick"]
 
 
 def _strip_rounds(rs: ResultSet) -> ResultSet:

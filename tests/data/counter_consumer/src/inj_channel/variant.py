@@ -1,0 +1,2 @@
+# which cost inj_channel adds per message: clean | syscall | copy | pickle (set per commit)
+VARIANT = "clean"

@@ -1,0 +1,204 @@
+"""Counter verdicts on injected costs: does compare (and the gate) flag exactly the cases that got
+one more system call, copy or pickle per message, with the right explanation, and no other?
+
+    .venv/bin/python tools/counter_injection.py [--variants syscall,copy,pickle] [--no-gate]
+
+For each variant, a temporary git repository of the consumer project tests/data/counter_consumer
+(a plugin backend: pytest-ipcbench's shm store plus the injected cost, as ``inj`` in ipcbench
+run's local phase and ``inj-mpi`` in its MPI phase at 4 ranks; built-in ``shm`` as a control)
+with two commits: base clean, head the variant. Then
+
+1. ``ipcbench run --count`` at base and at head (the project installed editable in a venv that
+   shares this one's packages), and ``ipcbench compare base head`` (its exit code);
+2. ``ipcbench gate --base HEAD~1 --count`` in that repository (one round per side: the counter
+   verdict needs one; ``--rounds``), its exit code.
+
+and tabulates per variant and phase: affected cases (backends inj, inj-mpi) flagged by an exact
+counter increase / affected cases, those whose explanation names the injected cost, unaffected
+cases (shm) flagged. Variant ``none`` is an A/A: its head changes a comment only, and "explained"
+then counts the cases rightly not flagged. Nothing is left behind (``--keep`` keeps the work folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pytest_ipcbench.history.consumer import share_packages
+from pytest_ipcbench.history.counters import counter_verdict
+from pytest_ipcbench.history.results import ResultSet
+
+REPO = Path(__file__).resolve().parents[1]
+CONSUMER = REPO / "tests" / "data" / "counter_consumer"
+BIN = Path(sys.executable).parent
+AFFECTED = {"inj": "local", "inj-mpi": "mpi"}
+CONTROL = {"shm": "mpi"}
+#: what the explanation must say, and on which role (a ping-pong's echo writes too: either role)
+EXPECTED = {
+    "syscall": ("writer", "+1 write system call per message"),
+    "copy": ("reader", "+1 copy of"),
+    "pickle": ("writer", "+1 pickle round trip"),
+    "none": ("", ""),  # A/A: the head commit changes a comment only; nothing may be flagged
+}
+
+
+def sh(cmd: list[str | Path], cwd: Path | None = None, log: Path | None = None, check: bool = True,
+       env: dict[str, str] | None = None) -> int:
+    with open(log, "a") if log else open(os.devnull, "w") as out:
+        out.write(f"\n$ {' '.join(map(str, cmd))}\n")
+        out.flush()
+        code = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+    if check and code != 0:
+        raise SystemExit(f"failed ({code}): {' '.join(map(str, cmd))}; see {log}")
+    return code
+
+
+def make_repo(where: Path, variant: str, log: Path) -> Path:
+    repo = where / "repo"
+    shutil.copytree(CONSUMER, repo, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    git = ["git", "-C", repo]
+    sh([*git, "init", "-q", "-b", "main"], log=log)
+    sh([*git, "config", "user.email", "t@example.invalid"], log=log)
+    sh([*git, "config", "user.name", "t"], log=log)
+    sh([*git, "add", "-A"], log=log)
+    sh([*git, "commit", "-q", "-m", "clean"], log=log)
+    v = repo / "src" / "inj_channel" / "variant.py"
+    if variant == "none":
+        v.write_text(v.read_text() + "# a comment: the same code\n")
+    else:
+        v.write_text(v.read_text().replace('VARIANT = "clean"', f'VARIANT = "{variant}"'))
+    sh([*git, "commit", "-q", "-am", f"inject {variant}"], log=log)
+    return repo
+
+
+def verdicts(base: Path, head: Path, variant: str) -> dict[str, dict[str, int]]:
+    """Per phase: affected, flagged, explained, control, control_flagged, control_changed."""
+    old, new = ResultSet.load(base).by_key(), ResultSet.load(head).by_key()
+    role, phrase = EXPECTED[variant]
+    table: dict[str, dict[str, int]] = {}
+    for key in sorted(old.keys() & new.keys()):
+        b, h = old[key], new[key]
+        phase = AFFECTED.get(h.backend) or CONTROL.get(h.backend)
+        v = counter_verdict(b, h)
+        if phase is None or v is None:
+            continue
+        row = table.setdefault(f"{phase} {h.mode}", dict.fromkeys(
+            ("affected", "flagged", "explained", "control", "control_flagged", "control_changed"), 0))
+        if h.backend in AFFECTED:
+            row["affected"] += 1
+            row["flagged"] += bool(v.regressions)
+            if not phrase:  # A/A: right when nothing is flagged
+                row["explained"] += not v.regressions
+                if v.changes:
+                    print(f"    changed: {key}: {v.lines}")
+                continue
+            ok = any(phrase in line and (line.startswith(role) or h.scenario == "pingpong") for line in v.regressions)
+            row["explained"] += ok
+            if not ok:
+                print(f"    not explained: {key}: {v.regressions or v.lines}")
+        else:
+            row["control"] += 1
+            row["control_flagged"] += bool(v.regressions)
+            row["control_changed"] += v.changes > 0
+            if v.changes:
+                print(f"    control changed: {key}: {v.lines}")
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variants", default="syscall,copy,pickle,none")
+    parser.add_argument("--no-gate", action="store_true", help="only the two runs and compare")
+    parser.add_argument("--rounds", default="1", help="the gate's rounds per side (default 1)")
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--again", metavar="WORK",
+                        help="tabulate a kept work folder again with this checkout's verdict (compare run anew on "
+                             "the kept results; the gate's exit code is then compare's on its base.json and head.json)")
+    args = parser.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    bad = [v for v in variants if v not in EXPECTED]
+    if bad:
+        print(f"unknown variant(s) {bad}; known: {', '.join(EXPECTED)}", file=sys.stderr)
+        return 2
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    rows = []
+    if args.again:
+        work = Path(args.again)
+        for variant in variants:
+            where = work / variant
+            for how, base, head in (("compare", where / "base" / "results.json", where / "head" / "results.json"),
+                                    ("gate", where / "gate" / "base.json", where / "gate" / "head.json")):
+                if not head.is_file():
+                    continue
+                code = sh([BIN / "ipcbench", "compare", base, head, "--calibration", "none"], check=False, env=env)
+                for phase, r in sorted(verdicts(base, head, variant).items()):
+                    rows.append((variant, how, phase, r, code))
+        return table(rows)
+    work = Path(tempfile.mkdtemp(prefix="ipcb-injection-"))
+    try:
+        log = work / "log.txt"
+        print(f"work folder {work}, log {log}; load {os.getloadavg()[0]:.1f}", flush=True)
+        venv = work / "venv"
+        sh([sys.executable, "-m", "venv", venv], log=log)
+        share_packages(venv / "bin" / "python")
+        for variant in variants:
+            started = time.monotonic()
+            where = work / variant
+            where.mkdir()
+            repo = make_repo(where, variant, log)
+            py = venv / "bin" / "python"
+            sh([py, "-m", "pip", "install", "--quiet", "--no-deps", "-e", repo], log=log, env=env)
+            runs = {}
+            for side, ref in (("base", "HEAD~1"), ("head", "main")):
+                sh(["git", "-C", repo, "checkout", "-q", ref], log=log)
+                out = where / side
+                sh([py, "-m", "pytest_ipcbench", "run", "--count", "--results-only", "--progress", "none",
+                    "--config", repo / "pyproject.toml", "--out", out], cwd=where, log=log, env=env)
+                runs[side] = out / "results.json"
+            code = sh([BIN / "ipcbench", "compare", runs["base"], runs["head"], "--calibration", "none"],
+                      log=log, check=False, env=env)
+            print(f"{variant}: compare exit {code} (load {os.getloadavg()[0]:.1f})", flush=True)
+            for phase, r in sorted(verdicts(runs["base"], runs["head"], variant).items()):
+                rows.append((variant, "compare", phase, r, code))
+            if not args.no_gate:
+                gate = where / "gate"
+                code = sh([BIN / "ipcbench", "gate", "--base", "HEAD~1", "--count", "--rounds", args.rounds,
+                           "--confirm-rounds", "0", "--calibration", "none", "--cache-dir", where / "gate-cache",
+                           "--out", gate], cwd=repo, log=log, check=False, env=env)
+                print(f"{variant}: gate exit {code} (load {os.getloadavg()[0]:.1f})", flush=True)
+                if (gate / "head.json").is_file():
+                    for phase, r in sorted(verdicts(gate / "base.json", gate / "head.json", variant).items()):
+                        rows.append((variant, "gate", phase, r, code))
+                else:
+                    print(f"    the gate wrote no results; see {log}")
+            print(f"{variant}: {time.monotonic() - started:.0f} s", flush=True)
+        print(f"\nload at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return table(rows)
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def table(rows: list) -> int:
+    """The table (markdown); 0 when every affected case was flagged and explained and no control was."""
+    print("| variant | how | phase, mode | affected flagged | explained | unaffected flagged (any change) | exit |")
+    print("|---|---|---|---|---|---|---|")
+    for variant, how, phase, r, code in rows:
+        where, mode = phase.split()
+        phase_text = ("local" if where == "local" else "MPI, 4 ranks") + f", {mode}"
+        print(f"| {variant} | {how} | {phase_text} | {r['flagged']}/{r['affected']} | {r['explained']}/{r['affected']} "
+              f"| {r['control_flagged']}/{r['control']} ({r['control_changed']}) | {code} |")
+    ok = all((r["flagged"] == r["explained"] == r["affected"] if v != "none" else r["flagged"] == 0)
+             and not r["control_flagged"] for v, _h, _p, r, _c in rows)
+    return 0 if ok and rows else 1
+
+if __name__ == "__main__":
+    sys.exit(main())
