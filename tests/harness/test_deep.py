@@ -1,0 +1,120 @@
+"""Deep mode (harness/deep.py): parsing valgrind's output, the counters' records, and one tiny
+case under valgrind (skipped where valgrind is absent)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_ipcbench.core.counters import CounterAbsent, Counters, RankCounters
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.harness import deep
+from pytest_ipcbench.harness.deep import DeepCase, deep_counters, merge, parse_callgrind, parse_dhat
+
+pytestmark = pytest.mark.skipif(in_mpi_job(), reason="deep mode starts its own mpiexec: not inside an MPI job")
+
+# the shape valgrind 3.19's DHAT writes with --mode=copy (abridged: frames and the frame table)
+DHAT_COPY = {
+    "dhatFileVersion": 2, "mode": "copy", "verb": "Copied", "bklt": False, "bkacc": False, "tu": "instrs",
+    "Mtu": "Minstr", "cmd": "python -c ...", "pid": 16291, "te": 94046870,
+    "pps": [{"tb": 45, "tbk": 3, "fs": [1, 2]}, {"tb": 1_000_000, "tbk": 1, "fs": [1, 3]},
+            {"tb": 0, "tbk": 2, "fs": [4]}],
+    "ftbl": ["[root]", "0x1: memcpy", "0x2: f", "0x3: g", "0x4: h"],
+}
+
+CALLGRIND = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 16072
+cmd:  python x.py
+part: 1
+
+positions: line
+events: Ir
+summary: 467116292
+
+fl=(1) ???
+fn=(1) 0x0000000000001100
+0 12
+totals: 467116292
+"""
+
+
+def test_parse_dhat_sums_bytes_and_calls() -> None:
+    assert parse_dhat(json.dumps(DHAT_COPY)) == (1_000_045, 6)
+
+
+def test_parse_dhat_refuses_a_heap_profile() -> None:
+    with pytest.raises(ValueError, match="--mode=copy"):
+        parse_dhat(json.dumps({**DHAT_COPY, "mode": "heap"}))
+
+
+def test_parse_dhat_of_no_copies() -> None:
+    assert parse_dhat(json.dumps({**DHAT_COPY, "pps": []})) == (0, 0)
+
+
+def test_parse_callgrind_totals_and_summary() -> None:
+    assert parse_callgrind(CALLGRIND) == 467116292
+    # a file cut before its totals line: the summary
+    assert parse_callgrind(CALLGRIND.replace("totals: 467116292\n", "").replace("467116292", "123")) == 123
+    with pytest.raises(ValueError, match="totals"):
+        parse_callgrind("events: Ir\n0 12\n")
+
+
+def test_deep_counters_use_their_own_message_count_and_survive_json() -> None:
+    """A merged record: the counting pass's counters per its 16 messages, deep's per its 4."""
+    counted = Counters([RankCounters(0, "writer", {"pickle.dumps": [16, 16, 16]}, 16)], 16, 1, 3)
+    dc = Counters([RankCounters(0, "writer", {"copied.bytes": [4096, 4100], "instructions": [400, 400]}, 4, {}, 4)],
+                  4, 1, 2)
+    both = merge(counted, dc)
+    w = both.writer
+    assert w.value("pickle.dumps") == 1 and w.exact("pickle.dumps")
+    assert w.instructions == 100 and w.exact("instructions")
+    assert not w.exact("copied.bytes") and w.spread("copied.bytes") == (1024, 1025)
+    back = Counters.from_dict(json.loads(json.dumps(both.to_dict())))
+    assert back.writer.value("copied.bytes") == w.value("copied.bytes")
+    assert back.writer.instructions == 100
+    # without deep mode the deep counters are not counted (absent), never 0
+    with pytest.raises(CounterAbsent):
+        Counters([RankCounters(0, "writer", {"pickle.dumps": [1]}, 1)], 1, 1, 1).writer.value("copied.bytes")
+
+
+def test_without_valgrind_the_counters_are_absent_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deep.shutil, "which", lambda name: None)
+    c = deep_counters(DeepCase("shm", "native", "ndarray", 1024))
+    for rank in c.ranks:
+        for name in ("copied.bytes", "copied.calls", "instructions"):
+            with pytest.raises(CounterAbsent, match="valgrind not found"):
+                rank.value(name)
+
+
+def test_bad_requests_are_usage_errors() -> None:
+    from pytest_ipcbench.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="granularity"):
+        deep_counters(DeepCase("shm", scenario="granularity"))
+    with pytest.raises(UsageError, match="unknown deep tool"):
+        deep_counters(DeepCase("shm"), tools=("massif",))
+    with pytest.raises(UsageError, match="iterations"):
+        deep_counters(DeepCase("shm"), iterations=0)
+
+
+NO_VALGRIND = deep.valgrind_unavailable()
+
+
+@pytest.mark.skipif(NO_VALGRIND is not None, reason=f"deep mode needs valgrind: {NO_VALGRIND}")
+def test_shm_handle_path_copies_no_payload_and_pickle_copies_it() -> None:
+    """Under valgrind (DHAT copy mode), 2 MPI ranks, 256 KiB: shm's native handle path copies far
+    less than the payload per message on writer and reader; the pickled path (bytes mode) copies at
+    least the payload on the reader and the writer."""
+    size = 256 * 1024
+    native = deep_counters(DeepCase("shm", "native", "ndarray", size), iterations=4, repeats=1, tools=("dhat",))
+    pickled = deep_counters(DeepCase("shm", "bytes", "ndarray", size), iterations=4, repeats=1, tools=("dhat",))
+    for rank in native.ranks:
+        # not a copy of the payload: start-up, harness and MPI bookkeeping only (a few KiB)
+        assert rank.value("copied.bytes") < size / 8, (rank.role, rank.value("copied.bytes"))
+    for rank in pickled.ranks:
+        assert rank.value("copied.bytes") >= size, (rank.role, rank.value("copied.bytes"))
+    with pytest.raises(CounterAbsent):
+        native.writer.value("instructions")  # callgrind was not asked for: not counted, not 0
