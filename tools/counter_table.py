@@ -2,6 +2,11 @@
 
     .venv/bin/python tools/counter_table.py                      # local backends, 2 local ranks
     .venv/bin/mpiexec -n 2 .venv/bin/python tools/counter_table.py   # MPI backends (and the rest)
+    .venv/bin/python tools/counter_table.py --results DIR/results.json  # from an `ipcbench run --count`
+
+With ``--results`` the table is made from a run's results (every counted case, its writer and
+the largest over its readers, as the report's cost table); deep mode's columns (copied bytes,
+copy calls, instructions) are added when some case has them (``ipcbench run --deep``).
 
 One broadcast case per backend, mode and size (1 writer, 1 reader), counted as the harness counts
 (harness/count.py). A value is per message; ``~a..b`` marks a statistical counter (the repeats
@@ -14,7 +19,7 @@ import argparse
 import sys
 
 from pytest_ipcbench.backends.base import BackendSpec, backend_names, unavailable_reason
-from pytest_ipcbench.core.counters import CounterAbsent
+from pytest_ipcbench.core.counters import DEEP_COUNTERS, CounterAbsent, Counters
 from pytest_ipcbench.core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.core.units import size_label
@@ -35,6 +40,36 @@ def cell(rank: object, name: str) -> str:
         return f"{value:,}" if isinstance(value, int) else f"{value:,.3g}"
     lo, hi = rank.spread(name)  # type: ignore[attr-defined]
     return f"~{lo:,.3g}..{hi:,.3g}"
+
+
+def role_cell(c: Counters, role: str, name: str) -> str:
+    """A role's value (the writer's, or the largest over the readers): plain if exact, else ~min..max."""
+    try:
+        value = c.cost(role, name)
+    except CounterAbsent:
+        return "absent"
+    if c.exact(role, name):
+        return f"{value:,}" if isinstance(value, int) else f"{value:,.3g}"
+    spreads = [x.spread(name) for x in c.ranks if x.role == role]
+    return f"~{min(s[0] for s in spreads):,.3g}..{max(s[1] for s in spreads):,.3g}"
+
+
+def from_results(path: str) -> tuple[list[str], bool]:
+    """Rows of every counted broadcast case of a results.json, and whether deep mode ran on some."""
+    from pytest_ipcbench.history.results import ResultSet
+
+    results = [r for r in ResultSet.load(path).results if r.counters is not None and r.scenario == "broadcast"]
+    deep = any(n in x.totals or n in x.absent for r in results for x in r.counters.ranks for n in DEEP_COUNTERS)
+    shown = SHOWN + (DEEP_COUNTERS if deep else ())
+    order = {b: i for i, b in enumerate(backend_names())}
+    out = []
+    for r in sorted(results, key=lambda r: (order.get(r.backend, 99), r.backend, r.mode, r.size)):
+        c = r.counters
+        for role in ("writer", "reader"):
+            if any(x.role == role for x in c.ranks):
+                cells = " | ".join(role_cell(c, role, n) for n in shown)
+                out.append(f"| {r.backend} | {r.mode} | {size_label(r.size)} | {role} | {cells} |")
+    return out, deep
 
 
 def rows(group: Group | None, world: LocalWorld | None, names: list[str], sizes: list[int]) -> list[str]:
@@ -66,7 +101,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="", help="comma list (default: every one runnable here)")
     parser.add_argument("--sizes", default="1024,1048576", help="payload bytes, comma list")
+    parser.add_argument("--results", help="make the table from this results.json (ipcbench run --count)")
     args = parser.parse_args()
+    if args.results:
+        lines, deep = from_results(args.results)
+        head = HEAD + (("copied B", "copies", "instructions") if deep else ())
+        print("\n".join(["| backend | mode | size | rank | " + " | ".join(head) + " |",
+                         "|---|---|---|---|" + "---|" * len(head), *lines]))
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     mpi = in_mpi_job()
     group = MPIGroup.world() if mpi else None

@@ -36,9 +36,10 @@ from ..core.launcher import command as mpi_command
 from ..core.launcher import emit, record
 from ..core.payloads import PayloadSpec
 from ..core.procs import kill_group
+from ..core.wait import WAIT_ENV
 from .count import _harness_waits, messages_per_iteration, role
 from .plan import BenchSettings
-from .scenarios import _SCENARIO_CLASSES, BufferPayload, _Case, quiet_barrier
+from .scenarios import _SCENARIO_CLASSES, BufferPayload, _Case
 
 MARK = "@@ipcbench-deep "
 TOOLS = ("dhat", "callgrind")
@@ -94,6 +95,52 @@ def parse_callgrind(text: str) -> int:
 # ----------------------------------------------------------------------------- rank side
 
 
+class _SocketBarrier:
+    """A barrier that blocks in the kernel (a Unix socket, rank 0 the hub) and never polls.
+
+    MPI's barrier and the harness's quiet one poll while they wait, so their instructions grow
+    with the time waited, which valgrind stretches by a different amount in every run: no
+    difference of two runs would cancel them. Blocking reads execute the same instructions
+    however long they wait. Set up once per run (the same in every run)."""
+
+    def __init__(self, group: Any, path: str) -> None:
+        import socket
+
+        self.rank, self.size = group.rank, group.size
+        self.peers: list[Any] = []
+        if self.rank == 0:
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(path)
+            server.listen(self.size)
+            group.barrier()
+            for _ in range(self.size - 1):
+                self.peers.append(server.accept()[0])
+            server.close()
+            os.unlink(path)
+        else:
+            group.barrier()
+            peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            peer.connect(path)
+            self.peers.append(peer)
+        group.barrier()
+
+    def __call__(self) -> None:
+        if self.rank == 0:
+            for peer in self.peers:
+                if not peer.recv(1):
+                    raise RuntimeError("deep mode: a rank left the barrier")
+            for peer in self.peers:
+                peer.sendall(b"b")
+        else:
+            self.peers[0].sendall(b"b")
+            if not self.peers[0].recv(1):
+                raise RuntimeError("deep mode: rank 0 left the barrier")
+
+    def close(self) -> None:
+        for peer in self.peers:
+            peer.close()
+
+
 def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: str, iterations: int,
               messages: int, waits: int) -> Any:
     """Collective, on every rank: open the case, warm it up, then ``messages`` message iterations
@@ -106,26 +153,35 @@ def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: 
     # clock, not per message, and valgrind's slowness multiplies its wakes (a run k+1 lasts longer
     # than run k); it unmaps nothing a run of a few messages needs
     _cache.SWEEP_INTERVAL = 1e9
-    settings = BenchSettings(count=False, window=STREAM_WINDOW, touch=False)
+    # every wait of the harness (and of a stream's acknowledgement) goes through group.barrier
+    settings = BenchSettings(count=False, window=STREAM_WINDOW, touch=False, quiet_waits=False)
     payload = BufferPayload(size) if kind == "buffer" else PayloadSpec(kind, size)
     case: _Case = _SCENARIO_CLASSES[scenario](group, BackendSpec(name, mode), payload, settings)
+    barrier = None
+    if group.size > 1:
+        barrier = _SocketBarrier(group, os.path.join(os.getcwd(), "barrier.sock"))
     try:
         case.open()
+        if barrier is not None:
+            group.barrier = barrier  # type: ignore[method-assign]  # this group's barrier from now on
         never = lambda i: False  # noqa: E731 - unverified, as the counting pass
         case.block(0, WARMUP, False, never)
         harness = _harness_waits(case, settings)
         gc.collect()
         gc.disable()  # a collection would fall in one run and not the other
-        quiet_barrier(group)
+        group.barrier()
         case.block(WARMUP, messages, False, never)
-        quiet_barrier(group)
+        group.barrier()
         for _ in range(waits):
             harness()
-        quiet_barrier(group)
+        group.barrier()
         gc.enable()
         mine = (os.getpid(), group.rank, role(case), messages_per_iteration(case))
     finally:
         case.close()
+        if barrier is not None:
+            group.__dict__.pop("barrier", None)  # the class's again (close and gather are the group's own)
+            barrier.close()
     return group.gather(mine)
 
 
@@ -203,7 +259,8 @@ def _one_run(case: DeepCase, tool: str, iterations: int, messages: int, waits: i
         cmd = _command(case, tool, out_dir, iterations, messages, waits)
         quiet = os.path.join(out_dir, "cwd")
         os.mkdir(quiet)
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1"}
+        # readers block rather than spin where the backend can (spinning is timed, not counted)
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1", WAIT_ENV: "block"}
         # in a folder of its own: imports list the directories on sys.path (the current one too),
         # and a busy /tmp or checkout would change what a run copies between runs
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
