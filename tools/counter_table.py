@@ -24,6 +24,7 @@ from pytest_ipcbench.core.group import Group, LocalWorld, MPIGroup, in_mpi_job
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.core.units import size_label
 from pytest_ipcbench.harness.measure import BenchSettings, bench, run_bench
+from pytest_ipcbench.harness.scenarios import BufferPayload
 
 SHOWN = ("syscalls.total", "syscalls.data", "syscalls.sync", "syscalls.mapping", "syscalls.waiting",
          "io.rchar", "io.wchar", "faults.minor", "pickle.dumps", "pickle.loads", "alloc.peak_bytes")
@@ -72,18 +73,21 @@ def from_results(path: str) -> tuple[list[str], bool]:
     return out, deep
 
 
-def rows(group: Group | None, world: LocalWorld | None, names: list[str], sizes: list[int]) -> list[str]:
+def rows(group: Group | None, world: LocalWorld | None, names: list[str], sizes: list[int],
+         scenario: str = "broadcast", modes: tuple[str, ...] = ("bytes", "native"), kind: str = "ndarray") -> list[str]:
     out = []
     settings = BenchSettings(time_budget=0.1)
     for name in names:
-        for mode in ("bytes", "native"):
+        for mode in modes:
             for size in sizes:
-                spec, payload = BackendSpec(name, mode), PayloadSpec("ndarray", size)
+                spec = BackendSpec(name, mode)
+                buffer = scenario != "broadcast" or kind == "buffer"
+                payload = BufferPayload(size) if buffer else PayloadSpec(kind, size)
                 if world is not None:
-                    result = run_bench(world.group(2), spec, payload, "broadcast", settings)
+                    result = run_bench(world.group(2), spec, payload, scenario, settings)
                 else:
                     assert group is not None
-                    result = bench(group, spec, payload, "broadcast", settings)
+                    result = bench(group, spec, payload, scenario, settings)
                     if group.rank != 0:
                         continue
                 assert result is not None
@@ -91,9 +95,9 @@ def rows(group: Group | None, world: LocalWorld | None, names: list[str], sizes:
                 if c is None:
                     out.append(f"| {name} | {mode} | {size_label(size)} | | {result.extra.get('counting')} |")
                     continue
-                for rank in (c.writer, c.reader):
-                    cells = " | ".join(cell(rank, n) for n in SHOWN)
-                    out.append(f"| {name} | {mode} | {size_label(size)} | {rank.role} | {cells} |")
+                for role in ("writer", "reader"):
+                    cells = " | ".join(role_cell(c, role, n) for n in SHOWN)
+                    out.append(f"| {name} | {mode} | {size_label(size)} | {role} | {cells} |")
     return out
 
 
@@ -101,6 +105,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="", help="comma list (default: every one runnable here)")
     parser.add_argument("--sizes", default="1024,1048576", help="payload bytes, comma list")
+    parser.add_argument("--scenario", default="broadcast", help="broadcast (default), pingpong or stream")
+    parser.add_argument("--modes", default="bytes,native", help="comma list")
+    parser.add_argument("--kind", default="ndarray", help="broadcast payload kind, or buffer (a reference's "
+                        "native mode gives a flat buffer back: compare a backend with it on buffer)")
     parser.add_argument("--results", help="make the table from this results.json (ipcbench run --count)")
     args = parser.parse_args()
     if args.results:
@@ -113,14 +121,16 @@ def main() -> int:
     mpi = in_mpi_job()
     group = MPIGroup.world() if mpi else None
     wanted = [b for b in args.backends.split(",") if b] or list(backend_names())
-    names = [b for b in wanted if unavailable_reason(b, group) is None and (mpi == b.startswith("mpi"))]
+    # a reference (ref-<backend>) runs where its backend does
+    names = [b for b in wanted if unavailable_reason(b, group) is None
+             and (mpi == b.removeprefix("ref-").startswith("mpi") or (mpi and args.backends))]
     header = ["| backend | mode | size | rank | " + " | ".join(HEAD) + " |",
               "|---|---|---|---|" + "---|" * len(HEAD)]
     if mpi:
-        lines = rows(group, None, names, sizes)
+        lines = rows(group, None, names, sizes, args.scenario, tuple(args.modes.split(",")), args.kind)
     else:
         with LocalWorld(2) as world:
-            lines = rows(None, world, names, sizes)
+            lines = rows(None, world, names, sizes, args.scenario, tuple(args.modes.split(",")), args.kind)
     if group is None or group.rank == 0:
         print("\n".join(header + lines))
     return 0
