@@ -29,9 +29,17 @@ def _has_deep(c: Counters) -> bool:
     return any(n in x.totals or n in x.absent for x in c.ranks for n in DEEP_COUNTERS)
 
 
+REFERENCE_PREFIX = "ref-"  # a reference backend's name: ref-<backend> (backends/references.py)
+
+
 def _sorted(results: Sequence[Result]) -> list[Result]:
-    return sorted((r for r in results if r.counters is not None),
-                  key=lambda r: (r.scenario, kind_order(r.payload), r.size, backend_order(r.backend), r.mode, r.ranks))
+    """Counted results in table order; a reference (``ref-zmq``) right under its backend's rows, so
+    an overhead reads off in counts."""
+    def key(r: Result) -> tuple[Any, ...]:
+        base = r.backend.removeprefix(REFERENCE_PREFIX)
+        return (r.scenario, kind_order(r.payload), r.size, backend_order(base), r.mode, r.ranks,
+                r.backend.startswith(REFERENCE_PREFIX))
+    return sorted((r for r in results if r.counters is not None), key=key)
 
 
 def cell(c: Counters, role: str, name: str) -> str:
@@ -68,7 +76,8 @@ def cost_section(results: Sequence[Result]) -> list[str]:
            "read and write calls, page faults, pickle calls, the allocation peak (tracemalloc). A plain "
            "number was exact (the same in every repeat); `~` marks a statistical one (median repeat; "
            "the spread is in counters.csv). Readers: the largest over the readers. The harness's own "
-           "barrier is subtracted." + (" Copied B, copies and instructions: deep mode (`--deep`, valgrind's DHAT "
+           "barrier is subtracted. A reference (`ref-<backend>`, the plain use of the mechanism: "
+           "`ipcbench run --backends zmq,ref-zmq --count`) is listed under its backend." + (" Copied B, copies and instructions: deep mode (`--deep`, valgrind's DHAT "
                                        "and callgrind; every thread; docs/counters.md)." if columns != COLUMNS else ""),
            "",
            table(["Scenario", "Backend", "Case", "Rank", *[h for h, _ in columns]], rows, "llll" + "r" * len(columns)),

@@ -70,3 +70,14 @@ def test_deep_counters_get_columns_and_csv_rows_only_where_deep_mode_ran():
     assert rows[(0, "copied.bytes")]["per_message"] == 1024 and rows[(0, "copied.bytes")]["messages"] == 4
     assert rows[(1, "instructions")]["absent"] == "valgrind not found"
     assert (2, "instructions") not in rows  # a rank deep mode did not report: no row
+
+
+def test_a_reference_is_listed_right_under_its_backend():
+    def one(backend: str, mode: str, data: int) -> Result:
+        ranks = [RankCounters(0, "writer", {"syscalls.data": [data] * 3}, 1), RankCounters(1, "reader", {}, 1)]
+        return Result("pingpong", backend, mode, "buffer", 1024, 2, {"latency": [1e-5]}, nbytes=1024,
+                      counters=Counters(ranks, 1, 1, 3))
+    text = "\n".join(cost_section([one("ref-zmq", "native", 2), one("shm", "native", 0), one("zmq", "native", 4),
+                                   one("ref-shm", "native", 0)]))
+    order = [line.split("|")[2].strip() for line in text.splitlines() if "| writer |" in line]
+    assert order == ["shm/native", "ref-shm/native", "zmq/native", "ref-zmq/native"]
