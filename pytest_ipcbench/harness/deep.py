@@ -259,8 +259,9 @@ def _one_run(case: DeepCase, tool: str, iterations: int, messages: int, waits: i
         cmd = _command(case, tool, out_dir, iterations, messages, waits)
         quiet = os.path.join(out_dir, "cwd")
         os.mkdir(quiet)
-        # readers block rather than spin where the backend can (spinning is timed, not counted)
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1", WAIT_ENV: "block"}
+        # a backend's reader polls while it waits; under backoff its sleeps grow, so a wait that
+        # valgrind stretches adds few polls (under block it polls every 20 us: instructions by time)
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1", WAIT_ENV: "backoff"}
         # in a folder of its own: imports list the directories on sys.path (the current one too),
         # and a busy /tmp or checkout would change what a run copies between runs
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
