@@ -124,3 +124,13 @@ def test_shm_native_reader_copies_no_payload_and_a_pickling_reader_copies_it() -
     assert copied["bytes", "writer"] >= 2 * nbytes, copied
     with pytest.raises(CounterAbsent):
         native.writer.value("instructions")  # callgrind was not asked for: not counted, not 0
+
+
+def test_run_deep_that_matches_no_case_exits_2(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_ipcbench.commands import main
+
+    code = main(["run", "--backends", "shm", "--sizes", "1KiB", "--kinds", "ndarray", "--scenarios", "broadcast",
+                 "--no-extras", "--no-config", "--out", str(tmp_path / "out"), "--deep", "granularity"])
+    assert code == 2
+    assert "--deep granularity matches no broadcast, ping-pong or stream case" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before anything ran
