@@ -49,6 +49,9 @@ REPEATS = 2
 WARMUP = 2
 STREAM_WINDOW = 8  # a stream's messages per acknowledgement in deep mode (the timed default is 64)
 TIMEOUT = 900.0  # seconds per valgrind run
+#: libc functions the rank calls (os.getppid, os.getpgrp) just before and just after the messages
+#: and waits it counts: callgrind zeroes its counts at the first and writes them out at the second
+ZERO_MARK, DUMP_MARK = "getppid", "getpgrp"
 
 
 def valgrind_unavailable() -> str | None:
@@ -170,11 +173,13 @@ def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: 
         gc.collect()
         gc.disable()  # a collection would fall in one run and not the other
         group.barrier()
+        os.getppid()  # callgrind: --zero-before=getppid (the count starts here: MPI's set-up spins)
         case.block(WARMUP, messages, False, never)
         group.barrier()
         for _ in range(waits):
             harness()
         group.barrier()
+        os.getpgrp()  # callgrind: --dump-before=getpgrp (the count of the window, before MPI's close)
         gc.enable()
         mine = (os.getpid(), group.rank, role(case), messages_per_iteration(case))
     finally:
@@ -236,7 +241,10 @@ def _valgrind_args(tool: str, out_dir: str) -> list[str]:
     if tool == "dhat":
         return [*common, "--tool=dhat", "--mode=copy", f"--dhat-out-file={out_dir}/dhat.%p"]
     if tool == "callgrind":
-        return [*common, "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.%p"]
+        # only the window between two marker calls (_run_case): MPI's collectives outside it poll,
+        # for as long as valgrind makes a rank wait, and their instructions differed by millions
+        return [*common, "--tool=callgrind", f"--zero-before={ZERO_MARK}", f"--dump-before={DUMP_MARK}",
+                f"--callgrind-out-file={out_dir}/callgrind.%p"]
     raise UsageError(f"unknown deep tool {tool!r}; choose from {', '.join(TOOLS)}")
 
 
@@ -250,6 +258,22 @@ def _command(case: DeepCase, tool: str, out_dir: str, iterations: int, messages:
         # mpiexec -n R valgrind ... python -m ...: the launcher is not traced, every rank is
         return [*cmd[:3], *vg, *cmd[3:]]
     return [*vg, "--trace-children=yes", sys.executable, "-m", "pytest_ipcbench.harness.deep", *worker]
+
+
+def _window_part(out_dir: str, pid: int, label: str) -> str:
+    """The callgrind part file that --dump-before=getpgrp wrote (the counted window)."""
+    parts = []
+    for name in os.listdir(out_dir):
+        if name.startswith(f"callgrind.{pid}."):
+            path = os.path.join(out_dir, name)
+            with open(path) as f:
+                head = f.read(4096)
+            if f"--dump-before={DUMP_MARK}" in head:
+                parts.append(path)
+    if len(parts) != 1:
+        raise RuntimeError(f"deep callgrind run of {label}: {len(parts)} dumps at {DUMP_MARK}() in process {pid}, "
+                           f"expected 1 (something else called it: the window is not known)")
+    return parts[0]
 
 
 def _one_run(case: DeepCase, tool: str, iterations: int, messages: int, waits: int,
@@ -283,6 +307,8 @@ def _one_run(case: DeepCase, tool: str, iterations: int, messages: int, waits: i
         found: dict[int, tuple[int, str, int, dict[str, int]]] = {}
         for pid, rank, role_, per in recs[-1]:
             path = os.path.join(out_dir, f"{tool}.{pid}")
+            if tool == "callgrind":
+                path = _window_part(out_dir, pid, case.label)
             try:
                 with open(path) as f:
                     text = f.read()

@@ -134,3 +134,14 @@ def test_run_deep_that_matches_no_case_exits_2(tmp_path, capsys: pytest.CaptureF
     assert code == 2
     assert "--deep granularity matches no broadcast, ping-pong or stream case" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+def test_the_counted_window_is_the_part_dumped_at_the_marker(tmp_path) -> None:
+    trigger = f"desc: Trigger: --dump-before={deep.DUMP_MARK}\n"
+    (tmp_path / "callgrind.7").write_text(CALLGRIND.replace("part: 1", "part: 2"))  # at exit: everything after
+    (tmp_path / "callgrind.7.1").write_text(CALLGRIND.replace("part: 1\n", "part: 1\n" + trigger))
+    (tmp_path / "callgrind.77.1").write_text(CALLGRIND.replace("part: 1\n", "part: 1\n" + trigger))  # another pid
+    assert deep._window_part(str(tmp_path), 7, "case") == str(tmp_path / "callgrind.7.1")
+    (tmp_path / "callgrind.7.2").write_text(CALLGRIND.replace("part: 1\n", "part: 2\n" + trigger))
+    with pytest.raises(RuntimeError, match="2 dumps at getpgrp"):
+        deep._window_part(str(tmp_path), 7, "case")
