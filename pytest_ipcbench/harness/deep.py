@@ -8,6 +8,9 @@ on and off around the messages of a Python program, so start-up is cancelled by 
 iterations of the harness's own waits alone, so every run has the same barriers and set-up, and
 run ``k+1`` minus run ``k`` is what ``n`` message iterations cost beyond the harness's waits. The
 ``repeats`` differences are the repeats of the counting pass: a counter is exact when they agree.
+callgrind counts only the window from the barrier before the messages to the last wait (two
+marker calls, ``--zero-before``/``--dump-before``): MPI's collectives outside it poll for as long
+as valgrind stretches a wait. DHAT counts the whole process (copies do not poll).
 
 Under MPI: ``mpiexec -n R valgrind ... python -m pytest_ipcbench.harness.deep``; a backend that
 runs in local processes (mp-queue): ``valgrind --trace-children=yes python -m ...`` (its spawned
