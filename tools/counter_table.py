@@ -32,17 +32,6 @@ HEAD = ("syscalls", "data", "sync", "mapping", "waiting", "rchar B", "wchar B", 
         "alloc peak B")
 
 
-def cell(rank: object, name: str) -> str:
-    try:
-        value = rank.value(name)  # type: ignore[attr-defined]
-    except CounterAbsent:
-        return "absent"
-    if rank.exact(name):  # type: ignore[attr-defined]
-        return f"{value:,}" if isinstance(value, int) else f"{value:,.3g}"
-    lo, hi = rank.spread(name)  # type: ignore[attr-defined]
-    return f"~{lo:,.3g}..{hi:,.3g}"
-
-
 def role_cell(c: Counters, role: str, name: str) -> str:
     """A role's value (the writer's, or the largest over the readers): plain if exact, else ~min..max."""
     try:
