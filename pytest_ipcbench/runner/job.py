@@ -439,9 +439,10 @@ class Runner:
         # deep mode runs after the timed run, from the launching command (it starts mpiexec under valgrind)
         self.deep_cases = [c for c in mpi_cases + local_cases if c.scenario in ("broadcast", "pingpong", "stream")
                            and any(fnmatch.fnmatchcase(c.label, p) or p in c.label for p in opts.deep)]
-        if opts.deep and rank0 and world is not None:
-            print("ipcbench run: --deep is ignored inside an mpiexec job (it starts mpiexec under valgrind itself)",
-                  file=sys.stderr)
+        if opts.deep and world is not None:
+            if rank0:
+                print("ipcbench run: --deep is ignored inside an mpiexec job (it starts mpiexec under valgrind "
+                      "itself)", file=sys.stderr)
             self.deep_cases = []
         elif opts.deep and not self.deep_cases:
             raise UsageError(f"--deep {','.join(opts.deep)} matches no broadcast, ping-pong or stream case (see --list)")
