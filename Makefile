@@ -45,6 +45,9 @@ counters-setup:
 		|| echo "counters: could not mount tracefs: system call counters will be absent"; \
 	else echo "counters: tracefs not readable; as root: mount -t tracefs nodev /sys/kernel/tracing (system call counters are absent until then)"; fi
 	@echo "counters: kernel.perf_event_paranoid=$$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo ?) (system call counting needs <= 1, or root, or CAP_PERFMON)"
+	@# deep mode (ipcbench run --deep) runs every rank under valgrind: the distribution's package
+	@if command -v valgrind >/dev/null; then echo "counters: deep mode: $$(valgrind --version)"; \
+	else echo "counters: valgrind not found: deep mode's counters will be absent (apt-get install valgrind)"; fi
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -80,8 +80,11 @@ IO_COUNTERS = ("io.rchar", "io.wchar", "io.syscr", "io.syscw")
 PICKLE_COUNTERS = ("pickle.dumps", "pickle.dumps_bytes", "pickle.loads", "pickle.loads_bytes")
 SYSCALL_COUNTERS = ("syscalls.total", *(f"syscalls.{c}" for c in SYSCALL_CLASSES), "syscalls.other")
 ALLOC_COUNTERS = ("alloc.peak_bytes", "alloc.net_bytes")
+#: deep mode's counters (harness/deep.py, opt-in): bytes and calls of memcpy-like copies (valgrind's
+#: DHAT in copy mode) and instructions executed (callgrind's Ir), every thread of the process
+DEEP_COUNTERS = ("copied.bytes", "copied.calls", "instructions")
 #: every counter, in the order reports show them
-COUNTERS = (*SYSCALL_COUNTERS, *IO_COUNTERS, *RUSAGE_COUNTERS, *PICKLE_COUNTERS, *ALLOC_COUNTERS)
+COUNTERS = (*SYSCALL_COUNTERS, *IO_COUNTERS, *RUSAGE_COUNTERS, *PICKLE_COUNTERS, *ALLOC_COUNTERS, *DEEP_COUNTERS)
 
 _ORIG = (pickle.dumps, pickle.loads)  # pickle's own functions, for mpi4py's Pickle
 
@@ -500,6 +503,12 @@ class RankCounters:
     totals: dict[str, list[int]]
     messages: int  # messages per repeat
     absent: dict[str, str] = field(default_factory=dict)
+    #: messages per repeat of the deep counters (DEEP_COUNTERS), which deep mode counts in runs of
+    #: its own with another message count; 0 when they were not counted
+    deep_messages: int = 0
+
+    def _messages(self, name: str) -> int:
+        return max(1, self.deep_messages if name in DEEP_COUNTERS and self.deep_messages else self.messages)
 
     def _totals(self, name: str) -> list[int]:
         if name in self.absent:
@@ -513,7 +522,7 @@ class RankCounters:
     def value(self, name: str) -> int | float:
         """Per message: exact where the repeats agree, else the median repeat's."""
         totals = sorted(self._totals(name))
-        return _number(Fraction(totals[len(totals) // 2], max(1, self.messages)))
+        return _number(Fraction(totals[len(totals) // 2], self._messages(name)))
 
     def exact(self, name: str) -> bool:
         """Whether every repeat counted the same total (measured, not assumed)."""
@@ -523,7 +532,7 @@ class RankCounters:
     def spread(self, name: str) -> tuple[int | float, int | float]:
         """(min, max) per message over the repeats."""
         totals = self._totals(name)
-        m = max(1, self.messages)
+        m = self._messages(name)
         return _number(Fraction(min(totals), m)), _number(Fraction(max(totals), m))
 
     def has(self, name: str) -> bool:
@@ -540,6 +549,8 @@ class RankCounters:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"rank": self.rank, "role": self.role, "messages": self.messages,
                              "totals": self.totals, "absent": self.absent}
+        if self.deep_messages:
+            d["deep_messages"] = self.deep_messages
         # derived, for readers of the file (never read back)
         names = [n for n in self.totals if n not in self.absent]
         d["per_message"] = {n: self.value(n) for n in names}
@@ -550,7 +561,7 @@ class RankCounters:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankCounters":
         return cls(int(d["rank"]), str(d["role"]), {k: [int(x) for x in v] for k, v in d["totals"].items()},
-                   int(d["messages"]), dict(d.get("absent") or {}))
+                   int(d["messages"]), dict(d.get("absent") or {}), int(d.get("deep_messages") or 0))
 
 
 _ATTRS = {n.replace(".", "_"): n for n in COUNTERS}

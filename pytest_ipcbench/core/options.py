@@ -303,6 +303,10 @@ RUN: tuple[Option, ...] = (
     Option("count", None, "no counting pass (the default)",
            flag="--no-count", action="store_const", const=False),
     Option("count", boolean, "the counting pass after the timed rounds (default: off)", key="count"),
+    Option("deep", names, "deep mode for the cases whose label matches (glob or substring, as --only; repeatable): "
+                          "after the run, bytes copied (valgrind DHAT) and instructions (callgrind) per message, "
+                          "every rank under valgrind (slow: minutes per case; docs/counters.md)", flag="--deep",
+           key="deep", metavar="PATTERN", action="extend"),
     Option("no_mpi", None, "do not launch mpiexec (local backends only)", flag="--no-mpi", action="store_true"),
     Option("no_extras", None, "skip the MPI transfer methods and the shared-array experiment (the default under [tool.ipcbench])",
            flag="--no-extras", action="store_const", const=True),

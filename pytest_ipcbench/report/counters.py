@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..core.counters import COUNTERS, CounterAbsent, Counters
+from ..core.counters import COUNTERS, DEEP_COUNTERS, CounterAbsent, Counters
 from ..core.units import format_count, size_label
 from ..history.results import Result
 from .common import backend_order, kind_order, table
@@ -21,11 +21,25 @@ COLUMNS = (
     ("written B", "io.wchar"), ("minor faults", "faults.minor"), ("dumps", "pickle.dumps"),
     ("loads", "pickle.loads"), ("alloc peak B", "alloc.peak_bytes"),
 )
+#: deep mode's columns (valgrind, harness/deep.py), shown when some case has them
+DEEP_COLUMNS = (("copied B", "copied.bytes"), ("copies", "copied.calls"), ("instructions", "instructions"))
+
+
+def _has_deep(c: Counters) -> bool:
+    return any(n in x.totals or n in x.absent for x in c.ranks for n in DEEP_COUNTERS)
+
+
+REFERENCE_PREFIX = "ref-"  # a reference backend's name: ref-<backend> (backends/references.py)
 
 
 def _sorted(results: Sequence[Result]) -> list[Result]:
-    return sorted((r for r in results if r.counters is not None),
-                  key=lambda r: (r.scenario, kind_order(r.payload), r.size, backend_order(r.backend), r.mode, r.ranks))
+    """Counted results in table order; a reference (``ref-zmq``) right under its backend's rows, so
+    an overhead reads off in counts."""
+    def key(r: Result) -> tuple[Any, ...]:
+        base = r.backend.removeprefix(REFERENCE_PREFIX)
+        return (r.scenario, kind_order(r.payload), r.size, backend_order(base), r.mode, r.ranks,
+                r.backend.startswith(REFERENCE_PREFIX))
+    return sorted((r for r in results if r.counters is not None), key=key)
 
 
 def cell(c: Counters, role: str, name: str) -> str:
@@ -42,6 +56,7 @@ def cost_section(results: Sequence[Result]) -> list[str]:
     counted = _sorted(results)
     if not counted:
         return []
+    columns = COLUMNS + (DEEP_COLUMNS if any(_has_deep(r.counters) for r in counted if r.counters) else ())
     rows = []
     reasons: dict[str, str] = {}
     for r in counted:
@@ -55,14 +70,17 @@ def cost_section(results: Sequence[Result]) -> list[str]:
                 for name, why in x.absent.items():
                     reasons.setdefault(why, name)
             rows.append([r.scenario, f"{r.backend}/{r.mode}", f"{r.payload}-{size_label(r.size)} r{r.ranks}", role,
-                         *[cell(c, role, name) for _, name in COLUMNS]])
+                         *[cell(c, role, name) for _, name in columns]])
     out = ["## Cost per message (counted apart from the timing)", "",
            "Per message and rank: system calls (all threads, by class), bytes through the kernel's "
            "read and write calls, page faults, pickle calls, the allocation peak (tracemalloc). A plain "
            "number was exact (the same in every repeat); `~` marks a statistical one (median repeat; "
            "the spread is in counters.csv). Readers: the largest over the readers. The harness's own "
-           "barrier is subtracted.", "",
-           table(["Scenario", "Backend", "Case", "Rank", *[h for h, _ in COLUMNS]], rows, "llll" + "r" * len(COLUMNS)),
+           "barrier is subtracted. A reference (`ref-<backend>`, the plain use of the mechanism: "
+           "`ipcbench run --backends zmq,ref-zmq --count`) is listed under its backend." + (" Copied B, copies and instructions: deep mode (`--deep`, valgrind's DHAT "
+                                       "and callgrind; every thread; docs/counters.md)." if columns != COLUMNS else ""),
+           "",
+           table(["Scenario", "Backend", "Case", "Rank", *[h for h, _ in columns]], rows, "llll" + "r" * len(columns)),
            ""]
     if reasons:
         out += ["Not measured here (n/a):", ""] + [f"- {why}" for why in sorted(reasons)] + [""]
@@ -77,10 +95,14 @@ def counter_rows(results: Sequence[Result]) -> list[dict[str, Any]]:
         assert c is not None
         for x in c.ranks:
             for name in COUNTERS:
+                deep = name in DEEP_COUNTERS
+                if deep and name not in x.totals and name not in x.absent:
+                    continue  # deep mode is opt-in: no row for a case it did not run on
                 row: dict[str, Any] = {
                     "key": r.key, "scenario": r.scenario, "backend": r.backend, "mode": r.mode,
                     "payload": r.payload, "size": r.size, "ranks": r.ranks, "rank": x.rank, "role": x.role,
-                    "counter": name, "messages": x.messages, "repeats": c.repeats,
+                    "counter": name, "messages": x.deep_messages if deep and x.deep_messages else x.messages,
+                    "repeats": c.repeats,
                 }
                 if x.has(name):
                     lo, hi = x.spread(name)

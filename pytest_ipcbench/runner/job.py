@@ -41,6 +41,7 @@ from typing import Any, Sequence
 from ..backends.base import BACKENDS, MODES, backend_names, declared_resources, parse_wait, set_default_wait
 from ..core.payloads import PAYLOADS
 from ..core import names
+from ..core.errors import UsageError
 from ..core.envinfo import INJECT_ENV, collect as collect_env, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
@@ -50,6 +51,7 @@ from ..core.procs import find_mpiexec, has_module, kill_group, load_average  # n
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier, with_copy_reference)
 from ..core.injection import injected
+from ..harness.deep import DeepCase, deep_counters, merge as merge_deep
 from ..harness.physics import below_physics
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
@@ -84,6 +86,8 @@ class RunOptions:
     # the counting pass (harness/count.py): off unless asked for (--count): it added 60-130% to a
     # run's wall time on a loaded 2-core machine (docs/counters.md, "Cost")
     count: bool | None = None
+    # deep mode (harness/deep.py): labels matching these patterns get valgrind's counters after the run
+    deep: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if self.wait is not None:
@@ -432,6 +436,16 @@ class Runner:
                 print(f"{len(mpi_cases) + len(local_cases)} cases"
                       + (" + MPI transfer methods" if methods else "") + (" + shared-array experiment" if seed002 else ""))
             return 0
+        # deep mode runs after the timed run, from the launching command (it starts mpiexec under valgrind)
+        self.deep_cases = [c for c in mpi_cases + local_cases if c.scenario in ("broadcast", "pingpong", "stream")
+                           and any(fnmatch.fnmatchcase(c.label, p) or p in c.label for p in opts.deep)]
+        if opts.deep and world is not None:
+            if rank0:
+                print("ipcbench run: --deep is ignored inside an mpiexec job (it starts mpiexec under valgrind "
+                      "itself)", file=sys.stderr)
+            self.deep_cases = []
+        elif opts.deep and not self.deep_cases:
+            raise UsageError(f"--deep {','.join(opts.deep)} matches no broadcast, ping-pong or stream case (see --list)")
         ranks = opts.ranks if world is None else world.size
         if world is None:  # the launching command: sizes that cannot fit are refused before any rank starts
             from ..core.units import admit_sizes
@@ -505,6 +519,30 @@ class Runner:
             return 0
         return self.finish(env, copies, time.monotonic() - t0, len(mpi_cases) + len(local_cases))
 
+    def deep_phase(self) -> None:
+        """Deep mode's counters (harness/deep.py) into the results of the chosen cases."""
+        for c in self.deep_cases:
+            found = [r for r in self.results.results if (r.scenario, r.backend, r.mode, r.payload, r.size) ==
+                     (c.scenario, c.backend, c.mode, c.kind, c.size) and not r.variant]
+            if not found:
+                self.log(f"deep {c.label}: no result to add to (the case failed or was skipped)")
+                continue
+            ranks = 2 if c.scenario in PAIR_SCENARIOS else c.ranks
+            t0 = time.monotonic()
+            print(f"deep {c.label}: under valgrind ...", flush=True)
+            try:
+                deep = deep_counters(DeepCase(c.backend, c.mode, c.kind, c.size, c.scenario, ranks))
+            except Exception as exc:  # a failed deep run fails that case's deep counters, not the run
+                self.fail(f"deep {c.label}", str(exc))
+                continue
+            for r in found:
+                r.counters = merge_deep(r.counters, deep)
+            absent = sorted({why for x in deep.ranks for why in x.absent.values()})
+            self.log(f"deep {c.label}: {time.monotonic() - t0:.0f} s" + (f"; absent: {absent[0]}" if absent else ""))
+            print(f"deep {c.label}: {time.monotonic() - t0:.0f} s " + (f"(absent: {absent[0]})" if absent else " | ".join(
+                f"{x.role} {x.rank}: copied {_deep_cell(x, 'copied.bytes')} B, {_deep_cell(x, 'instructions')} instr"
+                for x in deep.ranks)), flush=True)
+
     def finish(self, env: dict[str, Any], copies: dict[int, float], wall: float, n_cases: int) -> int:
         """Efficiency, environment, results.json, the report, the summary on the terminal."""
         self.results.extend(self.copies[n] for n in sorted(self.copies))
@@ -524,6 +562,8 @@ class Runner:
             violation.broadcast.extra["harness_error"] = str(violation)
             self.failures.append(str(violation))
             self.log(str(violation))
+        if getattr(self, "deep_cases", None):
+            self.deep_phase()
         env["load_end"] = load_average()
         env.update(wall_s=round(wall, 1), cases=n_cases, failures=self.failures,
                    settings=asdict(self.settings), case_timeout_s=self.case_timeout)
@@ -569,3 +609,12 @@ def seed002_results(got: Any) -> list[Result]:
                        "release": sweep.get("release", {}).get(label) if path == "handle" else None,
                        "what": "handle-only round trip (handle) against None (ping), same queue"}))
     return results
+
+
+def _deep_cell(rank: Any, name: str) -> str:
+    """A deep counter per message for the terminal: plain if exact, ``~`` if the repeats differed."""
+    if not rank.has(name):
+        return "n/a"
+    value = rank.value(name)
+    text = f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)
+    return text if rank.exact(name) else "~" + text

@@ -47,3 +47,37 @@ def test_counters_csv_and_run_note(tmp_path):
     with open(tmp_path / "counters.csv") as f:
         assert len(list(csv.DictReader(f))) == len(rows)
     assert "Cost per message" in (tmp_path / "summary.md").read_text()
+
+
+def test_deep_counters_get_columns_and_csv_rows_only_where_deep_mode_ran():
+    from pytest_ipcbench.harness.deep import merge
+
+    plain = counted()
+    assert "copied B" not in "\n".join(cost_section([plain]))
+    assert not any(r["counter"] == "instructions" for r in counter_rows([plain]))
+    deep = Counters([RankCounters(0, "writer", {"copied.bytes": [4096, 4096], "copied.calls": [8, 8],
+                                                "instructions": [4000, 4400]}, 4, {}, 4),
+                     RankCounters(1, "reader", {}, 0, {"copied.bytes": "valgrind not found", "copied.calls":
+                                                       "valgrind not found", "instructions": "valgrind not found"})],
+                    4, 1, 2)
+    r = counted()
+    r.counters = merge(r.counters, deep)
+    text = "\n".join(cost_section([r]))
+    writer = next(line for line in text.splitlines() if "| writer |" in line)
+    assert writer.endswith("| 1,024 | 2 | ~1,100 |")  # per deep mode's 4 messages, not the pass's 16
+    assert "- valgrind not found" in text
+    rows = {(x["rank"], x["counter"]): x for x in counter_rows([r])}
+    assert rows[(0, "copied.bytes")]["per_message"] == 1024 and rows[(0, "copied.bytes")]["messages"] == 4
+    assert rows[(1, "instructions")]["absent"] == "valgrind not found"
+    assert (2, "instructions") not in rows  # a rank deep mode did not report: no row
+
+
+def test_a_reference_is_listed_right_under_its_backend():
+    def one(backend: str, mode: str, data: int) -> Result:
+        ranks = [RankCounters(0, "writer", {"syscalls.data": [data] * 3}, 1), RankCounters(1, "reader", {}, 1)]
+        return Result("pingpong", backend, mode, "buffer", 1024, 2, {"latency": [1e-5]}, nbytes=1024,
+                      counters=Counters(ranks, 1, 1, 3))
+    text = "\n".join(cost_section([one("ref-zmq", "native", 2), one("shm", "native", 0), one("zmq", "native", 4),
+                                   one("ref-shm", "native", 0)]))
+    order = [line.split("|")[2].strip() for line in text.splitlines() if "| writer |" in line]
+    assert order == ["shm/native", "ref-shm/native", "zmq/native", "ref-zmq/native"]
