@@ -43,7 +43,9 @@ def command(ranks: int, module: str, args: Sequence[str] = (), mpiexec: str | No
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1"}  # records must not wait in a rank's buffer
+    # records must not wait in a rank's buffer; the ranks' reapers end the job if this process dies
+    # (core/reaper.py: nothing else would, and a rank blocked in MPI never notices)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "IPCBENCH_LAUNCHER": str(os.getpid())}
 
 
 # ------------------------------------------------------------------------------ rank side
