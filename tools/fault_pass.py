@@ -92,7 +92,7 @@ class Watch:
     def look(self) -> None:
         for pid in procs.children_tree(self.root):
             name = procs.comm(pid)
-            if pid not in self.pids and name:
+            if name and self.pids.get(pid) != name:  # the name after exec
                 self.pids[pid] = name
             self.files |= set(procs.mapped_files(pid, "/dev/shm/mpich_shm_"))
             self.files |= set(procs.open_files(pid, "hydra_hwloc_xmlfile_"))
@@ -106,7 +106,7 @@ class Watch:
         """Live ranks (children of Hydra's proxies), by PMI rank."""
         out = []
         for pid in list(self.pids):
-            if self.pids[pid].startswith("hydra_pmi_prox"):
+            if procs.comm(pid).startswith("hydra_pmi_prox"):  # now: a pid seen before its exec had another name
                 out.extend(procs.children(pid))
         return [p for p in out if procs.running(p)]
 
@@ -295,9 +295,10 @@ def bad_input_cases(work: Path) -> list[tuple[str, list[str], dict]]:
 # ----------------------------------------------------------------------------------------- faults
 
 LOOP = textwrap.dedent("""
-    import time
+    import shutil, time
     import pytest
     from pytest_ipcbench import BackendSpec, PayloadSpec, assert_delivered, deliver
+    from pytest_ipcbench.core import names
 
     def run_deliver(group, spec, payload):
         return deliver(group, spec, payload)
@@ -306,9 +307,11 @@ LOOP = textwrap.dedent("""
     @pytest.mark.parametrize("backend", ["shm", "lmdb", "zmq"])
     def test_deliver(ipc_group, backend):
         spec, payload = BackendSpec(backend, "native"), PayloadSpec("ndarray", 100_000)
+        mine = names.private_dir("loop")  # a folder of ours for the whole test (the backends' come and go)
         deadline = time.monotonic() + 8
         while ipc_group.bcast(time.monotonic() < deadline):  # rank 0's clock: every rank stops together
             assert_delivered(ipc_group.run(run_deliver, spec, payload))
+        shutil.rmtree(mine)
 """)
 
 HANG = textwrap.dedent("""
@@ -359,7 +362,7 @@ def _send(proc: subprocess.Popen, watch: Watch, sig: int, who: str) -> str:
     if who == "run":
         target = proc.pid
     elif who == "mpiexec":
-        target = next((p for p, c in watch.pids.items() if c == "mpiexec" and procs.running(p)), 0)
+        target = next((p for p in list(watch.pids) if procs.comm(p) == "mpiexec" and procs.running(p)), 0)
     else:
         target, deadline = 0, time.monotonic() + 5  # between two jobs of a run: the next one's rank 1
         while not target and time.monotonic() < deadline and proc.poll() is None:
