@@ -70,7 +70,7 @@ def start(rank: int) -> "subprocess.Popen[bytes] | None":
     segments = [str(p) for p in procs.mapped_files(os.getpid(), "/dev/shm/mpich_shm_")]
     err = _launcher_stderr(os.getppid())
     watch = _launcher_pidfds(os.getppid())
-    fds = [fd] + ([err] if err >= 0 else []) + [w for w, _, _ in watch]
+    fds = [fd] + ([err] if err >= 0 else []) + [w for w, _, _ in watch if w >= 0]
     try:
         return subprocess.Popen([sys.executable, "-c", _BOOT, str(Path(__file__).resolve().parent.parent),
                                  str(os.getpid()), str(rank), str(fd), str(err), str(os.getppid()),
@@ -115,10 +115,18 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
     poll = select.poll()
     poll.register(pidfd, select.POLLIN)
     poll.register(sys.stdin.fileno(), select.POLLIN)
-    for fd in watch:
-        poll.register(fd, select.POLLIN)
     done = False
     launcher_gone = ""
+    for fd in watch:
+        if fd >= 0:
+            poll.register(fd, select.POLLIN)
+        elif not launcher_gone:  # gone before this reaper started
+            launcher_gone = f"its launcher {watch[fd][1]} (pid {watch[fd][0]}) is gone"
+            _say(f"ipcbench: rank {rank} (pid {pid}): {launcher_gone}; its reaper ends it")
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except (OSError, AttributeError):
+                pass
     while True:
         mapped |= set(procs.mapped_files(pid, "/dev/shm/" + "mpich_shm_"))
         hydra |= set(procs.open_files(proxy, HYDRA_PREFIX)) if proxy else set()
@@ -153,8 +161,8 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
     if launcher_gone:
         how = f"was ended by its reaper ({launcher_gone})"
         first = ""
-    elif any(fd in dict(poll.poll(0)) for fd in watch):
-        who, what = watch[next(fd for fd in watch if fd in dict(poll.poll(0)))]
+    elif any(fd >= 0 and fd in dict(poll.poll(0)) for fd in watch):
+        who, what = watch[next(fd for fd in watch if fd >= 0 and fd in dict(poll.poll(0)))]
         how += f" (its launcher {what}, pid {who}, is gone)"
     _say(f"ipcbench: rank {rank} (pid {pid}){first} {how}; its reaper removes what it left")
     deadline = time.monotonic() + SETTLE
@@ -203,13 +211,17 @@ def _launcher_pidfds(parent: int) -> list[tuple[int, int, str]]:
     that mpiexec when core/launcher.py says so (``LAUNCHER_ENV``); (fd, pid, name) each."""
     out: list[tuple[int, int, str]] = []
     mpiexec = _mpiexec(parent)
-    if mpiexec is None:
-        return out
-    wanted = [(mpiexec, "mpiexec")]
     try:
         launcher = int(os.environ.get(LAUNCHER_ENV, ""))
     except ValueError:
         launcher = 0
+    if launcher > 1 and not procs.running(launcher) and (mpiexec is None or _ppid(mpiexec) in (None, 1)):
+        # started by core/launcher.py, whose command died while this rank was starting (mpiexec gone
+        # too, or orphaned): no pidfd to wait on, it is gone already (fd -1)
+        return [(-1, launcher, "ipcbench" if mpiexec is None else "the command that started mpiexec")]
+    if mpiexec is None:
+        return out
+    wanted = [(mpiexec, "mpiexec")]
     if launcher > 1 and _ppid(mpiexec) == launcher:
         wanted.append((launcher, procs.comm(launcher) or "launcher"))
     for pid, name in wanted:

@@ -64,6 +64,7 @@ class Job:
     def wait_gone(self, bound: float) -> tuple[float, list[str]]:
         t0 = time.monotonic()
         while time.monotonic() - t0 < bound and self.left():
+            self.look()  # ranks still starting make their segments now
             time.sleep(0.1)
         return time.monotonic() - t0, self.left()
 
@@ -100,6 +101,31 @@ def _run_cmd(out: Path) -> list[str]:
     return [sys.executable, "-c", MAIN, "run", "--quick", "--no-extras", "--scenarios", "broadcast", "--backends",
             "lmdb,zmq,shm", "--kinds", "ndarray", "--modes", "bytes", "--ranks", "3", "--sizes", "1MB",
             "--time-budget", "3", "--progress", "none", "--out", str(out)]
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+def test_ipcbench_run_killed_while_its_ranks_start_leaves_nothing_of_its_job(tmp_path: Path) -> None:
+    """Killed before the ranks' reapers are up: a reaper that starts after its launcher is gone
+    (no pidfd to open any more) ends its rank at once."""
+    pytest.importorskip("mpi4py")
+    log = (tmp_path / "stderr").open("w+")
+    run = subprocess.Popen(_run_cmd(tmp_path / "out"), stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    job = Job(run.pid)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and run.poll() is None and not job.ranks:
+            job.look()
+            time.sleep(0.01)
+        assert job.ranks, "the MPI job never started"
+        os.kill(run.pid, signal.SIGKILL)
+        took, left = job.wait_gone(BOUND)
+        log.seek(0)
+        assert left == [], f"after {took:.1f} s still {left}\n" + log.read()[-3000:]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        job.scrub()
 
 
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
