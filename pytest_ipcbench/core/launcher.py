@@ -107,8 +107,11 @@ class Job:
 
     def __init__(self, cmd: list[str]) -> None:
         self.cmd = cmd
+        # SIGPIPE stays ignored in mpiexec (restore_signals=False): were this process killed, mpiexec's
+        # next write fails with EPIPE and it ends its job the orderly way (its ranks, Hydra's topology
+        # file) instead of dying on the spot and leaving them
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True, env=_env())
+                                     start_new_session=True, env=_env(), restore_signals=False)
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         for stream, name in ((self.proc.stdout, "out"), (self.proc.stderr, "err")):
             threading.Thread(target=self._pump, args=(stream, name), daemon=True).start()

@@ -215,9 +215,10 @@ def _launcher_pidfds(parent: int) -> list[tuple[int, int, str]]:
         launcher = int(os.environ.get(LAUNCHER_ENV, ""))
     except ValueError:
         launcher = 0
-    if launcher > 1 and not procs.running(launcher) and (mpiexec is None or _ppid(mpiexec) in (None, 1)):
+    if launcher > 1 and not procs.running(launcher) and (mpiexec is None or _ppid(mpiexec) != launcher):
         # started by core/launcher.py, whose command died while this rank was starting (mpiexec gone
-        # too, or orphaned): no pidfd to wait on, it is gone already (fd -1)
+        # too, or orphaned: its parent is not that command any more): no pidfd to wait on, it is gone
+        # already (fd -1)
         return [(-1, launcher, "ipcbench" if mpiexec is None else "the command that started mpiexec")]
     if mpiexec is None:
         return out
