@@ -113,6 +113,9 @@ class Backend(ABC):
     node_local: ClassVar[bool | None] = None
     # connects only processes started by one parent (a LocalWorld), never mpiexec ranks (mp-queue)
     local_only: ClassVar[bool] = False
+    #: the payload is held in /dev/shm (a POSIX segment, an MPI shared window): a size is admitted
+    #: against /dev/shm's free space too (core.units.admit_sizes)
+    payload_in_shm: ClassVar[bool] = False
     #: where ``ipcbench run`` times a backend that needs neither: "local" (plain worker processes,
     #: no MPI runtime in them, the default) or "mpi" (among the ranks of its mpiexec job). Built-ins
     #: that have always been measured among MPI ranks (shm, lmdb, zmq) say "mpi"; see process_model()
@@ -338,6 +341,17 @@ def get_backend(name: str) -> type[Backend]:
     """The backend class for ``name``: ValueError if unknown (naming the known ones),
     BackendUnavailable (with the reason) if its entry point needs a missing package."""
     return BACKENDS.get(name)
+
+
+def holds_payload_in_shm(backends: "str | Sequence[str]") -> bool:
+    """Does one of ``backends`` hold its payload in /dev/shm? (unknown or unloadable ones: no)"""
+    for name in [backends] if isinstance(backends, str) else backends:
+        try:
+            if BACKENDS.get(name).payload_in_shm:
+                return True
+        except (BackendUnavailable, ExtensionError, ValueError):
+            continue
+    return False
 
 
 REFERENCE_PREFIX = "ref-"  # the built-in references' names (backends/references.py, loaded with the package)

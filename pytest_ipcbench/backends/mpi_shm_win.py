@@ -57,6 +57,7 @@ class MPIShmWinBackend(Backend):
     """A one-slot channel in MPI shared-memory windows; see the module docstring."""
 
     name = "mpi-shm-win"
+    payload_in_shm = True  # admitted against /dev/shm's free space too
     kind = "channel"
     needs_mpi = True
     node_local = True  # the windows live on one node: across nodes, one per node (hierarchy.py)

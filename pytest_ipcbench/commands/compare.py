@@ -93,10 +93,31 @@ def run(args: argparse.Namespace) -> int:
     return compare_files(args.base, args.head, decision(args), paired=True if args.paired else None)
 
 
+def check_calibration_file(path: str | None) -> None:
+    """A calibration file given by name must be a regular file (MalformedResults otherwise): a FIFO
+    blocked the read forever, a device never ended it."""
+    if path is not None and path.strip().lower() not in ("", "none", "off"):
+        import json
+
+        from ..history.results import MalformedResults, read_regular_file
+
+        try:
+            data = read_regular_file(Path(path))
+        except FileNotFoundError:
+            raise MalformedResults(f"--calibration: no calibration file at {path}") from None
+        try:
+            json.loads(data)
+        except RecursionError:  # the loader would end in a traceback
+            raise MalformedResults(f"{path}: not a calibration file: JSON nested too deeply") from None
+        except ValueError:
+            pass  # the loader names what is wrong
+
+
 def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | None = None) -> int:
     try:
         base = load_results(base_path, "base")
         head = load_results(head_path, "head")
+        check_calibration_file(how.calibration)
         calibration = find_calibration(how.calibration)
         comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired,
                                   calibration)

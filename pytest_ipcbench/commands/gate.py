@@ -79,6 +79,9 @@ def parse_minutes(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     try:
         inject = parse_injection(",".join(args.inject), "--inject")
+        from .compare import check_calibration_file
+
+        check_calibration_file(args.calibration)  # before installing anything: a FIFO would block at the end
     except ValueError as exc:
         print(f"ipcbench gate: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -142,6 +142,8 @@ class JobWatch:
 _BAD_PID = re.compile(r"^=\s+PID (\d+) RUNNING AT")
 _BAD_CODE = re.compile(r"^=\s+(?:EXIT CODE|KILLED BY SIGNAL): (\d+)")
 _EXIT_STRING = re.compile(r"EXIT STRING: (.*\(signal (\d+)\))")
+#: a rank's own reaper (core/reaper.py) read the same zombie: whichever of the two got it says how
+_REAPER_SAYS = re.compile(r"^ipcbench: rank \d+ \(pid (\d+)\)(?: first)? (was killed by signal \d+ \(\w+\)|exited with code \d+)")
 
 
 def _pmi_rank(pid: int) -> int | None:
@@ -222,7 +224,12 @@ class JobReaper(JobWatch):
         self._poll.register(fd, select.POLLIN)
 
     def feed(self, line: str) -> None:
-        """One line of the launcher's output (Hydra reports a rank's bad end on it)."""
+        """One line of the launcher's output (Hydra reports a rank's bad end on it, and so do the
+        ranks' reapers)."""
+        m = _REAPER_SAYS.match(line)
+        if m:
+            self.status.setdefault(int(m.group(1)), m.group(2))
+            return
         m = _BAD_PID.match(line)
         if m:
             self._pid = int(m.group(1))

@@ -43,7 +43,9 @@ def command(ranks: int, module: str, args: Sequence[str] = (), mpiexec: str | No
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1"}  # records must not wait in a rank's buffer
+    # records must not wait in a rank's buffer; the ranks' reapers end the job if this process dies
+    # (core/reaper.py: nothing else would, and a rank blocked in MPI never notices)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "IPCBENCH_LAUNCHER": str(os.getpid())}
 
 
 # ------------------------------------------------------------------------------ rank side
@@ -105,8 +107,11 @@ class Job:
 
     def __init__(self, cmd: list[str]) -> None:
         self.cmd = cmd
+        # SIGPIPE stays ignored in mpiexec (restore_signals=False): were this process killed, mpiexec's
+        # next write fails with EPIPE and it ends its job the orderly way (its ranks, Hydra's topology
+        # file) instead of dying on the spot and leaving them
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True, env=_env())
+                                     start_new_session=True, env=_env(), restore_signals=False)
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         for stream, name in ((self.proc.stdout, "out"), (self.proc.stderr, "err")):
             threading.Thread(target=self._pump, args=(stream, name), daemon=True).start()

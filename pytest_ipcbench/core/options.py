@@ -48,11 +48,10 @@ Check = Callable[[Any, str], Any]
 def _number(value: Any, where: str, problem: str) -> float:
     if isinstance(value, bool):
         raise OptionError(where, problem)
-    if isinstance(value, (int, float)):
-        return float(value)
     try:
-        return float(str(value).strip())
-    except ValueError:
+        # a TOML integer of 400 digits: OverflowError; it is out of every range anyway
+        return float(value) if isinstance(value, (int, float)) else float(str(value).strip())
+    except (ValueError, OverflowError):
         raise OptionError(where, problem) from None
 
 

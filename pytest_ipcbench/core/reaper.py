@@ -10,7 +10,15 @@ the rank's death without it makes it print which rank died and how, wait (at mos
 (``ipcb-<pid>-*``) and the MPICH segments that no process maps any more. It then exits: nothing
 is left running.
 
-Started by :func:`start` (``python -c _BOOT PACKAGE_DIR PID RANK PIDFD ERRFD PROXY [SEGMENT ...]``).
+A killed launcher is a death too: the reaper also holds pidfds of ``mpiexec`` and, for a job that
+``ipcbench run`` (core/launcher.py) started, of that command (``LAUNCHER_ENV`` names it). When one
+of them ends while the rank runs, nobody would end the job (a prctl death signal does not cross
+Hydra's proxy, and a rank blocked in MPI never notices): the reaper says so, kills its rank and
+reclaims as above. Hydra's topology file, which the rank's proxy holds open, goes with the rest
+once the proxy and the ranks are gone.
+
+Started by :func:`start` (``python -c _BOOT PACKAGE_DIR PID RANK PIDFD ERRFD PROXY WATCH [SEGMENT ...]``,
+WATCH a comma-separated list of ``FD:PID:NAME``, pidfds of the launchers, or ``-``).
 """
 
 from __future__ import annotations
@@ -27,6 +35,10 @@ from . import names, procs
 
 SETTLE = 10.0  # seconds to wait for the other ranks of the node to end before removing
 LOOK_EVERY = 0.5  # seconds between looks at the rank's maps
+#: set by core/launcher.py in the environment of the jobs it starts: the pid of the command that
+#: started that mpiexec (honoured only by ranks whose mpiexec that pid started)
+LAUNCHER_ENV = "IPCBENCH_LAUNCHER"
+HYDRA_PREFIX = "hydra_hwloc_xmlfile_"
 
 
 #: The reaper's command: this module without the package's ``__init__`` (which imports numpy and
@@ -37,8 +49,12 @@ _BOOT = ("import sys, types; pkg = types.ModuleType('pytest_ipcbench'); pkg.__pa
 
 
 def main(argv: list[str]) -> int:
-    """``PID RANK PIDFD ERRFD PROXY [SEGMENT ...]``, as :func:`start` passes them."""
-    return reap(int(argv[0]), int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]), argv[5:])
+    """``PID RANK PIDFD ERRFD PROXY WATCH [SEGMENT ...]``, as :func:`start` passes them."""
+    watch = {}
+    for item in argv[5].split(",") if argv[5] != "-" else []:
+        fd, pid, name = item.split(":", 2)
+        watch[int(fd)] = (int(pid), name)
+    return reap(int(argv[0]), int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]), argv[6:], watch)
 
 
 def start(rank: int) -> "subprocess.Popen[bytes] | None":
@@ -53,18 +69,20 @@ def start(rank: int) -> "subprocess.Popen[bytes] | None":
         return None
     segments = [str(p) for p in procs.mapped_files(os.getpid(), "/dev/shm/mpich_shm_")]
     err = _launcher_stderr(os.getppid())
+    watch = _launcher_pidfds(os.getppid())
+    fds = [fd] + ([err] if err >= 0 else []) + [w for w, _, _ in watch if w >= 0]
     try:
         return subprocess.Popen([sys.executable, "-c", _BOOT, str(Path(__file__).resolve().parent.parent),
                                  str(os.getpid()), str(rank), str(fd), str(err), str(os.getppid()),
+                                 ",".join(f"{w}:{p}:{n}" for w, p, n in watch) or "-",
                                  *sorted(set(segments))],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True, env=env,
-                                pass_fds=(fd,) if err < 0 else (fd, err))
+                                pass_fds=tuple(fds))
     except OSError:
         return None
     finally:
-        os.close(fd)
-        if err >= 0:
-            os.close(err)
+        for each in fds:
+            os.close(each)
 
 
 def release(reaper: "subprocess.Popen[bytes] | None") -> None:
@@ -84,19 +102,34 @@ def release(reaper: "subprocess.Popen[bytes] | None") -> None:
         reaper.wait()
 
 
-def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[str]) -> int:
+def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[str],
+         watch: dict[int, tuple[int, str]] | None = None) -> int:
     """The reaper's life (see the module docstring); its exit code."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ends the job; the reaper must still clean
     if err >= 0:  # the launcher's stderr: the rank's own is a pipe to Hydra's proxy, gone by then
         os.dup2(err, 2)
         os.close(err)
+    watch = dict(watch or {})
     mapped: set[Path] = {Path(s) for s in segments}
+    hydra: set[Path] = set()
     poll = select.poll()
     poll.register(pidfd, select.POLLIN)
     poll.register(sys.stdin.fileno(), select.POLLIN)
     done = False
+    launcher_gone = ""
+    for fd in watch:
+        if fd >= 0:
+            poll.register(fd, select.POLLIN)
+        elif not launcher_gone:  # gone before this reaper started
+            launcher_gone = f"its launcher {watch[fd][1]} (pid {watch[fd][0]}) is gone"
+            _say(f"ipcbench: rank {rank} (pid {pid}): {launcher_gone}; its reaper ends it")
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except (OSError, AttributeError):
+                pass
     while True:
         mapped |= set(procs.mapped_files(pid, "/dev/shm/" + "mpich_shm_"))
+        hydra |= set(procs.open_files(proxy, HYDRA_PREFIX)) if proxy else set()
         events = dict(poll.poll(LOOK_EVERY * 1000))
         if sys.stdin.fileno() in events:
             line = os.read(sys.stdin.fileno(), 64)
@@ -108,15 +141,33 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
             break
         if done:
             return 0
+        gone = [fd for fd in watch if fd in events]
+        if gone and not launcher_gone:
+            # the rank's launcher is gone: nobody else will end this job, so its reaper does
+            who, what = watch[gone[0]]
+            launcher_gone = f"its launcher {what} (pid {who}) is gone"
+            for fd in gone:
+                poll.unregister(fd)
+            _say(f"ipcbench: rank {rank} (pid {pid}): {launcher_gone}; its reaper ends it")
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except (OSError, AttributeError):
+                pass
     if done:
         return 0
     how = procs.zombie_status(pid) or "ended without finishing (killed or crashed)"
     siblings = [k for k in procs.children(proxy) if k != pid]
     first = " first" if siblings and all(procs.running(k) for k in siblings) else ""
-    print(f"ipcbench: rank {rank} (pid {pid}){first} {how}; its reaper removes what it left",
-          file=sys.stderr, flush=True)
+    if launcher_gone:
+        how = f"was ended by its reaper ({launcher_gone})"
+        first = ""
+    elif any(fd >= 0 and fd in dict(poll.poll(0)) for fd in watch):
+        who, what = watch[next(fd for fd in watch if fd >= 0 and fd in dict(poll.poll(0)))]
+        how += f" (its launcher {what}, pid {who}, is gone)"
+    _say(f"ipcbench: rank {rank} (pid {pid}){first} {how}; its reaper removes what it left")
     deadline = time.monotonic() + SETTLE
-    while time.monotonic() < deadline and proxy and any(procs.running(k) for k in procs.children(proxy)):
+    while time.monotonic() < deadline and proxy and (
+            any(procs.running(k) for k in procs.children(proxy)) or (hydra and procs.running(proxy))):
         time.sleep(0.1)
     removed = []
     for item in names.find_ours(pid=pid):
@@ -130,24 +181,79 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
                 removed.append(path.name)
             except OSError:
                 pass
+    # Hydra's topology file: its proxy held it open; once the proxy is gone, nobody of the job reads it
+    # (a normal end unlinks it: then it is simply absent)
+    if hydra and not (proxy and procs.running(proxy)):
+        deadline = time.monotonic() + 2.0  # the proxy unlinks it itself on its way out, unless killed
+        while time.monotonic() < deadline and any(p.exists() for p in hydra):
+            time.sleep(0.1)
+        for path in sorted(hydra):
+            try:
+                path.unlink()
+                removed.append(path.name)
+            except OSError:
+                pass
     if removed:
-        print(f"ipcbench: removed what rank {rank} left: {', '.join(removed)}\n", end="", file=sys.stderr, flush=True)
+        _say(f"ipcbench: removed what rank {rank} left: {', '.join(removed)}")
     return 0
+
+
+def _say(line: str) -> None:
+    """One line on the launcher's stderr; a killed launcher's is a broken pipe: the cleanup goes on."""
+    try:
+        os.write(2, (line + "\n").encode(errors="replace"))
+    except OSError:
+        pass
+
+
+def _launcher_pidfds(parent: int) -> list[tuple[int, int, str]]:
+    """Pidfds of this rank's launchers: its ``mpiexec`` (up the parents) and the command that started
+    that mpiexec when core/launcher.py says so (``LAUNCHER_ENV``); (fd, pid, name) each."""
+    out: list[tuple[int, int, str]] = []
+    mpiexec = _mpiexec(parent)
+    try:
+        launcher = int(os.environ.get(LAUNCHER_ENV, ""))
+    except ValueError:
+        launcher = 0
+    if launcher > 1 and not procs.running(launcher) and (mpiexec is None or _ppid(mpiexec) != launcher):
+        # started by core/launcher.py, whose command died while this rank was starting (mpiexec gone
+        # too, or orphaned: its parent is not that command any more): no pidfd to wait on, it is gone
+        # already (fd -1)
+        return [(-1, launcher, "ipcbench" if mpiexec is None else "the command that started mpiexec")]
+    if mpiexec is None:
+        return out
+    wanted = [(mpiexec, "mpiexec")]
+    if launcher > 1 and _ppid(mpiexec) == launcher:
+        wanted.append((launcher, procs.comm(launcher) or "launcher"))
+    for pid, name in wanted:
+        try:
+            out.append((os.pidfd_open(pid), pid, name))
+        except OSError:
+            continue
+    return out
+
+
+def _mpiexec(parent: int) -> int | None:
+    """The ``mpiexec`` above this rank (up the parents), or None."""
+    here: int | None = parent
+    for _ in range(8):
+        if not here or here <= 1:
+            return None
+        if procs.comm(here).startswith(("mpiexec", "mpirun")):
+            return here
+        here = _ppid(here)
+    return None
 
 
 def _launcher_stderr(parent: int) -> int:
     """A new descriptor of the launcher's stderr (``mpiexec``, up the parents), or -1."""
-    here: int | None = parent
-    for _ in range(8):
-        if not here or here <= 1:
-            return -1
-        if procs.comm(here).startswith(("mpiexec", "mpirun")):
-            try:
-                return os.open(f"/proc/{here}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-            except OSError:
-                return -1
-        here = _ppid(here)
-    return -1
+    here = _mpiexec(parent)
+    if here is None:
+        return -1
+    try:
+        return os.open(f"/proc/{here}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    except OSError:
+        return -1
 
 
 def _ppid(pid: int) -> int | None:

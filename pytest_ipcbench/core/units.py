@@ -116,26 +116,44 @@ def available_memory() -> int:
     return avail
 
 
-def admit_sizes(sizes: Any, ranks: Any, source: str = "size") -> None:
-    """Raise :class:`SizeTooLarge` unless every size in ``sizes`` fits in the memory available now
-    with every rank count in ``ranks`` holding its copies (:data:`COPIES_PER_RANK` a rank and
-    :data:`SHARED_COPIES`): a run that cannot fit is refused before it starts, instead of being
-    ended half-way by the OOM killer (which leaves its segments behind)."""
-    avail = available_memory()
-    if not avail:
-        return
+def shm_free() -> int:
+    """Bytes free in /dev/shm now (0 when unknown)."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
+def admit_sizes(sizes: Any, ranks: Any, source: str = "size", in_shm: bool = False) -> None:
+    """The one admission of payload sizes, for every entry (``ipcbench run``'s cases, pytest's
+    options and pyproject, an ``ipcbench`` marker, ``ipc_bench(...)``): raise :class:`SizeTooLarge`
+    (a UsageError: exit 2) naming the size, ``source``, the memory it needs and what is available,
+    unless every size in ``sizes`` fits in the memory available now with every rank count in
+    ``ranks`` holding its copies (:data:`COPIES_PER_RANK` a rank and :data:`SHARED_COPIES`), and,
+    ``in_shm`` (a backend that keeps the payload in /dev/shm), its shared copy fits in /dev/shm's
+    free space. A run that cannot fit is refused before it starts, instead of being ended half-way
+    by the OOM killer or SIGBUS (which leave its segments behind)."""
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)
     ranks = [ranks] if isinstance(ranks, int) else list(ranks)
     if not sizes or not ranks:
         return
     size, n = max(sizes), max(ranks)
+    avail = available_memory()
     copies = COPIES_PER_RANK * n + SHARED_COPIES
-    if size * copies > avail:
+    if avail and size * copies > avail:
         raise SizeTooLarge(
             f"{source} {size_label(size)} ({format_bytes(size)}) with {n} ranks needs about "
             f"{format_bytes(size * copies)} ({copies} copies: {COPIES_PER_RANK} a rank and {SHARED_COPIES} shared), "
             f"but {format_bytes(avail)} of memory is available now: refused before starting (use a smaller size "
             f"or fewer ranks; at most {format_bytes(avail // copies)} with {n} ranks)"
+        )
+    free = shm_free() if in_shm else 0
+    if free and size * SHARED_COPIES > free:
+        raise SizeTooLarge(
+            f"{source} {size_label(size)} ({format_bytes(size)}) needs {format_bytes(size * SHARED_COPIES)} in /dev/shm "
+            f"(the backend keeps the payload there), but /dev/shm has {format_bytes(free)} free: refused before "
+            f"starting (use a smaller size, or free /dev/shm)"
         )
 
 

@@ -109,7 +109,8 @@ def pytest_configure(config: pytest.Config) -> None:
             # every rank has the same error: rank 0 prints it (pytest prints a UsageError's args)
             raise pytest.UsageError() from exc
         raise
-    _admit_sizes(config, settings.sizes, settings.ranks, settings.sources.get("sizes", "default"), comm, rank)
+    _admit_sizes(config, settings.sizes, settings.ranks, settings.sources.get("sizes", "default"), comm, rank,
+                 settings.backends)
     if settings.report_dir is not None:
         _lock_report_dir(config, settings.report_dir, comm, rank)
     # every backend made from now on (here and in workers started later) waits this way;
@@ -124,15 +125,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(MpiHygiene(config, session, comm, quiet), MpiHygiene.NAME)
 
 
-def _admit_sizes(config: pytest.Config, sizes: Any, ranks: Any, source: str, comm: Any, rank: int) -> None:
+def _admit_sizes(config: pytest.Config, sizes: Any, ranks: Any, source: str, comm: Any, rank: int,
+                 backends: Any = ()) -> None:
     """Refuse, before any test, sizes that do not fit in the memory available with every rank's
     copies (core.units.admit_sizes); rank 0 decides, every rank gets its verdict."""
+    from ..backends import holds_payload_in_shm
     from ..core.units import SizeTooLarge, admit_sizes
 
     error = ""
     if rank == 0:
         try:
-            admit_sizes(sizes, ranks, f"{source}: size")
+            admit_sizes(sizes, ranks, f"{source}: size", in_shm=holds_payload_in_shm(backends))
         except SizeTooLarge as exc:
             error = str(exc)
     _refuse_on_every_rank(config, comm, rank, error)
@@ -222,9 +225,25 @@ def _marker(node: Any) -> dict[str, Any]:
     return marker_kwargs(node.get_closest_marker("ipcbench"), node.nodeid)
 
 
+def _admit_marker(session: IpcSession, marker: dict[str, Any], where: str) -> None:
+    """A marker's sizes pass the same admission as the options' (core.units.admit_sizes), with the
+    marker's ranks (else the session's) and backends: a usage error at collection, naming the test."""
+    from ..backends import holds_payload_in_shm
+    from ..core.units import admit_sizes
+
+    if "sizes" not in marker:
+        return
+    s = session.settings
+    backends = [b for b in s.backends if b in marker.get("backends", s.backends)]
+    admit_sizes(marker["sizes"], marker.get("ranks", s.ranks), f"{where}: @pytest.mark.ipcbench(sizes=...): size",
+                in_shm=holds_payload_in_shm(backends))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = get_session(metafunc.config)
-    matrix = session.matrix(metafunc.fixturenames, _marker(metafunc.definition))
+    marker = _marker(metafunc.definition)
+    _admit_marker(session, marker, metafunc.definition.nodeid)
+    matrix = session.matrix(metafunc.fixturenames, marker)
     if matrix is not None:
         metafunc.parametrize(matrix.argnames, matrix.values, ids=matrix.ids, indirect=True)
 

@@ -448,10 +448,11 @@ class Runner:
             raise UsageError(f"--deep {','.join(opts.deep)} matches no broadcast, ping-pong or stream case (see --list)")
         ranks = opts.ranks if world is None else world.size
         if world is None:  # the launching command: sizes that cannot fit are refused before any rank starts
+            from ..backends import holds_payload_in_shm
             from ..core.units import admit_sizes
 
             for c in mpi_cases + local_cases:
-                admit_sizes(c.size, c.ranks, f"{c.label}: size")
+                admit_sizes(c.size, c.ranks, f"{c.label}: size", in_shm=holds_payload_in_shm(c.backend))
         self.claim_folder(world)
         try:
             return self._run(world, rank0, ranks, mpi_cases, local_cases, dropped, methods, seed002)

@@ -55,10 +55,15 @@ def _emit(event: str, **fields: Any) -> None:
 def worker_main(cases_file: str) -> int:
     """Under mpiexec (launched by ``ipcbench run``): run the cases of a file on every rank; rank 0
     reports each event as a line on stdout."""
+    from ..core import reaper
+
     world = MPIGroup.world()
+    # outlives this rank if it (or its launcher) is killed: says so and reclaims what it left
+    watcher = reaper.start(world.rank)
     spec = json.loads(Path(cases_file).read_text()) if world.rank == 0 else None
     spec = world.bcast(spec)
     run_mpi_cases(world, spec, _emit if world.rank == 0 else None)
+    reaper.release(watcher)
     return 0
 
 

@@ -51,6 +51,24 @@ def test_a_size_that_fits_in_memory_but_not_with_every_ranks_copies_is_refused(m
         units.admit_sizes([1000, 10 * 2**30], [2, 4])
 
 
+def test_a_size_whose_segment_does_not_fit_in_dev_shm_is_refused_for_a_backend_that_puts_it_there(monkeypatch) -> None:
+    from pytest_ipcbench.core import units
+
+    monkeypatch.setattr(units, "available_memory", lambda: 24 * 2**30)
+    monkeypatch.setattr(units, "shm_free", lambda: 64 * 2**20)
+    units.admit_sizes([100 * 10**6], [2], "--sizes: size")  # lmdb, zmq...: /dev/shm does not matter
+    with pytest.raises(units.SizeTooLarge, match=r"--sizes: size 100MB \(100 MB\) needs 100 MB in /dev/shm "
+                                                 r"\(the backend keeps the payload there\), but /dev/shm has 67.1 MB free"):
+        units.admit_sizes([100 * 10**6], [2], "--sizes: size", in_shm=True)
+
+
+def test_backends_that_keep_the_payload_in_dev_shm_say_so() -> None:
+    from pytest_ipcbench.backends import holds_payload_in_shm
+
+    assert holds_payload_in_shm("shm") and holds_payload_in_shm(["lmdb", "mpi-shm-win"])
+    assert not holds_payload_in_shm(["lmdb", "zmq", "no-such-backend"])
+
+
 def test_available_memory_is_read_from_this_machine() -> None:
     from pytest_ipcbench.core.units import available_memory, machine_memory
 

@@ -66,6 +66,36 @@ def test_pytest_refuses_sizes_that_do_not_fit_with_every_ranks_copies(tmp_path: 
     assert "--ipc-sizes: size 10GiB (10.7 GB) with 4 ranks needs about 96.6 GB" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("where", ["marker", "ipc_bench"])
+def test_sizes_of_a_marker_or_of_ipc_bench_pass_the_same_admission(tmp_path: Path, where: str) -> None:
+    """Only the options' sizes were admitted: a marker's 10GiB with 4 ranks went on to the OOM killer."""
+    from pytest_ipcbench.core.units import available_memory
+
+    if 9 * 10 * 2**30 < available_memory():
+        pytest.skip("this machine has room for 9 copies of 10 GiB")
+    if where == "marker":
+        body = ("import pytest\n@pytest.mark.ipcbench(sizes=['10GiB'], ranks=[4])\n"
+                "def test_x(ipc_payload, ipc_ranks):\n    pass\n")
+        expect = r"test_t.py::test_x: @pytest.mark.ipcbench\(sizes=...\): size 10GiB \(10.7 GB\) with 4 ranks needs about"
+    else:
+        body = ("import pytest\n@pytest.mark.ipcbench(ranks=[4])\n"
+                "def test_x(ipc_bench, ipc_group):\n    ipc_bench('lmdb', ('ndarray', '10GiB'))\n")
+        expect = r"test_t.py::test_x\[r4\]: ipc_bench\(...\) size 10GiB \(10.7 GB\) with 4 ranks needs about"
+    (tmp_path / "test_t.py").write_text(body)
+
+    def at_most_8gib() -> None:  # were the size admitted after all: a MemoryError, not the OOM killer
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (8 * 2**30, 8 * 2**30))
+
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_t.py"],
+                          cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, timeout=120,
+                          preexec_fn=at_most_8gib)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode not in (0, 5), out
+    assert re.search(expect + r" 96.6 GB \(9 copies: 2 a rank and 1 shared\), but [\d.]+ GB of memory is available", out), out
+
+
 KILLED = textwrap.dedent("""
     import os, signal, time
     from pathlib import Path

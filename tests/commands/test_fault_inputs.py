@@ -1,0 +1,60 @@
+"""Bad inputs the fault pass (tools/fault_pass.py) found still ending in a traceback or a hang."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_ipcbench.commands import main as ipcbench
+from pytest_ipcbench.core.options import OptionError, seconds
+from pytest_ipcbench.history.results import Result, ResultSet
+
+
+def good(path: Path) -> Path:
+    rs = ResultSet(env={"python": "3"})
+    rs.add(Result("broadcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [1e-6 * (1 + i / 100) for i in range(20)]},
+                  nbytes=1000))
+    return rs.save(path)
+
+
+def _unblock(fifo: Path, done: threading.Event) -> None:
+    """Were the FIFO opened for reading after all: a writer that closes at once (EOF), so a
+    regression fails the test instead of hanging it."""
+    while not done.wait(0.05):
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # ENXIO: nobody reads it, as it should be
+            continue
+
+
+def test_a_400_digit_toml_number_is_a_usage_error_naming_the_key() -> None:
+    with pytest.raises(OptionError, match="time-budget.*must be a finite number of seconds"):
+        seconds()(10**400, "[tool.ipcbench] time-budget")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "missing", "deep"])
+def test_compare_calibration_that_is_not_a_calibration_file_is_exit_2_without_blocking(tmp_path: Path, capsys,
+                                                                                        kind: str) -> None:
+    base = good(tmp_path / "base.json")
+    cal = tmp_path / "cal.json"
+    done = threading.Event()
+    if kind == "fifo":
+        os.mkfifo(cal)  # nobody writes it: reading it blocked forever
+        threading.Thread(target=_unblock, args=(cal, done), daemon=True).start()
+    elif kind == "deep":
+        cal.write_text("[" * 100_000 + "]" * 100_000)  # RecursionError in the loader
+    t0 = time.monotonic()
+    try:
+        assert ipcbench(["compare", "--calibration", str(cal), str(base), str(base)]) == 2
+    finally:
+        done.set()
+    assert time.monotonic() - t0 < 30
+    err = capsys.readouterr().err
+    assert str(cal) in err and "Traceback" not in err, err
+    said = {"fifo": "is not a regular file (a FIFO)", "missing": "no calibration file at",
+            "deep": "JSON nested too deeply"}[kind]
+    assert said in err, err

@@ -1,0 +1,572 @@
+#!/usr/bin/env python
+"""The fault pass of issue 24, rerunnable: bad inputs and faults, and for each what became of it.
+
+    nice -n 10 .venv/bin/python tools/fault_pass.py [--only SUBSTRING] [--json FILE]
+
+A measurement, not a unit test. Every case runs a command of ours (``ipcbench ...`` or
+``pytest``, under ``mpiexec`` where it says so) in a session of its own; a thread records every
+process below it and what they use (our ``ipcb-<pid>n<ns>-*`` names, MPICH's ``mpich_shm_*``
+segments, Hydra's ``/tmp/hydra_hwloc_xmlfile_*``). Faults are injected while it runs (a signal
+to a rank, to ``ipcbench run``, to ``mpiexec``, to the whole process group as a terminal's
+Ctrl-C; a full /dev/shm or temp folder in a private mount namespace; a hung rank). For each case:
+
+- exit code, and whether the output holds a Python traceback;
+- left: any recorded process still running, any name of ours of a recorded pid, any recorded
+  MPICH segment or Hydra file still there, ``SETTLE`` s after the command ended (the time it took
+  to be clean is kept too); whatever is left is then removed, so the next case starts clean;
+- hang: the command did not end within the case's bound (it is then killed, with its processes);
+- corrupt: a results file written by the case holds a failed verification.
+
+Bad inputs expect exit 2 (a usage error) and no traceback; an accepted bad value is listed.
+Other users' jobs on the machine are not blamed: only what the case's own processes used counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pytest_ipcbench.core import names, procs
+
+PY = sys.executable
+MPIEXEC = procs.find_mpiexec() or "mpiexec"
+MAIN = "import sys; from pytest_ipcbench.commands import main; sys.exit(main(sys.argv[1:]))"
+SETTLE = 20.0  # seconds after the end for the job to be gone and clean ("within seconds")
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+
+
+def ipcbench(*args: str) -> list[str]:
+    return [PY, "-c", MAIN, *args]
+
+
+@dataclass
+class Outcome:
+    name: str
+    group: str  # "bad input" | "fault"
+    rc: int | None = None
+    took: float = 0.0
+    bound: float = 0.0
+    hang: bool = False
+    traceback: bool = False
+    left: list[str] = field(default_factory=list)
+    clean_after: float = 0.0  # seconds from the end until nothing of it was left
+    corrupt: int = 0
+    expected: str = ""
+    ok: bool = False
+    note: str = ""
+    tail: str = ""
+
+
+class Watch:
+    """Every process below ``root`` and what it uses, looked at every 30 ms."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.pids: dict[int, str] = {root: procs.comm(root)}
+        self.files: set[Path] = set()
+        self.ours: set[Path] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.look()
+            except Exception:  # /proc races
+                pass
+            self._stop.wait(0.03)
+
+    def look(self) -> None:
+        for pid in procs.children_tree(self.root):
+            name = procs.comm(pid)
+            if name and self.pids.get(pid) != name:  # the name after exec
+                self.pids[pid] = name
+            self.files |= set(procs.mapped_files(pid, "/dev/shm/mpich_shm_"))
+            self.files |= set(procs.open_files(pid, "hydra_hwloc_xmlfile_"))
+            self.ours |= {item.path for item in names.find_ours(pid=pid)}
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def ranks(self) -> list[int]:
+        """Live ranks (children of Hydra's proxies), by PMI rank."""
+        out = []
+        for pid in list(self.pids):
+            if procs.comm(pid).startswith("hydra_pmi_prox"):  # now: a pid seen before its exec had another name
+                out.extend(procs.children(pid))
+        return [p for p in out if procs.running(p)]
+
+    def mid_run(self) -> bool:
+        return bool(self.ours) and any(f.name.startswith("mpich_shm_") for f in self.files)
+
+    def left(self) -> list[str]:
+        out = [f"process {p} ({c})" for p, c in self.pids.items() if procs.running(p)]
+        out += [str(p) for p in sorted(self.ours) if p.exists()]
+        out += [str(item.path) for p in self.pids for item in names.find_ours(pid=p)
+                if item.path not in self.ours]
+        out += [str(f) for f in sorted(self.files) if f.exists()]
+        return sorted(set(out))
+
+    def scrub(self) -> None:
+        for pid in self.pids:
+            if procs.running(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        time.sleep(0.3)
+        for p in [*self.ours, *self.files, *(i.path for q in self.pids for i in names.find_ours(pid=q))]:
+            if p.exists():
+                names.remove(p)
+
+
+def _pmi_rank(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return next((int(x[9:]) for x in f.read().split(b"\0") if x.startswith(b"PMI_RANK=")), None)
+    except (OSError, ValueError):
+        return None
+
+
+Fault = Callable[[subprocess.Popen, Watch], str]
+
+
+def run_case(name: str, group: str, cmd: list[str], *, bound: float, expected: str = "2", cwd: Path | None = None,
+             env: dict[str, str] | None = None, fault: Fault | None = None, results: Path | None = None) -> Outcome:
+    out = Outcome(name, group, bound=bound, expected=expected)
+    log = tempfile.TemporaryFile(mode="w+")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, text=True)
+    watch = Watch(proc.pid)
+    try:
+        if fault is not None:
+            out.note = fault(proc, watch)
+        proc.wait(timeout=max(0.1, bound - (time.monotonic() - t0)))
+    except subprocess.TimeoutExpired:
+        out.hang = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        watch.scrub()
+        proc.wait()
+    out.took = round(time.monotonic() - t0, 2)
+    out.rc = proc.returncode
+    end = time.monotonic()
+    while time.monotonic() - end < SETTLE and watch.left():
+        time.sleep(0.1)
+    watch.stop()
+    out.clean_after = round(time.monotonic() - end, 2)
+    out.left = watch.left()
+    watch.scrub()
+    log.seek(0)
+    text = log.read()
+    out.traceback = bool(TRACEBACK.search(text))
+    out.tail = text[-600:]
+    if results is not None and results.is_file():
+        try:
+            data = json.loads(results.read_text())
+            out.corrupt = sum(int((r.get("verified") or {}).get("failed") or 0) for r in data.get("results", []))
+        except (OSError, ValueError, AttributeError):
+            out.note += " (results unreadable)"
+    rc_ok = expected == "any" or str(out.rc) in expected.split("|")
+    out.ok = rc_ok and not out.traceback and not out.left and not out.hang and not out.corrupt
+    return out
+
+
+# ------------------------------------------------------------------------------------ bad inputs
+
+
+def good_results(path: Path) -> Path:
+    from pytest_ipcbench.history.results import Result, ResultSet
+
+    rs = ResultSet(env={"python": "3"})
+    for size in (1000, 10**6):
+        for backend in ("shm", "zmq"):
+            rs.add(Result("broadcast", backend, "bytes", "ndarray", size, 2,
+                          {"completion": [size / 1e9 * (1 + i / 100) for i in range(20)]}, nbytes=size))
+    return rs.save(path)
+
+
+def hostile_files(folder: Path) -> dict[str, Path]:
+    """Name -> a hostile results file (or something that is not a file)."""
+    base = json.loads(good_results(folder / "good.json").read_text())
+    out: dict[str, Path] = {}
+
+    def write(name: str, data: str | bytes) -> None:
+        p = folder / f"{name}.json"
+        p.write_bytes(data if isinstance(data, bytes) else data.encode())
+        out[name] = p
+
+    write("deep-nesting", "[" * 200_000 + "]" * 200_000)
+    write("deep-in-a-field", json.dumps({**base, "results": [{**base["results"][0], "samples": None}]})
+          .replace("null", "[" * 100_000 + "]" * 100_000))
+    write("results-not-a-list", json.dumps({**base, "results": "x"}))
+    write("record-not-an-object", json.dumps({**base, "results": [1, 2]}))
+    write("top-level-list", "[1, 2, 3]")
+    write("size-10**400", json.dumps({**base, "results": [{**base["results"][0], "size": 0}]}).replace(
+        '"size": 0', '"size": 1' + "0" * 400))
+    write("sample-1e400", json.dumps(base).replace(str(base["results"][0]["samples"]["completion"][0]), "1e400", 1))
+    write("ranks-string", json.dumps({**base, "results": [{**base["results"][0], "ranks": "four"}]}))
+    write("samples-wrong-type", json.dumps({**base, "results": [{**base["results"][0], "samples": [1, 2]}]}))
+    write("300000-samples", json.dumps({**base, "results": [{**base["results"][0],
+                                                             "samples": {"completion": [1e-6] * 300_000}}]}))
+    write("empty", "")
+    write("truncated", json.dumps(base)[: len(json.dumps(base)) // 2])
+    write("binary", os.urandom(4096))
+    write("nul-bytes", b"\0" * 1000)
+    d = folder / "a-folder.json"
+    d.mkdir()
+    out["directory"] = d
+    fifo = folder / "fifo.json"
+    os.mkfifo(fifo)
+    out["fifo"] = fifo
+    link = folder / "link.json"
+    link.symlink_to("/etc/passwd")
+    out["symlink-to-elsewhere"] = link
+    out["/dev/zero"] = Path("/dev/zero")
+    out["missing"] = folder / "missing.json"
+    return out
+
+
+def bad_input_cases(work: Path) -> list[tuple[str, list[str], dict]]:
+    cases: list[tuple[str, list[str], dict]] = []
+    files = work / "files"
+    files.mkdir()
+    good = good_results(files / "base.json")
+    for kind, path in hostile_files(files).items():
+        cases.append((f"compare head={kind}", ipcbench("compare", str(good), str(path)), {}))
+        cases.append((f"report {kind}", ipcbench("report", str(path), "--no-plots", "--out", str(work / "rep")), {}))
+        cases.append((f"compare --calibration {kind}",
+                      ipcbench("compare", "--calibration", str(path), str(good), str(good)), {}))
+    values = ["nan", "inf", "-inf", "-1", "0", "1" + "0" * 400, "1e400", "1.5B", "bogus", ""]
+    run_flags = ["--ranks", "--backends", "--modes", "--kinds", "--scenarios", "--sizes", "--only", "--time-budget",
+                 "--case-timeout", "--progress", "--wait", "--mpiexec"]
+    for flag in run_flags:
+        for v in values:
+            cases.append((f"run {flag} {v!r}", ipcbench("run", "--list", "--no-mpi", flag, v), {"accept": True}))
+    cases.append(("run --out /dev/null/x", ipcbench("run", "--quick", "--no-mpi", "--backends", "mp-queue", "--sizes",
+                                                   "1KB", "--out", "/dev/null/x"), {}))
+    cases.append(("run --sizes 10GiB --ranks 4 (does not fit with copies)",
+                  ipcbench("run", "--no-mpi", "--backends", "shm", "--sizes", "10GiB", "--ranks", "4",
+                           "--out", str(work / "big")), {}))
+    # [tool.ipcbench]
+    toml_values = {"nan": "nan", "inf": "inf", "-1": "-1", "0": "0", "huge": "1" + "0" * 400, "'1.5B'": "'1.5B'",
+                   "'bogus'": "'bogus'", "true": "true", "[1]": "[1]", "{a=1}": "{a = 1}"}
+    for key in ["level", "ranks", "backends", "modes", "kinds", "payloads", "scenarios", "sizes", "only",
+                "time-budget", "case-timeout", "count", "extras", "no-such-key"]:
+        for label, v in toml_values.items():
+            d = work / f"toml-{key}-{len(cases)}"
+            d.mkdir()
+            (d / "pyproject.toml").write_text(f"[tool.ipcbench]\n{key} = {v}\n")
+            cases.append((f"[tool.ipcbench] {key} = {label}", ipcbench("run", "--list", "--no-mpi"),
+                          {"cwd": d, "accept": True}))
+    d = work / "toml-syntax"
+    d.mkdir()
+    (d / "pyproject.toml").write_text("[tool.ipcbench\nranks = \n")
+    cases.append(("pyproject.toml syntax error", ipcbench("run", "--list", "--no-mpi"), {"cwd": d}))
+    # pytest options (a trivial test: the options are checked at start)
+    d = work / "pytest-opts"
+    d.mkdir()
+    (d / "test_x.py").write_text("def test_x(ipc_group):\n    pass\n")
+    for flag in ["--ipc-sizes", "--ipc-ranks", "--ipc-timeout", "--ipc-backends", "--ipc-wait", "--ipc-count"]:
+        for v in ["nan", "inf", "-1", "1.5B", "1" + "0" * 400, "bogus"]:
+            cases.append((f"pytest {flag} {v!r}", [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co",
+                                                  f"{flag}={v}", "test_x.py"], {"cwd": d, "accept": True,
+                                                                               "expected": "2|4"}))
+    return cases
+
+
+# ----------------------------------------------------------------------------------------- faults
+
+LOOP = textwrap.dedent("""
+    import shutil, time
+    import pytest
+    from pytest_ipcbench import BackendSpec, PayloadSpec, assert_delivered, deliver
+    from pytest_ipcbench.core import names
+
+    def run_deliver(group, spec, payload):
+        return deliver(group, spec, payload)
+
+    @pytest.mark.mpi(min_size=2)
+    @pytest.mark.parametrize("backend", ["shm", "lmdb", "zmq"])
+    def test_deliver(ipc_group, backend):
+        spec, payload = BackendSpec(backend, "native"), PayloadSpec("ndarray", 100_000)
+        mine = names.private_dir("loop")  # a folder of ours for the whole test (the backends' come and go)
+        deadline = time.monotonic() + 8
+        while ipc_group.bcast(time.monotonic() < deadline):  # rank 0's clock: every rank stops together
+            assert_delivered(ipc_group.run(run_deliver, spec, payload))
+        shutil.rmtree(mine)
+""")
+
+HANG = textwrap.dedent("""
+    import time
+    import pytest
+
+    @pytest.mark.mpi(min_size=2)
+    def test_rank_1_hangs(ipc_group):
+        if ipc_group.rank == 1:
+            time.sleep(600)
+        ipc_group.barrier()
+""")
+
+SHM_WRITE = textwrap.dedent("""
+    def test_write(ipc_bench, ipc_backend, ipc_payload):
+        ipc_bench(ipc_backend, ipc_payload, time_budget=0.2)
+""")
+
+
+def when_mid_run(sig: int, who: str, limit: float = 90) -> Fault:
+    """Once the job has resources of ours and MPICH segments: ``sig`` to ``who`` (rank1 | run |
+    mpiexec | group)."""
+
+    def fault(proc: subprocess.Popen, watch: Watch) -> str:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and proc.poll() is None and not watch.mid_run():
+            time.sleep(0.03)
+        time.sleep(0.5)
+        return _send(proc, watch, sig, who)
+
+    return fault
+
+
+def after(delay: float, sig: int, who: str) -> Fault:
+    def fault(proc: subprocess.Popen, watch: Watch) -> str:
+        time.sleep(delay)
+        return _send(proc, watch, sig, who)
+
+    return fault
+
+
+def _send(proc: subprocess.Popen, watch: Watch, sig: int, who: str) -> str:
+    if proc.poll() is not None:
+        return f"ended before the {signal.Signals(sig).name}"
+    if who == "group":
+        os.killpg(proc.pid, sig)
+        return f"{signal.Signals(sig).name} to the process group"
+    if who == "run":
+        target = proc.pid
+    elif who == "mpiexec":
+        target = next((p for p in list(watch.pids) if procs.comm(p) == "mpiexec" and procs.running(p)), 0)
+    else:
+        target, deadline = 0, time.monotonic() + 5  # between two jobs of a run: the next one's rank 1
+        while not target and time.monotonic() < deadline and proc.poll() is None:
+            target = next((p for p in watch.ranks() if _pmi_rank(p) == 1), 0)
+            time.sleep(0.05)
+    if not target:
+        return f"no {who} to signal (ranks {[(p, _pmi_rank(p)) for p in watch.ranks()]})"
+    os.kill(target, sig)
+    return f"{signal.Signals(sig).name} to {who} (pid {target})"
+
+
+def fault_cases(work: Path) -> list[tuple[str, list[str], dict]]:
+    cases: list[tuple[str, list[str], dict]] = []
+
+    def run_cmd(tag: str) -> tuple[list[str], Path]:
+        out = work / f"run-{tag}"
+        return ipcbench("run", "--quick", "--no-extras", "--scenarios", "broadcast", "--backends", "lmdb,zmq,shm",
+                        "--kinds", "ndarray", "--modes", "bytes", "--ranks", "3", "--sizes", "1MB", "--time-budget",
+                        "1", "--progress", "none", "--out", str(out)), out / "results.json"
+
+    plan = [
+        ("ipcbench run: SIGKILL rank 1 mid-run", when_mid_run(signal.SIGKILL, "rank1"), "0|1"),
+        ("ipcbench run: SIGKILL ipcbench run mid-run", when_mid_run(signal.SIGKILL, "run"), "-9"),
+        ("ipcbench run: SIGKILL ipcbench run at 1 s", after(1.0, signal.SIGKILL, "run"), "-9"),
+        ("ipcbench run: SIGKILL mpiexec mid-run", when_mid_run(signal.SIGKILL, "mpiexec"), "0|1"),
+        ("ipcbench run: SIGTERM ipcbench run mid-run", when_mid_run(signal.SIGTERM, "run"), "any"),
+        ("ipcbench run: SIGTERM mpiexec mid-run", when_mid_run(signal.SIGTERM, "mpiexec"), "0|1"),
+        # an interrupted run keeps what it measured (results.json, the report) and exits 1: "run: interrupted"
+        ("ipcbench run: Ctrl-C (SIGINT to the group) mid-run", when_mid_run(signal.SIGINT, "group"), "1|2|130"),
+        ("ipcbench run: Ctrl-C at 1 s", after(1.0, signal.SIGINT, "group"), "1|2|130"),
+        ("ipcbench run: SIGINT rank 1 mid-run", when_mid_run(signal.SIGINT, "rank1"), "0|1"),
+    ]
+    for i, (name, fault, expected) in enumerate(plan):
+        cmd, results = run_cmd(str(i))
+        cases.append((name, cmd, {"fault": fault, "expected": expected, "bound": 150, "results": results}))
+    d = work / "mpi-loop"
+    d.mkdir()
+    (d / "test_loop.py").write_text(LOOP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "MPI", "HYDRA", "PYTEST_"))}
+    mpi = [MPIEXEC, "-n", "3", PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi", "test_loop.py"]
+    for name, fault, expected in [
+        ("mpiexec pytest: SIGKILL rank 1 mid-run", when_mid_run(signal.SIGKILL, "rank1"), "any"),
+        ("mpiexec pytest: SIGKILL mpiexec mid-run", when_mid_run(signal.SIGKILL, "mpiexec"), "-9"),
+        ("mpiexec pytest: SIGTERM mpiexec mid-run", when_mid_run(signal.SIGTERM, "mpiexec"), "any"),
+        ("mpiexec pytest: Ctrl-C (SIGINT to the group) mid-run", when_mid_run(signal.SIGINT, "group"), "any"),
+        ("mpiexec pytest: SIGTERM rank 1 mid-run", when_mid_run(signal.SIGTERM, "rank1"), "any"),
+    ]:
+        cases.append((name, mpi, {"fault": fault, "expected": expected, "bound": 120, "cwd": d, "env": env}))
+    d = work / "mpi-hang"
+    d.mkdir()
+    (d / "test_hang.py").write_text(HANG)
+    cases.append(("mpiexec pytest: rank 1 hangs, --ipc-timeout 5",
+                  [MPIEXEC, "-n", "3", PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi",
+                   "--ipc-timeout", "5", "test_hang.py"], {"expected": "any", "bound": 90, "cwd": d, "env": env}))
+    # a full /dev/shm, a full temp folder: small tmpfs mounts in a private mount namespace (root)
+    if os.geteuid() == 0 and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0:
+        d = work / "full"
+        d.mkdir()
+        (d / "test_w.py").write_text(SHM_WRITE)
+        small = d / "small"
+        small.mkdir()
+        for name, mount, backend, size, expected in [
+            ("full /dev/shm (4 MB tmpfs): shm 8MB", "/dev/shm", "shm", "8MB", "2|4"),
+            ("full /dev/shm (4 MB tmpfs): shm 3MB (admitted, then too big with its copies)", "/dev/shm", "shm", "3MB", "0|1"),
+            ("full temp folder (4 MB tmpfs): lmdb 8MB", str(small), "lmdb", "8MB", "0|1"),
+        ]:
+            script = (f"mount -t tmpfs -o size=4m tmpfs {mount} && cd {d} && TMPDIR={small} {PY} -m pytest -q "
+                      f"-p no:cacheprovider --ipc-backends {backend} --ipc-sizes {size} --ipc-payloads ndarray "
+                      f"--ipc-ranks 2 --ipc-modes bytes test_w.py")
+            cases.append((name, ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                          {"expected": expected, "bound": 120, "env": env}))
+    return cases
+
+
+def batch(spec: Path, sink: Path) -> int:
+    """In one process: ``ipcbench`` main() of each ``[name, argv, cwd]`` in ``spec``; one JSON line each
+    (its exit code, whether an exception escaped main: a traceback, its time). 20 s alarm a case."""
+    import contextlib
+    import io
+    import traceback
+
+    from pytest_ipcbench.commands import main as ipcbench_main
+
+    def alarm(*_: object) -> None:
+        raise TimeoutError("case bound")
+
+    signal.signal(signal.SIGALRM, alarm)
+    home = os.getcwd()
+    for name, argv, cwd in json.loads(spec.read_text()):
+        os.chdir(cwd or home)
+        buf = io.StringIO()
+        t0 = time.monotonic()
+        tb = hang = False
+        signal.alarm(20)
+        try:
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                rc = ipcbench_main(argv)
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else 2
+        except TimeoutError:
+            rc, hang = None, True
+        except BaseException:
+            rc, tb = 1, True
+            buf.write(traceback.format_exc())
+        finally:
+            signal.alarm(0)
+        tb = tb or bool(TRACEBACK.search(buf.getvalue()))
+        with open(sink, "a") as f:
+            f.write(json.dumps({"name": name, "rc": rc, "traceback": tb, "hang": hang,
+                                "took": round(time.monotonic() - t0, 2), "tail": buf.getvalue()[-400:]}) + "\n")
+    return 0
+
+
+def run_batch(cases: list[tuple[str, list[str], dict]], work: Path) -> list[Outcome]:
+    """The ``ipcbench`` command-line cases in one watched process (see :func:`batch`); what the
+    batch left (nothing is expected: these cases start no job) is charged to each of its cases."""
+    spec, lines = work / "batch.json", work / "batch.out"
+    spec.write_text(json.dumps([[n, c[3:], str(o.get("cwd") or "")] for n, c, o in cases]))
+    whole = run_case("batch", "bad input", [PY, __file__, "--batch", str(spec), "--batch-out", str(lines)],
+                     bound=30 * len(cases) + 60, expected="0")
+    got = {}
+    for line in lines.read_text().splitlines() if lines.exists() else []:
+        row = json.loads(line)
+        got[row["name"]] = row
+    out = []
+    for name, _, opts in cases:
+        row = got.get(name)
+        o = Outcome(name, "bad input", bound=20, expected=opts.get("expected", "2"))
+        if row is None:
+            o.note, o.hang = "the batch never got to it", whole.hang
+        else:
+            o.rc, o.traceback, o.hang, o.took, o.tail = row["rc"], row["traceback"], row["hang"], row["took"], row["tail"]
+        o.left = whole.left
+        o.ok = (str(o.rc) in o.expected.split("|")) and not o.traceback and not o.hang and not o.left
+        if opts.get("accept") and o.rc == 0 and not o.traceback and not o.hang and not o.left:
+            o.ok, o.note = True, "accepted"
+        out.append(o)
+    return out
+
+
+def _say(o: Outcome) -> None:
+    flag = "ok " if o.ok else "BAD"
+    print(f"{flag} {o.group:9} rc={o.rc!s:4} {o.took:6.1f}s clean+{o.clean_after:4.1f}s"
+          f"{' TRACEBACK' if o.traceback else ''}{' HANG' if o.hang else ''}"
+          f"{' CORRUPT' if o.corrupt else ''}{' LEFT ' + ','.join(o.left) if o.left else ''}  {o.name[:120]}"
+          f"{'  [' + o.note + ']' if o.note else ''}", flush=True)
+    if not o.ok and (o.traceback or o.note == ""):
+        print("    " + o.tail.strip().replace("\n", "\n    ")[-400:], flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="run the cases whose name holds this")
+    ap.add_argument("--json", type=Path, help="write every outcome here")
+    ap.add_argument("--skip-faults", action="store_true")
+    ap.add_argument("--skip-inputs", action="store_true")
+    ap.add_argument("--batch", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--batch-out", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.batch:
+        return batch(args.batch, args.batch_out)
+    outcomes: list[Outcome] = []
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="fault-pass-") as tmp:
+        work = Path(tmp)
+        plan: list[tuple[str, str, list[str], dict]] = []
+        if not args.skip_inputs:
+            (work / "in").mkdir()
+            plan += [("bad input", *c) for c in bad_input_cases(work / "in")]
+        if not args.skip_faults:
+            (work / "faults").mkdir()
+            plan += [("fault", *c) for c in fault_cases(work / "faults")]
+        plan = [row for row in plan if not args.only or args.only in row[1]]
+        # the command-line cases of ipcbench that need no process of their own run in one batch
+        quick = [(n, c, o) for g, n, c, o in plan if c[:3] == [PY, "-c", MAIN] and "--list" in c]
+        if quick:
+            for o in run_batch(quick, work):
+                outcomes.append(o)
+                _say(o)
+        plan = [row for row in plan if not (row[2][:3] == [PY, "-c", MAIN] and "--list" in row[2])]
+        for group, name, cmd, opts in plan:
+            accept = opts.pop("accept", False)
+            expected = opts.pop("expected", "2")
+            o = run_case(name, group, cmd, bound=opts.pop("bound", 60 if group == "fault" else 30),
+                         expected=expected, **opts)
+            if accept and o.rc == 0 and not o.traceback and not o.left and not o.hang:
+                o.note = (o.note + " accepted").strip()
+                o.ok = True
+            outcomes.append(o)
+            _say(o)
+    for group in ("bad input", "fault"):
+        rows = [o for o in outcomes if o.group == group]
+        if not rows:
+            continue
+        print(f"\n{group}s: {len(rows)}; tracebacks {sum(o.traceback for o in rows)}; "
+              f"left something {sum(bool(o.left) for o in rows)}; hangs {sum(o.hang for o in rows)}; "
+              f"corruptions {sum(bool(o.corrupt) for o in rows)}; accepted {sum('accepted' in o.note for o in rows)}; "
+              f"other exit code than expected {sum(not o.ok and not o.traceback and not o.left and not o.hang for o in rows)}; "
+              f"longest {max(o.took for o in rows):.1f} s, longest cleanup {max(o.clean_after for o in rows):.1f} s")
+    print(f"the pass took {time.monotonic() - t0:.0f} s; load average now {procs.load_average()}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
