@@ -16,6 +16,7 @@ from ..backends.base import BackendSpec
 from ..core.envinfo import cores as _cores
 from ..core.units import duration_label, size_label
 from ..core.group import Group
+from ..core.counters import Counters
 from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
 from ..history.results import Result, Verified
 from ..core.errors import IpcbenchError
@@ -188,6 +189,9 @@ class _Case:
         # None unless $IPCBENCH_INJECT slows this backend on purpose (harness/inject.py): called
         # where a timed operation ends, with the seconds it took
         self.stretch = stretcher(spec.name)
+        # the counting pass's Counters, or why there are none (measure._finish sets it before
+        # result(): the Result is built once, counters included)
+        self.counted: Counters | str | None = None
 
     # life cycle (collective)
     def open(self) -> None:
@@ -228,9 +232,16 @@ class _Case:
     def result(self, records: list[_Record], plan: Plan) -> Result:
         raise NotImplementedError
 
+    def variant(self) -> str:
+        """A further case parameter that is not a size (``Result.variant``); none by default."""
+        return ""
+
     def _result(self, samples: dict[str, list[float]], plan: Plan, records: list[_Record], **extra: Any) -> Result:
         checked = sum(r.checked for r in records)
         failed = sum(len(r.failures) for r in records)
+        counted = self.counted
+        if isinstance(counted, str):
+            extra["counting"] = counted  # why this case has no counters
         return Result(
             scenario=self.scenario,
             backend=self.spec.name,
@@ -250,6 +261,8 @@ class _Case:
             oversubscribed=self.group.size > _CORES,
             nodes=self.group.nodes,
             plan=asdict(plan),
+            variant=self.variant(),
+            counters=counted if isinstance(counted, Counters) else None,
         )
 
 
@@ -434,9 +447,10 @@ class _Granularity(_PingPong):
         samples = {"roundtrip": list(rtt), "work": list(work), "overhead": list(rtt - work)}
         med = float(np.median(rtt)) if rtt.size else float("nan")
         eff = float(np.median(work)) / med if rtt.size and med > 0 else float("nan")
-        result = self._result(samples, plan, records, efficiency_work=eff, tasks_per_s=1 / med if med > 0 else None)
-        result.variant = f"work={duration_label(self.settings.work)}"
-        return result
+        return self._result(samples, plan, records, efficiency_work=eff, tasks_per_s=1 / med if med > 0 else None)
+
+    def variant(self) -> str:
+        return f"work={duration_label(self.settings.work)}"
 
 
 class _IdleGap(_PingPong):
@@ -461,10 +475,8 @@ class _IdleGap(_PingPong):
             time.sleep(gap)  # the quiet spell, outside the timed region
             super().block(i, 1, timed, verify_at)
 
-    def result(self, records: list[_Record], plan: Plan) -> Result:
-        result = super().result(records, plan)
-        result.variant = f"gap={duration_label(self.settings.gap)}"
-        return result
+    def variant(self) -> str:
+        return f"gap={duration_label(self.settings.gap)}"
 
 
 class _Stream(_Case):

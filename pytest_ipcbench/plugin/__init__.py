@@ -384,16 +384,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         notes.append(("red", "ipcbench: resources left behind (removed now; the run fails)", leftovers))
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
+    if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.run_record is not None:
         try:
             from ..core.outdir import OutputFolderError, check_folder
             from ..report import write_report
-            from .fixtures.bench import finish_results
+            from .fixtures.bench import run_references
 
             check_folder(ipc.settings.report_dir)  # a folder, the caller's own, writable
+            results = ipc.run_record.finish(references=run_references())
             # results.json first: two pytest runs are compared with `ipcbench compare`
-            finish_results(ipc.results).save(Path(ipc.settings.report_dir) / "results.json")
-            written = write_report(ipc.results, ipc.settings.report_dir)
+            results.save(Path(ipc.settings.report_dir) / "results.json")
+            written = write_report(results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
         except OutputFolderError as exc:
             notes.append(("red", "ipcbench: could not write the report", [str(exc)]))

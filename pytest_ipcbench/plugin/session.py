@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -21,14 +20,13 @@ from typing import Any, Iterable, Mapping, Sequence
 import pytest
 
 from ..backends.base import MODES, backend_names, declared_resources, parse_wait, unavailable_reason
-from ..core.envinfo import collect
 from ..core.options import MAX_RANKS, Option
 from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
 from ..core.names import find_ours, remove
-from ..core.procs import load_average
 from ..core.units import SizeTooLarge, size_label
 from ..core.payloads import PayloadSpec, get_kind, parse_size, payload_kinds
-from ..history.results import Result, ResultSet
+from ..history.record import RunRecord
+from ..history.results import Result
 
 DEFAULT_SIZES = "1KB,1MB"
 DEFAULT_LOCAL_RANKS = "2,4"
@@ -387,7 +385,7 @@ class IpcSession:
         self.mpi = mpi_comm is not None
         self.rank: int = mpi_comm.Get_rank() if self.mpi else 0
         self.world_size: int | None = mpi_comm.Get_size() if self.mpi else None
-        self.results = ResultSet()
+        self.run_record: RunRecord | None = None  # started by the first result rank 0 records
         self._mpi_world = MPIGroup(mpi_comm) if self.mpi else None
         self._local: LocalWorld | None = None
         self._local_size = max(settings.ranks)
@@ -480,23 +478,19 @@ class IpcSession:
     # -------------------------------------------------------------------------- results
 
     def record(self, result: Result) -> None:
-        """Keep a result for the report (rank 0 keeps them; other ranks drop theirs)."""
-        if self.rank == 0:
-            if not self.results.env:
-                self.results.env = self.environment(result.group)
-            self.results.add(result)
-
-    def environment(self, group_kind: str = "") -> dict[str, Any]:
-        """The environment record of this run: :func:`~..core.envinfo.collect`, then every
+        """Keep a result for the report (rank 0 keeps them; other ranks drop theirs). The first
+        one starts the run record: the environment (``history/record.RunRecord.start``), then every
         ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
-        world = self._mpi_world
-        env = collect(self.world_size, group_kind=group_kind,
-                      node_sizes=world.node_sizes if world is not None else None)
-        # two files with different run ids are not a paired experiment (`ipcbench compare`)
-        env.update(run_id=uuid.uuid4().hex, load_start=load_average())
-        if self.config is not None:
-            self.config.hook.pytest_ipcbench_update_environment(config=self.config, env=env)
-        return env
+        if self.rank != 0:
+            return
+        if self.run_record is None:
+            world = self._mpi_world
+            config = self.config
+            self.run_record = RunRecord.start(
+                self.world_size, group_kind=result.group, node_sizes=world.node_sizes if world is not None else None,
+                update=(lambda env: config.hook.pytest_ipcbench_update_environment(config=config, env=env))
+                if config is not None else None)
+        self.run_record.add(result)
 
     # ---------------------------------------------------------------------- parametrize
 

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -41,16 +40,17 @@ from typing import Any, Sequence
 from ..backends.base import BACKENDS, MODES, backend_names, declared_resources, parse_wait, set_default_wait
 from ..core.payloads import PAYLOADS
 from ..core import names
-from ..core.envinfo import INJECT_ENV, collect as collect_env, describe as describe_env
+from ..core.envinfo import INJECT_ENV, describe as describe_env
 from ..core.group import LocalWorld, MPIGroup, in_mpi_job
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
 from ..core import launcher
 from ..core.cleanup import JobReaper, reap_job
-from ..core.procs import find_mpiexec, has_module, kill_group, load_average  # noqa: F401 (tests reach find_mpiexec here)
+from ..core.procs import find_mpiexec, has_module, kill_group  # noqa: F401 (tests reach find_mpiexec here)
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
-                               pipe_pingpong_result, quiet_barrier, with_copy_reference)
+                               pipe_pingpong_result, quiet_barrier)
 from ..harness.inject import injected
 from ..harness.physics import below_physics
+from ..history.record import RunRecord
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
@@ -136,7 +136,8 @@ class Runner:
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
         self._lock: FolderLock | None = None  # held while the run writes into self.out
-        self.results = ResultSet()
+        self.run_record = RunRecord()  # rank 0 starts it with the environment (_run)
+        self.results: ResultSet | None = None  # what finish() wrote
         self.copies: dict[int, Result] = {}
         self.references: dict[int, Result] = {}
         self.failures: list[str] = []
@@ -165,11 +166,9 @@ class Runner:
         for n in sizes:
             r = copy_result(n, time_budget=0.05 if self.options.level == "quick" else 0.2)
             old = self.copies.get(n)
-            r.extra["passes"] = 1 if old is None else old.extra.get("passes", 1) + 1
-            if old is None or r.throughput() > old.throughput():
-                self.copies[n] = r
-            else:
-                old.extra["passes"] = r.extra["passes"]
+            passes = 1 if old is None else old.extra.get("passes", 1) + 1
+            kept = r if old is None or r.throughput() > old.throughput() else old
+            self.copies[n] = replace(kept, extra={**kept.extra, "passes": passes})
         # the raw pipe ping-pong: with the copies, the in-run references that let `ipcbench
         # compare` divide out the load of the moment when it compares two runs (docs/method.md rule 19)
         for n in PIPE_REFERENCE_SIZES:
@@ -233,10 +232,11 @@ class Runner:
         self._job.update(current=index, label=label)
         progress.start(label)
 
-    def event_result(self, progress: Progress, index: int, label: str, result: dict[str, Any]) -> None:
+    def event_result(self, progress: Progress, index: int, label: str, result: dict[str, Any],
+                     wall_s: float | None = None) -> None:
         r = Result.from_dict(result)
-        r.extra["case"] = label  # what `--only` selects it by (the gate reruns cases in doubt)
-        self.results.add(r)
+        # the case's label is what `--only` selects it by (the gate reruns cases in doubt)
+        self.run_record.add(r, **({} if wall_s is None else {"wall_s": wall_s}), case=label)
         progress.finish(label, summary_note(r))
         self._job.update(resume=index + 1, current=None, label="")
 
@@ -255,7 +255,7 @@ class Runner:
         self._job.update(current=None, label="")
 
     def event_extra(self, progress: Progress, label: str, result: dict[str, Any]) -> None:
-        self.results.add(Result.from_dict(result))
+        self.run_record.add(Result.from_dict(result))
 
     def event_note(self, progress: Progress, label: str, message: str) -> None:
         self.log(f"[{label}] {message}")
@@ -351,9 +351,8 @@ class Runner:
                     self.fail(case.label, error_text(exc))
                     progress.finish(case.label, error_text(exc)[:160], ok=False)
                     continue
-                r.extra["wall_s"] = round(time.perf_counter() - t0, 3)
-                r.extra["case"] = case.label  # what `--only` selects it by (the gate reruns cases in doubt)
-                self.results.add(r)
+                # the case's label is what `--only` selects it by (the gate reruns cases in doubt)
+                self.run_record.add(r, wall_s=round(time.perf_counter() - t0, 3), case=case.label)
                 progress.finish(case.label, summary_note(r))
 
     def seed002_phase(self, progress: Progress) -> None:
@@ -368,8 +367,7 @@ class Runner:
             self.fail(label, error_text(exc))
             progress.finish(label, error_text(exc)[:160], ok=False)
             return
-        results = seed002_results(got)
-        self.results.extend(results)
+        self.run_record.extend(seed002_results(got))
         write_text(self.out / "seed002.json", json.dumps(got, indent=1, default=str) + "\n")
         med = got.get("median", {}) if isinstance(got, dict) else {}
         progress.finish(label, ", ".join(f"{k} {v:.3g} s" for k, v in med.items()))
@@ -464,16 +462,13 @@ class Runner:
     def _run(self, world: MPIGroup | None, rank0: bool, ranks: int, mpi_cases: list[Case], local_cases: list[Case],
              dropped: list[Case], methods: dict[str, Any] | None, seed002: bool) -> int:
         opts = self.options
-        env: dict[str, Any] = {}
         if rank0:
-            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level},
-                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
-            env["run_id"] = uuid.uuid4().hex  # two files with different ids are not a paired experiment
-            env["load_start"] = load_average()
+            self.run_record = RunRecord.start(ranks, group_kind="mpi+local", extra={"level": opts.level},
+                                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")
                   + (", shared-array experiment" if seed002 else "") + f" -> {self.out}")
-            for line in describe_env(env):
+            for line in describe_env(self.run_record.env):
                 print(f"  {line}")
         for c in dropped:
             self.fail(c.label, "needs MPI (mpi4py is not installed, or --no-mpi)")
@@ -503,15 +498,11 @@ class Runner:
             progress.close()
         if not rank0:
             return 0
-        return self.finish(env, copies, time.monotonic() - t0, len(mpi_cases) + len(local_cases))
+        return self.finish(copies, time.monotonic() - t0, len(mpi_cases) + len(local_cases))
 
-    def finish(self, env: dict[str, Any], copies: dict[int, float], wall: float, n_cases: int) -> int:
+    def finish(self, copies: dict[int, float], wall: float, n_cases: int) -> int:
         """Efficiency, environment, results.json, the report, the summary on the terminal."""
-        self.results.extend(self.copies[n] for n in sorted(self.copies))
-        self.results.extend(self.references[n] for n in sorted(self.references))
-        for r in self.results.results:
-            if r.scenario in ("broadcast", "pingpong", "stream") and r.nbytes in copies:
-                with_copy_reference(r, copies[r.nbytes])
+        env: dict[str, Any] = {}
         if self.mpi_env.get("mpi"):
             env["mpi"] = self.mpi_env["mpi"]
         if self.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
@@ -519,15 +510,21 @@ class Runner:
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
-        for violation in below_physics(self.results.results):
+        notes: dict[str, dict[str, Any]] = {}
+        for violation in below_physics(self.run_record.results):
             # a figure below physics is a harness error, not a result
-            violation.broadcast.extra["harness_error"] = str(violation)
+            notes[violation.broadcast.key] = {"harness_error": str(violation)}
             self.failures.append(str(violation))
             self.log(str(violation))
-        env["load_end"] = load_average()
-        env.update(wall_s=round(wall, 1), cases=n_cases, failures=self.failures,
-                   settings=asdict(self.settings), case_timeout_s=self.case_timeout)
-        self.results.env = env
+
+        def copy_bandwidth(r: Result) -> float | None:
+            return copies.get(r.nbytes) if r.scenario in ("broadcast", "pingpong", "stream") else None
+
+        self.results = self.run_record.finish(
+            references=[*(self.copies[n] for n in sorted(self.copies)),
+                        *(self.references[n] for n in sorted(self.references))],
+            copy_bandwidth=copy_bandwidth, notes=notes, **env, wall_s=round(wall, 1), cases=n_cases,
+            failures=self.failures, settings=asdict(self.settings), case_timeout_s=self.case_timeout)
         path = self.results.save(self.out / "results.json")
         summary = self.out / "run.log" if self.options.results_only else write_report(self.results, self.out)
         write_text(self.out / "run.log", "\n".join(self.log_lines) + "\n")

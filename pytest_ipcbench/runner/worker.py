@@ -94,9 +94,9 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
         finally:
             if watchdog is not None:
                 watchdog.disarm()
-        if result is not None:
-            result.extra["wall_s"] = round(time.perf_counter() - t0, 3)
-            say("result", index=index, label=case.label, result=result.to_dict())
+        if result is not None:  # the Runner adds the wall time to the result's record (history/record.py)
+            say("result", index=index, label=case.label, result=result.to_dict(),
+                wall_s=round(time.perf_counter() - t0, 3))
     if spec.get("mpi_methods"):
         if watchdog is not None:
             watchdog.arm("MPI transfer methods (1D and ragged 2D int32)", case_timeout * 10, "case")

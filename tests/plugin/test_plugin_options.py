@@ -343,7 +343,7 @@ def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> N
         def test_records(request):
             session = get_session(request.config)
             session.record(Result("bcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [0.1, 0.2]}))
-            env = session.results.env
+            env = session.run_record.env
             assert env["partition"] == "debug" and env["cores_seen_by_plugin"] == env["cores"] > 0
             assert "python" in env and "mpi" in env  # what envinfo.collect builds is there too
         """

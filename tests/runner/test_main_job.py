@@ -112,10 +112,10 @@ def test_a_hung_case_is_killed_and_the_job_resumes_after_it(tmp_path):
     resume, finished, _ = runner._run_job([sys.executable, str(script), "0"], cases, 0, progress)
     assert (resume, finished) == (2, False)
     assert time.monotonic() - t0 < 60  # killed at the timeout (plus start-up grace), not at the end
-    assert len(runner.results.results) == 1 and "case 1" in runner.failures[0]
+    assert len(runner.run_record.results) == 1 and "case 1" in runner.failures[0]
     assert "no progress" in runner.failures[0]
     resume, finished, _ = runner._run_job([sys.executable, str(script), str(resume)], cases, resume, progress)
-    assert finished and len(runner.results.results) == 2
+    assert finished and len(runner.run_record.results) == 2
     assert any("noise on stderr" in line for line in runner.log_lines)
     assert any("noise on stdout" in line for line in runner.log_lines)
 
