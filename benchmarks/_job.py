@@ -215,7 +215,7 @@ def _local_transfer(args: argparse.Namespace, cases: list[tuple[str, str, str, s
                     BackendSpec: Any, unavailable_reason: Callable[..., str | None],
                     payload: Callable[[str, str], Any], settings: Any) -> int:
     """Backends that cannot run between MPI ranks (e.g. mp-queue) run in a local world instead."""
-    from pytest_ipcbench.core.group import LocalWorld
+    from pytest_ipcbench.core.local import LocalWorld
 
     out = _Out(args.out, True)
     try:

@@ -2,7 +2,8 @@
 
 from .backends import MODES, Backend, BackendSpec, BackendUnavailable, PayloadError, backend_names, register_backend
 from .core.errors import IpcbenchError
-from .core.group import Group, GroupError, LocalWorld, MPIGroup
+from .core.group import Group, GroupError, MPIGroup
+from .core.local import LocalWorld
 from .core.payloads import Kind, PayloadSpec, make_payload, parse_size, payload_kinds, register_payload
 from .core.registry import ExtensionError
 from .harness.plan import BenchSettings

@@ -35,7 +35,8 @@ from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_name
 from ..core import launcher
 from ..core.csvfile import write_csv
 from ..core.errors import UsageError
-from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
+from ..core.group import Group, MPIGroup, in_mpi_job
+from ..core.local import LocalWorld
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
 from .measure import BenchSettings, BufferPayload, bench_interleaved

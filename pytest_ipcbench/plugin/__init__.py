@@ -25,7 +25,8 @@ from typing import Any, Generator
 import pytest
 
 from ..backends.base import BACKENDS, MODES, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
-from ..core.group import Group, LocalGroup, observe, unobserve
+from ..core.group import Group, observe, unobserve
+from ..core.local import LocalGroup
 from ..core.payloads import PayloadSpec, payload_kinds
 from .session import (
     IpcSession,

@@ -21,7 +21,8 @@ import pytest
 
 from ..backends.base import MODES, backend_names, declared_resources, parse_wait, unavailable_reason
 from ..core.options import MAX_RANKS, Option
-from ..core.group import DEFAULT_TIMEOUT, Group, LocalGroup, LocalWorld, MPIGroup
+from ..core.group import DEFAULT_TIMEOUT, Group, MPIGroup
+from ..core.local import LocalGroup, LocalWorld
 from ..core.names import find_ours, remove
 from ..core.units import SizeTooLarge, size_label
 from ..core.payloads import PayloadSpec, get_kind, parse_size, payload_kinds

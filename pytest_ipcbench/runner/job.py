@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import queue
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -41,7 +39,8 @@ from ..backends.base import BACKENDS, MODES, backend_names, declared_resources, 
 from ..core.payloads import PAYLOADS
 from ..core import names
 from ..core.envinfo import INJECT_ENV, describe as describe_env
-from ..core.group import LocalWorld, MPIGroup, in_mpi_job
+from ..core.group import MPIGroup, in_mpi_job
+from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
 from ..core import launcher
 from ..core.cleanup import JobReaper, reap_job

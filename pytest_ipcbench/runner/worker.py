@@ -17,7 +17,8 @@ from typing import Any, Callable, Sequence
 from ..backends.base import BackendSpec, get_backend, unavailable_reason
 from ..core import launcher
 from ..core.envinfo import mpi_info
-from ..core.group import Group, LocalWorld, MPIGroup
+from ..core.group import Group, MPIGroup
+from ..core.local import LocalWorld
 from ..harness.measure import PAIR_SCENARIOS, BenchSettings, bench, quiet_barrier
 from ..history.results import Result
 from .matrix import Case

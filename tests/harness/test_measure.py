@@ -23,7 +23,8 @@ from pytest_ipcbench.harness.count import ALLOC_ITERATIONS
 
 from pytest_ipcbench.core import names
 from pytest_ipcbench.backends.base import Backend, BackendSpec, register, unavailable_reason
-from pytest_ipcbench.core.group import GroupError, LocalWorld, in_mpi_job
+from pytest_ipcbench.core.group import GroupError, in_mpi_job
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, Plan, static_plan, timed_plan
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness.clock import rank_clocks
