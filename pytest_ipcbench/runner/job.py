@@ -43,7 +43,7 @@ from ..core.group import MPIGroup, in_mpi_job
 from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
 from ..core import launcher
-from ..core.cleanup import JobReaper, reap_job
+from ..core.jobwatch import JobReaper, reap_job
 from ..core.procs import find_mpiexec, has_module, kill_group  # noqa: F401 (tests reach find_mpiexec here)
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier)
@@ -324,7 +324,7 @@ class Runner:
 
     def _clean_after(self, proc: subprocess.Popen[str]) -> None:
         """Remove what the killed job's ranks left (only resources of processes that are gone),
-        and say which rank died and how (core.cleanup.JobReaper)."""
+        and say which rank died and how (core.jobwatch.JobReaper)."""
         for item in names.find_ours(patterns=declared_resources(load_all=True)):
             if not item.alive and item.pid in self._job_pids:
                 names.remove(item.path)
