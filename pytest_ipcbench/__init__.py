@@ -7,7 +7,7 @@ from .core.local import LocalWorld
 from .core.payloads import Kind, PayloadSpec, make_payload, parse_size, payload_kinds, register_payload
 from .core.registry import ExtensionError
 from .harness.plan import BenchSettings
-from .harness.scenarios import BufferPayload
+from .harness.payload import BufferPayload
 from .harness.transfer import Delivery, assert_delivered, deliver
 
 __version__ = "0.1.0"

@@ -68,8 +68,8 @@ from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, co
                     pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
 from .count import count_case, not_counted
 from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan
-from .scenarios import (_SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, BufferPayload, Payload, VerificationError,
-                        _Case, payload_bytes, perf_counter, quiet_barrier, touch)
+from .payload import BufferPayload, Payload, payload_bytes, touch
+from .scenarios import _SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, VerificationError, _Case, perf_counter, quiet_barrier
 
 
 # ------------------------------------------------------------------------------- the driver
