@@ -1,5 +1,8 @@
 """The backend protocol and the registry every backend module adds itself to.
 
+One cohesive thing: the backend protocol and its registry, the one import path a backend module
+needs (docs/extending.md).
+
 A backend moves one object from a writer (rank ``root``) to every other rank of a group:
 
 * a **store** (``kind = "store"``, e.g. LMDB, shared memory) is written once and read by every

@@ -1,8 +1,8 @@
-"""One cohesive thing: local process groups and the pipe protocol their hub and workers speak.
-
-:class:`LocalWorld` starts worker processes (spawn) and :class:`LocalGroup`
+"""Local process groups: :class:`LocalWorld` starts worker processes (spawn) and :class:`LocalGroup`
 joins the calling process (rank 0) with them, so backends that do not need MPI are tested with
 several ranks by plain ``pytest`` too.
+
+One cohesive thing: local process groups and the pipe protocol their hub and workers speak.
 
 Rank 0 is the hub; collectives go through one pipe per worker. Before a run, rank 0 sends the
 workers its run-time registrations of backends and payload kinds (a conftest.py's

@@ -1,5 +1,7 @@
 """Report of the MPI method matrix (scenario ``mpi-method``): seed 004's tables, a plot, a C++ comparison.
 
+One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows.
+
 Every function takes a list of :class:`~.results.Result` (others than ``mpi-method`` are ignored)
 and works without MPI. :func:`write_mpi_method_report` writes ``mpi-methods.md`` and
 ``mpi-methods.png`` into a folder; ``report.write_report`` calls it when the results hold any
