@@ -156,7 +156,7 @@ class _InCollective:
 # ---------------------------------------------------------------------------------- failures
 
 
-class PeerFailed(Exception):
+class PeerFailed(IpcbenchError):
     """Raised on a rank when another rank failed: its failure, passed along."""
 
     def __init__(self, failure: RankFailure) -> None:
