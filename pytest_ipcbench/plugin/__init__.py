@@ -35,7 +35,7 @@ from .hygiene import MpiHygiene, item_timeout, rank_temproot
 pytest_plugins = [
     "pytest_ipcbench.plugin.fixtures.shared",
     "pytest_ipcbench.plugin.fixtures.bench",
-    "pytest_ipcbench.plugin.fixtures.seed004",
+    "pytest_ipcbench.plugin.fixtures.mpi_methods",
     "pytest_ipcbench.plugin.fixtures.conformance",
 ]
 

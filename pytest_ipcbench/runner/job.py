@@ -7,7 +7,7 @@ Phases (one results folder, one JSON file):
 2. **mpi**: every case of a backend that can run over MPI ranks (lmdb, shm, zmq, mpi-*), in one
    ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here when
    ``ipcbench run`` is not itself under MPI; mpiexec is looked for next to ``sys.executable``
-   first, then on PATH); then seed 004's MPI method matrix (:mod:`..seed004`) in the same job;
+   first, then on PATH); then seed 004's MPI method matrix (:mod:`..mpi_methods`) in the same job;
 3. **local**: mp-queue (it cannot cross mpiexec ranks) over a :class:`~..core.local.LocalWorld` of
    RANKS processes, in this process; also every other non-MPI backend when MPI is missing;
 4. **seed 002**: the shared-array experiment (:func:`..shared.experiment.run_seed002`).

@@ -1,4 +1,4 @@
-"""``mpiexec -n 4 python -m pytest_ipcbench.seed004``: seed 004's MPI method matrix.
+"""``mpiexec -n 4 python -m pytest_ipcbench.mpi_methods``: seed 004's MPI method matrix.
 
 Prints the environment record's header and one line per case (rank 0); ``--out`` writes a
 results file that ``ipcbench report`` turns into seed 004's tables and plot.
@@ -19,7 +19,7 @@ from .configs import DEFAULT_CONFIGS, FULL_CONFIGS, MODE, parse_configs, parse_s
 from .matrix import DEFAULT_CASE_TIME, DEFAULT_ROUNDS, _peak_rss_bytes, matrix_settings, run_matrix
 from .methods import METHOD_NAMES, parse_methods
 
-PROG = "python -m pytest_ipcbench.seed004"
+PROG = "python -m pytest_ipcbench.mpi_methods"
 
 
 @dataclass(frozen=True)

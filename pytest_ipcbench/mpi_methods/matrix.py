@@ -6,7 +6,7 @@ interleaved rounds (round ``r`` visits the methods in an order rotated by ``r``)
 so that a burst of load from another job hits every method alike. The samples of every round are
 pooled into one :class:`~pytest_ipcbench.history.results.Result` per case, labelled
 ``scenario="mpi-method"``, ``backend=<method>``, ``payload="array1d"|"ragged2d"``: what
-``ipcbench run`` stores and :mod:`pytest_ipcbench.report.seed004` reads.
+``ipcbench run`` stores and :mod:`pytest_ipcbench.report.mpi_methods` reads.
 """
 
 from __future__ import annotations
