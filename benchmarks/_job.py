@@ -215,7 +215,7 @@ def _local_transfer(args: argparse.Namespace, cases: list[tuple[str, str, str, s
                     BackendSpec: Any, unavailable_reason: Callable[..., str | None],
                     payload: Callable[[str, str], Any], settings: Any) -> int:
     """Backends that cannot run between MPI ranks (e.g. mp-queue) run in a local world instead."""
-    from pytest_ipcbench.core.group import LocalWorld
+    from pytest_ipcbench.core.local import LocalWorld
 
     out = _Out(args.out, True)
     try:
@@ -270,11 +270,14 @@ def _quiet_barrier(world: Any, measure: Any) -> None:
 def _methods_job(args: argparse.Namespace, world: Any = None, out: _Out | None = None) -> int:
     """Seed 004's methods; given ``world`` and ``out`` (the ``all`` job), no final done line."""
     try:
-        from pytest_ipcbench import seed004 as mm
+        try:
+            from pytest_ipcbench import mpi_methods as mm
+        except ImportError:  # commits before seed004/ was renamed mpi_methods/
+            from pytest_ipcbench import seed004 as mm
         from pytest_ipcbench.core.group import MPIGroup
         if hasattr(mm, "matrix_settings"):  # seed 004 on the harness: 0.2 s of transfers per case
             timing: dict[str, Any] = {"settings": mm.matrix_settings(case_time=0.2, rounds=1), "rounds": 1}
-        else:  # commits with seed 004's own timing loop
+        else:  # commits with seed 004's own timing loop (all before the rename)
             from pytest_ipcbench.seed004 import methods as mm
             timing = {"plan": mm.Plan(sample_time=0.02, case_time=0.2, min_samples=5, max_samples=7)}
     except ImportError as exc:

@@ -1,7 +1,7 @@
 """Seed 004's MPI methods: method x configuration x shape (1d, 2d) x ranks.
 
 The commit's one ``mpiexec -n 4`` launch (:func:`_job.setup_cache`, shared with
-``bench_transfer``) runs ``pytest_ipcbench.seed004.methods`` on sub-groups of the selected rank
+``bench_transfer``) runs ``pytest_ipcbench.mpi_methods.methods`` on sub-groups of the selected rank
 counts; ``track_transfer`` is the median time per transfer, max over ranks, in seconds. Default
 suite: Small and Large at 4 ranks; ``IPCBENCH_ASV_FULL=1``: Small, Medium, Large at 2 and 4.
 """

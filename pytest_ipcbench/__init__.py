@@ -2,11 +2,12 @@
 
 from .backends import MODES, Backend, BackendSpec, BackendUnavailable, PayloadError, backend_names, register_backend
 from .core.errors import IpcbenchError
-from .core.group import Group, GroupError, LocalWorld, MPIGroup
+from .core.group import Group, GroupError, MPIGroup
+from .core.local import LocalWorld
 from .core.payloads import Kind, PayloadSpec, make_payload, parse_size, payload_kinds, register_payload
 from .core.registry import ExtensionError
 from .harness.plan import BenchSettings
-from .harness.scenarios import BufferPayload
+from .harness.payload import BufferPayload
 from .harness.transfer import Delivery, assert_delivered, deliver
 
 __version__ = "0.1.0"

@@ -138,7 +138,7 @@ def read_timeout_program(group: Group, spec: BackendSpec) -> tuple[str, float]:
 
 def inherited_program(group: Group, spec: BackendSpec) -> str:
     """What this rank inherited from the backend's ``before_ranks`` hook: a type name, or 'nothing'."""
-    from .core.group import inherited
+    from .core.local import inherited
 
     got = inherited(spec.name)
     return "nothing" if got is None else type(got).__name__

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from pytest_ipcbench.core.cleanup import JobWatch
+from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.names import remove
 

@@ -20,7 +20,8 @@ import sys
 
 from pytest_ipcbench.backends.base import BackendSpec, backend_names, unavailable_reason
 from pytest_ipcbench.core.counters import DEEP_COUNTERS, CounterAbsent, Counters
-from pytest_ipcbench.core.group import Group, LocalWorld, MPIGroup, in_mpi_job
+from pytest_ipcbench.core.group import Group, MPIGroup, in_mpi_job
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.core.units import size_label
 from pytest_ipcbench.harness.measure import BenchSettings, bench, run_bench

@@ -1,5 +1,8 @@
 """The backend protocol and the registry every backend module adds itself to.
 
+One cohesive thing: the backend protocol and its registry, the one import path a backend module
+needs (docs/extending.md).
+
 A backend moves one object from a writer (rank ``root``) to every other rank of a group:
 
 * a **store** (``kind = "store"``, e.g. LMDB, shared memory) is written once and read by every
@@ -129,14 +132,14 @@ class Backend(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.before_ranks is not None and isinstance(cls.__dict__.get("name"), str):
-            from ..core.group import register_before_ranks
+            from ..core.local import register_before_ranks
 
             register_before_ranks(cls.name, cls.before_ranks)
 
     @property
     def inherited(self) -> Any:
         """What this backend's ``before_ranks`` made in the parent before the ranks started."""
-        from ..core.group import inherited
+        from ..core.local import inherited
 
         return inherited(self.name)
     # OS resources this backend creates under names of its own (not through core/names.py, whose

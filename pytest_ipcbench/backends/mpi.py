@@ -2,6 +2,9 @@
 ``mpi-p2p``. The writer's ``write()`` and the readers' ``read()`` are the two sides of one
 operation, so every rank of the group must take part in every transfer.
 
+One cohesive thing: the four MPI channels, each a variant of one life cycle (``_MPIBackend``)
+and one encoding of bytes and arrays.
+
 ======================  ===============================================  ===========================================
 backend                 bytes mode                                       native mode
 ======================  ===============================================  ===========================================

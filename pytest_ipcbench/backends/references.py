@@ -1,5 +1,8 @@
 """References: the plainest correct use of each backend's mechanism, timed by the same harness.
 
+One cohesive thing: the references side by side, one short class per mechanism, so that they
+read as one table (docs/references.md).
+
 A backend names its reference (``Backend.reference``); ``ipcbench selfcheck`` and the reference
 tests time the two interleaved, so a figure labelled "zmq" is known to be ZeroMQ's cost and not
 our wrapper's (docs/method.md rule 17). Each reference is a small :class:`~..backends.base.Backend`

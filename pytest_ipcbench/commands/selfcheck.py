@@ -16,8 +16,8 @@ from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments
                             sizes, text, whole)
 from ..core.wait import WAITS
 from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, missing_reference,
-                                run_refchecks, stream_notes, write_report)
-from ..harness.refcheck import table as ref_table
+                                run_refchecks, stream_notes)
+from ..report.references import table as ref_table, write_report
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
 
 HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%), and every "

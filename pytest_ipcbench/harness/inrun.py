@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -160,8 +162,9 @@ class CopyReference:
         return self.results[nbytes].throughput()
 
 
-def with_copy_reference(result: Result, copy_bw: float) -> Result:
-    """Give ``result`` the copy bandwidth (B/s) measured in the same run: its efficiency is
-    derived from it (:meth:`Result.efficiency`)."""
-    result.copy_bandwidth = copy_bw if copy_bw > 0 else None
-    return result
+def with_copy_reference(result: Result, copy_bw: float | None, **extra: Any) -> Result:
+    """A copy of ``result`` with the copy bandwidth (B/s) measured in the same run (its efficiency
+    is derived from it: :meth:`Result.efficiency`) and ``extra`` added: the one place a harness
+    Result is completed; the Result it was built as is left as it was."""
+    return replace(result, copy_bandwidth=copy_bw if copy_bw and copy_bw > 0 else None,
+                   extra={**result.extra, **extra})

@@ -68,8 +68,8 @@ from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, co
                     pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
 from .count import count_case, not_counted
 from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan
-from .scenarios import (_SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, BufferPayload, Payload, VerificationError,
-                        _Case, payload_bytes, perf_counter, quiet_barrier, touch)
+from .payload import BufferPayload, Payload, payload_bytes, touch
+from .scenarios import _SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, VerificationError, _Case, perf_counter, quiet_barrier
 
 
 # ------------------------------------------------------------------------------- the driver
@@ -127,13 +127,16 @@ def _run_iterations(case: _Case, plan: Plan, start: int, count: int) -> None:
     case.block(start + w, count, True, lambda i: plan.verify_at(i - w))
 
 
-def _finish(cases: list[_Case], plans: list[Plan], group: Group) -> list[Result | None]:
-    """Collective: gather every rank's records; rank 0 builds the Results; a failed check fails all."""
+def _finish(cases: list[_Case], plans: list[Plan], group: Group,
+            counted: list[Counters | str | None]) -> list[Result | None]:
+    """Collective: gather every rank's records; rank 0 builds the Results (with their counters, or
+    why there are none); a failed check fails all."""
     results: list[Result | None] = []
     problems: list[str] = []
-    for case, plan in zip(cases, plans):
+    for case, plan, counters in zip(cases, plans, counted):
         records = group.gather(case.record)
         if group.rank == 0:
+            case.counted = counters
             result = case.result(records, plan)
             results.append(result)
             for r in records:
@@ -267,13 +270,7 @@ def _bench_on(
         finally:
             if gc_was:
                 gc.enable()
-        results = _finish(cases, plans, group)
-        for result, counters in zip(results, counted):
-            if result is not None:
-                if isinstance(counters, str):
-                    result.extra["counting"] = counters  # why this case has no counters
-                else:
-                    result.counters = counters
+        results = _finish(cases, plans, group, counted)
     finally:
         for case in reversed(opened):
             case.close()

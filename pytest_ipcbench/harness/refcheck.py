@@ -26,16 +26,15 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
 from ..core import launcher
-from ..core.csvfile import write_csv
 from ..core.errors import UsageError
-from ..core.group import Group, LocalWorld, MPIGroup, in_mpi_job
+from ..core.group import Group, MPIGroup, in_mpi_job
+from ..core.local import LocalWorld
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
 from .measure import BenchSettings, BufferPayload, bench_interleaved
@@ -349,120 +348,6 @@ def _worker(spec: str) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------------- reporting
-
-
-def _bw(row: RefRow, t: float) -> str:
-    return f"{row.size / t / 1e6:,.0f}" if t > 0 and row.size >= 1024 else ""
-
-
-def _ratio_cells(r: RefRow) -> str:
-    if not r.has_reference:
-        return f"{'-':>6} {'-':>13}"
-    return f"{r.ratio:>5.2f}x {r.low:>5.2f}-{r.high:<5.2f}x"
-
-
-def table(rows: Sequence[RefRow]) -> str:
-    """The rows for a terminal: one line per case."""
-    head = (f"{'scenario':<8} {'r':>1} {'backend':<10} {'mode':<6} {'size':>7} {'ours':>9} {'reference':>9} "
-            f"{'ratio':>6} {'95% CI':>13} {'MB/s ours':>10} {'ref':>7} {'alloc':>6}  {'target':<7} reference")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
-        lines.append(
-            f"{r.scenario:<8} {r.ranks:>1} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7} {format_time(r.ours):>9} "
-            f"{format_time(r.ref):>9} {_ratio_cells(r)} "
-            f"{_bw(r, r.ours):>10} {_bw(r, r.ref):>7} {alloc:>6}  {r.verdict:<7} {r.reference or '(none)'}"
-        )
-    lines.append(
-        f"ours / reference: the same harness, interleaved; r: ranks; pingpong: latency (round trip / 2), "
-        f"stream: per delivered message; broadcast: completion (delivery to the last reader), checked against the "
-        f"fast end of its own ping-pong (physics); target: ours <= {TARGET_FACTOR:g} x reference (+ "
-        f"{TARGET_SLACK * 1e6:g} us for pingpong); alloc: the reference with a fresh receive array per "
-        f"message / with one reused buffer; MB = 10^6 bytes"
-    )
-    return "\n".join(lines)
-
-
-def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
-    out = ["# Every backend against its reference", ""]
-    if env:
-        out += [", ".join(f"{k}: {v}" for k, v in env.items()), ""]
-    out += [
-        "| scenario | backend | mode | size | ours | reference | overhead | ratio (95% CI) | alloc | target | reference |",
-        "|---|---|---|---:|---:|---:|---:|---|---:|---|---|",
-    ]
-    for r in rows:
-        alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
-        out.append(
-            f"| {r.scenario} | {r.backend} | {r.mode} | {size_label(r.size)} | {format_time(r.ours)} | "
-            f"{format_time(r.ref)} | {format_time(r.overhead) if r.overhead >= 0 else '-' + format_time(-r.overhead)} | "
-            f"{f'{r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f})' if r.has_reference else '-'} | {alloc} | {r.verdict} | "
-            f"{r.reference or '(none)'} |"
-        )
-    out += ["", f"Target: ours <= {TARGET_FACTOR:g} x reference (+ {TARGET_SLACK * 1e6:g} us for pingpong). "
-            "overhead = what our wrapper adds per message; alloc = the reference with a fresh receive array "
-            "per message / with one reused buffer (the cost of allocation). See docs/references.md.", ""]
-    return "\n".join(out)
-
-
-def plot(rows: Sequence[RefRow], path: Path) -> Path | None:
-    """ours / reference against size, a panel per scenario, a line per backend and mode."""
-    rows = [r for r in rows if r.has_reference]  # a backend timed alone has no ratio to draw
-    if not rows:
-        return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    scenarios = [s for s in SCENARIOS if any(r.scenario == s for r in rows)]
-    fig = Figure(figsize=(6 * len(scenarios), 4.5))
-    for i, scenario in enumerate(scenarios):
-        ax = fig.add_subplot(1, len(scenarios), i + 1)
-        lines: dict[tuple[str, str], list[RefRow]] = {}
-        for r in rows:
-            if r.scenario == scenario:
-                lines.setdefault((r.backend, r.mode), []).append(r)
-        for (backend, mode), rs in lines.items():
-            rs.sort(key=lambda r: r.size)
-            x = [max(r.size, 1) for r in rs]
-            y = [r.ratio for r in rs]
-            err = [[max(0.0, r.ratio - r.low) for r in rs], [max(0.0, r.high - r.ratio) for r in rs]]
-            ax.errorbar(x, y, yerr=err, marker="o", capsize=3, linestyle="-" if mode == "native" else "--",
-                        label=f"{backend} {mode}")
-        ax.axhline(1.0, color="grey", linewidth=0.8)
-        ax.axhline(TARGET_FACTOR, color="red", linewidth=0.8, linestyle=":", label=f"{TARGET_FACTOR:g}x")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("backend / reference (time)")
-        ax.set_title(f"{scenario}: our backend against its mechanism")
-        ax.legend(fontsize=7)
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    return path
-
-
-def write_report(rows: Sequence[RefRow], out: Path, env: dict[str, Any] | None = None) -> list[Path]:
-    """summary.md, references.csv, references.png and references.json in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = [out / "summary.md"]
-    files[0].write_text(markdown(rows, env))
-    csv_rows = [{k: v for k, v in r.as_dict().items() if k != "extra"} for r in rows]
-    got = write_csv(out / "references.csv", csv_rows)
-    if got:
-        files.append(got)
-    (out / "references.json").write_text(json.dumps({"env": env or {}, "rows": [r.as_dict() for r in rows]}, indent=1))
-    files.append(out / "references.json")
-    try:
-        png = plot(rows, out / "references.png")
-        if png:
-            files.append(png)
-    except ImportError:
-        pass
-    return files
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The MPI part, under ``mpiexec -n 2`` (launched by :func:`run_refchecks`)."""
     parser = argparse.ArgumentParser(prog="python -m pytest_ipcbench.harness.refcheck")
@@ -478,5 +363,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["RefRow", "SIZES", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on", "markdown", "plot", "run_refchecks",
-           "table", "write_report"]
+__all__ = ["RefRow", "SIZES", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on",
+           "run_refchecks"]

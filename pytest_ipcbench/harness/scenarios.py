@@ -1,4 +1,6 @@
-"""The scenarios the harness times: broadcast, ping-pong, stream and granularity.
+"""The scenarios the harness times: broadcast, ping-pong, stream, granularity and idle gap.
+
+One cohesive thing: the scenario classes, each a variant of one life cycle (:class:`_Case`).
 
 Each is a class with ``open`` (backends, payloads), ``iteration(i, timed, verify)`` and
 ``result`` (one :class:`~..history.results.Result` on rank 0); :mod:`.measure` drives them.
@@ -14,13 +16,14 @@ import numpy as np
 
 from ..backends.base import BackendSpec
 from ..core.envinfo import cores as _cores
-from ..core.units import duration_label, size_label
+from ..core.units import duration_label
 from ..core.group import Group
-from ..core.payloads import (DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec)
+from ..core.counters import Counters
 from ..history.results import Result, Verified
 from ..core.errors import IpcbenchError
 from .clock import rank_clocks
 from .inject import stretcher
+from .payload import Payload, payload_bytes, touch
 from .transfer import describe_object
 from .plan import BenchSettings, Plan, static_plan
 
@@ -34,83 +37,7 @@ class VerificationError(IpcbenchError, AssertionError):
     """A reader received something else than what was written."""
 
 
-# -------------------------------------------------------------------------------- payloads
-
-
-@dataclass(frozen=True)
-class BufferPayload:
-    """Exactly ``size`` bytes (a uint8 array): latency from 1 byte, bandwidth at exact sizes."""
-
-    size: int
-    kind: str = "buffer"
-
-    def __post_init__(self) -> None:
-        if self.size < 1:
-            raise ValueError(f"a buffer payload needs at least 1 byte, got {self.size}")
-
-    @property
-    def id(self) -> str:
-        return f"{self.kind}-{size_label(self.size)}"
-
-    @property
-    def nbytes(self) -> int:
-        return self.size
-
-    def build(self, seed: int = 0) -> np.ndarray:
-        pattern = (np.arange(256, dtype=np.uint16) * 7 + seed * 13) % 251
-        return np.resize(pattern.astype(np.uint8), self.size)
-
-    def equal(self, a: Any, b: Any) -> bool:
-        try:
-            x = np.asarray(a if isinstance(a, np.ndarray) else memoryview(a)).reshape(-1).view(np.uint8)
-            y = np.asarray(b if isinstance(b, np.ndarray) else memoryview(b)).reshape(-1).view(np.uint8)
-        except (TypeError, ValueError):
-            return False
-        return x.shape == y.shape and bool(np.array_equal(x, y))
-
-
-Payload = Any  # PayloadSpec or BufferPayload: kind, size, id, nbytes, build(seed), equal(a, b)
-
-
-def payload_bytes(payload: Payload) -> int:
-    """Bytes of data a payload holds (``PayloadSpec.nbytes``), without building a large one."""
-    if isinstance(payload, PayloadSpec):
-        kind, size = payload.kind, payload.size
-        if kind == "ndarray":
-            return max(1, size // (NDARRAY_COLS * 4)) * NDARRAY_COLS * 4
-        if kind in ("array1d", "ragged2d"):
-            return max(1, size // (SEED004_ELEMENTS_PER_BASE * 4)) * SEED004_ELEMENTS_PER_BASE * 4
-        if kind == "dict":
-            return max(1, size // DICT_ENTRY_BYTES) * DICT_ENTRY_BYTES
-        if kind == "tiny":
-            return TINY_BYTES
-    return int(payload.nbytes)
-
-
 # ---------------------------------------------------------------------------------- helpers
-
-
-def touch(obj: Any) -> int:
-    """Read one byte of every cache line of every buffer in ``obj`` (a fully read object).
-
-    Arrays, bytes-likes and lists/tuples of them are scanned; other objects (a dict, already
-    built by unpickling) count as read.
-    """
-    if isinstance(obj, np.ndarray):
-        if obj.size == 0:
-            return 0
-        if obj.flags.c_contiguous:
-            flat = obj.reshape(-1).view(np.uint8)
-            return int(flat[::64].sum(dtype=np.uint64))
-        return int(np.asarray(obj).sum() != 0)
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        return touch(np.frombuffer(obj, dtype=np.uint8)) if len(obj) else 0
-    if isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], (np.ndarray, bytes, bytearray, memoryview)):
-        return sum(touch(x) for x in obj)
-    try:
-        return len(obj)
-    except TypeError:
-        return 0
 
 
 def delivery_times(started: list[float], arrived: dict[int, list[float]], offsets: Sequence[float]) -> list[float]:
@@ -188,6 +115,9 @@ class _Case:
         # None unless $IPCBENCH_INJECT slows this backend on purpose (harness/inject.py): called
         # where a timed operation ends, with the seconds it took
         self.stretch = stretcher(spec.name, self.nbytes)
+        # the counting pass's Counters, or why there are none (measure._finish sets it before
+        # result(): the Result is built once, counters included)
+        self.counted: Counters | str | None = None
 
     # life cycle (collective)
     def open(self) -> None:
@@ -228,9 +158,16 @@ class _Case:
     def result(self, records: list[_Record], plan: Plan) -> Result:
         raise NotImplementedError
 
+    def variant(self) -> str:
+        """A further case parameter that is not a size (``Result.variant``); none by default."""
+        return ""
+
     def _result(self, samples: dict[str, list[float]], plan: Plan, records: list[_Record], **extra: Any) -> Result:
         checked = sum(r.checked for r in records)
         failed = sum(len(r.failures) for r in records)
+        counted = self.counted
+        if isinstance(counted, str):
+            extra["counting"] = counted  # why this case has no counters
         return Result(
             scenario=self.scenario,
             backend=self.spec.name,
@@ -250,6 +187,8 @@ class _Case:
             oversubscribed=self.group.size > _CORES,
             nodes=self.group.nodes,
             plan=asdict(plan),
+            variant=self.variant(),
+            counters=counted if isinstance(counted, Counters) else None,
         )
 
 
@@ -434,9 +373,10 @@ class _Granularity(_PingPong):
         samples = {"roundtrip": list(rtt), "work": list(work), "overhead": list(rtt - work)}
         med = float(np.median(rtt)) if rtt.size else float("nan")
         eff = float(np.median(work)) / med if rtt.size and med > 0 else float("nan")
-        result = self._result(samples, plan, records, efficiency_work=eff, tasks_per_s=1 / med if med > 0 else None)
-        result.variant = f"work={duration_label(self.settings.work)}"
-        return result
+        return self._result(samples, plan, records, efficiency_work=eff, tasks_per_s=1 / med if med > 0 else None)
+
+    def variant(self) -> str:
+        return f"work={duration_label(self.settings.work)}"
 
 
 class _IdleGap(_PingPong):
@@ -461,10 +401,8 @@ class _IdleGap(_PingPong):
             time.sleep(gap)  # the quiet spell, outside the timed region
             super().block(i, 1, timed, verify_at)
 
-    def result(self, records: list[_Record], plan: Plan) -> Result:
-        result = super().result(records, plan)
-        result.variant = f"gap={duration_label(self.settings.gap)}"
-        return result
+    def variant(self) -> str:
+        return f"gap={duration_label(self.settings.gap)}"
 
 
 class _Stream(_Case):

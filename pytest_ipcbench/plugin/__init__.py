@@ -1,7 +1,8 @@
 """The pytest plugin (entry point ``ipcbench``): options, markers, fixtures and MPI hygiene hooks.
 
 Hooks and fixtures only; the logic lives in :mod:`.session` (settings, groups, parameters),
-:mod:`.verdict` (collective outcomes) and :mod:`.watchdog` (hang detection).
+:mod:`.hygiene` (the hooks under ``--with-mpi``), :mod:`.verdict` (collective outcomes) and
+:mod:`.watchdog` (hang detection).
 
 Tests that use the ipcbench fixtures run in both modes with the same code: under plain ``pytest``
 over local worker processes, and under ``mpiexec -n N python -m pytest --with-mpi`` over MPI,
@@ -12,40 +13,29 @@ on rank 0, while the other ranks wait for its verdict.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import tempfile
 import traceback
 import types
 import weakref
 from pathlib import Path
-from typing import Any, Generator
+from typing import Any
 
 import pytest
 
-from ..backends.base import BACKENDS, MODES, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
-from ..core.group import Group, LocalGroup, observe, unobserve
-from ..core.payloads import PayloadSpec, payload_kinds
-from .session import (
-    IpcSession,
-    SESSION_KEY,
-    add_pytest_options,
-    backend_fixture_name,
-    backend_fixtures,
-    describe,
-    get_session,
-    marker_kwargs,
-    resolve_settings,
-)
-from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
-from ..core.watchdog import Watchdog
+from ..backends.base import BACKENDS, BackendSpec, backend_names, restore_wait_state, set_default_wait, wait_state
+from ..core.group import Group
+from ..core.local import LocalGroup
+from ..core.payloads import PayloadSpec
+from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixtures, get_session
+from .settings import add_pytest_options, describe, marker_kwargs, resolve_settings
+from .hygiene import MpiHygiene, item_timeout, rank_temproot
 
 # fixtures written in their own modules (one concern each), registered with this plugin
 pytest_plugins = [
     "pytest_ipcbench.plugin.fixtures.shared",
     "pytest_ipcbench.plugin.fixtures.bench",
-    "pytest_ipcbench.plugin.fixtures.seed004",
+    "pytest_ipcbench.plugin.fixtures.mpi_methods",
     "pytest_ipcbench.plugin.fixtures.conformance",
 ]
 
@@ -64,7 +54,7 @@ _REPORT_LOCK_KEY = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_pytest_options(parser)  # derived from session.PYTEST_OPTIONS
+    add_pytest_options(parser)  # derived from settings.PYTEST_OPTIONS
 
 
 # --------------------------------------------------------------------------------- configure
@@ -96,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # pytest-current link at session end (FileNotFoundError); each other rank gets a root of its own
         # (inside pytest's own per-user folder, so nothing new appears in the temp folder)
         try:
-            os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_rank_temproot(rank))
+            os.environ["PYTEST_DEBUG_TEMPROOT"] = str(rank_temproot(rank))
         except pytest.UsageError as exc:
             # this rank alone: the others would wait for it at their first collective forever
             sys.stderr.write(f"ERROR: {exc}\n")
@@ -171,29 +161,6 @@ def _refuse_on_every_rank(config: pytest.Config, comm: Any, rank: int, error: st
         raise pytest.UsageError(prefix + error)
 
 
-def _rank_temproot(rank: int) -> Path:
-    """``<tmp>/pytest-of-<user>/rank<N>``, made 0700; each name read with ``lstat``, never followed
-    blindly: a folder or link there of another user is refused (it could send our files anywhere)."""
-    from ..core.outdir import OutputFolderError, check_folder
-
-    user = Path(tempfile.gettempdir()) / f"pytest-of-{_user()}"
-    try:
-        check_folder(user, mode=0o700)
-        return check_folder(user / f"rank{rank}", mode=0o700)
-    except OutputFolderError as exc:
-        raise pytest.UsageError(f"rank {rank}'s temp folder: {exc}") from None
-
-
-def _user() -> str:
-    """The user name in pytest's temp folder (``pytest-of-<user>``), as pytest finds it."""
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (ImportError, KeyError, OSError):
-        return "unknown"
-
-
 def _all_ranks_flag(config: pytest.Config) -> bool:
     return bool(config.getoption("ipc_all_ranks_output", default=None))
 
@@ -265,17 +232,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if is_ipc_test(item) and item.get_closest_marker("mpi") is None:
                 item.add_marker(pytest.mark.mpi)
-
-
-def item_ranks(item: pytest.Item) -> int | None:
-    """The rank count of a parametrized ipcbench test (None if it has none)."""
-    callspec = getattr(item, "callspec", None)
-    value = callspec.params.get("ipc_ranks") if callspec is not None else None
-    return value if isinstance(value, int) else None
-
-
-def item_timeout(item: pytest.Item) -> float:
-    return get_session(item.config).timeout_for(_marker(item).get("timeout"))
 
 
 # ---------------------------------------------------------------------------------- fixtures
@@ -403,16 +359,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         notes.append(("red", "ipcbench: resources left behind (removed now; the run fails)", leftovers))
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.results.results:
+    if ipc.rank == 0 and ipc.settings.report_dir is not None and ipc.run_record is not None:
         try:
             from ..core.outdir import OutputFolderError, check_folder
             from ..report import write_report
-            from .fixtures.bench import finish_results
+            from .fixtures.bench import run_references
 
             check_folder(ipc.settings.report_dir)  # a folder, the caller's own, writable
+            results = ipc.run_record.finish(references=run_references())
             # results.json first: two pytest runs are compared with `ipcbench compare`
-            finish_results(ipc.results).save(Path(ipc.settings.report_dir) / "results.json")
-            written = write_report(ipc.results, ipc.settings.report_dir)
+            results.save(Path(ipc.settings.report_dir) / "results.json")
+            written = write_report(results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
         except OutputFolderError as exc:
             notes.append(("red", "ipcbench: could not write the report", [str(exc)]))
@@ -432,139 +389,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section(title, sep="-", **{color: True})
         for line in lines:
             terminalreporter.line(line)
-
-
-# -------------------------------------------------------------------------------- MPI hygiene
-
-class MpiHygiene:
-    """Hooks active under --with-mpi: quiet ranks, collective verdicts, the watchdog, lockstep checks."""
-
-    NAME = "ipcbench-mpi"
-
-    def __init__(self, config: pytest.Config, session: IpcSession, comm: Any, quiet: bool) -> None:
-        self.config = config
-        self.session = session
-        self.rank = session.rank
-        self.size = session.world_size or 1
-        self.quiet = quiet
-        self._stdout = sys.stdout
-        if quiet:
-            # The terminal reporter is made right after this hook (we run first) from sys.stdout:
-            # give it /dev/null; sys.stdout itself comes back at session start. stderr stays.
-            sys.stdout = open(os.devnull, "w")
-        # outlives this rank if it is killed: says so and reclaims what it left (core/reaper.py)
-        from ..core import reaper
-
-        self.reaper = reaper.start(self.rank)
-        self.watchdog = Watchdog(self.rank, comm.Abort)
-        self.watchdog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
-        observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
-        self.watchdog.arm("pytest start-up", session.settings.timeout, "start-up")
-        self.channel = WorldChannel.open(comm)
-        self.watchdog.disarm()
-        self._pending: dict[str, str] = {}  # idle rank: call failures of others, shown at teardown
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.quiet:  # the reporter keeps its /dev/null; the test code gets the real stdout
-            sys.stdout = self._stdout
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Every rank must run the same tests in the same order: check it once."""
-        ids = [item.nodeid for item in session.items]
-        self.watchdog.arm("collection", self.session.settings.timeout, "collection")
-        try:
-            digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()
-            everyone = self.channel.allgather((len(ids), digest, ids[:3]))
-        finally:
-            self.watchdog.disarm()
-        if len({(n, h) for n, h, _ in everyone}) > 1:
-            detail = "; ".join(f"rank {r}: {n} tests" for r, (n, _, _) in enumerate(everyone))
-            message = (
-                f"ipcbench: the MPI ranks collected different tests ({detail}); every rank must run "
-                "the same tests in the same order (same files, options and seeds on every rank)"
-            )
-            raise pytest.UsageError(*([] if self.quiet else [message]))  # printed by rank 0 only
-
-    def idle_reason(self, item: pytest.Item) -> str | None:
-        """Why this rank sits ``item`` out while the others run it (None if it takes part).
-
-        A rank outside the test's group is idle; with ``--ipc-unmarked rank0`` so is every rank but
-        0 for a test without the ``mpi`` marker: it runs once instead of N times at once on one
-        machine, where the copies would race for the same files and see each other's resources.
-        """
-        ranks = item_ranks(item)
-        if self.session.is_idle(ranks):
-            return f"idle: rank {self.rank} is not in this test's group of {ranks} ranks"
-        if self.rank > 0 and self.session.settings.unmarked == "rank0" and item.get_closest_marker("mpi") is None:
-            return f"idle: not an MPI test, it runs on rank 0 only (rank {self.rank} waits)"
-        return None
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        reason = self.idle_reason(item)
-        if reason:
-            pytest.skip(reason)
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
-        self.watchdog.arm(item.nodeid, item_timeout(item), "setup")
-        try:
-            return (yield)
-        finally:
-            self.watchdog.disarm()
-
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-        report = yield
-        idle = self.idle_reason(item) is not None
-        if idle and report.when == "setup" and report.skipped and not hasattr(report, "wasxfail"):
-            path, line, reason = report.longrepr if isinstance(report.longrepr, tuple) else ("", 0, "")
-            report.longrepr = (str(item.location[0]), (item.location[1] or 0) + 1, reason)
-        self.watchdog.phase(report.when, waiting=True)
-        verdict = exchange_and_apply(self.channel, report, idle)
-        if idle and report.when == "setup" and verdict.outcome == "passed" and not item.config.getoption("setuponly"):
-            # the others run the body now: take part in their call-phase verdict
-            call_verdict, outcomes = idle_call(self.channel, item.nodeid)
-            if call_verdict.outcome == "failed":
-                self._pending[item.nodeid] = failure_text(outcomes, call_verdict.ranks, self.size, "call")
-        if report.when == "teardown" and item.nodeid in self._pending:
-            text = self._pending.pop(item.nodeid)
-            if report.outcome != "failed":  # count the failure on this rank too (exit code, -x)
-                report.outcome = "failed"
-                report.longrepr = text
-        following = {"setup": "call", "call": "teardown"}.get(report.when, "teardown")
-        self.watchdog.phase(following, waiting=False)
-        return report
-
-    def finish(self, session: pytest.Session, leftovers: list[str]) -> list[str]:
-        """Session end: everyone's leftovers and exit status, known on every rank."""
-        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
-            return leftovers  # the ranks may be at different places: no more exchanges
-        self.watchdog.arm("session end", self.session.settings.timeout, "session end")
-        try:
-            everyone = self.channel.allgather((int(session.exitstatus), leftovers))
-        finally:
-            self.watchdog.disarm()
-        mine = int(session.exitstatus)
-        worst = [status for status, _ in everyone if status not in (0, 5)]
-        if mine in (0, 5) and worst:
-            session.exitstatus = worst[0]
-        return [f"rank {r}: {line}" for r, (_, lines) in enumerate(everyone) for line in lines]
-
-    def pytest_internalerror(self, excrepr: Any, excinfo: Any) -> None:
-        if self.quiet:  # the terminal reporter of this rank writes to /dev/null: a crash must show
-            for line in str(excrepr).splitlines():
-                sys.stderr.write(f"ipcbench rank {self.rank}: INTERNALERROR> {line}\n")
-            sys.stderr.flush()
-
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        from ..core import reaper
-
-        reaper.release(self.reaper)
-        unobserve(self.watchdog)
-        self.watchdog.close()
-        self.channel.close()
 
 
 __all__ = ["MpiHygiene", "get_session", "is_ipc_test"]

@@ -13,7 +13,7 @@ DIR``) writes into one folder:
   ``completion.png``, ``throughput.png``, ``efficiency.png``, ``latency.png``, ``stream.png``,
   ``granularity.png``; log axes with units;
 * seed 004's MPI method tables and plot (``mpi-methods.md`` / ``.png``) when the results hold
-  ``mpi-method`` cases (:mod:`.seed004`).
+  ``mpi-method`` cases (:mod:`.mpi_methods`).
 
 Units: times in seconds in the CSV (``_s`` columns), MB = 10**6 bytes, MB/s = 10**6 bytes/s.
 """
@@ -29,7 +29,7 @@ from ..history.results import ResultSet
 from .csv_files import csv_rows, write_csv
 from .markdown import headline, markdown
 from .plots import write_plots
-from .seed004 import write_mpi_method_report
+from .mpi_methods import write_mpi_method_report
 
 __all__ = ["headline", "markdown", "write_report"]
 

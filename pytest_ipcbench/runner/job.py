@@ -7,15 +7,15 @@ Phases (one results folder, one JSON file):
 2. **mpi**: every case of a backend that can run over MPI ranks (lmdb, shm, zmq, mpi-*), in one
    ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here when
    ``ipcbench run`` is not itself under MPI; mpiexec is looked for next to ``sys.executable``
-   first, then on PATH); then seed 004's MPI method matrix (:mod:`..seed004`) in the same job;
-3. **local**: mp-queue (it cannot cross mpiexec ranks) over a :class:`~..core.group.LocalWorld` of
+   first, then on PATH); then seed 004's MPI method matrix (:mod:`..mpi_methods`) in the same job;
+3. **local**: mp-queue (it cannot cross mpiexec ranks) over a :class:`~..core.local.LocalWorld` of
    RANKS processes, in this process; also every other non-MPI backend when MPI is missing;
 4. **seed 002**: the shared-array experiment (:func:`..shared.experiment.run_seed002`).
 
 The worker reports each case as it ends (a line on stdout), so a case that hangs costs only its
 timeout: the job is killed (its whole process group, which this process started), the case is
-recorded as failed and a new job resumes after it. Rank 0 alone reports; the progress (case, how
-many are left, elapsed) is shown here.
+recorded as failed and a new job resumes after it (:mod:`.mpijob`). Rank 0 alone reports; the
+progress (case, how many are left, elapsed) is shown here.
 
 Folder (default ``ipcbench-results/<YYYYmmdd-HHMMSS>/``, or ``--out``): ``results.json``,
 ``summary.md``, the CSVs and PNGs of :mod:`..report`, ``run.log`` (what the jobs wrote on stderr
@@ -26,39 +26,34 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
-import queue
-import subprocess
 import sys
-import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..backends.base import BACKENDS, MODES, backend_names, declared_resources, parse_wait, set_default_wait
+from ..backends.base import BACKENDS, MODES, backend_names, parse_wait, set_default_wait
 from ..core.payloads import PAYLOADS
-from ..core import names
 from ..core.errors import UsageError
-from ..core.envinfo import INJECT_ENV, collect as collect_env, describe as describe_env
-from ..core.group import LocalWorld, MPIGroup, in_mpi_job
+from ..core.envinfo import INJECT_ENV, describe as describe_env
+from ..core.group import MPIGroup, in_mpi_job
+from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
-from ..core import launcher
-from ..core.cleanup import JobReaper, reap_job
-from ..core.procs import find_mpiexec, has_module, kill_group, load_average  # noqa: F401 (tests reach find_mpiexec here)
+from ..core.procs import has_module
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
-                               pipe_pingpong_result, quiet_barrier, with_copy_reference)
+                               pipe_pingpong_result, quiet_barrier)
 from ..core.injection import injected
 from ..harness.deep import DeepCase, deep_counters, merge as merge_deep
 from ..harness.physics import below_physics
+from ..history.record import RunRecord
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
 from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, needs_mpi
 from .progress import Progress, summary_note
-from .worker import MARK, case_unavailable, error_text, noop, run_case_local, run_mpi_cases
+from .mpijob import MpiPhase
+from .worker import case_unavailable, error_text, noop, run_case_local
 
 
 @dataclass
@@ -140,14 +135,13 @@ class Runner:
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
         self._lock: FolderLock | None = None  # held while the run writes into self.out
-        self.results = ResultSet()
+        self.run_record = RunRecord()  # rank 0 starts it with the environment (_run)
+        self.results: ResultSet | None = None  # what finish() wrote
         self.copies: dict[int, Result] = {}
         self.references: dict[int, Result] = {}
         self.failures: list[str] = []
         self.log_lines: list[str] = []
-        self.mpi_env: dict[str, Any] = {}
-        self._job_pids: set[int] = set()  # of jobs we killed: what they left may be removed
-        self._job: dict[str, Any] = {}
+        self.mpi = MpiPhase(self)
 
     # ------------------------------------------------------------------ helpers
     def log(self, text: str) -> None:
@@ -169,11 +163,9 @@ class Runner:
         for n in sizes:
             r = copy_result(n, time_budget=0.05 if self.options.level == "quick" else 0.2)
             old = self.copies.get(n)
-            r.extra["passes"] = 1 if old is None else old.extra.get("passes", 1) + 1
-            if old is None or r.throughput() > old.throughput():
-                self.copies[n] = r
-            else:
-                old.extra["passes"] = r.extra["passes"]
+            passes = 1 if old is None else old.extra.get("passes", 1) + 1
+            kept = r if old is None or r.throughput() > old.throughput() else old
+            self.copies[n] = replace(kept, extra={**kept.extra, "passes": passes})
         # the raw pipe ping-pong: with the copies, the in-run references that let `ipcbench
         # compare` divide out the load of the moment when it compares two runs (docs/method.md rule 19)
         for n in PIPE_REFERENCE_SIZES:
@@ -184,156 +176,6 @@ class Runner:
         if progress is not None:
             progress.finish("copy bandwidth (numpy)", f"{len(sizes)} sizes")
         return {n: r.throughput() for n, r in self.copies.items()}
-
-    def mpi_phase(self, cases: list[Case], progress: Progress, methods: dict[str, Any] | None) -> None:
-        if not cases and not methods:
-            return
-        exe = self.options.mpiexec or launcher.find_mpiexec()
-        if exe is None:
-            for c in cases:
-                self.fail(c.label, "no mpiexec found (install the mpi extra: pip install 'pytest-ipcbench[mpi]')")
-                progress.finish(c.label, "no mpiexec", ok=False)
-            return
-        start = 0
-        stalls = 0
-        while start < len(cases) or methods:
-            spec = {"cases": [asdict(c) for c in cases], "start": start, "settings": asdict(self.settings),
-                    "mpi_methods": methods}
-            path = self.out / ".cases.json"
-            write_text(path, json.dumps(spec))
-            cmd = launcher.command(self.options.ranks, "pytest_ipcbench.runner.worker", [str(path)], exe)
-            progress.start(f"starting mpiexec -n {self.options.ranks}")
-            next_start, finished, methods_done = self._run_job(cmd, cases, start, progress)
-            if methods_done:
-                methods = None
-            if finished:
-                break
-            stalls = stalls + 1 if next_start <= start else 0
-            if stalls >= 2:  # the job dies before its first case: give up on the rest
-                for c in cases[start:]:
-                    self.fail(c.label, "not run: the MPI job failed twice before reaching it (see run.log)")
-                    progress.finish(c.label, "not run", ok=False)
-                break
-            start = next_start
-        try:
-            (self.out / ".cases.json").unlink()
-        except FileNotFoundError:
-            pass
-
-    def on_event(self, ev: dict[str, Any], progress: Progress) -> None:
-        """One event of the MPI phase (from the job's stdout, or in-process under MPI): dispatched
-        to ``event_<kind>(progress, **fields)``, as pytest-xdist dispatches worker events."""
-        fields = dict(ev)
-        handler = getattr(self, f"event_{fields.pop('event')}", None)
-        if handler is None:
-            self.log(f"[mpi] unknown event {ev!r}")
-            return
-        handler(progress, **fields)
-
-    def event_env(self, progress: Progress, **env: Any) -> None:
-        self.mpi_env = env
-
-    def event_start(self, progress: Progress, index: int, label: str) -> None:
-        self._job.update(current=index, label=label)
-        progress.start(label)
-
-    def event_result(self, progress: Progress, index: int, label: str, result: dict[str, Any]) -> None:
-        r = Result.from_dict(result)
-        r.extra["case"] = label  # what `--only` selects it by (the gate reruns cases in doubt)
-        self.results.add(r)
-        progress.finish(label, summary_note(r))
-        self._job.update(resume=index + 1, current=None, label="")
-
-    def event_skip(self, progress: Progress, index: int, label: str, reason: str) -> None:
-        self.log(f"skipped {label}: {reason}")
-        progress.finish(label, f"skipped: {reason}", ok=True)
-        self._job["resume"] = index + 1
-
-    def event_error(self, progress: Progress, index: int, label: str, message: str) -> None:
-        self.fail(label, message)
-        progress.finish(label, message[:160], ok=False)
-        if index >= 0:
-            self._job["resume"] = index + 1
-        else:  # seed 004's methods (index -1)
-            self._job["methods_done"] = True
-        self._job.update(current=None, label="")
-
-    def event_extra(self, progress: Progress, label: str, result: dict[str, Any]) -> None:
-        self.results.add(Result.from_dict(result))
-
-    def event_note(self, progress: Progress, label: str, message: str) -> None:
-        self.log(f"[{label}] {message}")
-
-    def event_end(self, progress: Progress, index: int, label: str) -> None:
-        self._job.update(methods_done=True, current=None, label="")
-        progress.finish(label, "done")
-
-    def event_done(self, progress: Progress) -> None:
-        self._job["done"] = True
-
-    def _run_job(self, cmd: list[str], cases: list[Case], start: int, progress: Progress) -> tuple[int, bool, bool]:
-        """One mpiexec job from case ``start``; (where to resume, finished, methods done)."""
-        job = launcher.Job(cmd)
-        proc, lines = job.proc, job.lines
-        self._reaper = JobReaper(proc.pid).start()  # its ranks, and what they map: see _clean_after
-        st = self._job = {"current": None, "label": "", "resume": start, "methods_done": False, "done": False}
-        open_streams = 2
-        deadline = time.monotonic() + self.case_timeout + 60  # start-up included
-        while open_streams:
-            try:
-                name, line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except KeyboardInterrupt:
-                self._kill(proc)  # it runs in a session of its own: Ctrl-C does not reach it
-                self._clean_after(proc)
-                raise
-            except queue.Empty:
-                what = st["label"] or "start-up of the MPI job"
-                self.fail(what, f"no progress for {self.case_timeout:g} s: the MPI job was killed")
-                progress.finish(what, "timed out", ok=False)
-                self._kill(proc)
-                self._clean_after(proc)
-                cur = st["current"]
-                if cur is None:
-                    return st["resume"], False, st["methods_done"]
-                return (cur + 1, False, False) if cur >= 0 else (st["resume"], False, True)
-            if line is None:
-                open_streams -= 1
-                continue
-            self._reaper.feed(line)
-            if name == "err":
-                self.log(f"[mpi stderr] {line}")
-                continue
-            event = launcher.record(line, MARK)
-            if event is None:
-                self.log(f"[mpi stdout] {line}")
-                continue
-            deadline = time.monotonic() + self.case_timeout
-            self.on_event(event, progress)
-        proc.wait()
-        if st["done"]:
-            self._reaper.stop()
-            return st["resume"], True, True
-        what = st["label"] or "the MPI job"
-        self.fail(what, f"the MPI job ended with exit code {proc.returncode} before finishing")
-        progress.finish(what, f"exit {proc.returncode}", ok=False)
-        self._clean_after(proc)
-        cur = st["current"]
-        if cur is not None and cur >= 0:
-            return cur + 1, False, st["methods_done"]
-        if cur == -1:
-            return st["resume"], False, True
-        return st["resume"], st["resume"] >= len(cases), st["methods_done"]
-
-    def _kill(self, proc: subprocess.Popen[str]) -> None:
-        self._job_pids |= kill_group(proc)
-
-    def _clean_after(self, proc: subprocess.Popen[str]) -> None:
-        """Remove what the killed job's ranks left (only resources of processes that are gone),
-        and say which rank died and how (core.cleanup.JobReaper)."""
-        for item in names.find_ours(patterns=declared_resources(load_all=True)):
-            if not item.alive and item.pid in self._job_pids:
-                names.remove(item.path)
-        reap_job(self._reaper, self.log, declared_resources(load_all=True))
 
     def local_phase(self, cases: list[Case], progress: Progress) -> None:
         if not cases:
@@ -355,9 +197,8 @@ class Runner:
                     self.fail(case.label, error_text(exc))
                     progress.finish(case.label, error_text(exc)[:160], ok=False)
                     continue
-                r.extra["wall_s"] = round(time.perf_counter() - t0, 3)
-                r.extra["case"] = case.label  # what `--only` selects it by (the gate reruns cases in doubt)
-                self.results.add(r)
+                # the case's label is what `--only` selects it by (the gate reruns cases in doubt)
+                self.run_record.add(r, wall_s=round(time.perf_counter() - t0, 3), case=case.label)
                 progress.finish(case.label, summary_note(r))
 
     def seed002_phase(self, progress: Progress) -> None:
@@ -372,34 +213,12 @@ class Runner:
             self.fail(label, error_text(exc))
             progress.finish(label, error_text(exc)[:160], ok=False)
             return
-        results = seed002_results(got)
-        self.results.extend(results)
+        self.run_record.extend(seed002_results(got))
         write_text(self.out / "seed002.json", json.dumps(got, indent=1, default=str) + "\n")
         med = got.get("median", {}) if isinstance(got, dict) else {}
         progress.finish(label, ", ".join(f"{k} {v:.3g} s" for k, v in med.items()))
 
     # ------------------------------------------------------------------ all
-    def mpi_inprocess(self, world: Any, cases: list[Case], progress: Progress, methods: dict[str, Any] | None) -> None:
-        """The MPI phase when ``ipcbench run`` itself runs under mpiexec: every rank runs the
-        cases here; a watchdog aborts the job if a case hangs (no resume in this mode)."""
-        from mpi4py import MPI
-
-        from ..core.watchdog import Watchdog
-
-        spec = {"cases": [asdict(c) for c in cases], "start": 0, "settings": asdict(self.settings),
-                "mpi_methods": methods}
-        self._job = {"current": None, "label": "", "resume": 0, "methods_done": False, "done": False}
-        rank0 = world.rank == 0
-        emit = (lambda event, **f: self.on_event({"event": event, **f}, progress)) if rank0 else None
-        dog = Watchdog(world.rank, MPI.COMM_WORLD.Abort) if self.case_timeout > 0 else None
-        if dog is not None:
-            dog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
-        try:
-            run_mpi_cases(world, spec, emit, dog, self.case_timeout)
-        finally:
-            if dog is not None:
-                dog.close()
-
     def run(self) -> int:
         opts = self.options
         if opts.wait is not None:
@@ -479,16 +298,13 @@ class Runner:
     def _run(self, world: MPIGroup | None, rank0: bool, ranks: int, mpi_cases: list[Case], local_cases: list[Case],
              dropped: list[Case], methods: dict[str, Any] | None, seed002: bool) -> int:
         opts = self.options
-        env: dict[str, Any] = {}
         if rank0:
-            env = collect_env(ranks, group_kind="mpi+local", extra={"level": opts.level},
-                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
-            env["run_id"] = uuid.uuid4().hex  # two files with different ids are not a paired experiment
-            env["load_start"] = load_average()
+            self.run_record = RunRecord.start(ranks, group_kind="mpi+local", extra={"level": opts.level},
+                                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")
                   + (", shared-array experiment" if seed002 else "") + f" -> {self.out}")
-            for line in describe_env(env):
+            for line in describe_env(self.run_record.env):
                 print(f"  {line}")
         for c in dropped:
             self.fail(c.label, "needs MPI (mpi4py is not installed, or --no-mpi)")
@@ -501,9 +317,9 @@ class Runner:
                 copies = self.copy_phase(mpi_cases + local_cases, progress)
             if world is not None:
                 quiet_barrier(world)  # the others wait asleep while rank 0 copies
-                self.mpi_inprocess(world, mpi_cases, progress, methods)
+                self.mpi.inprocess(world, mpi_cases, progress, methods)
             else:
-                self.mpi_phase(mpi_cases, progress, methods)
+                self.mpi.run(mpi_cases, progress, methods)
             if rank0:
                 self.local_phase(local_cases, progress)
                 if seed002:
@@ -518,12 +334,14 @@ class Runner:
             progress.close()
         if not rank0:
             return 0
-        return self.finish(env, copies, time.monotonic() - t0, len(mpi_cases) + len(local_cases))
+        return self.finish(copies, time.monotonic() - t0, len(mpi_cases) + len(local_cases))
 
-    def deep_phase(self) -> None:
-        """Deep mode's counters (harness/deep.py) into the results of the chosen cases."""
+    def deep_phase(self) -> dict[str, Any]:
+        """Deep mode's counters (harness/deep.py) for the results of the chosen cases, by key (the
+        run record puts them in when it builds the results)."""
+        merged: dict[str, Any] = {}
         for c in self.deep_cases:
-            found = [r for r in self.results.results if (r.scenario, r.backend, r.mode, r.payload, r.size) ==
+            found = [r for r in self.run_record.results if (r.scenario, r.backend, r.mode, r.payload, r.size) ==
                      (c.scenario, c.backend, c.mode, c.kind, c.size) and not r.variant]
             if not found:
                 self.log(f"deep {c.label}: no result to add to (the case failed or was skipped)")
@@ -537,38 +355,40 @@ class Runner:
                 self.fail(f"deep {c.label}", str(exc))
                 continue
             for r in found:
-                r.counters = merge_deep(r.counters, deep)
+                merged[r.key] = merge_deep(r.counters, deep)
             absent = sorted({why for x in deep.ranks for why in x.absent.values()})
             self.log(f"deep {c.label}: {time.monotonic() - t0:.0f} s" + (f"; absent: {absent[0]}" if absent else ""))
             print(f"deep {c.label}: {time.monotonic() - t0:.0f} s " + (f"(absent: {absent[0]})" if absent else " | ".join(
                 f"{x.role} {x.rank}: copied {_deep_cell(x, 'copied.bytes')} B, {_deep_cell(x, 'instructions')} instr"
                 for x in deep.ranks)), flush=True)
+        return merged
 
-    def finish(self, env: dict[str, Any], copies: dict[int, float], wall: float, n_cases: int) -> int:
+    def finish(self, copies: dict[int, float], wall: float, n_cases: int) -> int:
         """Efficiency, environment, results.json, the report, the summary on the terminal."""
-        self.results.extend(self.copies[n] for n in sorted(self.copies))
-        self.results.extend(self.references[n] for n in sorted(self.references))
-        for r in self.results.results:
-            if r.scenario in ("broadcast", "pingpong", "stream") and r.nbytes in copies:
-                with_copy_reference(r, copies[r.nbytes])
-        if self.mpi_env.get("mpi"):
-            env["mpi"] = self.mpi_env["mpi"]
-        if self.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
-            env["nodes"], env["ranks_per_node"] = len(self.mpi_env["ranks_per_node"]), self.mpi_env["ranks_per_node"]
+        env: dict[str, Any] = {}
+        if self.mpi.mpi_env.get("mpi"):
+            env["mpi"] = self.mpi.mpi_env["mpi"]
+        if self.mpi.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
+            env["nodes"], env["ranks_per_node"] = len(self.mpi.mpi_env["ranks_per_node"]), self.mpi.mpi_env["ranks_per_node"]
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
-        for violation in below_physics(self.results.results):
+        notes: dict[str, dict[str, Any]] = {}
+        for violation in below_physics(self.run_record.results):
             # a figure below physics is a harness error, not a result
-            violation.broadcast.extra["harness_error"] = str(violation)
+            notes[violation.broadcast.key] = {"harness_error": str(violation)}
             self.failures.append(str(violation))
             self.log(str(violation))
-        if getattr(self, "deep_cases", None):
-            self.deep_phase()
-        env["load_end"] = load_average()
-        env.update(wall_s=round(wall, 1), cases=n_cases, failures=self.failures,
-                   settings=asdict(self.settings), case_timeout_s=self.case_timeout)
-        self.results.env = env
+
+        def copy_bandwidth(r: Result) -> float | None:
+            return copies.get(r.nbytes) if r.scenario in ("broadcast", "pingpong", "stream") else None
+
+        deep = self.deep_phase() if getattr(self, "deep_cases", None) else {}
+        self.results = self.run_record.finish(
+            references=[*(self.copies[n] for n in sorted(self.copies)),
+                        *(self.references[n] for n in sorted(self.references))],
+            copy_bandwidth=copy_bandwidth, notes=notes, counters=deep, **env, wall_s=round(wall, 1), cases=n_cases,
+            failures=self.failures, settings=asdict(self.settings), case_timeout_s=self.case_timeout)
         path = self.results.save(self.out / "results.json")
         summary = self.out / "run.log" if self.options.results_only else write_report(self.results, self.out)
         write_text(self.out / "run.log", "\n".join(self.log_lines) + "\n")

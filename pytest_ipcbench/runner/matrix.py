@@ -14,7 +14,7 @@ from ..backends.base import MODES, BackendUnavailable, backend_names, get_backen
 from ..core.payloads import PAYLOADS, PayloadSpec, get_kind, payload_kinds
 from ..core.units import duration_label, size_label
 from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload
-from ..seed004.configs import CONFIG_NAMES, config_nbytes
+from ..mpi_methods.configs import CONFIG_NAMES, config_nbytes
 
 LEVELS = ("quick", "default", "full")
 BUFFER = "buffer"  # the pseudo-kind of ping-pong and stream: exactly ``size`` bytes

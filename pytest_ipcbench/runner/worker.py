@@ -17,7 +17,8 @@ from typing import Any, Callable, Sequence
 from ..backends.base import BackendSpec, get_backend, unavailable_reason
 from ..core import launcher
 from ..core.envinfo import mpi_info
-from ..core.group import Group, LocalWorld, MPIGroup
+from ..core.group import Group, MPIGroup
+from ..core.local import LocalWorld
 from ..harness.measure import PAIR_SCENARIOS, BenchSettings, bench, quiet_barrier
 from ..history.results import Result
 from .matrix import Case
@@ -99,9 +100,9 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
         finally:
             if watchdog is not None:
                 watchdog.disarm()
-        if result is not None:
-            result.extra["wall_s"] = round(time.perf_counter() - t0, 3)
-            say("result", index=index, label=case.label, result=result.to_dict())
+        if result is not None:  # the Runner adds the wall time to the result's record (history/record.py)
+            say("result", index=index, label=case.label, result=result.to_dict(),
+                wall_s=round(time.perf_counter() - t0, 3))
     if spec.get("mpi_methods"):
         if watchdog is not None:
             watchdog.arm("MPI transfer methods (1D and ragged 2D int32)", case_timeout * 10, "case")
@@ -112,19 +113,19 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
 
 
 def _run_mpi_methods(world: Any, opts: dict[str, Any], say: Callable[..., None]) -> None:
-    """The hook for seed 004's MPI method matrix: :func:`pytest_ipcbench.seed004.run_matrix`
+    """The hook for seed 004's MPI method matrix: :func:`pytest_ipcbench.mpi_methods.run_matrix`
     (collective; Result records on rank 0)."""
-    from .. import seed004
+    from .. import mpi_methods
 
     say("start", index=-1, label="MPI transfer methods (1D and ragged 2D int32)")
     try:
-        settings = seed004.matrix_settings(case_time=float(opts.get("case_time", seed004.DEFAULT_CASE_TIME)))
-        configs = [c for c in opts.get("configs", ()) if c in seed004.CONFIGS]
+        settings = mpi_methods.matrix_settings(case_time=float(opts.get("case_time", mpi_methods.DEFAULT_CASE_TIME)))
+        configs = [c for c in opts.get("configs", ()) if c in mpi_methods.CONFIGS]
 
         def progress(line: str) -> None:
             say("note", label="MPI transfer methods", message=line.strip())
 
-        results = seed004.run_matrix(world, configs=configs, settings=settings,
+        results = mpi_methods.run_matrix(world, configs=configs, settings=settings,
                                      progress=progress if world.rank == 0 else None)
         quiet_barrier(world)
     except Exception as exc:

@@ -1,5 +1,8 @@
 """Shared-memory segments: creation, attach, the cross-process reference count, crash safety.
 
+One cohesive thing: the segment protocol (header, reference count, generation, reclaim), whose
+parts share one per-process table, one lock order and one header layout.
+
 A segment is the plain POSIX file ``/dev/shm/<name>`` (``name`` from
 :func:`pytest_ipcbench.core.names.resource_name`, so ``names.find_ours`` and ``ipcbench clean`` see it),
 opened with ``os.open(O_CREAT | O_EXCL, 0o600)`` and mapped with ``mmap(2)``.  No

@@ -17,7 +17,7 @@ import pytest
 from pytest_ipcbench.core import names
 from pytest_ipcbench.backends import BackendSpec, BackendUnavailable, PayloadError, get_backend
 from pytest_ipcbench.backends.base import backend_names, unavailable_reason
-from pytest_ipcbench.core.group import LocalWorld
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness.transfer import assert_delivered, deliver
 

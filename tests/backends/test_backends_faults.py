@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.backends.base import BackendSpec
-from pytest_ipcbench.core.group import LocalWorld
+from pytest_ipcbench.core.local import LocalWorld
 
 SMALL_FS = textwrap.dedent("""
     import os, sys
     import numpy as np
     from pytest_ipcbench.backends.base import BackendSpec
-    from pytest_ipcbench.core.group import GroupError, LocalWorld
+    from pytest_ipcbench.core.group import GroupError
+    from pytest_ipcbench.core.local import LocalWorld
 
     def write_big(group, mode, nbytes):
         with BackendSpec("lmdb", mode).open(group) as live:
@@ -91,7 +92,7 @@ ZMQ_INTERRUPTED_SETUP = textwrap.dedent("""
     import zmq
     from pytest_ipcbench import BackendSpec
     from pytest_ipcbench.core import names
-    from pytest_ipcbench.core.group import LocalWorld
+    from pytest_ipcbench.core.local import LocalWorld
 
     def open_interrupted(group):
         real = zmq.Context._add_socket

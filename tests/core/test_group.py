@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from pytest_ipcbench.core.group import GroupError, LocalGroup, LocalWorld, in_mpi_job
+from pytest_ipcbench.core.group import GroupError, in_mpi_job
+from pytest_ipcbench.core.local import LocalGroup, LocalWorld
 
 # ----------------------------------------------------- functions the ranks run (module level)
 

@@ -77,7 +77,7 @@ def test_sub_group_knows_its_nodes(world: Any) -> None:
 
 
 def test_local_group_is_one_node() -> None:
-    from pytest_ipcbench.core.group import LocalWorld
+    from pytest_ipcbench.core.local import LocalWorld
 
     group = LocalWorld(3).group()
     assert (group.node, group.nodes, group.node_size, group.node_ranks) == (0, 1, 3, [[0, 1, 2]])

@@ -16,7 +16,8 @@ from pytest_ipcbench import BackendSpec, ExtensionError, Kind, PayloadSpec, back
 from pytest_ipcbench import register_backend, register_payload
 from pytest_ipcbench.backends.base import BACKENDS, Backend, get_backend
 from pytest_ipcbench.core import names
-from pytest_ipcbench.core.group import GroupError, LocalWorld, in_mpi_job
+from pytest_ipcbench.core.group import GroupError, in_mpi_job
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.payloads import PAYLOADS
 from pytest_ipcbench.harness.transfer import assert_delivered, deliver
 

@@ -16,7 +16,8 @@ import pytest
 from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
 from pytest_ipcbench.core.counters import (COUNTERS, DEEP_COUNTERS, CounterAbsent, CounterProbe, PickleCounter, RankCounters,
                                            syscall_unavailable)
-from pytest_ipcbench.core.group import LocalWorld, in_mpi_job
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, run_bench
 

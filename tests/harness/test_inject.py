@@ -17,7 +17,8 @@ import pytest
 
 from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.envinfo import INJECT_ENV, collect
-from pytest_ipcbench.core.group import LocalWorld, in_mpi_job
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness import measure
 from pytest_ipcbench.core.injection import Slowdown, format_injection, injected, parse_injection
 from pytest_ipcbench.harness.inject import stretcher

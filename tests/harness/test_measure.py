@@ -23,7 +23,8 @@ from pytest_ipcbench.harness.count import ALLOC_ITERATIONS
 
 from pytest_ipcbench.core import names
 from pytest_ipcbench.backends.base import Backend, BackendSpec, register, unavailable_reason
-from pytest_ipcbench.core.group import GroupError, LocalWorld, in_mpi_job
+from pytest_ipcbench.core.group import GroupError, in_mpi_job
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, Plan, static_plan, timed_plan
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness.clock import rank_clocks
@@ -377,7 +378,10 @@ def test_copy_bandwidth_and_efficiency():
     fake = measure.Result("broadcast", "x", "bytes", "ndarray", 10_000, 4,
                           {"completion": [0.001] * 3, "completion_touched": [0.002] * 3}, nbytes=10_000)
     assert fake.efficiency() is None  # no reference yet
-    measure.with_copy_reference(fake, 1e8)
+    done = measure.with_copy_reference(fake, 1e8, test="t")
+    assert fake.copy_bandwidth is None and "test" not in fake.extra  # built once: a new Result, not a change
+    fake = done
+    assert fake.extra["test"] == "t"
     assert fake.bandwidth_metric() == "completion_touched"
     assert fake.bandwidth() == pytest.approx(5e6) and fake.efficiency() == pytest.approx(0.05)
 

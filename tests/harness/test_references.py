@@ -30,10 +30,12 @@ from pytest_ipcbench.backends.base import (
     wait_state,
 )
 from pytest_ipcbench.core import envinfo
-from pytest_ipcbench.core.group import Group, LocalWorld
+from pytest_ipcbench.core.group import Group
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, bench, bench_interleaved
 from pytest_ipcbench.harness.references import reference_of
-from pytest_ipcbench.harness.refcheck import RefRow, compare_on, markdown, table, write_report
+from pytest_ipcbench.harness.refcheck import RefRow, compare_on
+from pytest_ipcbench.report.references import markdown, table, write_report
 from pytest_ipcbench.harness.speed import assert_not_slower
 
 LOCAL = ("zmq", "shm", "lmdb", "mp-queue")

@@ -12,7 +12,8 @@ import pytest
 
 from pytest_ipcbench.harness import speed
 from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
-from pytest_ipcbench.core.group import LocalWorld, in_mpi_job
+from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness.measure import BenchSettings, run_interleaved
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.history.results import Result

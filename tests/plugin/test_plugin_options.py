@@ -5,20 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_ipcbench.backends.base import backend_names
-from pytest_ipcbench.plugin.session import (
-    backend_fixtures,
-    IpcSession,
-    Settings,
-    default_ranks,
-    parse_backends,
-    parse_bool,
-    parse_modes,
-    parse_payloads,
-    parse_ranks,
-    parse_sizes,
-    parse_timeout,
-    payload_specs,
-)
+from pytest_ipcbench.plugin.session import backend_fixtures, IpcSession, payload_specs
+from pytest_ipcbench.plugin.settings import Settings, default_ranks, parse_backends, parse_bool, parse_modes, parse_payloads, parse_ranks, parse_sizes, parse_timeout
 
 # ------------------------------------------------------------------------------- parse_*
 
@@ -343,7 +331,7 @@ def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> N
         def test_records(request):
             session = get_session(request.config)
             session.record(Result("bcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [0.1, 0.2]}))
-            env = session.results.env
+            env = session.run_record.env
             assert env["partition"] == "debug" and env["cores_seen_by_plugin"] == env["cores"] > 0
             assert "python" in env and "mpi" in env  # what envinfo.collect builds is there too
         """

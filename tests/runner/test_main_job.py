@@ -109,13 +109,13 @@ def test_a_hung_case_is_killed_and_the_job_resumes_after_it(tmp_path):
     progress = Progress(3, "none")
     cases = [Case("broadcast", "fake", "bytes", "dict", 1000, 4)] * 3
     t0 = time.monotonic()
-    resume, finished, _ = runner._run_job([sys.executable, str(script), "0"], cases, 0, progress)
+    resume, finished, _ = runner.mpi._run_job([sys.executable, str(script), "0"], cases, 0, progress)
     assert (resume, finished) == (2, False)
     assert time.monotonic() - t0 < 60  # killed at the timeout (plus start-up grace), not at the end
-    assert len(runner.results.results) == 1 and "case 1" in runner.failures[0]
+    assert len(runner.run_record.results) == 1 and "case 1" in runner.failures[0]
     assert "no progress" in runner.failures[0]
-    resume, finished, _ = runner._run_job([sys.executable, str(script), str(resume)], cases, resume, progress)
-    assert finished and len(runner.results.results) == 2
+    resume, finished, _ = runner.mpi._run_job([sys.executable, str(script), str(resume)], cases, resume, progress)
+    assert finished and len(runner.run_record.results) == 2
     assert any("noise on stderr" in line for line in runner.log_lines)
     assert any("noise on stdout" in line for line in runner.log_lines)
 
@@ -123,7 +123,7 @@ def test_a_hung_case_is_killed_and_the_job_resumes_after_it(tmp_path):
 def test_a_job_that_dies_is_reported(tmp_path):
     runner = _runner(tmp_path, timeout=30)
     code = "import sys; print('@@ipcbench {\"event\": \"start\", \"index\": 0, \"label\": \"c0\"}', flush=True); sys.exit(3)"
-    resume, finished, _ = runner._run_job([sys.executable, "-c", code], [Case("broadcast", "f", "bytes", "dict", 1, 4)] * 2,
+    resume, finished, _ = runner.mpi._run_job([sys.executable, "-c", code], [Case("broadcast", "f", "bytes", "dict", 1, 4)] * 2,
                                           0, Progress(2, "none"))
     assert (resume, finished) == (1, False)
     assert "exit code 3" in runner.failures[0]

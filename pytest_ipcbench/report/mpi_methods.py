@@ -1,5 +1,7 @@
 """Report of the MPI method matrix (scenario ``mpi-method``): seed 004's tables, a plot, a C++ comparison.
 
+One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows.
+
 Every function takes a list of :class:`~.results.Result` (others than ``mpi-method`` are ignored)
 and works without MPI. :func:`write_mpi_method_report` writes ``mpi-methods.md`` and
 ``mpi-methods.png`` into a folder; ``report.write_report`` calls it when the results hold any
@@ -8,7 +10,7 @@ and works without MPI. :func:`write_mpi_method_report` writes ``mpi-methods.md``
 Times are the median over the samples of each result's primary metric (``transfer``: seconds
 per transfer, the max over every rank of each transfer, timed by the harness; ``completion`` in
 files written before seed 004 ran on the harness). Sizes: MB = 10**6 bytes. The
-configurations, shapes and method names come from :mod:`pytest_ipcbench.seed004`.
+configurations, shapes and method names come from :mod:`pytest_ipcbench.mpi_methods`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import numpy as np
 
 from ..core.units import format_bytes, format_ratio, format_time
 from ..history.results import Result
-from ..seed004.configs import CONFIG_ORDER, SCENARIO, SHAPE_OF_PAYLOAD, SHAPE_TITLES, config_of_size
-from ..seed004.methods import METHOD_NAMES, METHODS
+from ..mpi_methods.configs import CONFIG_ORDER, SCENARIO, SHAPE_OF_PAYLOAD, SHAPE_TITLES, config_of_size
+from ..mpi_methods.methods import METHOD_NAMES, METHODS
 
 # Seed 004 (shared/seeds/004_38d19fb6032b7bb8.txt, "Performance Results"): C++ with Google
 # Benchmark, GCC -O3, 4 processes, average time per operation, converted here to microseconds.

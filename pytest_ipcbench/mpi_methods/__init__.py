@@ -4,7 +4,7 @@
 * :mod:`.methods`: the nine methods (plain classes: prepare / transfer / result / free);
 * :mod:`.backend`: each method as a harness backend; :func:`bench_method`, :func:`transfer_once`;
 * :mod:`.matrix`: :func:`run_matrix`, configurations x shapes x methods, interleaved rounds;
-* ``python -m pytest_ipcbench.seed004`` (:mod:`.__main__`): the command line, under ``mpiexec``.
+* ``python -m pytest_ipcbench.mpi_methods`` (:mod:`.__main__`): the command line, under ``mpiexec``.
 """
 
 from .backend import (

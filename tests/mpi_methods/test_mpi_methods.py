@@ -2,8 +2,8 @@
 
 The MPI tests are marked ``mpi`` (pytest-mpi) and skipped by plain pytest; run them with::
 
-    mpiexec -n 4 python -m pytest -p no:cacheprovider --with-mpi -m mpi tests/seed004/test_mpi_methods.py
-    mpiexec -n 2 python -m pytest -p no:cacheprovider --with-mpi -m mpi tests/seed004/test_mpi_methods.py
+    mpiexec -n 4 python -m pytest -p no:cacheprovider --with-mpi -m mpi tests/mpi_methods/test_mpi_methods.py
+    mpiexec -n 2 python -m pytest -p no:cacheprovider --with-mpi -m mpi tests/mpi_methods/test_mpi_methods.py
 
 The unmarked tests at the end need no MPI.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_ipcbench import seed004 as mm
-from pytest_ipcbench.seed004.methods import Bcast
+from pytest_ipcbench import mpi_methods as mm
+from pytest_ipcbench.mpi_methods.methods import Bcast
 from pytest_ipcbench.harness.measure import BenchSettings, VerificationError, static_plan
 # the fixtures mpi_method, ragged_payload and contiguous_payload come from the plugin
-from pytest_ipcbench.plugin.fixtures.seed004 import MethodRunner, SeedPayload, mpi_unavailable_reason
+from pytest_ipcbench.plugin.fixtures.mpi_methods import MethodRunner, SeedPayload, mpi_unavailable_reason
 
 QUICK = mm.QUICK_SETTINGS
 

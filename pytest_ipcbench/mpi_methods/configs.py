@@ -1,7 +1,7 @@
 """Seed 004's configurations and data: names, sizes, shapes, and what receivers know beforehand.
 
 The one place these constants live: the matrix, the fixtures, ``ipcbench run`` and the report
-(:mod:`pytest_ipcbench.report.seed004`) all import them from here.
+(:mod:`pytest_ipcbench.report.mpi_methods`) all import them from here.
 
 * configurations :data:`CONFIGS` (Small .. XXXLarge = base 50 .. 2,000,000; 11 KB .. 440 MB of
   int32, i.e. ``base * 55 * 4`` bytes; the seed's "420 MB" is the same figure in MiB);

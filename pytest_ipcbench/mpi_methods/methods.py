@@ -1,5 +1,8 @@
 """Seed 004's nine MPI methods: plain classes that move 1D and ragged 2D data from a root to every rank.
 
+One cohesive thing: the nine methods, each a short class over one protocol (:class:`Method`),
+read side by side.
+
 Each method (:data:`METHODS`, ``name -> class``) has ``prepare`` (collective, untimed: a private
 communicator, RMA windows), ``transfer`` (collective: one move of the data), ``result`` (what
 the rank holds afterwards) and ``free``; every method works for both shapes. They know nothing

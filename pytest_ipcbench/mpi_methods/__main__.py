@@ -1,4 +1,4 @@
-"""``mpiexec -n 4 python -m pytest_ipcbench.seed004``: seed 004's MPI method matrix.
+"""``mpiexec -n 4 python -m pytest_ipcbench.mpi_methods``: seed 004's MPI method matrix.
 
 Prints the environment record's header and one line per case (rank 0); ``--out`` writes a
 results file that ``ipcbench report`` turns into seed 004's tables and plot.
@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..core.envinfo import collect, describe
+from ..history.record import RunRecord
 from ..history.results import ResultSet
 from .configs import DEFAULT_CONFIGS, FULL_CONFIGS, MODE, parse_configs, parse_shapes
 from .matrix import DEFAULT_CASE_TIME, DEFAULT_ROUNDS, _peak_rss_bytes, matrix_settings, run_matrix
 from .methods import METHOD_NAMES, parse_methods
 
-PROG = "python -m pytest_ipcbench.seed004"
+PROG = "python -m pytest_ipcbench.mpi_methods"
 
 
 @dataclass(frozen=True)
@@ -77,22 +78,21 @@ def run(options: MatrixOptions, comm: object, say: Callable[[str], None] | None)
     if say:
         say(f"# configs {','.join(options.configs)}; methods {','.join(options.methods)}; "
             f"{options.case_time:g} s per case in {options.rounds} rounds")
+    record = RunRecord.start(group.size, group_kind="mpi", mode=MODE, extra={"command": " ".join(sys.argv)}) \
+        if group.rank == 0 else None
     t0 = time.perf_counter()
     settings = matrix_settings(options.case_time, options.rounds, quiet_waits=options.quiet_waits)
     results = run_matrix(group, options.configs, options.methods, options.shapes,
                          progress=say, settings=settings, rounds=options.rounds)
     peaks = group.gather(_peak_rss_bytes())
-    if group.rank != 0:
+    if record is None:
         return None
-    env = collect(group.size, group_kind="mpi", mode=MODE,
-                  extra={"peak_rss_per_rank": peaks, "wall_s": round(time.perf_counter() - t0, 1),
-                         "command": " ".join(sys.argv)})
+    wall = round(time.perf_counter() - t0, 1)
     if say:
-        say(f"# done in {env['wall_s']} s; peak RSS per rank (MB): "
+        say(f"# done in {wall} s; peak RSS per rank (MB): "
             + ", ".join(f"{p / 1e6:.0f}" for p in peaks) + f"; sum {sum(peaks) / 1e6:.0f} MB")
-    rs = ResultSet(env=env)
-    rs.extend(results)
-    return rs
+    record.extend(results)
+    return record.finish(peak_rss_per_rank=peaks, wall_s=wall)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,7 +6,7 @@ interleaved rounds (round ``r`` visits the methods in an order rotated by ``r``)
 so that a burst of load from another job hits every method alike. The samples of every round are
 pooled into one :class:`~pytest_ipcbench.history.results.Result` per case, labelled
 ``scenario="mpi-method"``, ``backend=<method>``, ``payload="array1d"|"ragged2d"``: what
-``ipcbench run`` stores and :mod:`pytest_ipcbench.report.seed004` reads.
+``ipcbench run`` stores and :mod:`pytest_ipcbench.report.mpi_methods` reads.
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ def run_matrix(
             if group.rank != 0:  # the harness builds the Results there
                 continue
             for name in methods:
-                result = _pooled(rounds_of[name], name)
-                result.extra.update(
+                result = _pooled(
+                    rounds_of[name], name,
                     config=config,
                     base=config_base(config),
                     shape=shape,
@@ -124,8 +124,9 @@ def run_matrix(
     return out
 
 
-def _pooled(results: list[Result | None], method: str) -> Result:
-    """One Result of the rounds of a case (the root's): samples pooled, checks summed."""
+def _pooled(results: list[Result | None], method: str, **extra: Any) -> Result:
+    """One Result of the rounds of a case (the root's): samples pooled, checks summed, ``extra``
+    (what the matrix knows of the case) added."""
     got = [with_transfer_metric(r) for r in results if r is not None]
     first = got[0]
     samples: dict[str, list[float]] = {}
@@ -137,7 +138,7 @@ def _pooled(results: list[Result | None], method: str) -> Result:
         scenario=SCENARIO,
         backend=method,
         samples=samples,
-        extra={**first.extra, "timing": "harness broadcast: per transfer, max over every rank (root included)"},
+        extra={**first.extra, "timing": "harness broadcast: per transfer, max over every rank (root included)", **extra},
         verified=Verified(sum(r.verified.checked for r in got if r.verified),
                           sum(r.verified.failed for r in got if r.verified)),
         plan={"rounds": [r.plan for r in got]},

@@ -140,7 +140,7 @@ def group_of(group_or_comm: Any) -> MPIGroup:
 
 
 def with_transfer_metric(result: Result) -> Result:
-    """Add seed 004's metric to a harness broadcast Result and make it the primary one.
+    """A harness broadcast Result with seed 004's metric added, as its primary one.
 
     ``transfer`` = per transfer, the max of the root's time (``write``: barrier exit to the end
     of its part) and the slowest reader's (``completion``), both from the same barrier: the max
@@ -150,9 +150,8 @@ def with_transfer_metric(result: Result) -> Result:
     write, completion = result.samples.get("write", []), result.samples.get("completion", [])
     if len(write) != len(completion):
         raise ValueError(f"{result.key}: {len(write)} write and {len(completion)} completion samples")
-    result.samples[METRIC] = [max(w, c) for w, c in zip(write, completion)]
-    result.primary = METRIC
-    return result
+    return replace(result, samples={**result.samples, METRIC: [max(w, c) for w, c in zip(write, completion)]},
+                   primary=METRIC)
 
 
 # ------------------------------------------------------------------------------ your own data

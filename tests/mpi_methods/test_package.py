@@ -12,7 +12,7 @@ MAX_LINES = 600
 
 
 def _modules() -> list[Path]:
-    return sorted((PACKAGE / "seed004").glob("*.py")) + [PACKAGE / "report" / "seed004.py"]
+    return sorted((PACKAGE / "mpi_methods").glob("*.py")) + [PACKAGE / "report" / "mpi_methods.py"]
 
 
 def _imported(path: Path) -> set[str]:
@@ -34,20 +34,20 @@ def test_no_module_is_over_the_size_limit() -> None:
     assert [name for name, n in sizes.items() if n > MAX_LINES] == [], sizes
 
 
-def test_seed004_never_imports_the_report_nor_a_timer_of_its_own() -> None:
-    for path in sorted((PACKAGE / "seed004").glob("*.py")):
+def test_the_methods_never_import_the_report_nor_a_timer_of_its_own() -> None:
+    for path in sorted((PACKAGE / "mpi_methods").glob("*.py")):
         imported = _imported(path)
         assert not [m for m in imported if m.startswith("pytest_ipcbench.report")], path.name
         source = path.read_text()
         assert "Wtime" not in source and "getloadavg" not in source, path.name
 
 
-def test_the_report_takes_seed004s_constants_from_the_package() -> None:
-    import pytest_ipcbench.report.seed004 as rep
-    import pytest_ipcbench.seed004 as s4
+def test_the_report_takes_the_methods_constants_from_the_package() -> None:
+    import pytest_ipcbench.report.mpi_methods as rep
+    import pytest_ipcbench.mpi_methods as s4
 
     assert rep.SCENARIO is s4.SCENARIO and rep.CONFIG_ORDER is s4.CONFIG_ORDER
     assert rep.SHAPE_OF_PAYLOAD is s4.SHAPE_OF_PAYLOAD and rep.SHAPE_TITLES is s4.SHAPE_TITLES
-    source = (PACKAGE / "report" / "seed004.py").read_text()
+    source = (PACKAGE / "report" / "mpi_methods.py").read_text()
     assert '"Small"' not in source.split("SEED_SIZE_LABELS")[0]  # no copied configuration map
     assert "2000000" not in source and "2_000_000" not in source

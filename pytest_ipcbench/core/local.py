@@ -1,0 +1,489 @@
+"""Local process groups: :class:`LocalWorld` starts worker processes (spawn) and :class:`LocalGroup`
+joins the calling process (rank 0) with them, so backends that do not need MPI are tested with
+several ranks by plain ``pytest`` too.
+
+One cohesive thing: local process groups and the pipe protocol their hub and workers speak.
+
+Rank 0 is the hub; collectives go through one pipe per worker. Before a run, rank 0 sends the
+workers its run-time registrations of backends and payload kinds (a conftest.py's
+``register_backend``), which a spawned process would not have; objects that can only be
+inherited (a backend's ``before_ranks``) are made before the workers start.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import tempfile
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Sequence
+
+from . import names, procs, registry
+from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure,
+                    raise_failures)
+
+
+_RUN, _STOP, _RESULT, _ERROR, _DATA, _READY = "run", "stop", "result", "error", "data", "ready"
+_REGISTER = "register"  # rank 0's run-time registrations of backends and payload kinds
+STARTUP_TIMEOUT = 60.0  # a worker must be up within this (spawn + imports), whatever the run timeout
+
+
+class LocalGroup(Group):
+    """One rank of a group of local processes; rank 0 holds a pipe to each other rank."""
+
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        links: dict[int, Connection],
+        mailboxes: Sequence[Any] = (),
+        timeout: float = DEFAULT_TIMEOUT,
+        world: "LocalWorld | None" = None,
+    ) -> None:
+        self.rank = rank
+        self.size = size
+        self._links = links  # rank 0: {peer: conn}; others: {0: conn}
+        self.mailboxes = list(mailboxes)  # one multiprocessing.Queue per rank (inherited at spawn)
+        self.timeout = timeout
+        self._world = world
+        self._active = rank != 0  # rank 0 is active only inside run()
+        self.node_size, self.node_of = size, (0,) * size  # local processes: one node
+        # what run() isolates, e.g. "backend 'x'": rank 0 then runs in a process of its own too,
+        # so that a crash in a third-party backend's code fails the test, not the pytest process
+        self.isolate = ""
+
+    # Messages are (tag, payload). Everything is in program order on each pipe, so a plain
+    # send/recv pair per collective is enough; an _ERROR from a peer aborts the collective.
+    def _send(self, peer: int, obj: Any) -> None:
+        self._links[peer].send((_DATA, obj))
+
+    def _recv(self, peer: int) -> Any:
+        conn = self._links[peer]
+        # a dead or hung peer is reported as *its* failure (not the waiting rank's)
+        if self.rank == 0 and not conn.poll(self.timeout):
+            raise PeerFailed(RankFailure(peer, f"did not answer within {self.timeout:g} s (hung?)"))
+        try:
+            tag, obj = conn.recv()
+        except EOFError:
+            raise PeerFailed(RankFailure(peer, "died")) from None
+        if tag == _ERROR:
+            raise PeerFailed(obj)
+        if tag == _STOP:
+            raise _Stopped("rank 0 stopped the group")
+        return obj
+
+    def _check_active(self) -> None:
+        if not self._active:
+            raise GroupError(
+                "collectives of a local group work only inside group.run(fn): "
+                "the other ranks run fn, not the test body"
+            )
+
+    def barrier(self) -> None:
+        self.bcast(self.gather(None))
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        self._check_active()
+        if root != 0:  # route through the hub
+            if self.rank == root:
+                self._send(0, obj)
+            if self.rank == 0:
+                obj = self._recv(root)
+            root = 0
+        if self.rank == 0:
+            for peer in range(1, self.size):
+                self._send(peer, obj)
+            return obj
+        return self._recv(0)
+
+    def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
+        self._check_active()
+        if self.rank == 0:
+            values = [obj] + [self._recv(peer) for peer in range(1, self.size)]
+        else:
+            self._send(0, obj)
+            values = None
+        if root == 0:
+            return values
+        # gather to another root: the hub forwards the list
+        if self.rank == 0:
+            self._send(root, values)
+            return None
+        return self._recv(0) if self.rank == root else None
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        if self.rank != 0:
+            raise GroupError("run() is started from rank 0 of a local group")
+        if self._world is None:
+            raise GroupError("this local group has no worker processes")
+        if self.isolate:
+            return self._world.run_isolated(fn, *args, ranks=self.size, timeout=self.timeout, label=self.isolate)
+        return self._world.run(fn, *args, ranks=self.size, timeout=self.timeout)
+
+
+class _Stopped(GroupError):
+    pass
+
+
+# ------------------------------------------------------- objects made before the ranks start
+# name -> hook(size): run in the parent before a LocalWorld starts its workers; what it returns
+# is handed to every worker at spawn (multiprocessing queues and pipes, faster-fifo queues:
+# objects that can only be inherited). Filled by backends (Backend.before_ranks); core knows
+# nothing of backends.
+_BEFORE_RANKS: dict[str, Callable[[int], Any]] = {}
+_BEFORE_RANKS_VERSION = [0]
+_INHERITED: dict[str, Any] = {}  # in a worker: what its parent made; in the parent: the same objects
+
+
+def register_before_ranks(name: str, hook: Callable[[int], Any]) -> None:
+    """Run ``hook(size)`` in the parent before the ranks of a local world start; every rank finds
+    its result with :func:`inherited` (a world already started restarts its workers to get it)."""
+    if _BEFORE_RANKS.get(name) is not hook:
+        _BEFORE_RANKS[name] = hook
+        _BEFORE_RANKS_VERSION[0] += 1
+
+
+def inherited(name: str) -> Any:
+    """What the ``before_ranks`` hook of ``name`` made before the ranks started (None if nothing:
+    not a local world, or the hook was registered after it started)."""
+    return _INHERITED.get(name)
+
+
+def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float,
+                 made: dict[str, Any] | None = None) -> None:
+    """Loop of a local worker: run what rank 0 sends until told to stop."""
+    _INHERITED.clear()
+    _INHERITED.update(made or {})
+    # Ctrl-C in a terminal reaches the whole process group: rank 0 alone handles it (it stops
+    # the run, then stops the workers); a worker dying of it mid-collective would turn rank 0's
+    # KeyboardInterrupt into "rank N died"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        conn.send((_READY, os.getpid()))  # started: the run timeout does not count start-up
+    except OSError:
+        return
+    replay_error = ""
+    while True:
+        try:
+            tag, payload = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if tag == _STOP:
+            return
+        if tag == _REGISTER:
+            try:  # pickled apart, so that a reference that does not load here is reported, not fatal
+                registry.replay(pickle.loads(payload))
+                replay_error = ""
+            except Exception as exc:
+                replay_error = f"could not make rank 0's registrations (register_backend/register_payload) here: {describe_failure(exc)}"
+            continue
+        if tag != _RUN:
+            continue  # a stray collective message after an abort
+        if replay_error:
+            try:
+                conn.send((_ERROR, RankFailure(rank, replay_error)))
+            except Exception:
+                return
+            continue
+        fn, args, size = payload
+        group = LocalGroup(rank, size, {0: conn}, mailboxes, timeout)
+        try:
+            conn.send((_RESULT, fn(group, *args)))
+        except PeerFailed:
+            pass  # rank 0 already knows
+        except _Stopped:
+            return
+        except Exception as exc:
+            try:
+                conn.send((_ERROR, RankFailure(rank, describe_failure(exc))))
+            except Exception:
+                return
+
+
+def _crash_step(dump: str) -> str:
+    """The innermost frame of faulthandler's dump that is not Python's own library:
+    ``write (fakecrash.py:7)``, the backend's step that crashed."""
+    stdlib = os.path.dirname(os.__file__)
+    for line in dump.splitlines():
+        line = line.strip()
+        if not line.startswith('File "'):
+            continue
+        try:
+            path, rest = line[6:].split('", line ', 1)
+            lineno, func = rest.split(" in ", 1)
+        except ValueError:
+            continue
+        if path.startswith(stdlib + os.sep) and "site-packages" not in path:
+            continue
+        return f"{func} ({os.path.basename(path)}:{lineno})"
+    return ""
+
+
+def _remove_left_by(pid: int) -> None:
+    """Our resources named by ``pid`` (a crashed host process of :meth:`LocalWorld.run_isolated`)."""
+    for item in names.find_ours(pid=pid):
+        names.remove(item.path)
+
+
+def _host_main(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
+               fault_path: str) -> None:
+    """Rank 0 of an isolated run: a world of its own; a crash is dumped into ``fault_path``."""
+    import faulthandler
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    fault = open(fault_path, "w")
+    faulthandler.enable(fault, all_threads=True)
+    try:
+        registry.replay(pickle.loads(blob))
+    except Exception as exc:
+        conn.send(("error", f"could not make rank 0's registrations here: {describe_failure(exc)}"))
+        return
+    with LocalWorld(size, timeout) as world:
+        try:
+            conn.send(("ok", world.run(fn, *args, ranks=size)))
+        except GroupError as exc:
+            conn.send(("error", str(exc)))
+        except Exception as exc:
+            conn.send(("error", describe_failure(exc)))
+
+
+class LocalWorld:
+    """Worker processes (spawn) that serve as ranks 1..n-1 of local groups.
+
+    Started lazily, kept for the session, restarted after a failure (a failed rank may have
+    left messages in its pipe).
+    """
+
+    def __init__(self, size: int, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if size < 1:
+            raise ValueError(f"a local world needs at least 1 rank, got {size}")
+        self.size = size
+        self.timeout = timeout
+        self._ctx = mp.get_context("spawn")
+        self._procs: list[Any] = []
+        self._links: dict[int, Connection] = {}
+        self.mailboxes: list[Any] = []
+        self.pids: list[int] = []  # every worker ever started (leak checks look for their resources)
+        self._sent_version = 0  # of the registrations the workers have (registry.version())
+
+    def _start(self) -> None:
+        self._sent_version = 0
+        self.mailboxes = [self._ctx.Queue() for _ in range(self.size)]
+        self._hooks_version = _BEFORE_RANKS_VERSION[0]
+        made = {}
+        for name, hook in list(_BEFORE_RANKS.items()):
+            try:
+                made[name] = hook(self.size)
+            except Exception as exc:
+                raise GroupError(f"backend {name}: its before_ranks hook failed: {describe_failure(exc)}") from exc
+        _INHERITED.clear()
+        _INHERITED.update(made)
+        for rank in range(1, self.size):
+            here, there = self._ctx.Pipe(duplex=True)
+            proc = self._ctx.Process(
+                target=_worker_main,
+                args=(rank, there, self.mailboxes, self.timeout, made),
+                name=f"ipcbench-rank{rank}",
+                daemon=True,
+            )
+            proc.start()
+            self.pids.append(proc.pid)
+            there.close()
+            self._procs.append(proc)
+            self._links[rank] = here
+        wait = max(STARTUP_TIMEOUT, self.timeout)
+        for rank, conn in self._links.items():
+            problem = ""
+            try:
+                if not conn.poll(wait):
+                    problem = f"did not start within {wait:g} s"
+                elif conn.recv()[0] != _READY:
+                    problem = "did not say it was ready"
+            except (EOFError, OSError):
+                proc = self._procs[rank - 1]
+                proc.join(timeout=1.0)
+                problem = f"died at start (exit code {proc.exitcode})"
+            if problem:
+                self.close()
+                raise GroupError(f"local worker rank {rank} {problem}")
+
+    def group(self, ranks: int | None = None, timeout: float | None = None) -> LocalGroup:
+        """Rank 0 of a group of ``ranks`` processes (this one and ``ranks - 1`` workers)."""
+        ranks = self.size if ranks is None else ranks
+        if not 1 <= ranks <= self.size:
+            raise ValueError(f"cannot make a group of {ranks} ranks out of {self.size}")
+        return LocalGroup(
+            0,
+            ranks,
+            self._links,
+            self.mailboxes,
+            self.timeout if timeout is None else timeout,
+            world=self,
+        )
+
+    def run(
+        self, fn: Callable[..., Any], *args: Any, ranks: int | None = None, timeout: float | None = None
+    ) -> list[Any]:
+        """Run ``fn(group, *args)`` on ranks 0..ranks-1; return the results by rank."""
+        ranks = self.size if ranks is None else ranks
+        if self._procs and getattr(self, "_hooks_version", 0) != _BEFORE_RANKS_VERSION[0]:
+            self.close()  # a before_ranks hook came after the workers started: they must inherit its objects
+        if ranks > 1 and not self._procs:
+            self._start()
+        group = self.group(ranks, timeout)
+        self._ship_registrations()
+        for peer in range(1, ranks):
+            self._links[peer].send((_RUN, (fn, args, ranks)))
+        group._active = True
+        outcomes: list[tuple[str, Any]] = []
+        outcomes_from_peers: dict[int, tuple[str, Any]] = {}
+        broken = False
+        try:
+            try:
+                outcomes.append(("ok", fn(group, *args)))
+            except PeerFailed as exc:  # a worker's own failure, met inside a collective
+                outcomes.append(("error", RankFailure(0, "(peer) stopped by another rank's failure")))
+                outcomes_from_peers = {exc.failure.rank: ("error", exc.failure)}
+                broken = True
+            except Exception as exc:
+                outcomes.append(("error", RankFailure(0, describe_failure(exc))))
+                broken = True
+            for peer in range(1, ranks):
+                if broken and peer in outcomes_from_peers:
+                    outcomes.append(outcomes_from_peers[peer])
+                    continue
+                outcomes.append(self._collect(peer, group.timeout, after_failure=broken))
+                broken = broken or outcomes[-1][0] == "error"
+        except BaseException:  # Ctrl-C or exit half-way: the workers are somewhere in fn
+            broken = True
+            raise
+        finally:
+            group._active = False
+            if broken:
+                self.restart()
+        raise_failures(outcomes)
+        return [value for _, value in outcomes]
+
+    def run_isolated(self, fn: Callable[..., Any], *args: Any, ranks: int | None = None,
+                     timeout: float | None = None, label: str = "") -> list[Any]:
+        """:meth:`run` with every rank, rank 0 included, in processes of their own (a host
+        process that runs a world of its own): a crash (SIGSEGV in a backend's ``write``) raises
+        GroupError naming ``label``, the rank, the signal and the step (the innermost frame outside
+        Python's own library, from faulthandler), and this process goes on."""
+        ranks = self.size if ranks is None else ranks
+        timeout = self.timeout if timeout is None else timeout
+        fd, fault_path = tempfile.mkstemp(prefix="ipcbench-fault-", suffix=".txt")
+        os.close(fd)
+        here, there = self._ctx.Pipe(duplex=True)
+        blob = pickle.dumps(registry.snapshot()[1])
+        host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path),
+                                 name="ipcbench-rank0", daemon=False)  # it starts workers of its own
+        try:
+            host.start()
+            there.close()
+            waited = 0.0
+            limit = STARTUP_TIMEOUT + timeout * 2 + 10
+            while not here.poll(0.2):
+                waited += 0.2
+                if not host.is_alive() or waited > limit:
+                    break
+            if here.poll(0):
+                try:
+                    tag, value = here.recv()
+                except EOFError:
+                    tag, value = "died", None
+            else:
+                tag, value = "died", None
+            if tag == "ok":
+                return value
+            if tag != "died":
+                raise GroupError(f"{label}: {value}" if label else str(value))
+            host.join(timeout=5)
+            code = host.exitcode
+            if code is None:
+                host.kill()
+                host.join(timeout=5)
+                raise GroupError(f"{label}: rank 0 (pid {host.pid}) did not finish within {limit:g} s (hung?)")
+            with open(fault_path, errors="replace") as f:
+                step = _crash_step(f.read())
+            how = f"was killed by signal {-code} ({procs.signal_name(-code)})" if code < 0 else f"exited with code {code}"
+            raise GroupError(f"{label}: rank 0 (pid {host.pid}) {how}{f' in {step}' if step else ''}; "
+                             "the session goes on")
+        finally:
+            if host.is_alive():
+                host.kill()
+            if host.pid is not None:
+                host.join(timeout=5)
+                _remove_left_by(host.pid)
+            here.close()
+            os.unlink(fault_path)
+
+    def _ship_registrations(self) -> None:
+        """Send the workers this process's run-time registrations (spawned, they never ran our
+        conftest.py), when they changed since the last run."""
+        version, data = registry.snapshot()
+        if version == self._sent_version:
+            return
+        blob = pickle.dumps(data)
+        for conn in self._links.values():
+            conn.send((_REGISTER, blob))
+        self._sent_version = version
+
+    def _collect(self, peer: int, timeout: float, after_failure: bool) -> tuple[str, Any]:
+        conn = self._links[peer]
+        # after a failure on another rank this one may be stuck in a collective: wait briefly
+        wait = min(timeout, 0.2) if after_failure else timeout
+        while conn.poll(wait):
+            try:
+                tag, obj = conn.recv()
+            except EOFError:
+                proc = self._procs[peer - 1]
+                proc.join(timeout=1.0)
+                code = proc.exitcode
+                how = (f"was killed by signal {-code} ({procs.signal_name(-code)})" if code is not None and code < 0
+                       else f"exit code {code}")
+                return ("error", RankFailure(peer, f"died ({how})"))
+            if tag == _RESULT:
+                return ("ok", obj)
+            if tag == _ERROR:
+                return ("error", obj)
+            # a collective message rank 0 never consumed: rank 0 must have failed; keep draining
+        if after_failure:
+            return ("error", RankFailure(peer, "(peer) abandoned after another rank failed"))
+        return ("error", RankFailure(peer, f"did not finish within {timeout:g} s (hung?)"))
+
+    def restart(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every worker (politely, then by force) and drop the pipes."""
+        for rank, conn in self._links.items():
+            try:
+                conn.send((_STOP, None))
+            except OSError:
+                pass
+        for proc in self._procs:
+            proc.join(timeout=2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=2.0)
+        for conn in self._links.values():
+            conn.close()
+        for box in self.mailboxes:
+            # what is still queued is for workers that are gone: do not wait to flush it (a
+            # reader stopped half-way, e.g. by Ctrl-C, leaves a full pipe and a blocked feeder)
+            box.cancel_join_thread()
+            box.close()
+            box.join_thread()
+        self._procs, self._links, self.mailboxes = [], {}, []
+
+    def __enter__(self) -> "LocalWorld":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["LocalGroup", "LocalWorld", "inherited", "register_before_ranks"]

@@ -1,0 +1,187 @@
+"""The plugin's hooks under ``--with-mpi``: quiet ranks, collective verdicts, the watchdog, and the
+check that every rank collected the same tests (:class:`MpiHygiene`, registered by the plugin's
+``pytest_configure``), and each rank's own temp folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Generator
+
+import pytest
+
+from ..core.group import observe, unobserve
+from ..core.watchdog import Watchdog
+from .session import IpcSession, get_session
+from .settings import marker_kwargs
+from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
+
+
+def rank_temproot(rank: int) -> Path:
+    """``<tmp>/pytest-of-<user>/rank<N>``, made 0700; each name read with ``lstat``, never followed
+    blindly: a folder or link there of another user is refused (it could send our files anywhere)."""
+    from ..core.outdir import OutputFolderError, check_folder
+
+    user = Path(tempfile.gettempdir()) / f"pytest-of-{_user()}"
+    try:
+        check_folder(user, mode=0o700)
+        return check_folder(user / f"rank{rank}", mode=0o700)
+    except OutputFolderError as exc:
+        raise pytest.UsageError(f"rank {rank}'s temp folder: {exc}") from None
+
+
+def _user() -> str:
+    """The user name in pytest's temp folder (``pytest-of-<user>``), as pytest finds it."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (ImportError, KeyError, OSError):
+        return "unknown"
+
+
+def item_ranks(item: pytest.Item) -> int | None:
+    """The rank count of a parametrized ipcbench test (None if it has none)."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("ipc_ranks") if callspec is not None else None
+    return value if isinstance(value, int) else None
+
+
+def item_timeout(item: pytest.Item) -> float:
+    """The deadline of one test: its marker's ``timeout``, else the session's."""
+    return get_session(item.config).timeout_for(marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout"))
+
+
+class MpiHygiene:
+    """Hooks active under --with-mpi: quiet ranks, collective verdicts, the watchdog, lockstep checks."""
+
+    NAME = "ipcbench-mpi"
+
+    def __init__(self, config: pytest.Config, session: IpcSession, comm: Any, quiet: bool) -> None:
+        self.config = config
+        self.session = session
+        self.rank = session.rank
+        self.size = session.world_size or 1
+        self.quiet = quiet
+        self._stdout = sys.stdout
+        if quiet:
+            # The terminal reporter is made right after this hook (we run first) from sys.stdout:
+            # give it /dev/null; sys.stdout itself comes back at session start. stderr stays.
+            sys.stdout = open(os.devnull, "w")
+        # outlives this rank if it is killed: says so and reclaims what it left (core/reaper.py)
+        from ..core import reaper
+
+        self.reaper = reaper.start(self.rank)
+        self.watchdog = Watchdog(self.rank, comm.Abort)
+        self.watchdog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
+        observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
+        self.watchdog.arm("pytest start-up", session.settings.timeout, "start-up")
+        self.channel = WorldChannel.open(comm)
+        self.watchdog.disarm()
+        self._pending: dict[str, str] = {}  # idle rank: call failures of others, shown at teardown
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.quiet:  # the reporter keeps its /dev/null; the test code gets the real stdout
+            sys.stdout = self._stdout
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Every rank must run the same tests in the same order: check it once."""
+        ids = [item.nodeid for item in session.items]
+        self.watchdog.arm("collection", self.session.settings.timeout, "collection")
+        try:
+            digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()
+            everyone = self.channel.allgather((len(ids), digest, ids[:3]))
+        finally:
+            self.watchdog.disarm()
+        if len({(n, h) for n, h, _ in everyone}) > 1:
+            detail = "; ".join(f"rank {r}: {n} tests" for r, (n, _, _) in enumerate(everyone))
+            message = (
+                f"ipcbench: the MPI ranks collected different tests ({detail}); every rank must run "
+                "the same tests in the same order (same files, options and seeds on every rank)"
+            )
+            raise pytest.UsageError(*([] if self.quiet else [message]))  # printed by rank 0 only
+
+    def idle_reason(self, item: pytest.Item) -> str | None:
+        """Why this rank sits ``item`` out while the others run it (None if it takes part).
+
+        A rank outside the test's group is idle; with ``--ipc-unmarked rank0`` so is every rank but
+        0 for a test without the ``mpi`` marker: it runs once instead of N times at once on one
+        machine, where the copies would race for the same files and see each other's resources.
+        """
+        ranks = item_ranks(item)
+        if self.session.is_idle(ranks):
+            return f"idle: rank {self.rank} is not in this test's group of {ranks} ranks"
+        if self.rank > 0 and self.session.settings.unmarked == "rank0" and item.get_closest_marker("mpi") is None:
+            return f"idle: not an MPI test, it runs on rank 0 only (rank {self.rank} waits)"
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        reason = self.idle_reason(item)
+        if reason:
+            pytest.skip(reason)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        self.watchdog.arm(item.nodeid, item_timeout(item), "setup")
+        try:
+            return (yield)
+        finally:
+            self.watchdog.disarm()
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report = yield
+        idle = self.idle_reason(item) is not None
+        if idle and report.when == "setup" and report.skipped and not hasattr(report, "wasxfail"):
+            path, line, reason = report.longrepr if isinstance(report.longrepr, tuple) else ("", 0, "")
+            report.longrepr = (str(item.location[0]), (item.location[1] or 0) + 1, reason)
+        self.watchdog.phase(report.when, waiting=True)
+        verdict = exchange_and_apply(self.channel, report, idle)
+        if idle and report.when == "setup" and verdict.outcome == "passed" and not item.config.getoption("setuponly"):
+            # the others run the body now: take part in their call-phase verdict
+            call_verdict, outcomes = idle_call(self.channel, item.nodeid)
+            if call_verdict.outcome == "failed":
+                self._pending[item.nodeid] = failure_text(outcomes, call_verdict.ranks, self.size, "call")
+        if report.when == "teardown" and item.nodeid in self._pending:
+            text = self._pending.pop(item.nodeid)
+            if report.outcome != "failed":  # count the failure on this rank too (exit code, -x)
+                report.outcome = "failed"
+                report.longrepr = text
+        following = {"setup": "call", "call": "teardown"}.get(report.when, "teardown")
+        self.watchdog.phase(following, waiting=False)
+        return report
+
+    def finish(self, session: pytest.Session, leftovers: list[str]) -> list[str]:
+        """Session end: everyone's leftovers and exit status, known on every rank."""
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            return leftovers  # the ranks may be at different places: no more exchanges
+        self.watchdog.arm("session end", self.session.settings.timeout, "session end")
+        try:
+            everyone = self.channel.allgather((int(session.exitstatus), leftovers))
+        finally:
+            self.watchdog.disarm()
+        mine = int(session.exitstatus)
+        worst = [status for status, _ in everyone if status not in (0, 5)]
+        if mine in (0, 5) and worst:
+            session.exitstatus = worst[0]
+        return [f"rank {r}: {line}" for r, (_, lines) in enumerate(everyone) for line in lines]
+
+    def pytest_internalerror(self, excrepr: Any, excinfo: Any) -> None:
+        if self.quiet:  # the terminal reporter of this rank writes to /dev/null: a crash must show
+            for line in str(excrepr).splitlines():
+                sys.stderr.write(f"ipcbench rank {self.rank}: INTERNALERROR> {line}\n")
+            sys.stderr.flush()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        from ..core import reaper
+
+        reaper.release(self.reaper)
+        unobserve(self.watchdog)
+        self.watchdog.close()
+        self.channel.close()
