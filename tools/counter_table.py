@@ -25,7 +25,7 @@ from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.core.units import size_label
 from pytest_ipcbench.harness.measure import BenchSettings, bench, run_bench
-from pytest_ipcbench.harness.scenarios import BufferPayload
+from pytest_ipcbench.harness.payload import BufferPayload
 
 SHOWN = ("syscalls.total", "syscalls.data", "syscalls.sync", "syscalls.mapping", "syscalls.waiting",
          "io.rchar", "io.wchar", "faults.minor", "pickle.dumps", "pickle.loads", "alloc.peak_bytes")

@@ -42,7 +42,8 @@ from ..core.procs import kill_group
 from ..core.wait import WAIT_ENV
 from .count import _harness_waits, messages_per_iteration, role
 from .plan import BenchSettings
-from .scenarios import _SCENARIO_CLASSES, BufferPayload, _Case
+from .payload import BufferPayload
+from .scenarios import _SCENARIO_CLASSES, _Case
 
 MARK = "@@ipcbench-deep "
 TOOLS = ("dhat", "callgrind")
@@ -206,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ranks", type=int, default=2, help="local ranks (without MPI)")
     a = p.parse_args(argv)
     args = (a.backend, a.mode, a.kind, a.size, a.scenario, a.iterations, a.messages, a.waits)
-    from ..core.group import LocalWorld, MPIGroup, in_mpi_job
+    from ..core.group import MPIGroup, in_mpi_job
+    from ..core.local import LocalWorld
 
     if in_mpi_job():
         group = MPIGroup.world()

@@ -44,12 +44,13 @@ from ..core.procs import has_module
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier)
 from ..core.injection import injected
-from ..harness.deep import DeepCase, deep_counters, merge as merge_deep
 from ..harness.physics import below_physics
 from ..history.record import RunRecord
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
+from .deep_phase import deep_phase
+from .shared_arrays import seed002_results
 from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, needs_mpi
 from .progress import Progress, summary_note
 from .mpijob import MpiPhase
@@ -336,33 +337,6 @@ class Runner:
             return 0
         return self.finish(copies, time.monotonic() - t0, len(mpi_cases) + len(local_cases))
 
-    def deep_phase(self) -> dict[str, Any]:
-        """Deep mode's counters (harness/deep.py) for the results of the chosen cases, by key (the
-        run record puts them in when it builds the results)."""
-        merged: dict[str, Any] = {}
-        for c in self.deep_cases:
-            found = [r for r in self.run_record.results if (r.scenario, r.backend, r.mode, r.payload, r.size) ==
-                     (c.scenario, c.backend, c.mode, c.kind, c.size) and not r.variant]
-            if not found:
-                self.log(f"deep {c.label}: no result to add to (the case failed or was skipped)")
-                continue
-            ranks = 2 if c.scenario in PAIR_SCENARIOS else c.ranks
-            t0 = time.monotonic()
-            print(f"deep {c.label}: under valgrind ...", flush=True)
-            try:
-                deep = deep_counters(DeepCase(c.backend, c.mode, c.kind, c.size, c.scenario, ranks))
-            except Exception as exc:  # a failed deep run fails that case's deep counters, not the run
-                self.fail(f"deep {c.label}", str(exc))
-                continue
-            for r in found:
-                merged[r.key] = merge_deep(r.counters, deep)
-            absent = sorted({why for x in deep.ranks for why in x.absent.values()})
-            self.log(f"deep {c.label}: {time.monotonic() - t0:.0f} s" + (f"; absent: {absent[0]}" if absent else ""))
-            print(f"deep {c.label}: {time.monotonic() - t0:.0f} s " + (f"(absent: {absent[0]})" if absent else " | ".join(
-                f"{x.role} {x.rank}: copied {_deep_cell(x, 'copied.bytes')} B, {_deep_cell(x, 'instructions')} instr"
-                for x in deep.ranks)), flush=True)
-        return merged
-
     def finish(self, copies: dict[int, float], wall: float, n_cases: int) -> int:
         """Efficiency, environment, results.json, the report, the summary on the terminal."""
         env: dict[str, Any] = {}
@@ -383,7 +357,8 @@ class Runner:
         def copy_bandwidth(r: Result) -> float | None:
             return copies.get(r.nbytes) if r.scenario in ("broadcast", "pingpong", "stream") else None
 
-        deep = self.deep_phase() if getattr(self, "deep_cases", None) else {}
+        deep = deep_phase(self.deep_cases, self.run_record.results, self.fail, self.log) \
+            if getattr(self, "deep_cases", None) else {}
         self.results = self.run_record.finish(
             references=[*(self.copies[n] for n in sorted(self.copies)),
                         *(self.references[n] for n in sorted(self.references))],
@@ -402,40 +377,3 @@ class Runner:
             print(f"  ... and {len(self.failures) - 20} more (run.log)")
         print(f"results: {path}\nreport:  {summary}")
         return 1 if self.failures else 0
-
-
-def seed002_results(got: Any) -> list[Result]:
-    """Result records (scenario ``seed002``, one per path) of run_seed002's dictionary."""
-    if isinstance(got, ResultSet):
-        return list(got.results)
-    if isinstance(got, (list, tuple)):
-        return [r for r in got if isinstance(r, Result)]
-    if not isinstance(got, dict) or "samples" not in got:
-        return []
-    nbytes = int(got.get("nbytes", 0))
-    results = [
-        Result(scenario="seed002", backend=path, mode="native", payload="ndarray", size=nbytes, ranks=2,
-               samples={"completion": [float(x) for x in samples]}, nbytes=nbytes,
-               extra={"shape": list(got.get("shape", ())), "ratios": got.get("ratios", {}),
-                      "what": "put until the consumer holds the array (shared-array experiment)"})
-        for path, samples in got["samples"].items() if samples
-    ]
-    sweep = got.get("handle_sweep") or {}
-    for n, label in zip(sweep.get("sizes", ()), sweep.get("samples", {})):
-        for path, samples in sweep["samples"][label].items():
-            results.append(Result(
-                scenario="seed002-handle", backend=path, mode="native", payload="ndarray", size=int(n), ranks=2,
-                samples={"completion": [float(x) for x in samples]}, nbytes=int(n),
-                extra={"ratio": sweep.get("ratio", {}).get(label),
-                       "release": sweep.get("release", {}).get(label) if path == "handle" else None,
-                       "what": "handle-only round trip (handle) against None (ping), same queue"}))
-    return results
-
-
-def _deep_cell(rank: Any, name: str) -> str:
-    """A deep counter per message for the terminal: plain if exact, ``~`` if the repeats differed."""
-    if not rank.has(name):
-        return "n/a"
-    value = rank.value(name)
-    text = f"{value:,.0f}" if isinstance(value, (int, float)) else str(value)
-    return text if rank.exact(name) else "~" + text

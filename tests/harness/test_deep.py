@@ -12,7 +12,7 @@ from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness import deep
 from pytest_ipcbench.harness.deep import DeepCase, deep_counters, merge, parse_callgrind, parse_dhat
-from pytest_ipcbench.harness.scenarios import payload_bytes
+from pytest_ipcbench.harness.payload import payload_bytes
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="deep mode starts its own mpiexec: not inside an MPI job")
 

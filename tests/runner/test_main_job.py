@@ -16,7 +16,8 @@ from pytest_ipcbench.runner.progress import Progress
 from pytest_ipcbench.backends.base import BACKENDS, unavailable_reason
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import find_mpiexec
-from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix, seed002_results
+from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix
+from pytest_ipcbench.runner.shared_arrays import seed002_results
 from pytest_ipcbench.history.results import SCHEMA, ResultSet
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")

@@ -1,0 +1,35 @@
+"""The shared-array experiment (``shared.experiment.run_seed002``) as results of ``ipcbench run``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..history.results import Result, ResultSet
+
+
+def seed002_results(got: Any) -> list[Result]:
+    """Result records (scenario ``seed002``, one per path) of run_seed002's dictionary."""
+    if isinstance(got, ResultSet):
+        return list(got.results)
+    if isinstance(got, (list, tuple)):
+        return [r for r in got if isinstance(r, Result)]
+    if not isinstance(got, dict) or "samples" not in got:
+        return []
+    nbytes = int(got.get("nbytes", 0))
+    results = [
+        Result(scenario="seed002", backend=path, mode="native", payload="ndarray", size=nbytes, ranks=2,
+               samples={"completion": [float(x) for x in samples]}, nbytes=nbytes,
+               extra={"shape": list(got.get("shape", ())), "ratios": got.get("ratios", {}),
+                      "what": "put until the consumer holds the array (shared-array experiment)"})
+        for path, samples in got["samples"].items() if samples
+    ]
+    sweep = got.get("handle_sweep") or {}
+    for n, label in zip(sweep.get("sizes", ()), sweep.get("samples", {})):
+        for path, samples in sweep["samples"][label].items():
+            results.append(Result(
+                scenario="seed002-handle", backend=path, mode="native", payload="ndarray", size=int(n), ranks=2,
+                samples={"completion": [float(x) for x in samples]}, nbytes=int(n),
+                extra={"ratio": sweep.get("ratio", {}).get(label),
+                       "release": sweep.get("release", {}).get(label) if path == "handle" else None,
+                       "what": "handle-only round trip (handle) against None (ping), same queue"}))
+    return results
