@@ -21,7 +21,8 @@ from ..core import names
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
 from ..history import calibration as cal
-from ..history.compare import DEFAULT_THRESHOLD, load_results, GateError
+from ..history.compare import load_results
+from ..history.verdict import DEFAULT_THRESHOLD, GateError
 from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
 from ..history.stats import DEFAULT_CONFIDENCE
 from ..report.calibration import plot_calibration

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 from ..history.calibration import DEFAULT_PATH, find_calibration
-from ..history.compare import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError, compare_sets, format_markdown, format_table, load_results
+from ..history.compare import compare_sets, load_results
+from ..history.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
+from ..history.verdict_text import format_markdown, format_table
 from ..history.stats import DEFAULT_CONFIDENCE
 
 HELP = "compare two results files case by case on a confidence interval of the ratio; exit 1 on a regression"

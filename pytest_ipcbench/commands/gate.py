@@ -7,7 +7,7 @@ import math
 import sys
 
 from ..core.injection import parse_injection
-from ..history.compare import EXIT_ERROR, GateError
+from ..history.verdict import EXIT_ERROR, GateError
 from ..history.gate import DEFAULT_BUDGET, DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
 from .compare import add_decision_options, decision, parse_rounds
 

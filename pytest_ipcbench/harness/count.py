@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..core.counters import AllocProbe, CounterProbe, Counters, RankCounters, differences
+from ..core.counters import Counters, RankCounters
+from ..core.probes import AllocProbe, CounterProbe, differences
 from ..core.group import Group
 from .plan import BenchSettings, Plan
 from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier

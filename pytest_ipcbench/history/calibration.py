@@ -1,4 +1,4 @@
-"""How much identical code moves on this runner: A/A calibration, and the robust normalisation of runs.
+"""How much identical code moves on this runner: the A/A calibration.
 
 A verdict on a case is only as good as what is known of the case's noise (docs/method.md rules 19, 21).
 ``ipcbench calibrate`` runs the same code several times, one ``ipcbench run`` after another, and
@@ -7,10 +7,7 @@ log-scale standard deviation of head / base of two single runs of identical code
 what ``ipcbench compare`` and ``ipcbench gate`` read to know, per case, the between-run noise;
 without it they assume a conservative one and say "inconclusive" where it cannot decide.
 
-Runs are normalised by their in-run references (copy bandwidth, pipe ping-pong) only when there
-are at least :data:`MIN_REFERENCES` of them: the factor is the median of their head / base
-ratios, shown with its own interval, so a single volatile reference (a 1 B pipe) cannot scale
-every ratio.
+Runs are normalised by their in-run references first (:mod:`.normalise`).
 """
 
 from __future__ import annotations
@@ -26,16 +23,12 @@ from typing import Any, Sequence
 import numpy as np
 from statistics import NormalDist
 
+from .normalise import is_reference, reference_factor
 from .results import Result, ResultSet
 
 SCHEMA = "pytest-ipcbench-calibration/1"
 #: Where ``ipcbench calibrate`` writes and ``compare`` / ``gate`` look when no file is named.
 DEFAULT_PATH = ".ipcbench/calibration.json"
-#: Scenarios of in-run references (harness.measure.REFERENCE_SCENARIOS; not imported: no harness here).
-REFERENCE_SCENARIOS = ("copy", "reference")
-#: Fewer in-run references than this: runs are not normalised at all (one volatile case must
-#: never scale every ratio).
-MIN_REFERENCES = 3
 #: One-sided confidence of the upper bound put on a case's measured sigma (few A/A runs: the
 #: sample standard deviation is itself uncertain, and a verdict must not trust a lucky estimate).
 SIGMA_BOUND = 0.80
@@ -43,10 +36,6 @@ SIGMA_BOUND = 0.80
 #: code here moved 2-8x under load (docs/method.md), so an uncalibrated comparison of two runs decides
 #: only changes larger than that, and says "inconclusive" for the rest.
 UNCALIBRATED_NOISE = 0.35
-
-
-def is_reference(result: Result) -> bool:
-    return result.scenario in REFERENCE_SCENARIOS
 
 
 def case_group(result: Result) -> str:
@@ -57,68 +46,6 @@ def case_group(result: Result) -> str:
 def group_of_key(key: str) -> str:
     parts = key.split("/")
     return f"{parts[0]} {parts[5]}" if len(parts) >= 6 else parts[0]
-
-
-def _median_ratio(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
-    if not a or not b:
-        return None
-    ma, mb = float(np.median(a)), float(np.median(b))
-    return ma / mb if ma > 0 and mb > 0 else None
-
-
-@dataclass(frozen=True)
-class Normalisation:
-    """head / base of the in-run references: their median ``factor`` and its interval, or none.
-
-    ``used`` is False when fewer than :data:`MIN_REFERENCES` references were found: the ratios
-    are then not normalised (factor 1), and the output says so.
-    """
-
-    factor: float
-    low: float
-    high: float
-    references: tuple[tuple[str, float], ...]
-    used: bool
-
-    @property
-    def half_width(self) -> float:
-        """Log-scale half-width of the factor's interval (0 when not used)."""
-        return math.log(self.high / self.low) / 2 if self.used and self.low > 0 else 0.0
-
-    def describe(self) -> str:
-        n = len(self.references)
-        if not self.used:
-            return (f"not normalised: {n} in-run reference(s) in common, fewer than {MIN_REFERENCES} "
-                    f"(one volatile reference must not scale every ratio)")
-        shown = ", ".join(f"{k.split('/')[1]} {k.split('/')[4]} B {r:.2f}x" for k, r in self.references[:5])
-        more = f", ... ({n} in all)" if n > 5 else ""
-        return (f"every ratio divided by {self.factor:.3f} [95% {self.low:.3f}-{self.high:.3f}], the median "
-                f"head/base of {n} in-run references ({shown}{more})")
-
-
-def reference_factor(old: dict[str, Result], new: dict[str, Result], confidence: float = 0.95) -> Normalisation:
-    """The robust load factor between two runs: the median of the references' head / base.
-
-    Its interval is the distribution-free interval of a median (order statistics of the sorted
-    log ratios, binomial): with few references it is wide, and that width is added to every
-    case's uncertainty.
-    """
-    ratios = []
-    for key in sorted(old.keys() & new.keys()):
-        if is_reference(old[key]) and is_reference(new[key]):
-            m = new[key].primary
-            r = _median_ratio(new[key].samples.get(m), old[key].samples.get(m))
-            if r is not None:
-                ratios.append((key, r))
-    if len(ratios) < MIN_REFERENCES:
-        return Normalisation(1.0, 1.0, 1.0, tuple(ratios), False)
-    logs = np.sort([math.log(r) for _, r in ratios])
-    n = logs.size
-    centre = float(np.median(logs))
-    # order statistics j, k with P(X_(j) <= median <= X_(k)) >= confidence
-    j = max(_binom_half_quantile((1 - confidence) / 2, n) - 1, 0)
-    lo, hi = float(logs[j]), float(logs[n - 1 - j])
-    return Normalisation(math.exp(centre), math.exp(min(lo, centre)), math.exp(max(hi, centre)), tuple(ratios), True)
 
 
 # ------------------------------------------------------------------------------- the calibration
@@ -208,16 +135,6 @@ class Calibration:
                        str(path))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"calibration file {path} is malformed: {exc}") from None
-
-
-def _binom_half_quantile(p: float, n: int) -> int:
-    """The smallest j with P(Binomial(n, 1/2) <= j) >= p (exact, by summing)."""
-    total = 0.0
-    for j in range(n + 1):
-        total += math.comb(n, j) / 2 ** n
-        if total >= p:
-            return j
-    return n
 
 
 def chi2_quantile(p: float, dof: int) -> float:

@@ -17,147 +17,20 @@ when the inputs cannot be compared (bad file, nothing in common), else 0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
 
-from ..core.errors import IpcbenchError
-from ..core.units import format_ratio, format_time
-from .counters import counter_verdict, regression_line
-from .calibration import (UNCALIBRATED_NOISE, Calibration, Normalisation, case_group, is_reference,
-                          reference_factor)
+from .calibration import UNCALIBRATED_NOISE, Calibration
+from .normalise import Normalisation, is_reference, reference_factor
+from .counters import counter_verdict
 from .results import Result, ResultSet
-from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, moderated_halfwidths,
-                    paired_round_log_ratios, ratio_interval, round_ratio_halfwidth,
+from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
+from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
-
-EXIT_OK = 0
-EXIT_REGRESSION = 1
-EXIT_ERROR = 2
-
-DEFAULT_THRESHOLD = 0.10
-#: Fewer samples than this on either side: the interval would be a fiction, no verdict is given.
-MIN_SAMPLES = 3
-#: Where a merged result keeps how many samples each round gave, per metric (Result.extra).
-ROUNDS_KEY = "gate_rounds"
-#: Verdicts in the order the table lists them; ``reference`` cases measure the machine (copy
-#: bandwidth, a raw pipe ping-pong), never the code, and get no verdict.
-STATUS_ORDER = ("slower", "faster", "inconclusive", "unchanged", "added", "removed", "reference")
-#: Verdicts that decided something about the code.
-DECIDED = ("slower", "faster", "unchanged")
-#: Log-scale half-widths are capped here (a factor of e^30): wider says nothing more.
-MAX_HALF_WIDTH = 30.0
-#: Load averages of the two runs further apart than this (and than a quarter of it): warned.
-LOAD_GAP = 1.0
-
-__all__ = ["CaseVerdict", "Comparison", "Decision", "GateError", "NotComparable", "case_group", "compare_sets",
-           "format_markdown", "format_table", "is_reference", "load_results", "merge_rounds"]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """How a comparison decides: tolerated slowdown, confidence, metric, family-wise or per case,
-    and the calibration file (None: the default path if it exists; "none": no calibration)."""
-
-    threshold: float = DEFAULT_THRESHOLD
-    confidence: float = DEFAULT_CONFIDENCE
-    metric: str | None = None
-    family_wise: bool = True
-    markdown: str | None = None  # also write the table as markdown here
-    calibration: str | None = None
-
-
-class GateError(IpcbenchError):
-    """The gate cannot measure or compare (exit 2); the text says why and what to do."""
-
-
-class NotComparable(IpcbenchError, ValueError):
-    """Two files that cannot be compared at all (exit 2); the text says why and what to do."""
-
-
-# ------------------------------------------------------------------------------------ compare
-
-
-@dataclass(frozen=True)
-class CaseVerdict:
-    """One case: its status, the interval of head / base, the noise it saw and what it could detect.
-
-    ``noise``: the log-scale half-width of the interval (what the case's measured spread allows);
-    ``detectable``: the smallest true head / base this comparison would call slower;
-    ``noise_source``: where the between-run part came from ("within-run", "rounds",
-    "calibrated ...", "assumed"); ``explanations``: further lines shown beside the verdict (e.g.
-    counter changes).
-    """
-
-    key: str
-    status: str  # one of STATUS_ORDER
-    metric: str = ""
-    interval: RatioInterval | None = None
-    n_base: int = 0
-    n_head: int = 0
-    note: str = ""
-    noise: float = 0.0
-    detectable: float | None = None
-    noise_source: str = ""
-    explanations: list[str] = field(default_factory=list)
-    counter_changes: int | None = None  # counters that changed per message; None: not counted on both sides
-    counter_regressions: list[str] = field(default_factory=list)  # exact counters that grew: exit 1
-
-
-@dataclass
-class Comparison:
-    cases: list[CaseVerdict]
-    threshold: float
-    confidence: float
-    metric: str | None
-    warnings: list[str] = field(default_factory=list)
-    per_case_confidence: float = 0.0  # the confidence of each case's interval (family-wise: higher)
-    paired: bool = True  # one interleaved experiment (the gate); False: two runs, see ``normalisation``
-    normalisation: Normalisation | None = None
-    calibration: Calibration | None = None
-
-    def __repr__(self) -> str:  # short: a comparison holds every case's interval
-        counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
-        how = "paired" if self.paired else "across runs"
-        if self.normalisation is not None and self.normalisation.used:
-            how += f", load factor {self.normalisation.factor:.3g}"
-        return (f"<Comparison {len(self.cases)} cases ({counts}); threshold {self.threshold:.0%}, "
-                f"{_pct(self.confidence)}; {how}; exit {self.exit_code}>")
-
-    @property
-    def family_wise(self) -> bool:
-        return self.per_case_confidence > self.confidence
-
-    def with_status(self, status: str) -> list[CaseVerdict]:
-        return [c for c in self.cases if c.status == status]
-
-    @property
-    def regressions(self) -> list[CaseVerdict]:
-        return self.with_status("slower")
-
-    @property
-    def compared(self) -> int:
-        """Cases with an interval (slower, faster, unchanged or inconclusive on the noise)."""
-        return sum(c.status in DECIDED or (c.status == "inconclusive" and c.interval is not None) for c in self.cases)
-
-    @property
-    def costlier(self) -> list[CaseVerdict]:
-        """Cases whose exact counters grew (history/counters.py): a regression whatever the times say."""
-        return [c for c in self.cases if c.counter_regressions]
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.regressions or self.costlier else EXIT_OK
-
-    def counts(self) -> dict[str, int]:
-        return {s: len(self.with_status(s)) for s in STATUS_ORDER}
-
-
-def _metric_of(result: Result, metric: str | None) -> str:
-    return metric or result.primary
-
+from .verdict import DEFAULT_THRESHOLD, LOAD_GAP, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison, GateError
 
 def same_experiment(base: ResultSet, head: ResultSet) -> bool:
     """Were both sets made by one interleaved experiment (one gate job), or are they one run?"""
@@ -276,7 +149,7 @@ def compare_sets(
         if key not in old:
             cases.append(CaseVerdict(key, "added", note="only in head"))
             continue
-        m = _metric_of(new[key], metric)
+        m = metric_of(new[key], metric)
         a, b = new[key].samples.get(m), old[key].samples.get(m)
         n_head, n_base = len(a or ()), len(b or ())
         if not a or not b:
@@ -297,15 +170,15 @@ def compare_sets(
     h_norm = norm.half_width * z / NormalDist().inv_cdf(0.975) if norm is not None and norm.used else 0.0
     spread = _case_spread(old, new, todo) if across_runs else 0.0
     assumed = max(UNCALIBRATED_NOISE, spread)
-    moderated = _moderated_round_halfwidths(old, new, todo, per_case)
+    moderated = moderated_round_halfwidths(old, new, todo, per_case)
     for key, m, a, b in todo:
         try:
             split_a, split_b = round_split(new[key], m), round_split(old[key], m)
             rounds = bool(split_a and split_b and (len(split_a) > 1 or len(split_b) > 1))
             h_rounds = None
             if rounds:
-                interval = rounds_ratio_interval(_chunks(a, split_a), _chunks(b, split_b), per_case, resamples)
-                h_rounds = moderated.get(key) or round_ratio_halfwidth(_chunks(a, split_a), _chunks(b, split_b),
+                interval = rounds_ratio_interval(chunks(a, split_a), chunks(b, split_b), per_case, resamples)
+                h_rounds = moderated.get(key) or round_ratio_halfwidth(chunks(a, split_a), chunks(b, split_b),
                                                                        per_case)
             else:
                 interval = ratio_interval(a, b, confidence=per_case, resamples=resamples)
@@ -441,63 +314,6 @@ def _across_runs_note(norm: Normalisation | None, calibration: Calibration | Non
     return f"base and head come from different runs (not one interleaved experiment): {how}; {noise}"
 
 
-def round_split(result: Result, metric: str) -> list[int] | None:
-    """Samples per round of ``metric`` when ``result`` was merged from rounds (and they add up)."""
-    counts = (result.extra or {}).get(ROUNDS_KEY, {}).get(metric)
-    if not counts or sum(counts) != len(result.samples.get(metric, ())) or min(counts) < 1:
-        return None
-    return [int(c) for c in counts]
-
-
-def round_noise(old: dict[str, Result], new: dict[str, Result], metric: str | None = None) -> float | None:
-    """Median over cases of max / min of one side's round medians: how much rounds alone move."""
-    spreads = []
-    for key in old.keys() & new.keys():
-        if is_reference(old[key]):
-            continue
-        for r in (old[key], new[key]):
-            m = _metric_of(r, metric)
-            split = round_split(r, m)
-            if split and len(split) > 1:
-                medians = [float(np.median(c)) for c in _chunks(r.samples[m], split) if c]
-                if medians and min(medians) > 0:
-                    spreads.append(max(medians) / min(medians))
-    return float(np.median(spreads)) if spreads else None
-
-
-def pooling_group(key: str) -> str:
-    """Cases whose rounds share how the machine disturbs them: a scenario and backend at a rank count."""
-    parts = key.split("/")
-    return f"{parts[0]}/{parts[1]}/{parts[-1]}" if len(parts) >= 3 else key
-
-
-def _moderated_round_halfwidths(old: dict[str, Result], new: dict[str, Result],
-                                todo: Sequence[tuple[str, str, list[float], list[float]]],
-                                confidence: float) -> dict[str, float]:
-    """Per case of a paired experiment with rounds: the half-width of its rounds' interval, its
-    variance moderated by its group's (:func:`~.stats.moderated_halfwidths`)."""
-    ratios: dict[str, np.ndarray] = {}
-    for key, m, a, b in todo:
-        split_a, split_b = round_split(new[key], m), round_split(old[key], m)
-        if not split_a or not split_b:
-            continue
-        try:
-            d = paired_round_log_ratios(_chunks(a, split_a), _chunks(b, split_b))
-        except (ValueError, FloatingPointError):
-            continue
-        if d is not None and np.all(np.isfinite(d)):
-            ratios[key] = d
-    return moderated_halfwidths(ratios, {k: pooling_group(k) for k in ratios}, confidence)
-
-
-def _chunks(samples: Sequence[float], counts: Sequence[int]) -> list[list[float]]:
-    out, start = [], 0
-    for n in counts:
-        out.append(list(samples[start:start + n]))
-        start += n
-    return out
-
-
 def _env_warnings(base: ResultSet, head: ResultSet) -> list[str]:
     """Differences of environment that make a ratio mean something else than the code's change."""
     warnings = []
@@ -510,28 +326,6 @@ def _env_warnings(base: ResultSet, head: ResultSet) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ formats
-
-
-def _row(case: CaseVerdict) -> list[str]:
-    iv = case.interval
-    extra = "".join(f"; {e}" for e in case.explanations)
-    if iv is None:
-        return [case.key, "-", "-", "-", "-", case.status, "-", case.note + extra]
-    return [
-        case.key,
-        format_time(iv.median_b),
-        format_time(iv.median_a),
-        f"{iv.ratio:.3f}x",
-        f"{iv.low:.3f}-{iv.high:.3f}",
-        case.status,
-        _detect_text(case.detectable),
-        f"n={case.n_base}/{case.n_head}" + (f" {case.note}" if case.note else "") + extra,
-    ]
-
-
-def _ordered(comparison: Comparison) -> list[CaseVerdict]:
-    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
-    return sorted(comparison.cases, key=lambda c: (rank[c.status], c.key))
 
 
 def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Result]) -> CaseVerdict:
@@ -548,102 +342,6 @@ def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Res
                    counter_regressions=verdict.regressions)
 
 
-def _headline(comparison: Comparison) -> str:
-    counts = comparison.counts()
-    parts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    pct = round(comparison.threshold * 100, 1)
-    conf = f"{round(comparison.confidence * 100, 1):g}%" + (" family-wise" if comparison.family_wise else "")
-    if comparison.regressions:
-        slow = ", ".join(c.key for c in comparison.regressions)
-        verdict_line = (
-            f"REGRESSION: {len(comparison.regressions)} case(s) slower than +{pct:g}% "
-            f"with {conf} confidence: {slow}"
-        )
-    else:
-        verdict_line = f"OK: no case slower than +{pct:g}% with {conf} confidence"
-        inconclusive = comparison.with_status("inconclusive")
-        if inconclusive:
-            verdict_line += (f" ({len(inconclusive)} inconclusive: their noise hides a change of "
-                             f"{_detect_text(_median_detectable(inconclusive))} (median); see 'detects')")
-    changed = [c for c in comparison.cases if c.counter_changes]
-    if changed:
-        parts += f"; the cost per message changed in {len(changed)} case(s) (counters, see notes)"
-    line = regression_line([(c.key, c.counter_regressions) for c in comparison.costlier])
-    if line:
-        verdict_line = f"{line}; {verdict_line}" if not comparison.regressions else f"{verdict_line}; {line}"
-    return f"{parts}\n{verdict_line}"
-
-
-def _detect_text(x: float | None) -> str:
-    """The smallest detectable slowdown for people: beyond 1000x it only says how hopeless."""
-    return ">1000x" if x is not None and x > 1000 else format_ratio(x)
-
-
-def _median_detectable(cases: Sequence[CaseVerdict]) -> float | None:
-    xs = [c.detectable for c in cases if c.detectable is not None and math.isfinite(c.detectable)]
-    return float(np.median(xs)) if xs else None
-
-
-def _ci_label(comparison: Comparison) -> str:
-    return f"{_pct(comparison.per_case_confidence or comparison.confidence)} CI"
-
-
-def _pct(x: float) -> str:
-    """0.95 -> '95%', 0.99966 -> '99.97%'."""
-    return f"{float(f'{x * 100:.4g}'):g}%"
-
-
-def _decision_note(comparison: Comparison) -> str:
-    pct = round(comparison.threshold * 100, 1)
-    rule = (f"a case is slower only when its whole {_ci_label(comparison)} of head / base lies above "
-            f"{1 + comparison.threshold:.3g} (+{pct:g}%), faster only when below {1 / (1 + comparison.threshold):.3g}, "
-            f"unchanged when within both, else inconclusive; 'detects' is the smallest slowdown the case's "
-            f"measured noise lets it call slower")
-    if comparison.family_wise:
-        rule += (f"; each case at {_pct(comparison.per_case_confidence)} so that all {comparison.compared} "
-                 f"together hold at {_pct(comparison.confidence)} (Bonferroni)")
-    return rule
-
-
-def _columns(comparison: Comparison) -> list[str]:
-    return ["case", "base median", "head median", "head/base", _ci_label(comparison), "verdict", "detects", "notes"]
-
-
-def format_table(comparison: Comparison) -> str:
-    """Plain-text table of every case, then the counts and the verdict."""
-    rows = [_columns(comparison)] + [_row(c) for c in _ordered(comparison)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1] for r in rows]
-    lines = [line.rstrip() for line in lines]
-    lines.insert(1, "-" * max(len(line) for line in lines))
-    metric = comparison.metric or "each case's primary metric (completion)"
-    intro = f"head / base median time of {metric}; {_decision_note(comparison)}"
-    out = [intro, *lines, "", *(f"warning: {w}" for w in comparison.warnings), _headline(comparison)]
-    return "\n".join(out)
-
-
-def format_markdown(comparison: Comparison, title: str = "ipcbench performance comparison") -> str:
-    """The same as :func:`format_table`, as GitHub markdown (for the job summary)."""
-    mark = ":x:" if comparison.exit_code else ":white_check_mark:"
-    head, verdict_line = _headline(comparison).split("\n")
-    out = [f"## {title}", "", f"{mark} **{verdict_line}**", "", f"Cases: {head}.", ""]
-    out += [f"> warning: {w}" for w in comparison.warnings]
-    cols = _columns(comparison)
-    out.append("| " + " | ".join(cols) + " |")
-    out.append("|" + "|".join(["---"] + ["---:"] * 4 + ["---", "---:", "---"]) + "|")
-    for case in _ordered(comparison):
-        cells = [c.replace("|", "\\|") for c in _row(case)]
-        if case.status == "slower":
-            cells[5] = "**slower**"
-        out.append("| " + " | ".join(f"`{cells[0]}`" if i == 0 else c for i, c in enumerate(cells)) + " |")
-    note = _decision_note(comparison)
-    out += ["", note[0].upper() + note[1:] + " (bootstrap of the ratio of medians).", ""]
-    return "\n".join(out)
-
-
-# ------------------------------------------------------------------------------ option parsing
-
-
 def load_results(path: str, side: str) -> ResultSet:
     """A results file for one side of a comparison; a bad one is a GateError naming it."""
     try:
@@ -654,26 +352,3 @@ def load_results(path: str, side: str) -> ResultSet:
         raise GateError(f"{side}: {path} has malformed result records ({exc})") from None
 
 
-def merge_rounds(sets: Sequence[ResultSet]) -> ResultSet:
-    """One result set whose cases carry the samples of every round, metric by metric.
-
-    Each case remembers how many samples each round gave (``extra["gate_rounds"]``), so that a
-    later ``ipcbench compare`` of the merged files still knows the rounds apart.
-    """
-    if not sets:
-        raise ValueError("no rounds to merge")
-    merged: dict[str, Result] = {}
-    for rs in sets:
-        for r in rs.results:
-            if r.key not in merged:
-                merged[r.key] = Result.from_dict(
-                    {**r.to_dict(), "samples": {}, "extra": {**(r.extra or {}), ROUNDS_KEY: {}}}
-                )
-            into = merged[r.key]
-            for metric, samples in r.samples.items():
-                if samples:
-                    into.samples.setdefault(metric, []).extend(samples)
-                    into.extra[ROUNDS_KEY].setdefault(metric, []).append(len(samples))
-    env = dict(sets[0].env)
-    env["gate_rounds"] = len(sets)
-    return ResultSet(env=env, results=list(merged.values()))

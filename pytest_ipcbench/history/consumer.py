@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.project import ProjectConfig, ipcbench_table, parse_table, tomllib
-from .compare import GateError
+from .verdict import GateError
 
 SELF = "pytest-ipcbench"
 

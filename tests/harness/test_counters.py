@@ -14,8 +14,9 @@ import pickle
 import pytest
 
 from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
-from pytest_ipcbench.core.counters import (COUNTERS, DEEP_COUNTERS, CounterAbsent, CounterProbe, PickleCounter, RankCounters,
-                                           syscall_unavailable)
+from pytest_ipcbench.core.counters import COUNTERS, DEEP_COUNTERS, CounterAbsent, RankCounters
+from pytest_ipcbench.core.probes import CounterProbe, PickleCounter
+from pytest_ipcbench.core.syscalls import syscall_unavailable
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec

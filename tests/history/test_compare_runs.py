@@ -17,7 +17,7 @@ import pytest
 
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.history import calibration as cal
-from pytest_ipcbench.history import compare
+from pytest_ipcbench.history import compare, verdict, verdict_text
 from pytest_ipcbench.history.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
@@ -57,7 +57,7 @@ def run_set(seed: int, load: float = 1.0, scatter: float = 0.0, slow: dict[str, 
     return rs
 
 
-def _slower_backends(comparison: compare.Comparison) -> set[str]:
+def _slower_backends(comparison: verdict.Comparison) -> set[str]:
     return {c.key.split("/")[1] for c in comparison.regressions}
 
 
@@ -67,7 +67,7 @@ def calibrated(scatter: float, runs: int = 8, seed: int = 500) -> cal.Calibratio
                               0.10, {"host": "test", "cores": 2})
 
 
-def _false(comparison: compare.Comparison) -> int:
+def _false(comparison: verdict.Comparison) -> int:
     return len(comparison.regressions) + len(comparison.with_status("faster"))
 
 
@@ -87,7 +87,7 @@ def test_a_slowdown_of_every_case_is_caught_not_read_as_noise() -> None:
     base, head = run_set(1), run_set(2, scatter=0.05, slow={b: 2.0 for b in BACKENDS})
     comparison = compare.compare_sets(base, head, calibration=calibrated(0.05))
     cases = [c for c in comparison.cases if c.status != "reference"]
-    assert all(c.status == "slower" for c in cases), compare.format_table(comparison)
+    assert all(c.status == "slower" for c in cases), verdict_text.format_table(comparison)
     assert comparison.exit_code == 1
 
 

@@ -179,7 +179,8 @@ def test_a_few_bytes_per_message_are_not_a_change_but_a_copy_is():
 def test_compare_shows_the_counter_change_beside_each_time_verdict():
     # one interleaved experiment (same gate job): the time verdict comes from the samples; the
     # counters say what changed per message, or that nothing did
-    from pytest_ipcbench.history.compare import compare_sets, format_table
+    from pytest_ipcbench.history.compare import compare_sets
+    from pytest_ipcbench.history.verdict_text import format_table
 
     def one(reader: dict, key_size: int) -> Result:
         r = result(BASE_W, reader)
@@ -266,7 +267,9 @@ def _timed(r: Result, seconds: float) -> Result:
 
 
 def test_compare_exits_1_on_a_counter_regression_even_when_the_time_is_unchanged():
-    from pytest_ipcbench.history.compare import EXIT_OK, EXIT_REGRESSION, compare_sets, format_markdown, format_table
+    from pytest_ipcbench.history.compare import compare_sets
+    from pytest_ipcbench.history.verdict import EXIT_OK, EXIT_REGRESSION
+    from pytest_ipcbench.history.verdict_text import format_markdown, format_table
 
     base = ResultSet(results=[_timed(result(BASE_W, BASE_R), 1e-3)], env={"gate_job": "j"})
     head = ResultSet(results=[_timed(result({**BASE_W, "syscalls.data": [2]}, BASE_R), 1e-3)], env={"gate_job": "j"})

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ipcbench.core.counters import syscall_unavailable
+from pytest_ipcbench.core.syscalls import syscall_unavailable
 
 CONSUMER = Path(__file__).resolve().parents[1] / "data" / "counter_consumer"
 IPCBENCH = Path(sys.executable).parent / "ipcbench"

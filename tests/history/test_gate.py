@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pytest_ipcbench.commands import compare as compare_command
-from pytest_ipcbench.history import compare, gate, stats
+from pytest_ipcbench.history import compare, gate, gate_sides, rounds, stats, verdict_text
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.history.calibration import Calibration, CaseNoise
@@ -106,7 +106,7 @@ def test_noise_never_fails_over_several_draws(seed: int) -> None:
     factors = {r.key: float(rng.uniform(0.9, 1.1)) for r in base.results}
     head = make_set(seed=300 + seed, factors=factors)
     comparison = compare.compare_sets(base, head)
-    assert comparison.exit_code == 0, compare.format_table(comparison)
+    assert comparison.exit_code == 0, verdict_text.format_table(comparison)
 
 
 def test_twenty_percent_slowdown_everywhere_is_caught() -> None:
@@ -181,11 +181,11 @@ def test_too_few_samples_give_no_verdict() -> None:
 
 def test_merge_rounds_pools_samples_per_metric() -> None:
     a, b = make_set(seed=1, n=4), make_set(seed=2, n=5)
-    merged = compare.merge_rounds([a, b])
+    merged = rounds.merge_rounds([a, b])
     assert len(merged.results) == len(a.results)
     first = merged.by_key()[a.results[0].key]
     assert len(first.samples["completion"]) == 9 and len(first.samples["write"]) == 9
-    assert first.extra[compare.ROUNDS_KEY] == {"completion": [4, 5], "write": [4, 5]}
+    assert first.extra[rounds.ROUNDS_KEY] == {"completion": [4, 5], "write": [4, 5]}
     assert merged.env["gate_rounds"] == 2
     assert len(a.results[0].samples["completion"]) == 4  # inputs untouched
 
@@ -206,23 +206,23 @@ def _rounds(seed: int, swings: list[float], factor: float = 1.0, n: int = 40) ->
 
 def test_merged_rounds_are_compared_round_by_round() -> None:
     """A runner that swings by 20-35% between rounds: pooled samples would cry wolf, rounds do not."""
-    base = compare.merge_rounds(_rounds(1, [1.0, 1.0, 1.0]))
-    head = compare.merge_rounds(_rounds(2, [1.35, 1.2, 1.0]))  # same code, a busy machine in 2 rounds
+    base = rounds.merge_rounds(_rounds(1, [1.0, 1.0, 1.0]))
+    head = rounds.merge_rounds(_rounds(2, [1.35, 1.2, 1.0]))  # same code, a busy machine in 2 rounds
     pooled = compare.compare_sets(_strip_rounds(base), _strip_rounds(head))
     assert pooled.exit_code == 1  # the naive interval is far too narrow
     by_round = compare.compare_sets(base, head)
-    assert by_round.exit_code == 0, compare.format_table(by_round)
+    assert by_round.exit_code == 0, verdict_text.format_table(by_round)
 
 
 def _victim_rounds(swings_b: list[float], swings_h: list[float], victim: str,
                    factor: float) -> tuple[ResultSet, ResultSet]:
-    base = compare.merge_rounds(_rounds(1, swings_b))
+    base = rounds.merge_rounds(_rounds(1, swings_b))
     head_sets = _rounds(2, swings_h)
     for rs in head_sets:
         for r in rs.results:
             if r.key == victim:
                 r.samples["completion"] = [x * factor for x in r.samples["completion"]]
-    return base, compare.merge_rounds(head_sets)
+    return base, rounds.merge_rounds(head_sets)
 
 
 def test_slowdown_is_caught_through_round_to_round_swings() -> None:
@@ -232,12 +232,12 @@ def test_slowdown_is_caught_through_round_to_round_swings() -> None:
     swings = [1.0, 0.8, 1.25]
     base, head = _victim_rounds(swings, swings, victim, 1.5)
     alone = compare.compare_sets(base, head)
-    assert [c.key for c in alone.regressions] == [victim], compare.format_table(alone)
+    assert [c.key for c in alone.regressions] == [victim], verdict_text.format_table(alone)
     assert alone.with_status("faster") == []
     # the same without moderation: its own 2 degrees of freedom at 99.9+% per case cannot decide
-    split = compare.round_split(head.by_key()[victim], "completion")
-    chunks = (compare._chunks(head.by_key()[victim].samples["completion"], split),
-              compare._chunks(base.by_key()[victim].samples["completion"], split))
+    split = rounds.round_split(head.by_key()[victim], "completion")
+    chunks = (rounds.chunks(head.by_key()[victim].samples["completion"], split),
+              rounds.chunks(base.by_key()[victim].samples["completion"], split))
     from pytest_ipcbench.history.stats import round_ratio_halfwidth
     own = round_ratio_halfwidth(*chunks, alone.per_case_confidence)
     moderated = next(c for c in alone.cases if c.key == victim).noise
@@ -253,7 +253,7 @@ def test_sides_that_swing_apart_between_rounds_stay_undecided() -> None:
                               {"host": "test"})
     for comparison in (compare.compare_sets(base, head), compare.compare_sets(base, head, calibration=calibration)):
         assert comparison.regressions == [] and comparison.with_status("faster") == [], \
-            compare.format_table(comparison)
+            verdict_text.format_table(comparison)
 
 
 def test_rounds_interval_pairs_rounds_and_contains_the_ratio() -> None:
@@ -277,8 +277,8 @@ def test_only_cases_in_doubt_get_confirming_rounds() -> None:
     ones too: a confirmed regression needs the rounds); the confirming rounds select exactly those
     by their case labels."""
     slow, edgy = "bcast/shm/bytes/dict/1000000/r4", "bcast/zmq/bytes/ndarray/1000/r2"
-    base = compare.merge_rounds([_labelled(make_set(seed=s, spread=0.01)) for s in (1, 2)])
-    head = compare.merge_rounds([_labelled(make_set(seed=s, spread=0.01, factors={slow: 2.0, edgy: 1.08}))
+    base = rounds.merge_rounds([_labelled(make_set(seed=s, spread=0.01)) for s in (1, 2)])
+    head = rounds.merge_rounds([_labelled(make_set(seed=s, spread=0.01, factors={slow: 2.0, edgy: 1.08}))
                                  for s in (3, 4)])
     comparison = compare.compare_sets(base, head)
     assert gate.doubtful(comparison, head, 0.10) == [f"label of {slow}", f"label of {edgy}"]
@@ -391,7 +391,7 @@ def test_environment_difference_is_warned() -> None:
     head.env["host"] = "another-runner"
     comparison = compare.compare_sets(base, head)
     assert any("host" in w for w in comparison.warnings)
-    assert "warning: base and head differ in host" in compare.format_table(comparison)
+    assert "warning: base and head differ in host" in verdict_text.format_table(comparison)
 
 
 # ------------------------------------------------------------------------------ gate, no runs
@@ -453,9 +453,9 @@ def test_gate_end_to_end(tmp_path: Path) -> None:
     clean-up); the verdicts themselves are proven on synthetic sets above. Two backends and two
     rounds keep it to a few minutes.
     """
-    if not (REPO / ".git").exists() or not (REPO / gate.RUN_MODULE).is_file():
+    if not (REPO / ".git").exists() or not (REPO / gate_sides.RUN_MODULE).is_file():
         pytest.skip("needs a git checkout of the project with pytest_ipcbench/main_job.py")
-    proc = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"HEAD:{gate.RUN_MODULE}"])
+    proc = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"HEAD:{gate_sides.RUN_MODULE}"])
     if proc.returncode != 0:
         pytest.skip("HEAD has no committed `ipcbench run` yet")
     report = tmp_path / "report"
@@ -473,7 +473,7 @@ def test_gate_end_to_end(tmp_path: Path) -> None:
         assert (report / name).is_file(), name
     assert sorted(p.name for p in (report / "rounds").iterdir()) == ["1-base", "1-head", "2-base", "2-head"]
     merged = ResultSet.load(report / "head.json")
-    assert merged.results and all(r.extra[compare.ROUNDS_KEY] for r in merged.results)
+    assert merged.results and all(r.extra[rounds.ROUNDS_KEY] for r in merged.results)
     assert not [w for w in _git(REPO, "worktree", "list").splitlines()[1:] if "gate-" in w]
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
 
@@ -503,18 +503,18 @@ def test_gate_catches_an_injected_slowdown_and_confirms_only_cases_in_doubt(tmp_
     verdict = compare.compare_sets(ResultSet.load(report / "base.json"), ResultSet.load(report / "head.json"),
                                    paired=True)
     slower = [c.key for c in verdict.regressions]
-    assert slower and all(key.split("/")[1] == "shm" for key in slower), compare.format_table(verdict)
+    assert slower and all(key.split("/")[1] == "shm" for key in slower), verdict_text.format_table(verdict)
     assert all(key in (report / "compare.txt").read_text() for key in slower)
-    rounds = {p.name: ResultSet.load(p / "results.json") for p in (report / "rounds").iterdir()}
-    assert {"1-base", "1-head", "2-head", "2-base", "3-base", "3-head"} <= set(rounds)
+    by_round = {p.name: ResultSet.load(p / "results.json") for p in (report / "rounds").iterdir()}
+    assert {"1-base", "1-head", "2-head", "2-base", "3-base", "3-head"} <= set(by_round)
     # round 3 ran exactly the cases in doubt after rounds 1 and 2 (shm's among them), on both sides
-    base12 = compare.merge_rounds([rounds["1-base"], rounds["2-base"]])
-    head12 = compare.merge_rounds([rounds["1-head"], rounds["2-head"]])
+    base12 = rounds.merge_rounds([by_round["1-base"], by_round["2-base"]])
+    head12 = rounds.merge_rounds([by_round["1-head"], by_round["2-head"]])
     in_doubt = set(gate.doubtful(compare.compare_sets(base12, head12, paired=True), head12, 0.10) or ())
-    shm = {r.extra["case"] for r in rounds["1-base"].results if r.backend == "shm"}
+    shm = {r.extra["case"] for r in by_round["1-base"].results if r.backend == "shm"}
     assert shm & in_doubt  # (not every one: on a machine shared with another test run, a 3x case once measured 1.0x)
     for side in ("3-base", "3-head"):
-        assert {r.extra["case"] for r in rounds[side].results if r.extra.get("case")} == in_doubt
+        assert {r.extra["case"] for r in by_round[side].results if r.extra.get("case")} == in_doubt
     assert ResultSet.load(report / "head.json").env.get("injected") == "shm=3"
     assert "injected" not in ResultSet.load(report / "base.json").env
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.backends.base import unavailable_reason
-from pytest_ipcbench.core.counters import syscall_unavailable
+from pytest_ipcbench.core.syscalls import syscall_unavailable
 
 # the README's example ("Counters"), as a user writes it
 README_EXAMPLE = '''
 import pytest
-from pytest_ipcbench.core.counters import syscall_unavailable
+from pytest_ipcbench.core.syscalls import syscall_unavailable
 
 @pytest.mark.ipcbench(ranks="2")
 def test_shm_handle_path_costs(ipc_bench):

@@ -1,0 +1,266 @@
+"""Counters a rank reads about itself: the probes that measure what a message costs.
+
+docs/method.md rule 20. One :class:`CounterProbe` per rank measures its whole process (every thread: zmq
+and MPI have helper threads) between :meth:`~CounterProbe.snapshot` calls:
+
+* ``faults.minor``, ``faults.major``, ``ctx.voluntary``, ``ctx.involuntary``:
+  ``getrusage(RUSAGE_SELF)``, no tool;
+* ``io.rchar``, ``io.wchar``, ``io.syscr``, ``io.syscw``: ``/proc/self/io`` (bytes through the
+  kernel's read and write families, and their calls), no tool;
+* ``pickle.dumps``, ``pickle.loads`` and their ``_bytes``: calls seen by wrapping, while counting
+  only, ``pickle.dumps/loads``, ``multiprocessing.reduction.ForkingPickler.dumps/loads`` (what
+  ``multiprocessing.Queue`` uses, in its feeder thread too) and mpi4py's ``MPI.pickle`` (the
+  lower-case ``send/recv/bcast`` of a communicator). Not seen: ``pickle.Pickler`` objects and
+  functions bound before counting started (``from pickle import dumps``), C code calling the
+  ``_pickle`` module directly;
+* ``syscalls.total`` and by class ``syscalls.data|sync|mapping|waiting|other``
+  (:data:`SYSCALL_CLASSES`): exact in-kernel counts of the tracepoint ``raw_syscalls:sys_enter``,
+  one ``perf_event_open`` counter per thread and class (a tracepoint filter on the system call
+  number), opened only while counting. Needs tracefs mounted (for the tracepoint's id) and
+  ``perf_event_open`` allowed (root, ``CAP_PERFMON`` or ``kernel.perf_event_paranoid`` <= 1);
+  nothing here mounts or changes a setting: without them the counters are absent with the reason
+  (:func:`syscall_unavailable`), never 0;
+* ``alloc.peak_bytes`` and ``alloc.net_bytes``: tracemalloc (numpy reports its buffers to it),
+  in a pass of their own (tracing slows every allocation) by :class:`AllocProbe`.
+"""
+
+from __future__ import annotations
+
+import pickle
+import resource
+import sys
+import threading
+import tracemalloc
+from typing import Any, Callable
+
+from .counters import IO_COUNTERS, PICKLE_COUNTERS, SYSCALL_COUNTERS
+from .syscalls import SyscallCounter, syscall_unavailable
+
+
+_ORIG = (pickle.dumps, pickle.loads)  # pickle's own functions, for mpi4py's Pickle
+
+
+class PickleCounter:
+    """Counts pickle dumps/loads and their bytes while :meth:`patch` is in force (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(PICKLE_COUNTERS, 0)
+        self._lock = threading.Lock()
+        self._undo: list[Callable[[], None]] = []
+
+    def _add(self, calls: str, nbytes: int) -> None:
+        with self._lock:
+            self.counts[calls] += 1
+            self.counts[calls + "_bytes"] += nbytes
+
+    def _dumps(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        def dumps(*args: Any, **kwargs: Any) -> Any:
+            out = orig(*args, **kwargs)
+            self._add("pickle.dumps", _length(out))
+            return out
+        return dumps
+
+    def _loads(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        def loads(data: Any, *args: Any, **kwargs: Any) -> Any:
+            self._add("pickle.loads", _length(data))
+            return orig(data, *args, **kwargs)
+        return loads
+
+    def patch(self) -> None:
+        from multiprocessing.reduction import ForkingPickler
+
+        for owner, name, wrap in ((pickle, "dumps", self._dumps), (pickle, "loads", self._loads)):
+            orig = getattr(owner, name)
+            setattr(owner, name, wrap(orig))
+            self._undo.append(lambda owner=owner, name=name, orig=orig: setattr(owner, name, orig))
+        # ForkingPickler.dumps is a classmethod; keep the descriptor to put it back as it was
+        fp_dumps, fp_loads = ForkingPickler.__dict__["dumps"], ForkingPickler.__dict__["loads"]
+        ForkingPickler.dumps = classmethod(self._dumps(fp_dumps.__func__))  # type: ignore[method-assign]
+        ForkingPickler.loads = staticmethod(self._loads(fp_loads))  # type: ignore[method-assign]
+
+        def undo_fp() -> None:
+            ForkingPickler.dumps = fp_dumps  # type: ignore[method-assign]
+            ForkingPickler.loads = fp_loads  # type: ignore[method-assign]
+        self._undo.append(undo_fp)
+        mpi = sys.modules.get("mpi4py.MPI")
+        if mpi is not None:
+            # mpi4py's Pickle takes new functions through __init__ only and does not show the
+            # ones it holds: back to its defaults (pickle's) afterwards, protocol and threshold kept
+            p = mpi.pickle
+            proto, thres = p.PROTOCOL, p.THRESHOLD
+            p.__init__(self._dumps(_ORIG[0]), self._loads(_ORIG[1]), proto, thres)
+            self._undo.append(lambda: p.__init__(None, None, proto, thres))
+
+    def restore(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+def _length(x: Any) -> int:
+    try:
+        return memoryview(x).nbytes
+    except TypeError:
+        return 0
+
+
+# ------------------------------------------------------------------------- rusage and /proc
+
+
+def _rusage() -> dict[str, int]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return {"faults.minor": r.ru_minflt, "faults.major": r.ru_majflt,
+            "ctx.voluntary": r.ru_nvcsw, "ctx.involuntary": r.ru_nivcsw}
+
+
+def _proc_io() -> tuple[dict[str, int], int]:
+    """The four counters of /proc/self/io, and the bytes this read itself added to rchar."""
+    with open("/proc/self/io", "rb", buffering=0) as f:
+        raw = f.read()
+    fields = dict(line.split(": ") for line in raw.decode().splitlines() if ": " in line)
+    return {f"io.{k}": int(fields[k]) for k in ("rchar", "wchar", "syscr", "syscw")}, len(raw)
+
+
+#: threads of the harness itself (the pytest plugin's watchdog, ipcbench's job watcher): their
+#: work is not a message's, so the probe leaves them out (they wake on their own clock)
+HARNESS_THREAD_PREFIX = "ipcbench-"
+
+
+def harness_threads() -> frozenset[int]:
+    return frozenset(t.native_id for t in threading.enumerate()
+                     if t.name.startswith(HARNESS_THREAD_PREFIX) and t.native_id is not None)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb", buffering=0) as f:
+        return f.read()
+
+
+def _task_counts(tid: int, io: bool) -> tuple[dict[str, int], int]:
+    """One thread's share of the process counters (to take off), and the bytes read to learn it."""
+    out: dict[str, int] = {}
+    nread = 0
+    try:
+        stat = _read(f"/proc/self/task/{tid}/stat")
+        status = _read(f"/proc/self/task/{tid}/status")
+        nread += len(stat) + len(status)
+        fields = stat.rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+        out["faults.minor"], out["faults.major"] = int(fields[7]), int(fields[9])
+        for line in status.decode().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                out["ctx.voluntary"] = int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                out["ctx.involuntary"] = int(line.split()[1])
+        if io:
+            raw = _read(f"/proc/self/task/{tid}/io")
+            nread += len(raw)
+            kv = dict(line.split(": ") for line in raw.decode().splitlines() if ": " in line)
+            out.update((f"io.{k}", int(kv[k])) for k in ("rchar", "wchar", "syscr", "syscw"))
+    except (OSError, ValueError, IndexError):
+        pass  # the thread has ended: what it did stays counted
+    return out, nread
+
+
+def _io_unavailable() -> str | None:
+    try:
+        _proc_io()
+    except (OSError, KeyError, ValueError) as exc:
+        return f"/proc/self/io is not readable here ({exc}); Linux with task I/O accounting needed"
+    return None
+
+
+# -------------------------------------------------------------------------------- the probe
+
+
+class CounterProbe:
+    """Every kernel-side counter of this process, between snapshots (rusage, io, pickle, syscalls).
+
+    Use as a context manager around a counting pass; :meth:`snapshot` returns cumulative values,
+    so a phase's count is the difference of two snapshots. :attr:`absent` maps a counter that
+    cannot be read here to the reason.
+    """
+
+    def __init__(self, syscalls: bool = True) -> None:
+        self.absent: dict[str, str] = {}
+        self._sys: SyscallCounter | None = None
+        self._pickle = PickleCounter()
+        self._harness: list[int] = []
+        self._own_rchar = 0
+        self._io = _io_unavailable() is None
+        if not self._io:
+            reason = _io_unavailable() or ""
+            self.absent.update(dict.fromkeys(IO_COUNTERS, reason))
+        why = syscall_unavailable() if syscalls else "system call counting turned off"
+        if why is not None:
+            self.absent.update(dict.fromkeys(SYSCALL_COUNTERS, why))
+        else:
+            self._sys = SyscallCounter()
+
+    def __enter__(self) -> "CounterProbe":
+        self._harness = sorted(harness_threads())
+        if self._sys is not None:
+            try:
+                self._sys.open(exclude=frozenset(self._harness))
+            except OSError as exc:
+                self._sys = None
+                self.absent.update(dict.fromkeys(SYSCALL_COUNTERS, f"perf_event_open failed: {exc}"))
+        self._pickle.patch()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pickle.restore()
+        if self._sys is not None:
+            self._sys.close()
+
+    def snapshot(self) -> dict[str, int]:
+        # the same calls in the same order every time: their own cost is a constant that the
+        # harness's barrier-only phase subtracts; except the bytes of /proc/self/io itself, whose
+        # length grows with its numbers: those are taken off here
+        out = dict(self._pickle.counts)
+        out.update(_rusage())
+        nread = 0
+        if self._io:
+            io, nread = _proc_io()
+            out.update(io)
+        for tid in self._harness:
+            theirs, n = _task_counts(tid, self._io)
+            nread += n
+            for k, v in theirs.items():
+                out[k] -= v
+        if self._io:
+            out["io.rchar"] -= self._own_rchar
+        self._own_rchar += nread
+        if self._sys is not None:
+            out.update(self._sys.read())
+        return out
+
+
+class AllocProbe:
+    """tracemalloc around single iterations: the peak above the level at the iteration's start,
+    and what stays allocated. Starts tracemalloc unless it runs already (then leaves it on)."""
+
+    def __enter__(self) -> "AllocProbe":
+        self._started = not tracemalloc.is_tracing()
+        if self._started:
+            tracemalloc.start(1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._started:
+            tracemalloc.stop()
+
+    def start(self) -> int:
+        tracemalloc.reset_peak()
+        return tracemalloc.get_traced_memory()[0]
+
+    @staticmethod
+    def stop(start: int) -> tuple[int, int]:
+        """(peak above ``start``, current minus ``start``)."""
+        current, peak = tracemalloc.get_traced_memory()
+        return peak - start, current - start
+
+
+def differences(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after if k in before}
+
+
+# ------------------------------------------------------------------------- the record

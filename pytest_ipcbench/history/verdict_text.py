@@ -1,0 +1,126 @@
+"""A comparison as text: the terminal table and the markdown of a pull request's summary."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..core.units import format_ratio, format_time
+from .counters import regression_line
+from .verdict import STATUS_ORDER, CaseVerdict, Comparison, _pct
+
+def _row(case: CaseVerdict) -> list[str]:
+    iv = case.interval
+    extra = "".join(f"; {e}" for e in case.explanations)
+    if iv is None:
+        return [case.key, "-", "-", "-", "-", case.status, "-", case.note + extra]
+    return [
+        case.key,
+        format_time(iv.median_b),
+        format_time(iv.median_a),
+        f"{iv.ratio:.3f}x",
+        f"{iv.low:.3f}-{iv.high:.3f}",
+        case.status,
+        _detect_text(case.detectable),
+        f"n={case.n_base}/{case.n_head}" + (f" {case.note}" if case.note else "") + extra,
+    ]
+
+
+def _ordered(comparison: Comparison) -> list[CaseVerdict]:
+    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
+    return sorted(comparison.cases, key=lambda c: (rank[c.status], c.key))
+
+
+def _headline(comparison: Comparison) -> str:
+    counts = comparison.counts()
+    parts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    pct = round(comparison.threshold * 100, 1)
+    conf = f"{round(comparison.confidence * 100, 1):g}%" + (" family-wise" if comparison.family_wise else "")
+    if comparison.regressions:
+        slow = ", ".join(c.key for c in comparison.regressions)
+        verdict_line = (
+            f"REGRESSION: {len(comparison.regressions)} case(s) slower than +{pct:g}% "
+            f"with {conf} confidence: {slow}"
+        )
+    else:
+        verdict_line = f"OK: no case slower than +{pct:g}% with {conf} confidence"
+        inconclusive = comparison.with_status("inconclusive")
+        if inconclusive:
+            verdict_line += (f" ({len(inconclusive)} inconclusive: their noise hides a change of "
+                             f"{_detect_text(_median_detectable(inconclusive))} (median); see 'detects')")
+    changed = [c for c in comparison.cases if c.counter_changes]
+    if changed:
+        parts += f"; the cost per message changed in {len(changed)} case(s) (counters, see notes)"
+    line = regression_line([(c.key, c.counter_regressions) for c in comparison.costlier])
+    if line:
+        verdict_line = f"{line}; {verdict_line}" if not comparison.regressions else f"{verdict_line}; {line}"
+    return f"{parts}\n{verdict_line}"
+
+
+def _detect_text(x: float | None) -> str:
+    """The smallest detectable slowdown for people: beyond 1000x it only says how hopeless."""
+    return ">1000x" if x is not None and x > 1000 else format_ratio(x)
+
+
+def _median_detectable(cases: Sequence[CaseVerdict]) -> float | None:
+    xs = [c.detectable for c in cases if c.detectable is not None and math.isfinite(c.detectable)]
+    return float(np.median(xs)) if xs else None
+
+
+def _ci_label(comparison: Comparison) -> str:
+    return f"{_pct(comparison.per_case_confidence or comparison.confidence)} CI"
+
+
+def _decision_note(comparison: Comparison) -> str:
+    pct = round(comparison.threshold * 100, 1)
+    rule = (f"a case is slower only when its whole {_ci_label(comparison)} of head / base lies above "
+            f"{1 + comparison.threshold:.3g} (+{pct:g}%), faster only when below {1 / (1 + comparison.threshold):.3g}, "
+            f"unchanged when within both, else inconclusive; 'detects' is the smallest slowdown the case's "
+            f"measured noise lets it call slower")
+    if comparison.family_wise:
+        rule += (f"; each case at {_pct(comparison.per_case_confidence)} so that all {comparison.compared} "
+                 f"together hold at {_pct(comparison.confidence)} (Bonferroni)")
+    return rule
+
+
+def _columns(comparison: Comparison) -> list[str]:
+    return ["case", "base median", "head median", "head/base", _ci_label(comparison), "verdict", "detects", "notes"]
+
+
+def format_table(comparison: Comparison) -> str:
+    """Plain-text table of every case, then the counts and the verdict."""
+    rows = [_columns(comparison)] + [_row(c) for c in _ordered(comparison)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+    lines = [line.rstrip() for line in lines]
+    lines.insert(1, "-" * max(len(line) for line in lines))
+    metric = comparison.metric or "each case's primary metric (completion)"
+    intro = f"head / base median time of {metric}; {_decision_note(comparison)}"
+    out = [intro, *lines, "", *(f"warning: {w}" for w in comparison.warnings), _headline(comparison)]
+    return "\n".join(out)
+
+
+def format_markdown(comparison: Comparison, title: str = "ipcbench performance comparison") -> str:
+    """The same as :func:`format_table`, as GitHub markdown (for the job summary)."""
+    mark = ":x:" if comparison.exit_code else ":white_check_mark:"
+    head, verdict_line = _headline(comparison).split("\n")
+    out = [f"## {title}", "", f"{mark} **{verdict_line}**", "", f"Cases: {head}.", ""]
+    out += [f"> warning: {w}" for w in comparison.warnings]
+    cols = _columns(comparison)
+    out.append("| " + " | ".join(cols) + " |")
+    out.append("|" + "|".join(["---"] + ["---:"] * 4 + ["---", "---:", "---"]) + "|")
+    for case in _ordered(comparison):
+        cells = [c.replace("|", "\\|") for c in _row(case)]
+        if case.status == "slower":
+            cells[5] = "**slower**"
+        out.append("| " + " | ".join(f"`{cells[0]}`" if i == 0 else c for i, c in enumerate(cells)) + " |")
+    note = _decision_note(comparison)
+    out += ["", note[0].upper() + note[1:] + " (bootstrap of the ratio of medians).", ""]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------ option parsing
+
+
