@@ -1,4 +1,4 @@
-"""References (harness/references.py), the wait strategy, and every local backend against its
+"""References (backends/references.py), the wait strategy, and every local backend against its
 reference: a ratio measured interleaved in the same test, never an absolute time.
 
 The MPI backends have the same tests in test_references_mpi.py (run under mpiexec).
@@ -33,7 +33,7 @@ from pytest_ipcbench.core import envinfo
 from pytest_ipcbench.core.group import Group
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, bench, bench_interleaved
-from pytest_ipcbench.harness.references import reference_of
+from pytest_ipcbench.backends.references import reference_of
 from pytest_ipcbench.harness.refcheck import RefRow, compare_on
 from pytest_ipcbench.report.references import markdown, table, write_report
 from pytest_ipcbench.harness.speed import assert_not_slower

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from pytest_ipcbench.plugin.verdict import RankOutcome, Verdict, apply, decide, outcome_of, short_error
-from pytest_ipcbench.plugin.watchdog import Watchdog
+from pytest_ipcbench.core.watchdog import Watchdog
 
 
 def report(outcome: str = "passed", when: str = "call", longrepr=None, **attrs) -> pytest.TestReport:
