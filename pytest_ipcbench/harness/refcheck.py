@@ -148,7 +148,7 @@ def stream_modes(cls: type, modes: Sequence[str]) -> list[str]:
     """The modes the stream scenario checks ``cls`` in: a backend whose native values are views that
     the next write overwrites (``native_views_until_next_write``, mpi-shm-win) cannot keep the
     scenario's window of values, so its native stream case is timed in bytes mode instead (once)."""
-    if not getattr(cls, "native_views_until_next_write", False):
+    if not cls.native_views_until_next_write:
         return list(modes)
     return list(dict.fromkeys("bytes" if m == "native" else m for m in modes))
 
@@ -163,7 +163,7 @@ def stream_notes(backends: Sequence[str], modes: Sequence[str], scenarios: Seque
             cls = get_backend(name)
         except (ValueError, BackendUnavailable):
             continue
-        if cls.kind == "channel" and getattr(cls, "native_views_until_next_write", False):
+        if cls.kind == "channel" and cls.native_views_until_next_write:
             notes.append(f"{name}: stream timed in bytes mode (its native values are views that the next write "
                          "overwrites, so the scenario's window of them cannot be kept)")
     return notes

@@ -84,7 +84,7 @@ def declared_keys(path: Path | None = None) -> list[str]:
     keys = []
     for c in cases:
         ranks = 2 if c.scenario in PAIR_SCENARIOS else c.ranks
-        key = f"{c.scenario}/{c.backend}/{c.mode}/{c.kind}/{c.size}/r{ranks}"
+        key = f"{c.scenario}/{c.backend}/{c.mode}/{c.payload_kind}/{c.size}/r{ranks}"
         if c.scenario == "granularity":
             key += f"/work={duration_label(c.work)}"
         keys.append(key)

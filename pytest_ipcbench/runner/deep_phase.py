@@ -19,7 +19,7 @@ def deep_phase(cases: Sequence[Case], results: Sequence[Result], fail: Callable[
     merged: dict[str, Counters] = {}
     for c in cases:
         found = [r for r in results if (r.scenario, r.backend, r.mode, r.payload, r.size) ==
-                 (c.scenario, c.backend, c.mode, c.kind, c.size) and not r.variant]
+                 (c.scenario, c.backend, c.mode, c.payload_kind, c.size) and not r.variant]
         if not found:
             log(f"deep {c.label}: no result to add to (the case failed or was skipped)")
             continue
@@ -27,7 +27,7 @@ def deep_phase(cases: Sequence[Case], results: Sequence[Result], fail: Callable[
         t0 = time.monotonic()
         print(f"deep {c.label}: under valgrind ...", flush=True)
         try:
-            deep = deep_counters(DeepCase(c.backend, c.mode, c.kind, c.size, c.scenario, ranks))
+            deep = deep_counters(DeepCase(c.backend, c.mode, c.payload_kind, c.size, c.scenario, ranks))
         except Exception as exc:  # a failed deep run fails that case's deep counters, not the run
             fail(f"deep {c.label}", str(exc))
             continue

@@ -28,7 +28,7 @@ class Case:
     scenario: str
     backend: str
     mode: str
-    kind: str  # a payload kind, or BUFFER (exactly ``size`` bytes)
+    payload_kind: str  # a payload kind (core/payloads.py), or BUFFER (exactly ``size`` bytes)
     size: int
     ranks: int
     work: float = 0.0
@@ -38,10 +38,10 @@ class Case:
         size = size_label(self.size)
         work = f" work={duration_label(self.work)}" if self.scenario == "granularity" else ""
         ranks = 2 if self.scenario in PAIR_SCENARIOS else self.ranks
-        return f"{self.scenario} {self.backend}/{self.mode} {self.kind}-{size} r{ranks}{work}"
+        return f"{self.scenario} {self.backend}/{self.mode} {self.payload_kind}-{size} r{ranks}{work}"
 
     def payload(self) -> Any:
-        return BufferPayload(self.size) if self.kind == BUFFER else PayloadSpec(self.kind, self.size)
+        return BufferPayload(self.size) if self.payload_kind == BUFFER else PayloadSpec(self.payload_kind, self.size)
 
     @property
     def phase(self) -> str:
@@ -192,5 +192,5 @@ def build_matrix(
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.label, pat) or pat in c.label for pat in only)]
     order = {s: i for i, s in enumerate(SCENARIOS)}
     known = {name: i for i, name in enumerate(backend_names())}
-    return sorted(cases, key=lambda c: (c.phase != "mpi", order[c.scenario], c.kind, c.size, c.work,
+    return sorted(cases, key=lambda c: (c.phase != "mpi", order[c.scenario], c.payload_kind, c.size, c.work,
                                         known.get(c.backend, len(known)), c.mode))

@@ -27,9 +27,9 @@ MPIEXEC = find_mpiexec()
 def test_matrix_levels_grow_and_filters_apply():
     quick, default, full = (build_matrix(level) for level in ("quick", "default", "full"))
     assert len(quick) < len(default) < len(full)
-    assert max(c.size for c in full if c.kind == "ndarray") == 602 * 10**6  # seed 002's batch
-    assert max(c.size for c in full if c.kind == "dict") >= 10**6  # 10000 entries and more
-    assert max(c.size for c in full if c.kind == "ragged2d") == 2_000_000 * 55 * 4  # seed 004 XXXLarge
+    assert max(c.size for c in full if c.payload_kind == "ndarray") == 602 * 10**6  # seed 002's batch
+    assert max(c.size for c in full if c.payload_kind == "dict") >= 10**6  # 10000 entries and more
+    assert max(c.size for c in full if c.payload_kind == "ragged2d") == 2_000_000 * 55 * 4  # seed 004 XXXLarge
     assert all(is_channel(c.backend) for c in default if c.scenario == "stream")
     # (backends registered by other test modules of this process run by default too: look at ours)
     assert {c.backend for c in default if c.scenario == "stream" and BACKENDS.builtin(c.backend)} == {
