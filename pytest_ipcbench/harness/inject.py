@@ -33,9 +33,9 @@ def spin(seconds: float) -> None:
 
 def stretcher(name: str, nbytes: int = 0,
               factors: dict[str, Slowdown] | None = None) -> Callable[[float], None] | None:
-    """For a backend registered as ``name``, moving ``nbytes`` a message: a function that, given
-    the seconds an operation took so far, spins ``factor - 1`` times that; None when that case is
-    not slowed (the default: the environment's slowdowns)."""
+    """For a backend registered as ``name``, in a case of ``nbytes`` (the size its key names): a
+    function that, given the seconds an operation took so far, spins ``factor - 1`` times that;
+    None when that case is not slowed (the default: the environment's slowdowns)."""
     factors = injected() if factors is None else factors
     slowdown = factors.get(name)
     if slowdown is None or slowdown.factor == 1.0 or nbytes < slowdown.min_bytes:

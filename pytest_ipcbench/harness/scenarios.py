@@ -114,7 +114,7 @@ class _Case:
         self.kind_of_backend, self.readers = "", 0  # set by open()
         # None unless $IPCBENCH_INJECT slows this backend on purpose (harness/inject.py): called
         # where a timed operation ends, with the seconds it took
-        self.stretch = stretcher(spec.name, self.nbytes)
+        self.stretch = stretcher(spec.name, payload.size)  # the size the case is named by
         # the counting pass's Counters, or why there are none (measure._finish sets it before
         # result(): the Result is built once, counters included)
         self.counted: Counters | str | None = None
