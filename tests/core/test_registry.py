@@ -225,5 +225,5 @@ def test_ipcbench_run_checks_names_against_the_registry_and_runs_plugins(clean_r
         "pingpong test-filestore/native buffer-1MB r2",
     ]
     default = build_matrix("quick", scenarios=["broadcast"], modes=["bytes"])
-    assert {c.kind for c in default} == {"dict", "ndarray", "test-records"}  # a plugin kind runs by default
+    assert {c.payload_kind for c in default} == {"dict", "ndarray", "test-records"}  # a plugin kind runs by default
     assert {"test-filestore", "shm"} <= {c.backend for c in default}
