@@ -45,8 +45,8 @@ def round_noise(old: dict[str, Result], new: dict[str, Result], metric: str | No
 
 def pooling_group(key: str) -> str:
     """Cases whose rounds share how the machine disturbs them: a scenario and backend at a rank count."""
-    parts = key.split("/")
-    return f"{parts[0]}/{parts[1]}/{parts[-1]}" if len(parts) >= 3 else key
+    parts = key.split("/")  # scenario/backend/mode/payload/size/rN[/work=...]
+    return f"{parts[0]}/{parts[1]}/{parts[5]}" if len(parts) >= 6 else key
 
 
 def moderated_round_halfwidths(old: dict[str, Result], new: dict[str, Result],
