@@ -65,7 +65,10 @@ def test_a_rank_killed_mid_run_is_named_and_everything_of_the_job_is_reclaimed(t
         run.wait(timeout=240)
         log.seek(0)
         err = log.read()
-        assert f"rank 1 (pid {victim}) was killed by signal 9 (SIGKILL)" in err, err[-3000:]
+        # named, and how it ended when anyone could read it: its reaper and Hydra's proxy race for
+        # the zombie's status, and once in a while (1 of ~10 suites here) neither line says it
+        how = (f"rank 1 (pid {victim}) was killed by signal 9 (SIGKILL)", f"rank 1 (pid {victim}) ended without finishing")
+        assert any(text in err for text in how), err[-3000:]
         left = [str(item.path) for pid in ranks for item in names.find_ours(pid=pid)]
         left += [str(p) for p in mpich if p.exists()]
         assert left == [], err[-3000:]  # nothing of the job: our segments, folders and MPICH's
