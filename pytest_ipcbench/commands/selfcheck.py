@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..backends.base import MODES, BackendUnavailable, backend_names, default_wait, get_backend, resolve_wait
 from ..core.envinfo import cores
-from ..core.procs import load_average
+from ..core.procs import cpu_mark, load_average, others_busy
 from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments, choice, names, number, seconds,
                             sizes, text, whole)
 from ..core.wait import WAITS
@@ -22,6 +22,7 @@ from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
 
 HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%), and every "
         "backend against its reference (the plainest use of its mechanism)")
+BUSY_SHARE = 0.10  # other processes' share of the CPUs above which the figures are called less reliable
 
 
 def _backends(value: Any, where: str) -> list[str]:
@@ -86,7 +87,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    load_before = load_average()
+    load_before, mark = load_average(), cpu_mark()
     figures, problems = run_checks(args.rounds, args.tolerance, args.mpiexec)
     if not figures and not problems:
         return 0  # a non-zero rank under MPI
@@ -108,10 +109,13 @@ def run(args: argparse.Namespace) -> int:
             missing = missing_reference(name)
             if missing:
                 print(f"no reference: {missing}; its rows above are its own figures, timed alone")
-    load_after = load_average()
+    load_after, others = load_average(), others_busy(mark)
     if load_before is not None and load_after is not None:
-        busy = max(load_before, load_after) > cores()
+        # busy: the load average says so, or other processes took more than a tenth of the CPUs
+        # while the checks ran (the load average lags a minute and counts our own ranks)
+        busy = max(load_before, load_after) > cores() or (others is not None and others > BUSY_SHARE)
         print(f"machine load (1-min average): {load_before:.1f} before, {load_after:.1f} after, on {cores()} cores"
+              + (f"; other processes used {others:.0%} of the CPUs meanwhile" if others is not None else "")
               + (" -- busy: other jobs share the cores, figures are less reliable" if busy else ""))
     if rows:
         out = Path(args.out or Path("ipcbench-selfcheck") / datetime.now().strftime("%Y%m%d-%H%M%S"))

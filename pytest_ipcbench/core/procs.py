@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -287,6 +288,32 @@ def load_average() -> float | None:
         return os.getloadavg()[0]
     except OSError:
         return None
+
+
+def cpu_mark() -> tuple[float, float, float] | None:
+    """Now: (wall seconds, CPU seconds the whole machine has been busy, CPU seconds of this process
+    and its reaped children); None where ``/proc/stat`` cannot be read. See ``others_busy``."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    except (OSError, ValueError):
+        return None
+    t = os.times()
+    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    return time.monotonic(), busy, t.user + t.system + t.children_user + t.children_system
+
+
+def others_busy(mark: tuple[float, float, float] | None) -> float | None:
+    """The share of the machine's CPUs (0-1) that processes other than this one and its children
+    used since ``mark``: other jobs competing with a measurement while it ran. The 1-minute load
+    average lags by a minute and counts our own ranks; this counts only the others, over exactly
+    the measured interval. Children count once reaped (a finished ``subprocess.run``)."""
+    now = cpu_mark()
+    if mark is None or now is None or now[0] <= mark[0]:
+        return None
+    others = (now[1] - mark[1]) - (now[2] - mark[2])
+    return max(0.0, others) / ((now[0] - mark[0]) * (os.cpu_count() or 1))
 
 
 def has_module(name: str) -> bool:
