@@ -49,7 +49,7 @@ class LocalGroup(Group):
         self.timeout = timeout
         self._world = world
         self._active = rank != 0  # rank 0 is active only inside run()
-        self.node_size, self.node_of = size, (0,) * size  # local processes: one node
+        self.node_rank, self.node_size, self.node_of = rank, size, (0,) * size  # local processes: one node
         # what run() isolates, e.g. "backend 'x'": rank 0 then runs in a process of its own too,
         # so that a crash in a third-party backend's code fails the test, not the pytest process
         self.isolate = ""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .affinity import PIN_MODES
 from .errors import UsageError
 from .units import parse_size
 from .wait import WAITS
@@ -315,6 +316,9 @@ RUN: tuple[Option, ...] = (
     Option("progress", choice(*PROGRESS), "auto | rich | plain | none (default auto)", flag="--progress"),
     Option("wait", choice(*WAITS), "how readers wait: auto (block when ranks <= cores, else backoff), block or "
                                    "backoff (default: $IPCBENCH_WAIT, else auto)", flag="--wait"),
+    Option("pin", choice(*PIN_MODES), "core: each rank pinned to one CPU while a case runs, node rank i on the "
+                                      "i-th allowed CPU round-robin (as mpiexec -bind-to core); none: the kernel "
+                                      "places them", flag="--pin", key="pin"),
 )
 
 

@@ -61,6 +61,7 @@ from typing import Sequence
 
 
 from ..backends.base import BackendSpec
+from ..core.affinity import pinned
 from ..core.counters import Counters
 from ..core.group import Group, MPIGroup
 from ..history.results import Result
@@ -234,6 +235,16 @@ def _bench_on(
     settings: BenchSettings,
     rounds: int,
 ) -> list[Result | None]:
+    with pinned(group.node_rank, settings.pin) as cpu:
+        results = _bench_pinned(group, backends, payload, scenario, settings, rounds)
+        if settings.pin == "none":
+            return results
+        cpus = group.allgather(cpu)  # each rank's CPU, by rank: the placement a reader can check
+        return [None if r is None else replace(r, extra={**r.extra, "pinned_cpus": cpus}) for r in results]
+
+
+def _bench_pinned(group: Group, backends: Sequence[BackendSpec], payload: Payload, scenario: str,
+                  settings: BenchSettings, rounds: int) -> list[Result | None]:
     cls = _SCENARIO_CLASSES[scenario]
     cases = [cls(group, spec, payload, settings) for spec in backends]
     opened: list[_Case] = []

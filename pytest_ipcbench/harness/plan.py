@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..core.affinity import PIN_MODES
+
 
 
 VERIFY_MODES = ("auto", "every", "ends")
@@ -46,6 +48,7 @@ class BenchSettings:
     quiet_waits: bool = True  # the harness's own MPI waits sleep instead of spinning
     alternate: bool = True  # two payloads alternate (a stale read fails); False: one, every time
     clock: str = "auto"  # broadcast: one host's clock, or offset-corrected clocks (CLOCK_MODES)
+    pin: str = "none"  # each rank pinned to one CPU while a case runs (core/affinity.py PIN_MODES)
     # the counting pass after the timed rounds (harness/count.py, docs/method.md rule 20): repeats of a
     # block of untimed messages between counter snapshots; off, or above count_max_bytes per
     # message, a result has no counters
@@ -66,6 +69,8 @@ class BenchSettings:
             raise ValueError(f"warmup must not be negative, got {self.warmup}")
         if self.clock not in CLOCK_MODES:
             raise ValueError(f"clock must be one of {', '.join(CLOCK_MODES)}, not {self.clock!r}")
+        if self.pin not in PIN_MODES:
+            raise ValueError(f"pin must be one of {', '.join(PIN_MODES)}, not {self.pin!r}")
         if self.window < 1:
             raise ValueError(f"window must be at least 1, got {self.window}")
         if self.count_repeats < 1:
