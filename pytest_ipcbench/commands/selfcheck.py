@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..backends.base import MODES, BackendUnavailable, backend_names, default_wait, get_backend, resolve_wait
 from ..core.envinfo import cores
-from ..core.procs import cpu_mark, load_average, others_busy
+from ..core.procs import BUSY_SHARE, cpu_mark, load_average, others_busy
 from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments, choice, names, number, seconds,
                             sizes, text, whole)
 from ..core.wait import WAITS
@@ -22,7 +22,6 @@ from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
 
 HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%), and every "
         "backend against its reference (the plainest use of its mechanism)")
-BUSY_SHARE = 0.10  # other processes' share of the CPUs above which the figures are called less reliable
 
 
 def _backends(value: Any, where: str) -> list[str]:

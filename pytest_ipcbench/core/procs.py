@@ -290,25 +290,55 @@ def load_average() -> float | None:
         return None
 
 
+#: other processes' share of the CPUs (``others_busy``) above which a measurement is called
+#: busy: its figures less reliable, a figure below physics not a harness error
+BUSY_SHARE = 0.10
+
+
+def _tree_cpu_ticks() -> int:
+    """Clock ticks of CPU used by the live processes below this one, with the children each has
+    reaped (``/proc/<pid>/stat`` fields 14-17): a rank still running is ours too."""
+    parent_of: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            parent_of[int(entry)] = int(fields[1])
+            ticks[int(entry)] = sum(int(x) for x in fields[11:15])
+        except (OSError, ValueError, IndexError):
+            continue
+    below, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {c for c, parent in parent_of.items() if parent in frontier} - below
+        below |= frontier
+    return sum(ticks[p] for p in below)
+
+
 def cpu_mark() -> tuple[float, float, float] | None:
-    """Now: (wall seconds, CPU seconds the whole machine has been busy, CPU seconds of this process
-    and its reaped children); None where ``/proc/stat`` cannot be read. See ``others_busy``."""
+    """Now: (wall seconds, CPU seconds the whole machine has been busy, CPU seconds of this process,
+    its reaped children and its live descendants); None where ``/proc/stat`` cannot be read. See
+    ``others_busy``."""
     try:
         with open("/proc/stat") as f:
             fields = f.readline().split()
         user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+        tick = os.sysconf("SC_CLK_TCK")
+        below = _tree_cpu_ticks() / tick
     except (OSError, ValueError):
         return None
     t = os.times()
-    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-    return time.monotonic(), busy, t.user + t.system + t.children_user + t.children_system
+    busy = (user + nice + system + irq + softirq + steal) / tick
+    return time.monotonic(), busy, t.user + t.system + t.children_user + t.children_system + below
 
 
 def others_busy(mark: tuple[float, float, float] | None) -> float | None:
-    """The share of the machine's CPUs (0-1) that processes other than this one and its children
-    used since ``mark``: other jobs competing with a measurement while it ran. The 1-minute load
-    average lags by a minute and counts our own ranks; this counts only the others, over exactly
-    the measured interval. Children count once reaped (a finished ``subprocess.run``)."""
+    """The share of the machine's CPUs (0-1) that processes other than this one and its
+    descendants used since ``mark``: other jobs competing with a measurement while it ran. The
+    1-minute load average lags by a minute and counts our own ranks; this counts only the others,
+    over exactly the measured interval."""
     now = cpu_mark()
     if mark is None or now is None or now[0] <= mark[0]:
         return None

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 from ..core.envinfo import collect
-from ..core.procs import load_average
+from ..core.procs import cpu_mark, load_average, others_busy
 from .results import Result, ResultSet
 
 
@@ -26,6 +26,7 @@ class RunRecord:
         self.env: dict[str, Any] = dict(env or {})
         self._results: list[Result] = []
         self.created = datetime.now(timezone.utc).isoformat(timespec="seconds")  # the run's start
+        self._cpu = cpu_mark()  # what other processes take from here on: others_cpu_share()
 
     @classmethod
     def start(cls, ranks: int | None, *, group_kind: str = "", mode: str = "", node_sizes: list[int] | None = None,
@@ -39,6 +40,11 @@ class RunRecord:
         if update is not None:
             update(env)
         return cls(env)
+
+    def others_cpu_share(self) -> float | None:
+        """The share of the machine's CPUs that processes other than this run's took since it
+        started (``core.procs.others_busy``); None where /proc cannot tell."""
+        return others_busy(self._cpu)
 
     @property
     def results(self) -> list[Result]:
@@ -78,4 +84,7 @@ class RunRecord:
             if r.key not in have:
                 results.append(r)
                 have.add(r.key)
+        share = self.others_cpu_share()
+        if share is not None:
+            env.setdefault("others_cpu_share", round(share, 3))
         return ResultSet(env={**self.env, **env, "load_end": load_average()}, results=results, created=self.created)

@@ -44,7 +44,7 @@ from ..core.procs import has_module
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier)
 from ..core.injection import injected
-from ..harness.physics import below_physics
+from ..harness.physics import below_physics, judge
 from ..history.record import RunRecord
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
@@ -349,11 +349,14 @@ class Runner:
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
         notes: dict[str, dict[str, Any]] = {}
-        for violation in below_physics(self.run_record.results):
-            # a figure below physics is a harness error, not a result
-            notes[violation.broadcast.key] = {"harness_error": str(violation)}
-            self.failures.append(str(violation))
-            self.log(str(violation))
+        violations = below_physics(self.run_record.results)
+        others = self.run_record.others_cpu_share() if violations else None
+        for key, text, harness_error in judge(violations, others):
+            # a figure below physics is a harness error, not a result (unless the machine was busy)
+            notes[key] = {"harness_error" if harness_error else "below_physics_when_busy": text}
+            if harness_error:
+                self.failures.append(text)
+            self.log(text)
 
         def copy_bandwidth(r: Result) -> float | None:
             return copies.get(r.nbytes) if r.scenario in ("broadcast", "pingpong", "stream") else None

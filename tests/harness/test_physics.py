@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_ipcbench.harness.physics import below_physics
+from pytest_ipcbench.harness.physics import below_physics, judge
 from pytest_ipcbench.history.results import Result
 
 
@@ -51,3 +51,14 @@ def test_selfcheck_marks_a_broadcast_below_its_own_pingpong():
     assert check_physics([pong, ok, bad, other_mode]) == [bad]
     assert bad.verdict == "BELOW PHYSICS" and not bad.ok and "harness error" in bad.below_physics
     assert ok.verdict == "physics ok" and ok.ok and other_mode.ok
+
+
+def test_below_physics_on_a_busy_machine_is_said_but_not_a_harness_error():
+    pong = _result("pingpong", "zmq", 1, "latency", 50e-6)
+    fast = _result("broadcast", "zmq", 1000, "completion", 8e-6)
+    found = below_physics([pong, fast])
+    [(key, text, error)] = judge(found, others_share=0.0)
+    assert key == fast.key and error and text.startswith("harness error")
+    [(key, text, error)] = judge(found, others_share=0.6)
+    assert not error and "not counted as a harness error: other processes used 60% of the CPUs" in text
+    assert judge(found, others_share=None)[0][2]  # cannot tell: the check stands
