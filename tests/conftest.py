@@ -3,6 +3,7 @@ import time
 
 import pytest
 
+import leakguard  # tests/ is on sys.path (rootdir conftest, no package)
 from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.names import remove
@@ -23,6 +24,33 @@ def _plain_environment(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
         for key in list(os.environ):
             if key.startswith(_LAUNCHER_ENV):
                 monkeypatch.delenv(key)
+
+
+def _rank() -> int:
+    return int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")) or 0)
+
+
+@pytest.fixture(autouse=True)
+def _leaves_nothing(request: pytest.FixtureRequest) -> object:
+    """Fail the test that leaves anything of ours behind (tests/leakguard.py), naming it, then
+    remove it. First of the autouse fixtures, so its check runs after every other teardown.
+
+    Under ``mpiexec ... --with-mpi`` rank 0 alone checks, with no barrier: what another rank
+    still uses (its owner runs, a live process maps it) is never counted, so the ranks need not
+    be idle at the same moment; and a barrier here would wait forever in a test that rank 0 runs
+    alone (``ipc_unmarked = rank0``)."""
+    if _rank() != 0:
+        yield
+        return
+    before = leakguard.snapshot()
+    yield
+    own = getattr(request.config, "_tmp_path_factory", None)
+    keep = {own._basetemp} if own is not None and own._basetemp is not None else set()
+    found = leakguard.leaked(before, keep)
+    if found:
+        leakguard.remove(found)
+        pytest.fail(f"left behind (still there {leakguard.GRACE:.0f} s after the test, now removed): "
+                    + leakguard.describe(found), pytrace=False)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

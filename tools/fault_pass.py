@@ -513,6 +513,14 @@ def _say(o: Outcome) -> None:
         print("    " + o.tail.strip().replace("\n", "\n    ")[-400:], flush=True)
 
 
+def terminal_signals() -> None:
+    """Every case starts with SIGINT as a terminal gives it. Started from a background job, this
+    process inherits SIGINT ignored, and so did its commands: the Ctrl-C cases' signal never
+    reached them (they ran to the end, exit 0). A handler, unlike SIG_IGN, is reset to the
+    default by exec."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="run the cases whose name holds this")
@@ -522,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--batch-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    terminal_signals()
     if args.batch:
         return batch(args.batch, args.batch_out)
     outcomes: list[Outcome] = []

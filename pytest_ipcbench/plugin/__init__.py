@@ -14,7 +14,6 @@ on rank 0, while the other ranks wait for its verdict.
 from __future__ import annotations
 
 import os
-import sys
 import traceback
 import types
 import weakref
@@ -81,17 +80,21 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError("--with-mpi: the ipcbench plugin needs mpi4py (pip install 'pytest-ipcbench[mpi]')")
         comm = MPI.COMM_WORLD
     rank = comm.Get_rank() if comm is not None else 0
-    if rank > 0 and "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+    if comm is not None:
         # every rank runs its own pytest: sharing /tmp/pytest-of-<user> they race on its
         # pytest-current link at session end (FileNotFoundError); each other rank gets a root of its own
         # (inside pytest's own per-user folder, so nothing new appears in the temp folder)
-        try:
-            os.environ["PYTEST_DEBUG_TEMPROOT"] = str(rank_temproot(rank))
-        except pytest.UsageError as exc:
-            # this rank alone: the others would wait for it at their first collective forever
-            sys.stderr.write(f"ERROR: {exc}\n")
-            sys.stderr.flush()
-            comm.Abort(4)
+        refused = ""
+        if rank > 0 and "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+            try:
+                os.environ["PYTEST_DEBUG_TEMPROOT"] = str(rank_temproot(rank))
+            except pytest.UsageError as exc:
+                refused = str(exc)
+        # every rank learns it and stops with a usage error (rank 0 says it): an MPI_Abort here lost
+        # the rank's message under load, Hydra ending the job before it forwarded the rank's output
+        refused = next((r for r in comm.allgather(refused) if r), "")
+        if refused:
+            raise pytest.UsageError(*([refused] if rank == 0 or _all_ranks_flag(config) else []))
     try:
         settings = resolve_settings(config, comm.Get_size() if comm is not None else None)
     except pytest.UsageError as exc:

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -24,6 +25,8 @@ from pytest_ipcbench.core.group import in_mpi_job
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 SUMMARY = re.compile(r"^=+ .*\b(passed|failed|error|errors|skipped|no tests ran)\b.* in [\d.]+s.* =+$")
 HANG_TEST = "test_a_hung_rank_ends_the_run_within_the_timeout"
+HANG_TIMEOUT = 10  # the hung run's --ipc-timeout, s
+ABORT_MARGIN = 20  # s after the timeout for the watchdog's grace to waiting ranks and MPI_Abort to end the job
 
 # they start processes of their own: never nested inside an MPI job
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="runs pytest in a subprocess: not inside an MPI job")
@@ -63,18 +66,24 @@ def summary_count(lines: list[str]) -> int:
 
 HANGS = """
     import time
+    from pathlib import Path
     from mpi4py import MPI
 
     def test_first():
         pass
 
     def test_rank_2_hangs():
+        # when its watchdog started (CLOCK_MONOTONIC is one clock for the whole machine)
+        Path(f"began-{MPI.COMM_WORLD.Get_rank()}").write_text(repr(time.monotonic()))
         if MPI.COMM_WORLD.Get_rank() == 2:
             time.sleep(600)
 
     def test_never_reached():
         pass
 """
+
+
+SLEEP_LINE = textwrap.dedent(HANGS).splitlines().index("        time.sleep(600)") + 1
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -90,8 +99,15 @@ def hang_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     out, err = open(folder / "stdout", "w+"), open(folder / "stderr", "w+")
     run.update(start=time.monotonic(), out=out, err=err)
     run["proc"] = subprocess.Popen(
-        mpi_command(4, "--ipc-timeout", "10"), cwd=folder, stdout=out, stderr=err, stdin=subprocess.DEVNULL
+        mpi_command(4, "--ipc-timeout", str(HANG_TIMEOUT)), cwd=folder, stdout=out, stderr=err, stdin=subprocess.DEVNULL
     )
+    run["folder"] = folder
+
+    def ended() -> None:  # the moment it ended, not the moment the test (last of the module) looks
+        run["proc"].wait()
+        run["end"] = time.monotonic()
+
+    threading.Thread(target=ended, daemon=True).start()
     try:
         yield run
     finally:
@@ -367,18 +383,26 @@ def test_a_hung_rank_ends_the_run_within_the_timeout(hang_run: dict) -> None:
         proc.wait(timeout=max(1.0, 120 - (time.monotonic() - hang_run["start"])))
     except subprocess.TimeoutExpired:
         pytest.fail("the run with a hung rank did not end within 120 s")
-    took = time.monotonic() - hang_run["start"]
+    deadline = time.monotonic() + 5
+    while "end" not in hang_run and time.monotonic() < deadline:
+        time.sleep(0.01)
     hang_run["out"].seek(0)
     hang_run["err"].seek(0)
     out, err = hang_run["out"].read(), hang_run["err"].read()
     assert proc.returncode != 0
-    assert took < 60, took
+    # the bound is what was measured here: from the moment rank 2's hanging test began (its
+    # watchdog's start), the configured timeout and a margin to abort the job; the start-up before
+    # it is whatever the machine's load made it (it moved past 60 s in all at load 12)
+    began = float((hang_run["folder"] / "began-2").read_text())
+    startup, hung = began - hang_run["start"], hang_run["end"] - began
+    assert hung < HANG_TIMEOUT + ABORT_MARGIN, (
+        f"ended {hung:.1f} s after rank 2's test began (timeout {HANG_TIMEOUT} s; start-up {startup:.1f} s)")
     lines = err.splitlines()
     expected = [
-        "ipcbench: test_hang.py::test_rank_2_hangs did not finish within 10 s on rank 2: rank 2 did not arrive "
+        f"ipcbench: test_hang.py::test_rank_2_hangs did not finish within {HANG_TIMEOUT} s on rank 2: rank 2 did not arrive "
         "(its traceback follows) — a rank hung or died; aborting the MPI job",
         "*rank 2 was still in call*",
-        "*test_hang.py*line 10 in test_rank_2_hangs*",  # the stuck rank's traceback
+        f"*test_hang.py*line {SLEEP_LINE} in test_rank_2_hangs*",  # the stuck rank's traceback
     ]
     pytest.LineMatcher(lines).fnmatch_lines(expected)
     assert "test_never_reached" not in out and not summaries(out.splitlines())

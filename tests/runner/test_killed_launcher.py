@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import leakguard  # tests/ is on sys.path (rootdir conftest, no package)
 from pytest_ipcbench.core import names, procs
 from pytest_ipcbench.core.group import in_mpi_job
 
@@ -77,9 +78,23 @@ class Job:
                 except OSError:
                     pass
         time.sleep(0.5)
-        for path in [*self.ours(), *self.files]:
+        for path in [*self.ours(), *self.files, *self.pytest_temp()]:
             if path.exists():
                 names.remove(path)
+
+    def pytest_temp(self) -> list[Path]:
+        """The temp folders of the job's pytest ranks (``pytest-N``, its ``.lock`` their pid): a
+        killed session never runs its retention policy, so the test that killed it removes them."""
+        roots = leakguard._pytest_roots()
+        found = []
+        for root in roots:
+            for folder in root.glob("pytest-*"):
+                try:
+                    if int((folder / ".lock").read_text()) in self.pids:
+                        found.append(folder)
+                except (OSError, ValueError):
+                    continue
+        return found
 
 
 def _wait_ready(job: Job, proc: subprocess.Popen, limit: float = 90) -> None:
