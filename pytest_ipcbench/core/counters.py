@@ -18,7 +18,7 @@ RUSAGE_COUNTERS = ("faults.minor", "faults.major", "ctx.voluntary", "ctx.involun
 IO_COUNTERS = ("io.rchar", "io.wchar", "io.syscr", "io.syscw")
 PICKLE_COUNTERS = ("pickle.dumps", "pickle.dumps_bytes", "pickle.loads", "pickle.loads_bytes")
 SYSCALL_COUNTERS = ("syscalls.total", *(f"syscalls.{c}" for c in SYSCALL_CLASSES), "syscalls.other")
-ALLOC_COUNTERS = ("alloc.peak_bytes", "alloc.net_bytes")
+ALLOC_COUNTERS = ("alloc.bytes", "alloc.peak_bytes", "alloc.net_bytes")
 #: deep mode's counters (harness/deep.py, opt-in): bytes and calls of memcpy-like copies (valgrind's
 #: DHAT in copy mode) and instructions executed (callgrind's Ir), every thread of the process
 DEEP_COUNTERS = ("copied.bytes", "copied.calls", "instructions")
