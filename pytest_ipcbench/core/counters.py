@@ -157,6 +157,22 @@ class Counters:
     def exact(self, role: str, name: str) -> bool:
         return all(r.exact(name) for r in self._role(role))
 
+    def per_role(self, names: tuple[str, ...] | list[str]) -> dict[str, dict[str, int | float]]:
+        """{role: {counter: :meth:`cost`}} for the roles counted and the counters measured (an
+        absent one is left out, never 0): a compact record, e.g. beside a reference's."""
+        out: dict[str, dict[str, int | float]] = {}
+        for role in ("writer", "reader"):
+            if not any(r.role == role for r in self.ranks):
+                continue
+            values = {}
+            for name in names:
+                try:
+                    values[name] = self.cost(role, name)
+                except (CounterAbsent, KeyError):
+                    continue
+            out[role] = values
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"iterations": self.iterations, "messages_per_iteration": self.messages_per_iteration,
                 "repeats": self.repeats, "ranks": [r.to_dict() for r in self.ranks]}
