@@ -2,6 +2,7 @@
 one more system call, copy or pickle per message, with the right explanation, and no other?
 
     .venv/bin/python tools/counter_injection.py [--variants syscall,copy,pickle] [--no-gate]
+    .venv/bin/python tools/counter_injection.py --variants none,none,none,none,none   # 5 A/A pairs
 
 For each variant, a temporary git repository of the consumer project tests/data/counter_consumer
 (a plugin backend: pytest-ipcbench's shm store plus the injected cost, as ``inj`` in ipcbench
@@ -172,9 +173,9 @@ def main() -> int:
         venv = work / "venv"
         sh([sys.executable, "-m", "venv", venv], log=log)
         share_packages(venv / "bin" / "python")
-        for variant in variants:
+        for i, variant in enumerate(variants):
             started = time.monotonic()
-            where = work / variant
+            where = work / (variant if variants.count(variant) == 1 else f"{variant}-{i}")  # none,none,...: A/A pairs
             where.mkdir()
             repo = make_repo(where, variant, log)
             py = venv / "bin" / "python"
