@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.counters import COUNTERS, Counters, RankCounters
-from ..core.units import format_bytes, format_count
+from ..core.units import format_bytes, format_count, size_label
 from .results import Result
 
 #: a change in words: (singular, plural) of what is counted, per message
@@ -239,7 +239,7 @@ def explain(changes: list[CounterChange], nbytes: int) -> list[str]:
             k = round(c.delta / nbytes)
             if k and abs(c.delta - k * nbytes) <= max(COPY_TOLERANCE * abs(k) * nbytes, COPY_SLACK):
                 what = "copy" if abs(k) == 1 else "copies"
-                head = f"{format_count(k, signed=True)} {what} of {format_bytes(nbytes)} per message"
+                head = f"{format_count(k, signed=True)} {what} of {payload_size(nbytes)} per message"
                 break
         # the bytes of the copy first, then what came with it
         ordered = sorted(group, key=lambda c: _COPY_EVIDENCE.index(c.counter) if c.counter in _COPY_EVIDENCE else 99)
@@ -251,6 +251,15 @@ def explain(changes: list[CounterChange], nbytes: int) -> list[str]:
         else:
             lines.append(f"{who}: " + "; ".join(_phrase(c.counter, c.delta) for c in group))
     return lines
+
+
+def payload_size(nbytes: int) -> str:
+    """A payload's size as its case names it, ``1 MiB``, ``1 MB``, ``64 KiB``; else ``2.41 KB``."""
+    label = size_label(nbytes)
+    number = label.rstrip("KMGTiB")
+    if label.endswith("B") and label != f"{nbytes}B" and number:
+        return f"{number} {label[len(number):]}"
+    return format_bytes(nbytes)
 
 
 def _calls(parts: dict[str, CounterChange]) -> str:
