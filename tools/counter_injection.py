@@ -2,6 +2,7 @@
 one more system call, copy or pickle per message, with the right explanation, and no other?
 
     .venv/bin/python tools/counter_injection.py [--variants syscall,copy,pickle] [--no-gate]
+    .venv/bin/python tools/counter_injection.py --variants none,none,none,none,none   # 5 A/A pairs
 
 For each variant, a temporary git repository of the consumer project tests/data/counter_consumer
 (a plugin backend: pytest-ipcbench's shm store plus the injected cost, as ``inj`` in ipcbench
@@ -111,12 +112,35 @@ def verdicts(base: Path, head: Path, variant: str) -> dict[str, dict[str, int]]:
     return table
 
 
+#: the counters printed side by side (base -> head) for each affected case with --show
+SHOWN = ("alloc.bytes", "alloc.peak_bytes", "faults.minor", "syscalls.mapping", "syscalls.data", "pickle.dumps",
+         "pickle.loads", "io.rchar")
+
+
+def side_by_side(base: Path, head: Path) -> None:
+    """Per affected case and role: each of SHOWN per message, base -> head (the readers: their mean)."""
+    from pytest_ipcbench.history.counters import readers_mean
+
+    old, new = ResultSet.load(base).by_key(), ResultSet.load(head).by_key()
+    for key in sorted(old.keys() & new.keys()):
+        b, h = old[key].counters, new[key].counters
+        if new[key].backend not in AFFECTED or b is None or h is None:
+            continue
+        for role in ("writer", "reader"):
+            rb = readers_mean([r for r in b.ranks if r.role == role])
+            rh = readers_mean([r for r in h.ranks if r.role == role])
+            cells = [f"{n.split('.', 1)[1]} {rb.value(n):,.0f}->{rh.value(n):,.0f}" for n in SHOWN
+                     if rb.has(n) and rh.has(n)]
+            print(f"    {key} {role}: {'; '.join(cells)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", default="syscall,copy,pickle,none")
     parser.add_argument("--no-gate", action="store_true", help="only the two runs and compare")
     parser.add_argument("--rounds", default="1", help="the gate's rounds per side (default 1)")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--show", action="store_true", help="print the counters of each affected case, base -> head")
     parser.add_argument("--again", metavar="WORK",
                         help="tabulate a kept work folder again with this checkout's verdict (compare run anew on "
                              "the kept results; the gate's exit code is then compare's on its base.json and head.json)")
@@ -137,6 +161,8 @@ def main() -> int:
                 if not head.is_file():
                     continue
                 code = sh([BIN / "ipcbench", "compare", base, head, "--calibration", "none"], check=False, env=env)
+                if args.show:
+                    side_by_side(base, head)
                 for phase, r in sorted(verdicts(base, head, variant).items()):
                     rows.append((variant, how, phase, r, code))
         return table(rows)
@@ -147,9 +173,9 @@ def main() -> int:
         venv = work / "venv"
         sh([sys.executable, "-m", "venv", venv], log=log)
         share_packages(venv / "bin" / "python")
-        for variant in variants:
+        for i, variant in enumerate(variants):
             started = time.monotonic()
-            where = work / variant
+            where = work / (variant if variants.count(variant) == 1 else f"{variant}-{i}")  # none,none,...: A/A pairs
             where.mkdir()
             repo = make_repo(where, variant, log)
             py = venv / "bin" / "python"
@@ -164,6 +190,8 @@ def main() -> int:
             code = sh([BIN / "ipcbench", "compare", runs["base"], runs["head"], "--calibration", "none"],
                       log=log, check=False, env=env)
             print(f"{variant}: compare exit {code} (load {os.getloadavg()[0]:.1f})", flush=True)
+            if args.show:
+                side_by_side(runs["base"], runs["head"])
             for phase, r in sorted(verdicts(runs["base"], runs["head"], variant).items()):
                 rows.append((variant, "compare", phase, r, code))
             if not args.no_gate:

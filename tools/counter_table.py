@@ -28,9 +28,9 @@ from pytest_ipcbench.harness.measure import BenchSettings, bench, run_bench
 from pytest_ipcbench.harness.payload import BufferPayload
 
 SHOWN = ("syscalls.total", "syscalls.data", "syscalls.sync", "syscalls.mapping", "syscalls.waiting",
-         "io.rchar", "io.wchar", "faults.minor", "pickle.dumps", "pickle.loads", "alloc.peak_bytes")
+         "io.rchar", "io.wchar", "faults.minor", "pickle.dumps", "pickle.loads", "alloc.bytes", "alloc.peak_bytes")
 HEAD = ("syscalls", "data", "sync", "mapping", "waiting", "rchar B", "wchar B", "minor faults", "dumps", "loads",
-        "alloc peak B")
+        "alloc B", "alloc peak B")
 
 
 def role_cell(c: Counters, role: str, name: str) -> str:

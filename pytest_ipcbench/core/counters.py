@@ -18,7 +18,7 @@ RUSAGE_COUNTERS = ("faults.minor", "faults.major", "ctx.voluntary", "ctx.involun
 IO_COUNTERS = ("io.rchar", "io.wchar", "io.syscr", "io.syscw")
 PICKLE_COUNTERS = ("pickle.dumps", "pickle.dumps_bytes", "pickle.loads", "pickle.loads_bytes")
 SYSCALL_COUNTERS = ("syscalls.total", *(f"syscalls.{c}" for c in SYSCALL_CLASSES), "syscalls.other")
-ALLOC_COUNTERS = ("alloc.peak_bytes", "alloc.net_bytes")
+ALLOC_COUNTERS = ("alloc.bytes", "alloc.peak_bytes", "alloc.net_bytes")
 #: deep mode's counters (harness/deep.py, opt-in): bytes and calls of memcpy-like copies (valgrind's
 #: DHAT in copy mode) and instructions executed (callgrind's Ir), every thread of the process
 DEEP_COUNTERS = ("copied.bytes", "copied.calls", "instructions")
@@ -156,6 +156,22 @@ class Counters:
 
     def exact(self, role: str, name: str) -> bool:
         return all(r.exact(name) for r in self._role(role))
+
+    def per_role(self, names: tuple[str, ...] | list[str]) -> dict[str, dict[str, int | float]]:
+        """{role: {counter: :meth:`cost`}} for the roles counted and the counters measured (an
+        absent one is left out, never 0): a compact record, e.g. beside a reference's."""
+        out: dict[str, dict[str, int | float]] = {}
+        for role in ("writer", "reader"):
+            if not any(r.role == role for r in self.ranks):
+                continue
+            values = {}
+            for name in names:
+                try:
+                    values[name] = self.cost(role, name)
+                except (CounterAbsent, KeyError):
+                    continue
+            out[role] = values
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"iterations": self.iterations, "messages_per_iteration": self.messages_per_iteration,

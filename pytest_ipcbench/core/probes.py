@@ -20,12 +20,13 @@ and MPI have helper threads) between :meth:`~CounterProbe.snapshot` calls:
   ``perf_event_open`` allowed (root, ``CAP_PERFMON`` or ``kernel.perf_event_paranoid`` <= 1);
   nothing here mounts or changes a setting: without them the counters are absent with the reason
   (:func:`syscall_unavailable`), never 0;
-* ``alloc.peak_bytes`` and ``alloc.net_bytes``: tracemalloc (numpy reports its buffers to it),
-  in a pass of their own (tracing slows every allocation) by :class:`AllocProbe`.
+* ``alloc.bytes``, ``alloc.peak_bytes`` and ``alloc.net_bytes``: tracemalloc (numpy reports its
+  buffers to it), in a pass of their own (tracing slows every allocation) by :class:`AllocProbe`.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import resource
 import sys
@@ -234,29 +235,89 @@ class CounterProbe:
         return out
 
 
+#: a rise of the traced memory within one profiled call (below) counts as allocated when it is at
+#: least this many bytes: smaller ones are the harness's and the interpreter's own objects (ints, frames,
+#: a list growing by a few slots), which a polling loop makes as often as it spins (timing)
+ALLOC_GRAIN = 256
+
+
 class AllocProbe:
-    """tracemalloc around single iterations: the peak above the level at the iteration's start,
-    and what stays allocated. Starts tracemalloc unless it runs already (then leaves it on)."""
+    """tracemalloc around single iterations: the peak above the level at the iteration's start, what
+    stays allocated, and the bytes allocated (``alloc.bytes``).
+
+    The peak cannot see a copy made after a transient at least as large was freed (shm's bytes mode
+    unpickles through a buffer of the payload's size; a copy of the result afterwards stays below
+    that peak). So while an iteration runs, at every event of this thread (``sys.setprofile``: a
+    call or return of a Python or C function; ``sys.settrace``: a new line of Python code outside
+    the harness) the rise of the traced memory above its level at the previous event is taken and
+    the peak started anew: the sum of those rises of at least :data:`ALLOC_GRAIN` bytes, outside
+    the harness's code (core/, harness/), is what the iteration allocated: one copy of N bytes is
+    N bytes more, whatever is freed before or after it. Between two events only the largest rise
+    shows: a line or a C function that frees a block and then allocates one no larger counts 0
+    for it. Starts tracemalloc unless it runs already (then leaves it on); the profile and trace
+    functions in force (a profiler's, coverage's) are put back after each iteration."""
 
     def __enter__(self) -> "AllocProbe":
         self._started = not tracemalloc.is_tracing()
         if self._started:
             tracemalloc.start(1)
+        self._allocated = 0
+        self._last = 0
+        self._peak = 0
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._started:
             tracemalloc.stop()
 
-    def start(self) -> int:
-        tracemalloc.reset_peak()
-        return tracemalloc.get_traced_memory()[0]
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        current, peak = _traced()
+        if peak > self._peak:
+            self._peak = peak
+        if peak - self._last >= ALLOC_GRAIN and frame is not None:
+            # the time since the previous event ran in this frame (its caller's at a call) or in a C
+            # function it called: the harness's own code (barriers, its records) is not the message's
+            code = (frame.f_back if event == "call" else frame)
+            if code is None or not code.f_code.co_filename.startswith(_HARNESS_CODE):
+                self._allocated += peak - self._last
+        _reset_peak()
+        self._last = _traced()[0]
 
-    @staticmethod
-    def stop(start: int) -> tuple[int, int]:
-        """(peak above ``start``, current minus ``start``)."""
-        current, peak = tracemalloc.get_traced_memory()
-        return peak - start, current - start
+    def _call(self, frame: Any, event: str, arg: Any) -> Any:
+        """sys.settrace's function: line events in every frame but the harness's."""
+        if frame.f_code.co_filename.startswith(_HARNESS_CODE):
+            return None
+        return self._line
+
+    def _line(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            self._profile(frame, event, arg)
+        return self._line
+
+    def start(self) -> int:
+        self._allocated = 0
+        self._peak = 0
+        _reset_peak()
+        start = self._last = _traced()[0]
+        self._previous = sys.getprofile(), sys.gettrace()
+        sys.setprofile(self._profile)
+        sys.settrace(self._call)
+        return start
+
+    def stop(self, start: int) -> tuple[int, int, int]:
+        """(peak above ``start``, current minus ``start``, bytes allocated since :meth:`start`)."""
+        sys.settrace(self._previous[1])
+        sys.setprofile(self._previous[0])
+        self._profile(None, "", None)  # the rise since the last event: the harness's, not counted
+        current = _traced()[0]
+        return self._peak - start, current - start, self._allocated
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the harness's code: its allocations are left out of alloc.bytes (a backend's are counted)
+_HARNESS_CODE = tuple(os.path.join(_PACKAGE, d, "") for d in ("harness", "core"))
+_traced = tracemalloc.get_traced_memory
+_reset_peak = tracemalloc.reset_peak
 
 
 def differences(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:

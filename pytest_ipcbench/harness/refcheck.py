@@ -42,6 +42,9 @@ from .physics import FAST_END_PERCENTILE, PHYSICS_SHARE, SMALL_BYTES
 from ..backends.references import reference_of
 
 SIZES = (1, 1024, 64 * 1024, 10**6, 16 * 2**20)
+#: the counters set beside the reference's (per message, the writer and the costliest reader)
+REF_COUNTERS = ("syscalls.total", "syscalls.data", "syscalls.sync", "syscalls.waiting", "io.rchar", "io.wchar",
+                "faults.minor", "pickle.dumps", "pickle.loads", "alloc.bytes")
 SCENARIOS = ("pingpong", "stream", "broadcast")
 TARGET_FACTOR = 1.25  # at most this many times the reference's time ...
 TARGET_SLACK = 5e-6  # ... plus this (ping-pong latency only)
@@ -69,6 +72,9 @@ class RefRow:
     samples: int = 0
     ranks: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
+    #: per message, {"ours"|"ref": {role: {counter: value}}} (REF_COUNTERS; harness/count.py): the
+    #: overhead in counts; empty when a side was not counted
+    counts: dict[str, Any] = field(default_factory=dict)
     fast_end: float = float("nan")  # the 5th percentile of ours: the bound of the physics check
     below_physics: str = ""  # broadcast: why its completion reads faster than one crossing (physics.py)
 
@@ -227,6 +233,9 @@ def compare_on(
                         wait=ours.wait, samples=len(ours.samples[metric]),
                         ranks=ours.ranks, fast_end=fast_end,
                     )
+                    if ours.counters is not None and theirs.counters is not None:
+                        row.counts = {"ours": ours.counters.per_role(REF_COUNTERS),
+                                      "ref": theirs.counters.per_role(REF_COUNTERS)}
                     if len(results) > 2 and results[2] is not None:
                         row.fresh = float(sorted(results[2].samples[metric])[len(results[2].samples[metric]) // 2])
                     rows.append(row)
@@ -363,5 +372,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["RefRow", "SIZES", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on",
+__all__ = ["REF_COUNTERS", "RefRow", "SIZES", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on",
            "run_refchecks"]

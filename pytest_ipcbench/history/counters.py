@@ -9,7 +9,7 @@ the larger value; it is a note, never a verdict. The counters driven by timing
 (:data:`TIMING_COUNTERS`: context switches, waits, futex calls, and the totals that hold them)
 are not compared across runs at all: between runs of identical code they moved by 1.2x to
 7919x (A/A, docs/counters.md), so no spread of three repeats within a run bounds them. :func:`explain` turns the changes of a case into one line per rank, e.g.
-``reader: +1 copy of 1.05 MB per message (+1,048,576 B allocated, +256 minor faults)``.
+``reader: +1 copy of 1.05 MB per message (+1,048,688 B allocated, +256 minor faults)``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.counters import COUNTERS, Counters, RankCounters
-from ..core.units import format_bytes, format_count
+from ..core.units import format_bytes, format_count, size_label
 from .results import Result
 
 #: a change in words: (singular, plural) of what is counted, per message
@@ -40,11 +40,14 @@ _WORDS: dict[str, tuple[str, str]] = {
     "pickle.dumps_bytes": ("B pickled", "B pickled"),
     "pickle.loads": ("pickle loads", "pickle loads"),
     "pickle.loads_bytes": ("B unpickled", "B unpickled"),
+    "alloc.bytes": ("B allocated", "B allocated"),
     "alloc.peak_bytes": ("B allocated (peak)", "B allocated (peak)"),
     "alloc.net_bytes": ("B kept allocated", "B kept allocated"),
 }
 # the counters that show a copy of the payload, in the order a copy's details are listed
-_COPY_EVIDENCE = ("alloc.peak_bytes", "faults.minor", "io.rchar", "io.wchar")
+# (the bytes allocated first: a copy of N bytes allocates N bytes whatever is freed before or after
+# it, where the peak misses a copy made after a larger transient was freed: core/probes.AllocProbe)
+_COPY_EVIDENCE = ("alloc.bytes", "alloc.peak_bytes", "faults.minor", "io.rchar", "io.wchar")
 #: a byte counter's change is "k copies" when it is within this share of k payloads
 COPY_TOLERANCE = 0.1
 #: ... or within this many bytes (an object's header: a copied 1 KB ndarray allocates ~1.1 KB)
@@ -59,13 +62,13 @@ STATISTICAL_TOLERANCE = 0.5
 #: byte counters: exact within a run, yet a message's bytes may differ by a few between runs (mp-queue
 #: pickles a growing sequence number: one byte more from 256 on); a change must exceed this many
 #: bytes per message or this share of the value (a copy of a payload is far more)
-BYTE_COUNTERS = frozenset({"io.rchar", "io.wchar", "pickle.dumps_bytes", "pickle.loads_bytes", "alloc.peak_bytes",
-                           "alloc.net_bytes"})
+BYTE_COUNTERS = frozenset({"io.rchar", "io.wchar", "pickle.dumps_bytes", "pickle.loads_bytes", "alloc.bytes",
+                           "alloc.peak_bytes", "alloc.net_bytes"})
 BYTE_TOLERANCE = (64, 0.01)
 #: the allocation peak and what stays allocated: the harness's own lists and dicts grow as it goes,
 #: so they moved by up to 120 B per message between A/A runs (and a few between repeats); a copy
 #: of a 1 KB payload is 1,000 B and more
-ALLOC_COUNTERS = frozenset({"alloc.peak_bytes", "alloc.net_bytes"})
+ALLOC_COUNTERS = frozenset({"alloc.bytes", "alloc.peak_bytes", "alloc.net_bytes"})
 ALLOC_TOLERANCE = (256, 0.01)
 #: counters of the allocator's state, not of the message: glibc's malloc takes a block of 128 KiB or
 #: more from mmap below a threshold that it raises when such a block is freed (its "dynamic mmap
@@ -236,7 +239,7 @@ def explain(changes: list[CounterChange], nbytes: int) -> list[str]:
             k = round(c.delta / nbytes)
             if k and abs(c.delta - k * nbytes) <= max(COPY_TOLERANCE * abs(k) * nbytes, COPY_SLACK):
                 what = "copy" if abs(k) == 1 else "copies"
-                head = f"{format_count(k, signed=True)} {what} of {format_bytes(nbytes)} per message"
+                head = f"{format_count(k, signed=True)} {what} of {payload_size(nbytes)} per message"
                 break
         # the bytes of the copy first, then what came with it
         ordered = sorted(group, key=lambda c: _COPY_EVIDENCE.index(c.counter) if c.counter in _COPY_EVIDENCE else 99)
@@ -248,6 +251,15 @@ def explain(changes: list[CounterChange], nbytes: int) -> list[str]:
         else:
             lines.append(f"{who}: " + "; ".join(_phrase(c.counter, c.delta) for c in group))
     return lines
+
+
+def payload_size(nbytes: int) -> str:
+    """A payload's size as its case names it, ``1 MiB``, ``1 MB``, ``64 KiB``; else ``2.41 KB``."""
+    label = size_label(nbytes)
+    number = label.rstrip("KMGTiB")
+    if label.endswith("B") and label != f"{nbytes}B" and number:
+        return f"{number} {label[len(number):]}"
+    return format_bytes(nbytes)
 
 
 def _calls(parts: dict[str, CounterChange]) -> str:

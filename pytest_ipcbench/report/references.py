@@ -9,8 +9,68 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.csvfile import write_csv
-from ..core.units import format_time, size_label
+from ..core.units import format_count, format_time, size_label
 from ..harness.refcheck import SCENARIOS, TARGET_FACTOR, TARGET_SLACK, RefRow
+
+#: the counters of the counts table: (column, counter)
+_COUNT_COLUMNS = (("syscalls", "syscalls.total"), ("data", "syscalls.data"), ("futex", "syscalls.sync"),
+                  ("waiting", "syscalls.waiting"), ("dumps", "pickle.dumps"), ("loads", "pickle.loads"),
+                  ("alloc B", "alloc.bytes"), ("faults", "faults.minor"))
+#: words of a counter in count_words: the exact ones (the total, futex and waiting calls follow timing:
+#: they are in the table, not in the words)
+_NAMES = {"syscalls.data": "data system calls", "io.rchar": "B read", "io.wchar": "B written",
+          "faults.minor": "minor faults", "pickle.dumps": "pickle dumps", "pickle.loads": "pickle loads",
+          "alloc.bytes": "B allocated"}
+
+
+def _count(x: float | None) -> str:
+    return "-" if x is None else format_count(round(x, 1) if x < 100 else round(x))
+
+
+def _pair(row: RefRow, side: str, name: str) -> str:
+    """``writer/reader`` per message, ``-`` where a side did not count it."""
+    roles = row.counts.get(side, {})
+    return "/".join(_count(roles.get(role, {}).get(name)) for role in ("writer", "reader"))
+
+
+def count_words(row: RefRow) -> str:
+    """Where the backend's counts per message differ from its reference's, in words, e.g.
+    ``writer: 2 data system calls (reference 1); reader: 1,000,112 B allocated (reference 0)``;
+    "" when no counter differs or a side was not counted. Byte counters differ when by more than
+    256 B and 1%; a count by at least 1 per message."""
+    ours, ref = row.counts.get("ours", {}), row.counts.get("ref", {})
+    parts = []
+    for role in ("writer", "reader"):
+        a, b = ours.get(role, {}), ref.get(role, {})
+        diffs = []
+        for name, words in _NAMES.items():
+            x, y = a.get(name), b.get(name)
+            if x is None or y is None:
+                continue
+            byte = name.startswith(("io.", "alloc."))
+            if (abs(x - y) > max(256, 0.01 * max(x, y))) if byte else abs(x - y) >= 1:
+                diffs.append(f"{_count(x)} {words} (reference {_count(y)})")
+        if diffs:
+            parts.append(f"{role}: {', '.join(diffs)}")
+    return "; ".join(parts)
+
+
+def counts_table(rows: Sequence[RefRow]) -> str:
+    """Per message, ours against the reference: writer/reader of each counter (terminal)."""
+    rows = [r for r in rows if r.counts.get("ours") and r.counts.get("ref")]
+    if not rows:
+        return ""
+    cells = [[f"{_pair(r, 'ours', n)} | {_pair(r, 'ref', n)}" for _, n in _COUNT_COLUMNS] for r in rows]
+    widths = [max(len(c), *(len(x[i]) for x in cells)) for i, (c, _) in enumerate(_COUNT_COLUMNS)]
+    head = f"{'scenario':<8} {'backend':<10} {'mode':<6} {'size':>7}  " + "  ".join(
+        f"{c:>{w}}" for (c, _), w in zip(_COUNT_COLUMNS, widths))
+    lines = ["counts per message, ours | reference (writer/reader; harness/count.py)", head, "-" * len(head)]
+    for r, row_cells in zip(rows, cells):
+        lines.append(f"{r.scenario:<8} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7}  "
+                     + "  ".join(f"{c:>{w}}" for c, w in zip(row_cells, widths)))
+    differ = [(r, count_words(r)) for r in rows]
+    lines += [f"  {r.scenario} {r.backend} {r.mode} {size_label(r.size)}: {w}" for r, w in differ if w]
+    return "\n".join(lines)
 
 
 def _bw(row: RefRow, t: float) -> str:
@@ -42,7 +102,8 @@ def table(rows: Sequence[RefRow]) -> str:
         f"{TARGET_SLACK * 1e6:g} us for pingpong); alloc: the reference with a fresh receive array per "
         f"message / with one reused buffer; MB = 10^6 bytes"
     )
-    return "\n".join(lines)
+    counts = counts_table(rows)
+    return "\n".join(lines) + ("\n\n" + counts if counts else "")
 
 
 def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
@@ -64,6 +125,17 @@ def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
     out += ["", f"Target: ours <= {TARGET_FACTOR:g} x reference (+ {TARGET_SLACK * 1e6:g} us for pingpong). "
             "overhead = what our wrapper adds per message; alloc = the reference with a fresh receive array "
             "per message / with one reused buffer (the cost of allocation). See docs/references.md.", ""]
+    counted = [r for r in rows if r.counts.get("ours") and r.counts.get("ref")]
+    if counted:
+        out += ["## Counts per message, ours | reference", "",
+                "writer/reader per message (the costliest reader), from each case's counting pass; "
+                "futex and waiting calls follow timing, the rest is exact (docs/counters.md).", "",
+                "| scenario | backend | mode | size | " + " | ".join(c for c, _ in _COUNT_COLUMNS) + " | differs |",
+                "|---|---|---|---:|" + "---:|" * len(_COUNT_COLUMNS) + "---|"]
+        for r in counted:
+            cells = " | ".join(f"{_pair(r, 'ours', n)} \\| {_pair(r, 'ref', n)}" for _, n in _COUNT_COLUMNS)
+            out.append(f"| {r.scenario} | {r.backend} | {r.mode} | {size_label(r.size)} | {cells} | {count_words(r)} |")
+        out.append("")
     return "\n".join(out)
 
 
@@ -109,7 +181,7 @@ def write_report(rows: Sequence[RefRow], out: Path, env: dict[str, Any] | None =
     out.mkdir(parents=True, exist_ok=True)
     files = [out / "summary.md"]
     files[0].write_text(markdown(rows, env))
-    csv_rows = [{k: v for k, v in r.as_dict().items() if k != "extra"} for r in rows]
+    csv_rows = [{k: v for k, v in r.as_dict().items() if k not in ("extra", "counts")} for r in rows]
     got = write_csv(out / "references.csv", csv_rows)
     if got:
         files.append(got)

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
 from pytest_ipcbench.core.counters import COUNTERS, DEEP_COUNTERS, CounterAbsent, RankCounters
-from pytest_ipcbench.core.probes import CounterProbe, PickleCounter
+from pytest_ipcbench.core.probes import AllocProbe, CounterProbe, PickleCounter
 from pytest_ipcbench.core.syscalls import syscall_unavailable
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
@@ -74,6 +74,29 @@ def test_pickle_counter_sees_pickle_and_forking_pickler_and_restores_them():
     assert counter.counts["pickle.dumps"] == 2 and counter.counts["pickle.loads"] == 2
     assert counter.counts["pickle.dumps_bytes"] == len(data) + len(fp)
     assert (pickle.dumps, pickle.loads, ForkingPickler.__dict__["dumps"], ForkingPickler.__dict__["loads"]) == before
+
+
+def _unpickle_then_copy(payload: bytes, copies: int) -> None:
+    """As shm's bytes mode with a copy on the reader: a transient of the payload's size (the bytes
+    read), the value from it, the transient freed, then ``copies`` copies of the value."""
+    value = pickle.loads(bytearray(payload))
+    for _ in range(copies):
+        value = bytearray(value)
+
+
+def test_alloc_probe_counts_a_copy_that_the_peak_cannot_see():
+    payload = pickle.dumps(b"x" * MIB)
+    seen = {}
+    with AllocProbe() as alloc:
+        for copies in (0, 1, 0, 1):
+            start = alloc.start()
+            _unpickle_then_copy(payload, copies)
+            seen[copies] = alloc.stop(start)
+    (peak0, net0, bytes0), (peak1, net1, bytes1) = seen[0], seen[1]
+    assert abs(peak1 - peak0) < 4096  # the copy is no higher than the transient: the peak misses it
+    assert abs(bytes1 - bytes0 - MIB) <= 512  # one copy of 1 MiB (its header, less the probe's own objects)
+    assert bytes0 >= 2 * MIB  # the bytes read and the value
+    assert abs(net1 - net0) < 4096
 
 
 @needs_syscalls
@@ -155,6 +178,7 @@ def test_shm_handle_path_costs_no_system_call_and_no_copy(world, size):
             assert "syscalls.total" in rank.absent
     # the reader's view is no copy: its allocation peak is far below the payload
     assert c.reader.value("alloc.peak_bytes") < size / 2 or size == KIB
+    assert c.reader.value("alloc.bytes") < size / 2 or size == KIB
 
 
 @pytest.mark.parametrize("size", [KIB, MIB])
@@ -171,6 +195,8 @@ def test_shm_bytes_mode_pickles_once_each_side_and_the_reader_copies(world, size
         exactly(c.reader, "syscalls.data", 0)
     if size == MIB:  # the unpickled array is a copy of the payload: visible in the peak
         assert c.reader.value("alloc.peak_bytes") >= r.nbytes
+        # and it is the only one: unpickled straight from the shared memory, one payload allocated
+        assert r.nbytes <= c.reader.value("alloc.bytes") < 1.2 * r.nbytes
 
 
 @pytest.mark.parametrize("size", [KIB, MIB])

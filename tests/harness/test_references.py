@@ -235,3 +235,23 @@ def test_selfcheck_validates_backend_names() -> None:
     assert args.backends == ["shm", "mpi-p2p"] and args.sizes == [1, 10**6] and args.wait == "block"
     assert build_parser().parse_args(["selfcheck", "--backends", "none"]).backends == []
     _ = np  # the payloads are numpy arrays
+
+
+def test_counts_beside_the_reference_name_the_exact_counters_that_differ():
+    from pytest_ipcbench.report.references import count_words, counts_table, markdown
+
+    def row(ours_data: float, ref_waiting: float) -> RefRow:
+        ours = {"writer": {"syscalls.data": ours_data, "syscalls.waiting": 3, "alloc.bytes": 900},
+                "reader": {"syscalls.data": 2 * ours_data, "alloc.bytes": 1_001_200}}
+        ref = {"writer": {"syscalls.data": 1, "syscalls.waiting": ref_waiting, "alloc.bytes": 700},
+               "reader": {"syscalls.data": 2, "alloc.bytes": 1_001_100}}
+        return RefRow("mpi-buffer", "native", "pingpong", 10**6, "ref-mpi-buffer", 2e-3, 1e-3, 2.0, 1.9, 2.1,
+                      counts={"ours": ours, "ref": ref})
+
+    same, differs = row(1, 300), row(2, 3)
+    assert count_words(same) == ""  # waiting calls follow timing; bytes within 256 B are the same
+    assert count_words(differs) == ("writer: 2 data system calls (reference 1); "
+                                    "reader: 4 data system calls (reference 2)")
+    assert "2/4 | 1/2" in counts_table([differs])
+    assert "reader: 4 data system calls (reference 2)" in markdown([differs])
+    assert count_words(RefRow("x", "native", "pingpong", 1, "", 1.0, 1.0, 1.0, 1.0, 1.0)) == ""

@@ -93,7 +93,20 @@ def test_an_extra_copy_on_the_reader_is_explained_as_a_copy():
     assert {c.counter for c in changes} == {"alloc.peak_bytes", "faults.minor"}
     assert all(c.role == "reader" for c in changes)
     assert explain(changes, head.nbytes) == [
-        "reader: +1 copy of 1.05 MB per message (+1,048,576 B allocated (peak), +256 minor faults)"]
+        "reader: +1 copy of 1 MiB per message (+1,048,576 B allocated (peak), +256 minor faults)"]
+
+
+def test_a_copy_that_the_peak_cannot_see_is_named_by_the_bytes_allocated():
+    # shm's bytes mode: the reader unpickles through a transient of the payload's size; a copy of the
+    # value afterwards allocates 1 MiB more but raises no peak and faults no page (reused heap)
+    base_r = {**BASE_R, "alloc.peak_bytes": [2 * MIB], "alloc.bytes": [2 * MIB + 300]}
+    head_r = {**base_r, "alloc.bytes": [3 * MIB + 410]}
+    base, head = result(BASE_W, base_r), result(BASE_W, head_r)
+    changes = counter_changes(base, head)
+    assert [(c.role, c.counter, c.regression) for c in changes] == [("reader", "alloc.bytes", True)]
+    assert explain(changes, head.nbytes) == ["reader: +1 copy of 1 MiB per message (+1,048,686 B allocated)"]
+    # within the allocator's tolerance (256 B or 1%) of the base: no change
+    assert counter_changes(base, result(BASE_W, {**base_r, "alloc.bytes": [2 * MIB + 500]})) == []
 
 
 def test_one_less_pickle_is_a_change_too():

@@ -25,7 +25,7 @@ def test_shm_handle_path_costs(ipc_bench):
     assert reader.exact("io.rchar") and reader.io_rchar == 0      # no byte through the kernel
     if syscall_unavailable() is None:                               # perf_event_open and tracefs
         assert result.cost("reader", "syscalls.data") == 0
-    assert reader.value("alloc.peak_bytes") < result.nbytes / 2    # a view, not a copy
+    assert reader.value("alloc.bytes") < result.nbytes / 2         # a view, not a copy
 '''
 
 
