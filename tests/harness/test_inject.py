@@ -140,12 +140,17 @@ def _completion_ratios(backend: str, factor: float, size: int, repeats: int) -> 
 @pytest.mark.parametrize("backend", ["zmq", "mp-queue"])
 def test_a_channel_broadcast_is_slowed_by_its_factor(backend: str) -> None:
     """4 ranks on one host: the last reader stretches from the writer's start (one clock), so the
-    completion is the factor times the mechanism's. A reader that stretched its own time since
-    the barrier slowed it by 1.1-1.3x at 1.5x, or (every reader spinning at once on 2 cores) 3-8x
-    at 2x. The band is wide for a loaded machine; the median of three interleaved ratios."""
-    ratios = _completion_ratios(backend, 2.0, 1000, 3)
+    completion is the factor times the mechanism's. Before, each reader stretched its own time
+    since the barrier: 1.1-1.3x at 1.5x, or (every reader spinning at once on 2 cores) 5-7x at 2x.
+    The median of five interleaved ratios, in a band wide enough for a loaded machine. Above it
+    only where other jobs oversubscribe the cores several times over: a spinning reader then waits
+    milliseconds for the CPU once its spin is over (4-12x measured at load 14-16 on 2 cores), and
+    only the lower bound is checked."""
+    ratios = _completion_ratios(backend, 2.0, 1000, 5)
     ratio = float(np.median(ratios))
-    assert 1.3 <= ratio <= 3.0, f"asked 2x of a 1 KB {backend} broadcast, got {ratio:.2f}x (rounds: {np.round(ratios, 2)})"
+    loaded = os.getloadavg()[0] > 4 * (os.cpu_count() or 1)
+    assert ratio >= 1.3 and (loaded or ratio <= 3.0), \
+        f"asked 2x of a 1 KB {backend} broadcast, got {ratio:.2f}x (rounds: {np.round(ratios, 2)})"
 
 
 def test_the_delivery_slots_leave_nothing(tmp_path) -> None:
