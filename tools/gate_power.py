@@ -3,9 +3,9 @@
     python tools/gate_power.py run --out gate-power          # 5 A/A gates, then 5 with slowdowns
     python tools/gate_power.py table gate-power/*/           # the table of docs/performance-history.md
     python tools/gate_power.py table --calibration .ipcbench/calibration.json gate-power/*/
-    # a consumer project's plugin backend, slowed 2x, 1.5x, and 2x only from 1 MiB:
+    # a consumer project's plugin backend, slowed 2x, 1.5x, and 2x only from 1 MB:
     python tools/gate_power.py run --project examples/consumer --out gp --aa 2 \
-        --plan fifo=2 --plan fifo=1.5 --plan fifo=2@1MiB -- --run-args "--sizes 1KB,1MB --ranks 4"
+        --plan fifo=2 --plan fifo=1.5 --plan fifo=2@1MB -- --run-args "--sizes 1KB,1MB --ranks 4"   # 1MB = 10^6 B < 1 MiB
 
 ``run`` calls ``ipcbench gate --base HEAD`` (head: the working tree, i.e. the same code) again and
 again: first with nothing changed (A/A: every case it flags is a false alarm), then with slowdowns

@@ -6,12 +6,31 @@ only its cases of at least 1 MiB, a regression of the large-message path), in th
 path: where a rank ends a timed operation (a broadcast's reader once it holds the object, the
 ping-pong's rank 0 once the echo is back, the stream's writer once the window is acknowledged),
 it first spins for ``factor - 1`` times the time the operation took, so the time it then
-records is about ``factor`` times the mechanism's (or more: a reader that spins reaches the next
-barrier late, and the writer's wake-up from its wait there lands in the next measured time). A spin, not a sleep: a real regression takes the CPU
-too, and on an oversubscribed machine that matters. (A spin of a share of the write alone would
-slow a case by an unknown fraction: the write is one part of what a case times.) Granularity cases
-whose echo side works are not slowed: rank 0 cannot tell the mechanism's share of their round
-trip from the work.
+records is about ``factor`` times the mechanism's (or more: a rank that spins reaches the next
+barrier late, and the wake-up of a rank waiting there can land in the next measured time). A
+spin, not a sleep: a real regression takes the CPU too, and on an oversubscribed machine that
+matters. (A spin of a share of the write alone would slow a case by an unknown fraction: the
+write is one part of what a case times.) Granularity cases whose echo side works are not slowed:
+rank 0 cannot tell the mechanism's share of their round trip from the work.
+
+**A channel broadcast** completes when the last reader holds the message, counted from the
+writer's start of the write on one clock (harness/clock.py). A reader that stretched its own
+time since it left the barrier missed that: one that leaves the barrier late finds the message
+waiting, and a "1.5x" slowed 1 KB broadcasts 1.13-1.26x; and every reader spinning at once took
+the cores the last one needed (4 ranks on 2 cores: 2x became 2.9x). So where every rank shares one
+clock (one host: ``CLOCK_MONOTONIC``), a :class:`DeliveryStretch` (a few bytes of shared memory,
+made only when a case is slowed: nothing changes when it is off) holds the writer's start of each
+write and each reader's arrival; the reader that finds itself the last to arrive spins until
+``start + factor x (last arrival - start)``, and the others do not spin, so the completion is the
+factor times the mechanism's. (Two readers that arrive together may both see the other
+there and both spin, which is harmless; for neither to see the other, the store of one's
+arrival would have to wait in its core's store buffer through the other's whole Python-level
+check, hundreds of nanoseconds.) Across hosts the clocks differ by an estimated offset and
+there is no shared memory: there each reader stretches its own time since it left the barrier,
+as before, which slows a broadcast by less than its factor. A store's completion is write +
+slowest read, two durations: the writer stretches its write and each reader its read (the
+reader's time from the barrier before the write included the barrier's wait for the writer,
+which made a 1 KB store broadcast 13-200x slower at 1.5x).
 
 The environment record of a run says which slowdowns were injected (``injected``): such results
 are never a measurement of the code.
@@ -19,10 +38,18 @@ are never a measurement of the code.
 
 from __future__ import annotations
 
+import mmap
+import os
+import struct
 import time
 from typing import Callable
 
+from ..core.group import Group
 from ..core.injection import Slowdown, injected
+from ..core.names import SHM_DIR, resource_name
+
+_START = struct.Struct("d")  # the writer's start of the current write
+_ARRIVAL = struct.Struct("qd")  # per reader: the message's number, the arrival (perf_counter)
 
 
 def spin(seconds: float) -> None:
@@ -31,14 +58,103 @@ def spin(seconds: float) -> None:
         pass
 
 
-def stretcher(name: str, nbytes: int = 0,
-              factors: dict[str, Slowdown] | None = None) -> Callable[[float], None] | None:
-    """For a backend registered as ``name``, in a case of ``nbytes`` (the size its key names): a
-    function that, given the seconds an operation took so far, spins ``factor - 1`` times that;
-    None when that case is not slowed (the default: the environment's slowdowns)."""
+def slowdown_for(name: str, nbytes: int = 0, factors: dict[str, Slowdown] | None = None) -> Slowdown | None:
+    """The slowdown of a case of backend ``name`` and size ``nbytes`` (the size its key names);
+    None when it is not slowed (the default: the environment's slowdowns)."""
     factors = injected() if factors is None else factors
     slowdown = factors.get(name)
     if slowdown is None or slowdown.factor == 1.0 or nbytes < slowdown.min_bytes:
         return None
+    return slowdown
+
+
+def stretcher(name: str, nbytes: int = 0,
+              factors: dict[str, Slowdown] | None = None) -> Callable[[float], None] | None:
+    """For a backend registered as ``name``, in a case of ``nbytes``: a function that, given the
+    seconds an operation took so far, spins ``factor - 1`` times that; None when that case is not
+    slowed."""
+    slowdown = slowdown_for(name, nbytes, factors)
+    if slowdown is None:
+        return None
     extra = slowdown.factor - 1.0
     return lambda elapsed: spin(extra * elapsed) if elapsed > 0 else None
+
+
+class DeliveryStretch:
+    """Collective: the shared slots of a slowed channel broadcast on one host (see the module's
+    text). The writer calls :meth:`started` with its start of each write; each reader calls
+    :meth:`arrived` once it holds the message.
+
+    The file is unlinked as soon as every rank has mapped it: nothing is left behind, even if a
+    rank dies later. :meth:`open` gives None where it cannot be made (no /dev/shm): the readers
+    then stretch their own time, as across hosts.
+    """
+
+    def __init__(self, mapped: mmap.mmap, factor: float, slot: int, readers: int) -> None:
+        self._map, self._factor, self._readers = mapped, factor, readers
+        self._mine = _START.size + slot * _ARRIVAL.size  # a reader's slot (-1: the writer)
+        self._count = 0  # messages so far: the same on every rank, warm-up included
+
+    @classmethod
+    def open(cls, group: Group, root: int, readers: list[int], factor: float) -> DeliveryStretch | None:
+        size = _START.size + len(readers) * _ARRIVAL.size
+        path, mapped, ok = "", None, True
+        if group.rank == root:
+            try:
+                path = str(SHM_DIR / resource_name("inject"))
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+                try:
+                    os.ftruncate(fd, size)  # zeros: no reader has arrived at message 1 yet
+                    mapped = mmap.mmap(fd, size)
+                finally:
+                    os.close(fd)
+            except OSError:
+                ok = False
+        path = group.bcast(path if ok else "", root=root)
+        if path and group.rank != root:
+            try:
+                fd = os.open(path, os.O_RDWR)
+                try:
+                    mapped = mmap.mmap(fd, size)
+                finally:
+                    os.close(fd)
+            except OSError:
+                ok = False
+        every = all(group.allgather(bool(path) and ok))  # every rank mapped it, or none uses it
+        if group.rank == root and path:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if not every:
+            if mapped is not None:
+                mapped.close()
+            return None
+        slot = readers.index(group.rank) if group.rank in readers else -1
+        return cls(mapped, factor, slot, len(readers))
+
+    def started(self, t0: float) -> None:
+        """The writer, before each write (message ``n`` is out only after this)."""
+        self._count += 1
+        _START.pack_into(self._map, 0, t0)
+
+    def arrived(self) -> None:
+        """A reader holding the message: record the arrival; the last to arrive spins until the
+        writer's start plus ``factor`` times the delivery."""
+        arrival = time.perf_counter()
+        self._count += 1
+        n, m = self._count, self._map
+        _ARRIVAL.pack_into(m, self._mine, n, arrival)
+        last = arrival
+        for k in range(self._readers):
+            seen, at = _ARRIVAL.unpack_from(m, _START.size + k * _ARRIVAL.size)
+            if seen != n:
+                return  # someone is still to come: the last one spins
+            last = max(last, at)
+        start = _START.unpack_from(m, 0)[0]  # written before the message went out
+        end = start + self._factor * (last - start)
+        while time.perf_counter() < end:
+            pass
+
+    def close(self) -> None:
+        self._map.close()

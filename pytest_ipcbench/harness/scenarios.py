@@ -21,8 +21,8 @@ from ..core.group import Group
 from ..core.counters import Counters
 from ..history.results import Result, Verified
 from ..core.errors import IpcbenchError
-from .clock import rank_clocks
-from .inject import stretcher
+from .clock import SHARED, rank_clocks
+from .inject import DeliveryStretch, slowdown_for, stretcher
 from .payload import Payload, payload_bytes, touch
 from .transfer import describe_object
 from .plan import BenchSettings, Plan, static_plan
@@ -209,6 +209,14 @@ class _Broadcast(_Case):
             # a channel's completion compares the writer's and the readers' timestamps
             self.clocks = rank_clocks(self.group, self.live_backend.root, self.settings.clock == "offset")
             self.extra.update(clock=self.clocks.method, clock_error_s=self.clocks.error)
+        # slowed on purpose, on one clock: the last reader stretches from the writer's start (inject.py)
+        self.delivery = None
+        slowdown = slowdown_for(self.spec.name, self.payload.size)
+        if slowdown is not None and self.kind != "store" and self.clocks.method == SHARED:
+            self.delivery = DeliveryStretch.open(self.group, self.live_backend.root,
+                                                 list(self.live_backend.readers), slowdown.factor)
+            if self.delivery is not None:
+                self.live.append(self.delivery)  # closed with the backend
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         backend, rec, obj = self.live_backend, self.record, self.objs[i % 2]
@@ -218,7 +226,11 @@ class _Broadcast(_Case):
         wait(self.group)
         t0 = perf_counter()
         if self.is_writer:
+            if self.delivery is not None:
+                self.delivery.started(t0)
             backend.write(obj)
+            if store and self.stretch is not None:
+                self.stretch(perf_counter() - t0)  # a store's completion adds the write (inject.py)
             t1 = perf_counter()
             if store:
                 wait(self.group)
@@ -232,8 +244,10 @@ class _Broadcast(_Case):
             wait(self.group)
         t1 = perf_counter()
         got = backend.read()
-        if self.stretch is not None:
-            self.stretch(perf_counter() - t0)
+        if self.delivery is not None:
+            self.delivery.arrived()
+        elif self.stretch is not None:
+            self.stretch(perf_counter() - (t1 if store else t0))
         t2 = perf_counter()
         if self.settings.touch:
             touch(got)

@@ -107,6 +107,9 @@ ASV_CONF = {
     "html_dir": ".asv/html",
     "build_command": ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"],
     "install_command": ["in-dir={env_dir} python -m pip install {wheel_file}"],
+    # one process per case and counter (~130 for a small matrix): forked from one that imported
+    # the suite once, not a fresh Python each
+    "launch_method": "forkserver",
 }
 
 ASV_MODULE = '''\

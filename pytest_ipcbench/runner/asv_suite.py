@@ -8,13 +8,17 @@ writes it, and asv.conf.json)::
 
 ``setup_cache`` runs ``python -m pytest_ipcbench run --config PYPROJECT`` several times per
 commit (``$IPCBENCH_ASV_REPEATS``, default 3: the same harness, MPI launch and in-run references
-as ``ipcbench run``), and ``Declared.track_median`` gives each case's median over the runs of the
-median of its primary metric (completion for a broadcast, one-way latency for a ping-pong), in
-seconds; ``track_low`` and ``track_high`` the lowest and highest run's, so that each commit's
-point has an interval (asv plots them as series of their own). One run per commit made the
-history noise: the same code moved several-fold from run to run on a busy machine. The parameters are the case keys of the
-declared matrix as the *current* pyproject.toml declares it (asv's suite is fixed over history);
-a commit that cannot run it (before the adoption, or without a backend) skips those cases.
+as ``ipcbench run``). ``Declared.track_median`` hands asv each case's median of its primary metric
+(completion for a broadcast, one-way latency for a ping-pong; seconds) of every run as asv's
+samples, so asv records the median over the runs with its 99% interval (``ci_99``; with 3-5
+samples it is asv's posterior interval, wider than the runs' range) and quartiles, ``asv show``
+prints it as median±half the quartile spread, ``asv compare`` and ``asv continuous`` weigh it, and
+``python -m pytest_ipcbench.runner.asv_suite plot`` draws every case's history with it (asv's own
+site draws no intervals). ``track_low`` and ``track_high`` are the lowest and highest run's. One
+run per commit made the history noise: the same code moved several-fold from run to run on a
+busy machine. The parameters are the case keys of the declared matrix as the *current*
+pyproject.toml declares it (asv's suite is fixed over history); a commit that cannot run it
+(before the adoption, or without a backend) skips those cases.
 
 Which pyproject.toml: ``$IPCBENCH_CONFIG``, else the one next to asv.conf.json (asv sets
 ``$ASV_CONF_DIR`` for benchmarks), else the nearest one from the current folder.
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -153,9 +156,10 @@ class Declared:
     def setup(self, cache: dict[str, Any], case: str) -> None:
         self._value(cache, case)
 
-    def track_median(self, cache: dict[str, Any], case: str) -> float:
-        """The median over the commit's runs of the case's median."""
-        return float(statistics.median(self._value(cache, case)))
+    def track_median(self, cache: dict[str, Any], case: str) -> dict[str, Any]:
+        """The case's median of each run, as asv's samples: asv records their median and interval
+        (asv reads a result with ``samples`` and ``number`` as a timing's; ``number`` is unused)."""
+        return {"samples": self._value(cache, case), "number": 1}
 
     def track_low(self, cache: dict[str, Any], case: str) -> float:
         """The lowest run's median: the bottom of the commit's interval."""
@@ -200,3 +204,32 @@ class DeclaredCounters:
         if isinstance(value, str):
             raise NotImplementedError(value)
         return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pytest_ipcbench.runner.asv_suite plot [RESULTS] [--out PNG]``: every case's
+    history with each commit's interval (report/asv_history.py)."""
+    import argparse
+
+    from ..core.errors import IpcbenchError
+    from ..report.asv_history import load_history, plot_history
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_ipcbench.runner.asv_suite")
+    sub = parser.add_subparsers(dest="command", required=True)
+    plot = sub.add_parser("plot", help="draw each case's median per commit with its 99%% interval")
+    plot.add_argument("results", nargs="?", default=".asv/results", help="asv's results folder (default .asv/results)")
+    plot.add_argument("--out", default="asv-history.png", help="the PNG to write (default asv-history.png)")
+    args = parser.parse_args(argv)
+    try:
+        history = load_history(Path(args.results))
+        path = plot_history(history, Path(args.out))
+    except IpcbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    commits = max(len(p) for p in history.values())
+    print(f"{path}: {len(history)} cases, up to {commits} commits each")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

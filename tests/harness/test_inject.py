@@ -120,3 +120,42 @@ def test_granularity_with_work_is_not_stretched(monkeypatch: pytest.MonkeyPatch)
         case._open = lambda spec: types.SimpleNamespace(kind="channel")  # no backend needed here
         case.open()
         assert (case.stretch is not None) == stretched, work
+
+
+def _completion_ratios(backend: str, factor: float, size: int, repeats: int) -> list[float]:
+    """Head/base ratios of a 4-rank broadcast's completion median, slowed and not, interleaved."""
+    from pytest_ipcbench.core.payloads import PayloadSpec
+
+    settings = BenchSettings(time_budget=0.2, min_iterations=20, max_iterations=2000, warmup=10)
+    spec, payload = BackendSpec(backend, "bytes"), PayloadSpec("ndarray", size)
+    ratios = []
+    with LocalWorld(4, timeout=300) as world:
+        for _ in range(repeats):
+            plain, slowed = (world.run(_bench_with, inject, spec, payload, "broadcast", settings)[0]
+                             for inject in ("", f"{backend}={factor:g}"))
+            ratios.append(float(np.median(slowed.samples["completion"]) / np.median(plain.samples["completion"])))
+    return ratios
+
+
+@pytest.mark.parametrize("backend", ["zmq", "mp-queue"])
+def test_a_channel_broadcast_is_slowed_by_its_factor(backend: str) -> None:
+    """4 ranks on one host: the last reader stretches from the writer's start (one clock), so the
+    completion is the factor times the mechanism's. Before, each reader stretched its own time
+    since the barrier: 1.1-1.3x at 1.5x, or (every reader spinning at once on 2 cores) 5-7x at 2x.
+    The median of five interleaved ratios, in a band wide enough for a loaded machine. Above it
+    only where other jobs oversubscribe the cores several times over: a spinning reader then waits
+    milliseconds for the CPU once its spin is over (4-12x measured at load 14-16 on 2 cores), and
+    only the lower bound is checked."""
+    ratios = _completion_ratios(backend, 2.0, 1000, 5)
+    ratio = float(np.median(ratios))
+    loaded = os.getloadavg()[0] > 4 * (os.cpu_count() or 1)
+    assert ratio >= 1.3 and (loaded or ratio <= 3.0), \
+        f"asked 2x of a 1 KB {backend} broadcast, got {ratio:.2f}x (rounds: {np.round(ratios, 2)})"
+
+
+def test_the_delivery_slots_leave_nothing(tmp_path) -> None:
+    from pytest_ipcbench.core.names import SHM_DIR
+
+    before = set(SHM_DIR.glob("ipcb-*-inject"))
+    _completion_ratios("zmq", 2.0, 1000, 1)
+    assert set(SHM_DIR.glob("ipcb-*-inject")) <= before  # unlinked once every rank had mapped it

@@ -186,7 +186,9 @@ def test_asv_suite_times_every_declared_case(consumer: Path, monkeypatch: pytest
     bench = asv_suite.Declared()
     for key in keys:  # every predicted key is a case the runs measured, each commit's point with an interval
         assert len(cache[key]) == 2, key
-        assert 0 < bench.track_low(cache, key) <= bench.track_median(cache, key) <= bench.track_high(cache, key), key
+        point = bench.track_median(cache, key)  # the runs' medians as asv's samples: asv gives the interval
+        assert point["samples"] == cache[key] and point["number"] == 1, key
+        assert 0 < bench.track_low(cache, key) == min(point["samples"]) <= max(point["samples"]) == bench.track_high(cache, key), key
     monkeypatch.setenv("IPCBENCH_ASV_REPEATS", "0")
     with pytest.raises(ValueError, match="IPCBENCH_ASV_REPEATS"):
         asv_suite.repeats()
