@@ -129,9 +129,27 @@ class Watch:
                 except OSError:
                     pass
         time.sleep(0.3)
-        for p in [*self.ours, *self.files, *(i.path for q in self.pids for i in names.find_ours(pid=q))]:
+        for p in [*self.ours, *self.files, *(i.path for q in self.pids for i in names.find_ours(pid=q)),
+                  *self.pytest_temp()]:
             if p.exists():
                 names.remove(p)
+
+    def pytest_temp(self) -> list[Path]:
+        """Temp folders (``pytest-N``) of the case's pytest processes that were killed: their ``.lock``
+        names one of them. Not counted as left (pytest expires a killed session's folder itself,
+        keeping the last three), but removed, so that the pass leaves the machine as it found it."""
+        import getpass
+
+        root = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+        roots = [root, *(r / root.name for r in root.glob("rank*"))]
+        found = []
+        for folder in (f for r in roots for f in r.glob("pytest-*")):
+            try:
+                if int((folder / ".lock").read_text()) in self.pids:
+                    found.append(folder)
+            except (OSError, ValueError):
+                continue
+        return found
 
 
 def _pmi_rank(pid: int) -> int | None:

@@ -43,14 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = None
     try:
+        # the commands' modules are imported here: a Ctrl-C in the first second lands in them
+        args = build_parser().parse_args(argv)
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         print("ipcbench: interrupted", file=sys.stderr)
         return 130
     except IpcbenchError as exc:  # ours, on purpose: a message and exit 2; anything else is a bug
-        print(f"ipcbench {args.command}: {exc}", file=sys.stderr)
+        print(f"ipcbench {getattr(args, 'command', '')}: {exc}", file=sys.stderr)
         return 2
 
 

@@ -58,3 +58,21 @@ def test_compare_calibration_that_is_not_a_calibration_file_is_exit_2_without_bl
     said = {"fifo": "is not a regular file (a FIFO)", "missing": "no calibration file at",
             "deep": "JSON nested too deeply"}[kind]
     assert said in err, err
+
+
+def test_ctrl_c_while_the_commands_are_imported_is_exit_130_without_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fault pass's Ctrl-C one second after `ipcbench run` started, on a loaded machine, landed
+    while the commands' modules were imported: a KeyboardInterrupt traceback."""
+    import pytest_ipcbench.commands as commands
+
+    def interrupted(name: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands.importlib, "import_module", interrupted)
+    try:
+        rc = ipcbench(["run", "--list"])
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt escaped ipcbench's main (a traceback)")
+    assert rc == 130
+    assert "ipcbench: interrupted" in capsys.readouterr().err
