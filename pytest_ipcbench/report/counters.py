@@ -19,7 +19,7 @@ COLUMNS = (
     ("syscalls", "syscalls.total"), ("data", "syscalls.data"), ("sync", "syscalls.sync"),
     ("mapping", "syscalls.mapping"), ("waiting", "syscalls.waiting"), ("read B", "io.rchar"),
     ("written B", "io.wchar"), ("minor faults", "faults.minor"), ("dumps", "pickle.dumps"),
-    ("loads", "pickle.loads"), ("alloc peak B", "alloc.peak_bytes"),
+    ("loads", "pickle.loads"), ("alloc B", "alloc.bytes"), ("alloc peak B", "alloc.peak_bytes"),
 )
 #: deep mode's columns (valgrind, harness/deep.py), shown when some case has them
 DEEP_COLUMNS = (("copied B", "copied.bytes"), ("copies", "copied.calls"), ("instructions", "instructions"))

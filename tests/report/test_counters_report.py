@@ -26,8 +26,8 @@ def test_cost_table_marks_statistical_and_absent_counters():
     rows = [line for line in text.splitlines() if line.startswith("| broadcast")]
     assert len(rows) == 2  # the uncounted case has no row
     writer, reader = rows
-    # columns: syscalls, data, sync, mapping, waiting, read B, written B, minor faults, dumps, loads
-    assert writer.endswith("| writer | n/a | 1 | n/a | n/a | n/a | n/a | n/a | n/a | 1 | ~0 | n/a |")
+    # columns: syscalls, data, sync, mapping, waiting, read B, written B, minor faults, dumps, loads, alloc B, alloc peak B
+    assert writer.endswith("| writer | n/a | 1 | n/a | n/a | n/a | n/a | n/a | n/a | 1 | ~0 | n/a | n/a |")
     assert "| reader | n/a | 2 |" in reader  # total absent; data: the larger reader's, 2
     assert "- tracefs is not mounted" in text
     assert cost_section([bare]) == []
