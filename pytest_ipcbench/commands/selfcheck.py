@@ -130,6 +130,14 @@ def run(args: argparse.Namespace) -> int:
                        "references": [r.as_dict() for r in rows],
                        "problems": problems, "load": [load_before, load_after], "cores": cores()}, f, indent=1)
     below = [r.below_physics for r in rows if r.below_physics]
+    if below and others is not None and others > BUSY_SHARE:
+        # other jobs took the CPUs between the broadcast and its ping-pong: no bound then
+        # (harness/physics.judge says the same for ipcbench run)
+        below = [f"{text} -- not counted as a harness error: other processes used {others:.0%} of the CPUs "
+                 "meanwhile" for text in below]
+        for text in below:
+            print(text)
+        below = []
     for text in below:
         print(text)
     if problems:
