@@ -318,7 +318,8 @@ RUN: tuple[Option, ...] = (
                                    "backoff (default: $IPCBENCH_WAIT, else auto)", flag="--wait"),
     Option("pin", choice(*PIN_MODES), "core: each rank pinned to one CPU while a case runs, node rank i on the "
                                       "i-th allowed CPU round-robin (as mpiexec -bind-to core); none: the kernel "
-                                      "places them", flag="--pin", key="pin"),
+                                      "places them; auto (default): core when a node's ranks outnumber its CPUs",
+           flag="--pin", key="pin"),
 )
 
 

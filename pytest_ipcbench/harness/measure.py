@@ -235,11 +235,13 @@ def _bench_on(
     settings: BenchSettings,
     rounds: int,
 ) -> list[Result | None]:
-    with pinned(group.node_rank, settings.pin) as cpu:
+    with pinned(group.node_rank, settings.pin, group.node_size) as cpu:
         results = _bench_pinned(group, backends, payload, scenario, settings, rounds)
         if settings.pin == "none":
             return results
         cpus = group.allgather(cpu)  # each rank's CPU, by rank: the placement a reader can check
+        if all(c is None for c in cpus):
+            return results
         return [None if r is None else replace(r, extra={**r.extra, "pinned_cpus": cpus}) for r in results]
 
 

@@ -48,7 +48,7 @@ class BenchSettings:
     quiet_waits: bool = True  # the harness's own MPI waits sleep instead of spinning
     alternate: bool = True  # two payloads alternate (a stale read fails); False: one, every time
     clock: str = "auto"  # broadcast: one host's clock, or offset-corrected clocks (CLOCK_MODES)
-    pin: str = "none"  # each rank pinned to one CPU while a case runs (core/affinity.py PIN_MODES)
+    pin: str = "auto"  # each rank pinned to one CPU while a case runs: auto (when ranks outnumber cores), core, none
     # the counting pass after the timed rounds (harness/count.py, docs/method.md rule 20): repeats of a
     # block of untimed messages between counter snapshots; off, or above count_max_bytes per
     # message, a result has no counters

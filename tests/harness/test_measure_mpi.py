@@ -87,7 +87,7 @@ def test_same_iteration_count_on_every_rank(world):
                                "broadcast", FAST)
     plan = result.plan
     c = result.counters  # the counting pass: its repeats, counted, then a few under tracemalloc
-    n = plan["warmup"] + plan["iterations"] + c.repeats * (c.iterations + min(c.iterations, ALLOC_ITERATIONS))
+    n = plan["warmup"] + plan["iterations"] + 1 + c.repeats * (c.iterations + min(c.iterations, ALLOC_ITERATIONS))
     counts = world.allgather(dict(COUNTS))
     assert counts[0] == {"write": n} and all(c == {"read": n} for c in counts[1:])
     _everyone_agrees(world, (result.key, plan["iterations"]))
