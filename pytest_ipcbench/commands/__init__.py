@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from ..core.errors import IpcbenchError
@@ -42,18 +44,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken like a Ctrl-C: every command's interrupt path (its ``finally`` blocks, the
+    MPI job's process group, the gate's scratch folder) runs, instead of the default death that
+    leaves them behind."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = None
+    # only where nobody chose otherwise (a parent that ignores SIGTERM keeps it ignored), and only
+    # in the main thread (signal.signal's rule); given back at the end (main() called in-process)
+    handler = signal.getsignal(signal.SIGTERM)
+    ours = handler == signal.SIG_DFL and threading.current_thread() is threading.main_thread()
+    if ours:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         # the commands' modules are imported here: a Ctrl-C in the first second lands in them
         args = build_parser().parse_args(argv)
         return int(args._run(args) or 0)
+    except Terminated:
+        print("ipcbench: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("ipcbench: interrupted", file=sys.stderr)
         return 130
     except IpcbenchError as exc:  # ours, on purpose: a message and exit 2; anything else is a bug
         print(f"ipcbench {getattr(args, 'command', '')}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, handler)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -76,3 +78,34 @@ def test_ctrl_c_while_the_commands_are_imported_is_exit_130_without_a_traceback(
         pytest.fail("the KeyboardInterrupt escaped ipcbench's main (a traceback)")
     assert rc == 130
     assert "ipcbench: interrupted" in capsys.readouterr().err
+
+
+SIGTERMED = """
+import os, signal, sys
+from pathlib import Path
+import pytest_ipcbench.commands as commands
+from pytest_ipcbench.commands import gate
+from pytest_ipcbench.core import names
+
+def run(args):
+    scratch = names.private_dir("gate-run")  # as the gate's: removed in its finally
+    print(scratch, flush=True)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.pause()
+    finally:
+        names.remove(scratch)
+
+gate.run = run
+sys.exit(commands.main(["gate", "--base", "HEAD"]))
+"""
+
+
+def test_sigterm_runs_the_cleanup_and_exits_143() -> None:
+    """A gate killed with SIGTERM (a CI job cancelled, `timeout`) left its scratch folder in the
+    temp folder: SIGTERM's default death runs no ``finally``. Now it is taken like a Ctrl-C."""
+    proc = subprocess.run([sys.executable, "-c", SIGTERMED], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 143, proc.stdout + proc.stderr
+    assert "ipcbench: terminated" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    scratch = Path(proc.stdout.split()[0])
+    assert scratch.name.endswith("gate-run") and not scratch.exists()
