@@ -44,14 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
+class _Terminated(KeyboardInterrupt):
     """SIGTERM, taken like a Ctrl-C: every command's interrupt path (its ``finally`` blocks, the
     MPI job's process group, the gate's scratch folder) runs, instead of the default death that
     leaves them behind."""
 
 
 def _terminated(signum: int, frame: object) -> None:
-    raise Terminated()
+    raise _Terminated()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the commands' modules are imported here: a Ctrl-C in the first second lands in them
         args = build_parser().parse_args(argv)
         return int(args._run(args) or 0)
-    except Terminated:
+    except _Terminated:
         print("ipcbench: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
