@@ -72,16 +72,18 @@ def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> li
     return found
 
 
+def busy_note(others_share: float | None) -> str | None:
+    """Why a figure below physics is not a harness error on this run, or None: other processes
+    took more than ``BUSY_SHARE`` of the CPUs while it ran, and the cases ran seconds or minutes
+    apart, so the ping-pong's fast end is no bound then (4 ms for a 1 KB crossing under load
+    average 15 here, while a broadcast read 0.7 ms)."""
+    if others_share is None or others_share <= BUSY_SHARE:
+        return None
+    return f"not counted as a harness error: other processes used {others_share:.0%} of the CPUs during this run"
+
+
 def judge(violations: Iterable[PhysicsViolation], others_share: float | None) -> list[tuple[str, str, bool]]:
-    """Per violation: (broadcast key, what to say, whether it is a harness error). On a busy
-    machine (other processes took more than ``BUSY_SHARE`` of the CPUs during the run) it is
-    not: the cases ran seconds or minutes apart, and the ping-pong's fast end is no bound then
-    (4 ms for a 1 KB crossing under load average 15 here, while a broadcast read 0.7 ms)."""
-    out = []
-    for v in violations:
-        if others_share is not None and others_share > BUSY_SHARE:
-            out.append((v.broadcast.key, f"{v} -- not counted as a harness error: other processes used "
-                                         f"{others_share:.0%} of the CPUs during this run", False))
-        else:
-            out.append((v.broadcast.key, str(v), True))
-    return out
+    """Per violation: (broadcast key, what to say, whether it is a harness error; not when
+    :func:`busy_note` says why)."""
+    note = busy_note(others_share)
+    return [(v.broadcast.key, f"{v} -- {note}" if note else str(v), note is None) for v in violations]
