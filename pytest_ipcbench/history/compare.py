@@ -41,6 +41,11 @@ def same_experiment(base: ResultSet, head: ResultSet) -> bool:
     return False
 
 
+def gate_files(base: ResultSet, head: ResultSet) -> bool:
+    """Files of one gate, merged from its rounds (:func:`.rounds.merge_rounds` counts them)."""
+    return same_experiment(base, head) and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
+
+
 def _median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
     ma, mb = float(np.median(a)), float(np.median(b))
     return ma / mb if ma > 0 and mb > 0 else None
@@ -106,7 +111,8 @@ def compare_sets(
     within-run bootstrap's, the between-run noise (files of different runs: ``calibration``'s
     bound for the case, else :data:`~.calibration.UNCALIBRATED_NOISE`; divided by the square root
     of the rounds a file holds), and the normalisation's. A paired experiment with rounds takes
-    the wider of its rounds' bootstrap and the calibrated noise.
+    the wider of its rounds' bootstrap and the calibrated noise. A gate's case with one round on a
+    side is judged as two runs are (calibrated noise, else no time verdict), but not normalised.
 
     Raises ValueError when the two sets have no case in common that can be compared: a gate that
     compared nothing must not pass.
@@ -120,6 +126,8 @@ def compare_sets(
     if paired is None:
         paired = one_experiment
     across_runs = not one_experiment
+    from_gate = gate_files(base, head)
+    one_round_cases = 0
     warnings = _env_warnings(base, head)
     norm = reference_factor(old, new) if not paired else None
     if paired and across_runs:
@@ -185,6 +193,10 @@ def compare_sets(
         except ValueError as exc:  # zero or negative times: a broken measurement, say so
             cases.append(CaseVerdict(key, "inconclusive", m, None, len(b), len(a), str(exc)))
             continue
+        # a gate's case with one round on a side: one round cannot show how much rounds move, and
+        # its within-round interval is no verdict's (one round called identical code 5x faster)
+        one_round = from_gate and not rounds
+        one_round_cases += one_round
         ratio = interval.ratio / factor
         h_within = max(math.log(interval.ratio / interval.low), math.log(interval.high / interval.ratio), 0.0) \
             if interval.low > 0 else math.inf
@@ -192,7 +204,7 @@ def compare_sets(
         noise = calibration.noise(key) if calibration is not None else None
         if noise is not None:
             sigma, source = noise
-        elif across_runs:
+        elif across_runs or one_round:
             sigma, source = assumed, "assumed, no calibration"
         elif rounds and h_rounds is not None:  # the rounds' own spread, t interval (few rounds: wide)
             sigma, source = 0.0, f"{k} rounds"
@@ -201,7 +213,7 @@ def compare_sets(
         h_between = z * sigma / math.sqrt(k)
         if h_rounds is not None and not across_runs:  # the rounds' spread; a calibration bounds it below
             h_between = max(h_between, h_rounds)
-        if across_runs:
+        if across_runs or one_round:
             h = math.sqrt(h_within ** 2 + h_between ** 2 + h_norm ** 2)
         else:  # one experiment: its rounds' bootstrap already holds their spread; the calibration bounds it below
             h = max(h_within, h_between)
@@ -211,7 +223,7 @@ def compare_sets(
             low, high = interval.low / factor, interval.high / factor
         final = RatioInterval(ratio, low, high, per_case, interval.median_a, interval.median_b)
         status = decide(final, threshold)
-        guessed = across_runs and noise is None and status != "inconclusive"
+        guessed = (across_runs or one_round) and noise is None and status != "inconclusive"
         if guessed:  # no measured between-run noise: two runs are no paired experiment (docs/method.md rule 19)
             looks = status
             status = "inconclusive"
@@ -221,7 +233,8 @@ def compare_sets(
         parts.append(f"noise ±{_growth(h)} ({source})")
         note = ", ".join(parts)
         if guessed:
-            note = (note + "; " if note else "") + f"looks {looks}, but the between-run noise was not measured"
+            unmeasured = "how much a round moves" if one_round else "the between-run noise"
+            note = (note + "; " if note else "") + f"looks {looks}, but {unmeasured} was not measured"
         elif status == "inconclusive":
             note = (note + "; " if note else "") + f"noise too large to decide at ±{threshold:.0%}"
         cases.append(CaseVerdict(key, status, m, final, len(b), len(a), note, h,
@@ -229,6 +242,13 @@ def compare_sets(
     cases = sorted((_with_counters(c, old, new) for c in cases), key=lambda c: c.key)
     comparison = Comparison(cases, threshold, confidence, metric, warnings, per_case, paired=paired,
                             normalisation=norm, calibration=calibration)
+    if one_round_cases:
+        comparison.warnings.append(
+            f"{one_round_cases} case(s) ran one round on a side: nothing measured how much a round of identical code "
+            "moves, so their "
+            + (f"between-round noise is the one measured by the {calibration.describe()}" if calibration is not None
+               else "intervals assume the uncalibrated between-run noise and get no time verdict "
+                    "('looks slower' / 'looks faster' in their notes); run 2 or more rounds (--rounds) or calibrate"))
     if across_runs:
         comparison.warnings.append(_across_runs_note(norm, calibration, spread))
         load = _load_warning(base, head)

@@ -313,7 +313,8 @@ def test_side_args_follow_what_the_side_knows(tmp_path: Path) -> None:
 
 
 def _strip_rounds(rs: ResultSet) -> ResultSet:
-    out = ResultSet(env=dict(rs.env))
+    """The rounds pooled, as one paired run of many samples (no round counts left)."""
+    out = ResultSet(env={k: v for k, v in rs.env.items() if k != "gate_rounds"})
     for r in rs.results:
         out.add(Result.from_dict({**r.to_dict(), "extra": {}}))
     return out
@@ -536,3 +537,21 @@ def test_load_imbalance_between_the_sides_is_warned() -> None:
     assert gate.load_imbalance([at(10), at(11)], [at(18), at(19)]) is not None
     assert gate.load_imbalance([at(10), at(11)], [at(11), at(10)]) is None
     assert gate.load_imbalance([ResultSet(env={})], [at(3)]) is None
+
+
+def test_one_round_per_side_gives_no_time_verdict_without_a_calibration() -> None:
+    """One round per side cannot show how much a round moves: identical code looked 5x faster in
+    such a gate. Its cases are inconclusive ("looks slower"), unless a calibration gives the noise."""
+    victim = "bcast/mpi-pkl5/bytes/dict/1000000/r4"
+    base, head = _victim_rounds([1.0], [1.0], victim, 6.0)
+    one = compare.compare_sets(base, head)
+    assert one.regressions == [] and one.exit_code == 0, verdict_text.format_table(one)
+    case = next(c for c in one.cases if c.key == victim)
+    assert case.status == "inconclusive" and "looks slower" in case.note, case
+    assert any("ran one round on a side" in w for w in one.warnings)
+    calibration = Calibration({r.key: CaseNoise(0.05, 0.06, 12, "bcast r4") for r in base.results}, {}, 12, 0.10,
+                              {"host": "test"})
+    decided = compare.compare_sets(base, head, calibration=calibration)
+    assert [c.key for c in decided.regressions] == [victim], verdict_text.format_table(decided)
+    two = compare.compare_sets(*_victim_rounds([1.0, 1.0], [1.0, 1.0], victim, 3.0))  # rounds measure it
+    assert [c.key for c in two.regressions] == [victim], verdict_text.format_table(two)
