@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from statistics import NormalDist
 
 from pytest_ipcbench.core.injection import Slowdown, parse_injection
 from pytest_ipcbench.history.calibration import Calibration
 from pytest_ipcbench.history.compare import compare_sets
 from pytest_ipcbench.history.results import ResultSet
+from pytest_ipcbench.history.verdict import CaseVerdict
 
 STATUSES = ("slower", "faster", "unchanged", "inconclusive")
 
@@ -103,6 +106,15 @@ def _slowed(key: str, inject: dict[str, Slowdown], size: int) -> bool:
     return slowdown is not None and size >= slowdown.min_bytes
 
 
+def _predicted_false(case: CaseVerdict, calibration: Calibration | None, threshold: float) -> float:
+    """The chance the calibration's own noise model gives this A/A case a false verdict: its log
+    head/base ~ N(0, sigma of the case), flagged beyond log(1 + threshold) + the interval's half-width."""
+    noise = calibration.cases.get(case.key) if calibration is not None else None
+    if noise is None or noise.sigma <= 0 or not math.isfinite(case.noise):
+        return 0.0
+    return 2 * (1 - NormalDist().cdf((math.log(1 + threshold) + case.noise) / noise.sigma))
+
+
 def table(args: argparse.Namespace) -> int:
     out = Path(args.folder)
     plan = json.loads((out / "plan.json").read_text())
@@ -113,6 +125,7 @@ def table(args: argparse.Namespace) -> int:
     injected: dict[str, Counter[str]] = defaultdict(Counter)  # plan -> statuses of the slowed cases
     untouched: Counter[str] = Counter()
     ratios: dict[str, list[float]] = defaultdict(list)
+    predicted = 0.0  # false A/A verdicts the calibration's noise model expects
     rounds = sorted(p for p in out.glob("round*") if (p / "A" / "results.json").is_file())
     for folder in rounds:
         a = ResultSet.load(folder / "A" / "results.json")
@@ -121,6 +134,7 @@ def table(args: argparse.Namespace) -> int:
             for c in comparison.cases:
                 if c.status in STATUSES:
                     aa[c.status] += 1
+                    predicted += _predicted_false(c, calibration, comparison.threshold)
                     if c.status in ("slower", "faster"):
                         aa_false.append(f"{folder.name}: {c.key} {c.status}")
         for i, spec in enumerate(plan["plans"]):
@@ -141,7 +155,7 @@ def table(args: argparse.Namespace) -> int:
                     untouched[c.status] += 1
     summary = {
         "rounds": len(rounds), "calibration": str(cal_path) if calibration else None,
-        "aa": dict(aa), "aa_false": aa_false,
+        "aa": dict(aa), "aa_false": aa_false, "aa_false_predicted": round(predicted, 3),
         "injected": {spec: dict(c) for spec, c in injected.items()},
         "injected_untouched": dict(untouched),
         "injected_ratio_median": {spec: sorted(v)[len(v) // 2] for spec, v in ratios.items() if v},
@@ -150,7 +164,8 @@ def table(args: argparse.Namespace) -> int:
     row = "{:<28} {:>7} {:>7} {:>10} {:>13} {:>9}"
     print(f"{len(rounds)} rounds; calibration: {summary['calibration'] or 'none (every case inconclusive)'}")
     print(row.format("pairs", "slower", "faster", "unchanged", "inconclusive", "flagged"))
-    print(row.format("A/A", *(aa[s] for s in STATUSES), f"{aa['slower'] + aa['faster']} false"))
+    print(row.format("A/A", *(aa[s] for s in STATUSES), f"{aa['slower'] + aa['faster']} false")
+          + (f"  (the calibration predicts {predicted:.2f})" if calibration else ""))
     for spec, c in injected.items():
         total = sum(c.values())
         ratio = summary["injected_ratio_median"].get(spec)
