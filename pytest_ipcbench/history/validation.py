@@ -21,12 +21,13 @@ class MalformedResults(IpcbenchError, ValueError):
     """A results file with the right schema whose content is not what this version writes."""
 
 
-#: A results file larger than this is refused unread (ours hold a few MB; parsing JSON takes
-#: several times the file's size in memory).
-MAX_FILE_BYTES = 100 * 10**6
+#: A results file larger than this is refused unread (a run's hold a few MB, a gate's merged
+#: sides up to a few hundred: 8 M samples of 187 cases after 5 rounds took 176 MB; parsing JSON
+#: takes several times the file's size in memory).
+MAX_FILE_BYTES = 10**9
 #: Samples of one metric in one case: the harness takes at most ``max_iterations`` (10,000) and a
-#: gate merges a few rounds of them. The bootstrap of a comparison costs resamples x samples.
-MAX_SAMPLES = 100_000
+#: gate merges up to 2 + 30 rounds of them. The bootstrap of a comparison costs resamples x samples.
+MAX_SAMPLES = 400_000
 #: Nesting of an ``extra``, ``plan`` or ``env`` value (ours are 2-3 levels deep): deeper ones made
 #: the recursive code that copies and prints them raise RecursionError.
 MAX_DEPTH = 16

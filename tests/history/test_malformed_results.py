@@ -14,6 +14,7 @@ import pytest
 
 from pytest_ipcbench.commands import main as ipcbench
 from pytest_ipcbench.history.results import MalformedResults, Result, ResultSet
+from pytest_ipcbench.history.validation import MAX_SAMPLES
 
 
 def good(path: Path) -> Path:
@@ -144,12 +145,12 @@ def test_too_many_samples_are_refused_quickly_before_any_statistics(tmp_path, ca
     # 300,000 samples in one case took 9.4 GB and 94 s in compare's bootstrap
     base = good(tmp_path / "base.json")
     bad = _with(base, tmp_path / "bad.json", 2, "samples",
-                json.dumps({"completion": [1e-5 + i * 1e-12 for i in range(300_000)]}))
+                json.dumps({"completion": [1e-5 + i * 1e-12 for i in range(MAX_SAMPLES + 1)]}))
     start = time.monotonic()
     assert ipcbench(["compare", str(base), str(bad)]) == 2
     assert time.monotonic() - start < 10
     err = capsys.readouterr().err
-    assert f"{bad}: results[2]" in err and "field 'samples'" in err and "300000" in err, err
+    assert f"{bad}: results[2]" in err and "field 'samples'" in err and str(MAX_SAMPLES + 1) in err, err
 
 
 def test_a_file_beyond_the_size_limit_is_refused_without_reading_it(tmp_path, capsys) -> None:
