@@ -68,7 +68,7 @@ from ..history.results import Result
 from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, copy_result, copy_samples,
                     pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
 from .count import count_case, not_counted
-from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan
+from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan, verify_per_iteration
 from .payload import BufferPayload, Payload, payload_bytes, touch
 from .scenarios import _SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, VerificationError, _Case, perf_counter, quiet_barrier
 
@@ -102,14 +102,18 @@ def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
             more = min(more, int(WARMUP_SHARE * settings.time_budget / max(max(firsts), 1e-9)))
         static = replace(static, warmup=1 + max(0, more))
     static = group.bcast(static if group.rank == 0 else None)
+    rec = case.record
+    first_checks = len(rec.verify_times)
     t1 = perf_counter()
     if static.warmup > 1:
         case.block(1, static.warmup - 1, False, lambda i: True)
     # seconds per iteration: the later warm-up iterations if there are any (the first pays for
-    # first touches and connections), else the first
-    wall = (perf_counter() - t1) / (static.warmup - 1) if static.warmup > 1 else first
-    rec = case.record
-    verify_cost = max(rec.verify_times) if rec.verify_times else 0.0
+    # first touches and connections), else the first; verification likewise, per iteration over
+    # the same iterations (not its longest single check: see verify_per_iteration)
+    later = static.warmup > 1
+    wall = (perf_counter() - t1) / (static.warmup - 1) if later else first
+    verify_cost = verify_per_iteration(rec.verify_times[first_checks:] if later else rec.verify_times,
+                                       static.warmup - 1 if later else 1)
     costs = group.gather((wall, verify_cost))
     if group.rank == 0:
         per_iteration = max(c[0] for c in costs)
