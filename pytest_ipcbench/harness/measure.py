@@ -64,6 +64,7 @@ from ..backends.base import BackendSpec
 from ..core.affinity import pinned
 from ..core.counters import Counters
 from ..core.group import Group, MPIGroup
+from ..core.heap import steady_heap
 from ..history.results import Result
 from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, copy_result, copy_samples,
                     pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
@@ -239,6 +240,7 @@ def _bench_on(
     settings: BenchSettings,
     rounds: int,
 ) -> list[Result | None]:
+    steady_heap()  # a 1 MB block costs the same whatever the process did before (core/heap.py)
     with pinned(group.node_rank, settings.pin, group.node_size) as cpu:
         results = _bench_pinned(group, backends, payload, scenario, settings, rounds)
         if settings.pin == "none":
