@@ -22,7 +22,7 @@ import sys
 
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 32 * 2**20  # glibc's largest (HEAP_MAX_SIZE / 2 on 64-bit): above it mallopt refuses
+MMAP_THRESHOLD = 32 * 2**20  # the highest glibc's dynamic threshold goes on 64-bit: its steady state
 TRIM_THRESHOLD = 128 * 2**20
 
 _done: bool | None = None
