@@ -10,10 +10,10 @@ What one case does:
 1. rank 0 makes the **static plan** from the payload size (:func:`static_plan`: mpi4py.bench and
    OSU's counts, 10000 iterations up to 16 KiB, 1000 up to 1 MiB, 100 up to 64 MB, 20 above,
    capped by volume) and broadcasts it;
-2. every rank (its malloc thresholds fixed first: ``core/heap.py``) runs the **warm-up** iterations (verified, untimed); rank 0 gathers how long an
-   iteration and its verification took (both per iteration, over the same later warm-up
-   iterations: docs/method.md rule 23), decides the **iteration count** (capped by the time budget,
-   never below ``min_iterations``) and whether verification runs every iteration or only on the
+2. every rank (its malloc thresholds fixed first: ``core/heap.py``) runs the **warm-up**
+   iterations (verified, untimed); rank 0 gathers how long an iteration and its verification
+   took (both per iteration, over the same later warm-up iterations: docs/method.md rule 23),
+   decides the **iteration count** (capped by the time budget, never below ``min_iterations``) and whether verification runs every iteration or only on the
    first and last (when it would cost more than half an iteration), and broadcasts the plan;
    ranks never calibrate on their own, so every rank makes the same number of collective calls;
 3. the timed iterations keep **samples on every rank**; at the end they are gathered on rank 0,
