@@ -13,8 +13,9 @@ What one case does:
 2. every rank (its malloc thresholds fixed first: ``core/heap.py``) runs the **warm-up**
    iterations (verified, untimed); rank 0 gathers how long an iteration and its verification
    took (both per iteration, over the same later warm-up iterations: docs/method.md rule 23),
-   decides the **iteration count** (capped by the time budget, never below ``min_iterations``) and whether verification runs every iteration or only on the
-   first and last (when it would cost more than half an iteration), and broadcasts the plan;
+   decides the **iteration count** (capped by the time budget, never below ``min_iterations``)
+   and whether verification runs every iteration or only on the first and last (when it would
+   cost more than half an iteration), and broadcasts the plan;
    ranks never calibrate on their own, so every rank makes the same number of collective calls;
 3. the timed iterations keep **samples on every rank**; at the end they are gathered on rank 0,
    which builds one :class:`~.results.Result` (per iteration: max / avg / min over readers).
