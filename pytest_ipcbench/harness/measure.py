@@ -10,10 +10,12 @@ What one case does:
 1. rank 0 makes the **static plan** from the payload size (:func:`static_plan`: mpi4py.bench and
    OSU's counts, 10000 iterations up to 16 KiB, 1000 up to 1 MiB, 100 up to 64 MB, 20 above,
    capped by volume) and broadcasts it;
-2. every rank runs the **warm-up** iterations (verified, untimed); rank 0 gathers how long an
-   iteration and a verification took, decides the **iteration count** (capped by the time budget,
-   never below ``min_iterations``) and whether verification runs every iteration or only on the
-   first and last (when it would cost more than half an iteration), and broadcasts the plan;
+2. every rank (its malloc thresholds fixed first: ``core/heap.py``) runs the **warm-up**
+   iterations (verified, untimed); rank 0 gathers how long an iteration and its verification
+   took (both per iteration, over the same later warm-up iterations: docs/method.md rule 23),
+   decides the **iteration count** (capped by the time budget, never below ``min_iterations``)
+   and whether verification runs every iteration or only on the first and last (when it would
+   cost more than half an iteration), and broadcasts the plan;
    ranks never calibrate on their own, so every rank makes the same number of collective calls;
 3. the timed iterations keep **samples on every rank**; at the end they are gathered on rank 0,
    which builds one :class:`~.results.Result` (per iteration: max / avg / min over readers).
@@ -64,11 +66,12 @@ from ..backends.base import BackendSpec
 from ..core.affinity import pinned
 from ..core.counters import Counters
 from ..core.group import Group, MPIGroup
+from ..core.heap import steady_heap
 from ..history.results import Result
 from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, copy_result, copy_samples,
                     pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
 from .count import count_case, not_counted
-from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan
+from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan, verify_per_iteration
 from .payload import BufferPayload, Payload, payload_bytes, touch
 from .scenarios import _SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, VerificationError, _Case, perf_counter, quiet_barrier
 
@@ -102,14 +105,18 @@ def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
             more = min(more, int(WARMUP_SHARE * settings.time_budget / max(max(firsts), 1e-9)))
         static = replace(static, warmup=1 + max(0, more))
     static = group.bcast(static if group.rank == 0 else None)
+    rec = case.record
+    first_checks = len(rec.verify_times)
     t1 = perf_counter()
     if static.warmup > 1:
         case.block(1, static.warmup - 1, False, lambda i: True)
     # seconds per iteration: the later warm-up iterations if there are any (the first pays for
-    # first touches and connections), else the first
-    wall = (perf_counter() - t1) / (static.warmup - 1) if static.warmup > 1 else first
-    rec = case.record
-    verify_cost = max(rec.verify_times) if rec.verify_times else 0.0
+    # first touches and connections), else the first; verification likewise, per iteration over
+    # the same iterations (not its longest single check: see verify_per_iteration)
+    later = static.warmup > 1
+    wall = (perf_counter() - t1) / (static.warmup - 1) if later else first
+    verify_cost = verify_per_iteration(rec.verify_times[first_checks:] if later else rec.verify_times,
+                                       static.warmup - 1 if later else 1)
     costs = group.gather((wall, verify_cost))
     if group.rank == 0:
         per_iteration = max(c[0] for c in costs)
@@ -235,6 +242,7 @@ def _bench_on(
     settings: BenchSettings,
     rounds: int,
 ) -> list[Result | None]:
+    steady_heap()  # a 1 MB block costs the same whatever the process did before (core/heap.py)
     with pinned(group.node_rank, settings.pin, group.node_size) as cpu:
         results = _bench_pinned(group, backends, payload, scenario, settings, rounds)
         if settings.pin == "none":

@@ -114,11 +114,24 @@ def static_plan(nbytes: int, settings: BenchSettings = BenchSettings(), per_iter
     return Plan(warmup=max(1, warm), iterations=n, limited_by=limited_by)
 
 
+def verify_per_iteration(verify_times: list[float], iterations: int) -> float:
+    """Seconds of verification per iteration: the sum over ``iterations`` warm-up iterations.
+
+    Not the longest single check: that one is the first touch of a fresh result, or a check the
+    kernel preempted, and it can be as long as a whole iteration. Set against the mean iteration,
+    it made :func:`timed_plan` choose ``ends`` and see an iteration of almost nothing, so the same
+    case got 8 timed iterations in one run and 1000 (the static count, 50x the budget) in the
+    next (``mpi-p2p/native records-1MB``, 4 ranks on 2 cores; docs/method.md rule 23).
+    """
+    return sum(verify_times) / max(1, iterations)
+
+
 def timed_plan(static: Plan, per_iteration: float, verify_cost: float, settings: BenchSettings) -> Plan:
     """Rank 0's decision after the warm-up: cap by time, choose the verification mode.
 
     ``per_iteration`` is the wall time of one warm-up iteration (verification included),
-    ``verify_cost`` the longest verification a rank made in one iteration.
+    ``verify_cost`` the verification time per iteration over the same iterations
+    (:func:`verify_per_iteration`; both the largest over ranks).
     """
     verify = settings.verify
     if verify == "auto":

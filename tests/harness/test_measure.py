@@ -26,7 +26,7 @@ from pytest_ipcbench.backends.base import Backend, BackendSpec, register, unavai
 from pytest_ipcbench.core.group import GroupError, in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, Plan, static_plan, timed_plan
-from pytest_ipcbench.core.payloads import PayloadSpec
+from pytest_ipcbench.core.payloads import Kind, PayloadSpec, register_payload
 from pytest_ipcbench.harness.clock import rank_clocks
 from pytest_ipcbench.harness.scenarios import delivery_times
 
@@ -151,6 +151,38 @@ def _interleaved(group, specs, payload, scenario, settings, rounds):
     return measure.bench_interleaved(group, specs, payload, scenario, settings, rounds)
 
 
+@register
+class Paced(FakeChannel):
+    """Every read takes PACE_S: an iteration of known length."""
+
+    name = "fake-paced"
+
+    def read(self):
+        got = super().read()
+        time.sleep(PACE_S)
+        return got
+
+
+PACE_S = 0.004
+FIRST_CHECK_S = 0.2
+_checked_before: list[bool] = []
+
+
+def _cold_build(size, seed):
+    return bytes([seed % 256]) * size
+
+
+def _cold_equal(a, b):
+    """The first check in a process is slow (a first touch, a preempted check), the rest are free."""
+    if not _checked_before:
+        _checked_before.append(True)
+        time.sleep(FIRST_CHECK_S)
+    return a == b
+
+
+register_payload("cold-first-check", Kind(_cold_build, _cold_equal, len))
+
+
 @pytest.fixture(scope="module")
 def world():
     with LocalWorld(4, timeout=60) as w:
@@ -191,6 +223,18 @@ def test_timed_plan_caps_by_time_and_chooses_verification():
     assert timed_plan(static, 10.0, 0.0, s).iterations == s.min_iterations
     assert timed_plan(static, 0.01, 0.009, BenchSettings(verify="every")).verify == "every"
     assert timed_plan(static, 1e-6, 0.0, s).iterations == static.iterations
+
+
+def test_one_slow_check_does_not_make_the_plan_unbounded(world):
+    # One check as long as 50 iterations (the first, cold) used to be set against the mean
+    # iteration: "ends", an iteration of ~0 s, and the static count (here 200) instead of the
+    # budget's ~10; the same case then got 8 timed iterations in one run and 1000 in the next.
+    settings = BenchSettings(time_budget=0.05, min_iterations=5, max_iterations=200, warmup=3)
+    result = world.run(_bench, BackendSpec("fake-paced", "bytes"), PayloadSpec("cold-first-check", 100),
+                       "broadcast", settings)[0]
+    plan = result.plan
+    assert plan["verify"] == "every"  # the checks cost nothing after the first
+    assert plan["limited_by"] in ("time", "min") and plan["iterations"] <= settings.time_budget / PACE_S
 
 
 def test_plan_verify_at():
