@@ -196,6 +196,10 @@ def calibrate_sets(runs: Sequence[ResultSet], threshold: float, env: dict[str, A
         raise ValueError("no case was measured in at least 3 of the runs: nothing to calibrate")
     groups = {g: float(np.median([c.sigma for c in cases.values() if c.group == g])) for g in pooled}
     env = dict(env or {})
+    shares = [float(rs.env["others_cpu_share"]) for rs in runs
+              if isinstance(rs.env.get("others_cpu_share"), (int, float))]
+    if shares:  # how much other processes took from the runs it measured: min, median, max
+        env.setdefault("others_cpu_share", [min(shares), float(np.median(shares)), max(shares)])
     env.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     env.setdefault("host", runs[0].env.get("host") or runs[0].env.get("hostname") or platform.node())
     env.setdefault("cores", runs[0].env.get("cores"))
@@ -222,6 +226,28 @@ def bare_false_alarm(sigma: float, threshold: float) -> float:
     if sigma <= 0:
         return 0.0
     return 2 * (1 - NormalDist().cdf(math.log(1 + threshold) / sigma))
+
+
+#: A run in which other processes took more of the CPUs than this, and more than twice what the
+#: calibration's median run met, is outside what the calibration measured (:func:`busier_than_calibrated`).
+SHARED_RUN = 0.05
+
+
+def busier_than_calibrated(calibration: Calibration, share: float | None) -> str | None:
+    """Why a run whose other processes took ``share`` of the CPUs (``env["others_cpu_share"]``)
+    cannot be judged with this calibration's noise, or None. A calibration's noise holds for runs
+    that met the machine as its typical run did: in a quiet session, two runs during which another
+    command took 8% and 15% of the CPUs read shm's 1 KB cases 3-7x slower than 28 runs around them
+    (calibration runs included, one of which met 9% and happened not to be hit). Their 7 false
+    "faster" verdicts are withheld by this rule."""
+    measured = calibration.env.get("others_cpu_share")
+    if share is None or not (isinstance(measured, list) and len(measured) == 3):
+        return None
+    typical = float(measured[1])
+    if share <= max(SHARED_RUN, 2 * typical):
+        return None
+    return (f"other processes took {share:.0%} of the CPUs during this run, {typical:.0%} during the "
+            f"calibration's median run")
 
 
 def find_calibration(path: str | None) -> Calibration | None:

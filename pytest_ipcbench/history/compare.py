@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .calibration import UNCALIBRATED_NOISE, Calibration
+from .calibration import UNCALIBRATED_NOISE, Calibration, busier_than_calibrated
 from .normalise import Normalisation, is_reference, reference_factor
 from .counters import counter_verdict
 from .results import Result, ResultSet
@@ -140,6 +140,15 @@ def compare_sets(
     regime = _calibration_load_note(calibration, base, head)
     if regime:
         warnings.append(regime)
+    # a run that shared the machine more than any calibration run did: its noise is not the measured one
+    shared = None
+    if across_runs and calibration is not None:
+        why = [f"{side}: {w}" for side, rs in (("base", base), ("head", head))
+               if (w := busier_than_calibrated(calibration, _share(rs)))]
+        if why:
+            shared = "; ".join(why)
+            warnings.append(f"{shared}: no time verdict is given ('looks slower' / 'looks faster' in the notes); "
+                            f"rerun it on a quieter machine, or calibrate at the load it meets")
     cases: list[CaseVerdict] = []
     todo: list[tuple[str, str, list[float], list[float]]] = []
     for key in sorted(old.keys() | new.keys()):
@@ -223,7 +232,7 @@ def compare_sets(
             low, high = interval.low / factor, interval.high / factor
         final = RatioInterval(ratio, low, high, per_case, interval.median_a, interval.median_b)
         status = decide(final, threshold)
-        guessed = (across_runs or one_round) and noise is None and status != "inconclusive"
+        guessed = (across_runs or one_round) and (noise is None or shared is not None) and status != "inconclusive"
         if guessed:  # no measured between-run noise: two runs are no paired experiment (docs/method.md rule 19)
             looks = status
             status = "inconclusive"
@@ -233,7 +242,8 @@ def compare_sets(
         parts.append(f"noise ±{_growth(h)} ({source})")
         note = ", ".join(parts)
         if guessed:
-            unmeasured = "how much a round moves" if one_round else "the between-run noise"
+            unmeasured = ("how much a round moves" if one_round else "the between-run noise" if shared is None
+                          else "the noise of a run that shared the machine")
             note = (note + "; " if note else "") + f"looks {looks}, but {unmeasured} was not measured"
         elif status == "inconclusive":
             note = (note + "; " if note else "") + f"noise too large to decide at ±{threshold:.0%}"
@@ -268,6 +278,11 @@ def compare_sets(
             f"{len(old.keys() & new.keys())} in common, none with enough samples{why}"
         )
     return comparison
+
+
+def _share(rs: ResultSet) -> float | None:
+    x = rs.env.get("others_cpu_share")
+    return float(x) if isinstance(x, (int, float)) else None
 
 
 def _growth(h: float) -> str:

@@ -223,3 +223,23 @@ def test_comparison_repr_is_short() -> None:
     text = repr(comparison)
     assert len(text) < 300 and "cases" in text and "load factor" in text
     assert all(math.isfinite(c.noise) for c in comparison.cases if c.interval is not None)
+
+
+def test_a_run_that_shared_the_machine_more_than_the_calibrations_gets_no_time_verdict() -> None:
+    """Quiet calibration runs say nothing of a run during which other processes took 8% of the
+    CPUs (such a run read shm's 1 KB cases 3-7x slower): its cases get no time verdict."""
+    runs = [run_set(500 + i, scatter=0.05) for i in range(6)]
+    for i, rs in enumerate(runs):
+        rs.env["others_cpu_share"] = 0.01 * (i % 2)
+    calibration = cal.calibrate_sets(runs, 0.10, {"host": "test", "cores": 2})
+    assert calibration.env["others_cpu_share"] == [0.0, 0.005, 0.01]
+    base, head = run_set(1), run_set(2, slow={"shm": 3.0})
+    base.env["others_cpu_share"] = 0.0
+    head.env["others_cpu_share"] = 0.01
+    assert _slower_backends(compare.compare_sets(base, head, calibration=calibration)) == {"shm"}
+    head.env["others_cpu_share"] = 0.08
+    shared = compare.compare_sets(base, head, calibration=calibration)
+    assert shared.regressions == [] and shared.exit_code == 0, verdict_text.format_table(shared)
+    shm = [c for c in shared.cases if "/shm/" in c.key]
+    assert shm and all(c.status == "inconclusive" and "looks slower" in c.note for c in shm)
+    assert any("head: other processes took 8% of the CPUs" in w for w in shared.warnings)
