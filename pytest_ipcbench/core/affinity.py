@@ -19,14 +19,6 @@ from contextlib import contextmanager
 from typing import Iterator
 
 PIN_MODES = ("auto", "core", "none")
-#: The CPUs this process may use as it starts, before any case pins it (a launcher's binding included).
-START_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def crowded(ranks_here: int) -> bool:
-    """Do a node's ranks outnumber the CPUs a rank may use (4 ranks on 2 cores)? Then a rank that
-    spins while it waits takes the CPU from the rank beside it that works."""
-    return ranks_here > START_CPUS
 
 
 @contextmanager

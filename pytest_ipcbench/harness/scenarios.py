@@ -15,7 +15,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..backends.base import BackendSpec
-from ..core.affinity import crowded
 from ..core.envinfo import cores as _cores
 from ..core.units import duration_label
 from ..core.group import Group
@@ -51,31 +50,24 @@ def delivery_times(started: list[float], arrived: dict[int, list[float]], offset
     return [float(x) for x in at.max(axis=0) - np.asarray(started, dtype=float)]
 
 
-def quiet_barrier(group: Group, spin: float = 50e-6, max_sleep: float = 1e-3, fraction: float = 0.05,
-                  crowded_sleep: float = 50e-6) -> None:
+def quiet_barrier(group: Group, spin: float = 50e-6, max_sleep: float = 1e-3, fraction: float = 0.05) -> None:
     """A barrier that does not spin: MPI waits in ``Ibarrier`` + ``Test`` with sleeps.
 
     The sleeps grow with the time waited (at most ``fraction`` of it, at most ``max_sleep``), so a
     rank that waits long for a slow writer leaves the cores to the ranks that work (our machines
-    run 4 ranks on 2 cores), yet wakes within 5% of its wait. Where the node's ranks outnumber its
-    CPUs, a waiting rank does not spin at all and sleeps at least ``crowded_sleep``: a reader that
-    spun 50 us in the barrier after the write, on the writer's CPU, took half of that CPU while
-    the writer wrote, and a 1 MB shm write read 31 us in two runs and 63-67 us in three. A plain
-    ``Barrier`` follows, so the ranks leave together. A local group's barrier blocks in a pipe and
-    never spins.
+    run 4 ranks on 2 cores), yet wakes within 5% of its wait. A plain ``Barrier`` follows, so the
+    ranks leave together. A local group's barrier blocks in a pipe and never spins.
     """
     comm = getattr(group, "comm", None)
     if not group.is_mpi or comm is None:
         group.barrier()
         return
-    shared = crowded(group.node_size)
-    spin, least = (0.0, crowded_sleep) if shared else (spin, 0.0)
     req = comm.Ibarrier()
     t0 = perf_counter()
     while not req.Test():
         waited = perf_counter() - t0
         if waited > spin:
-            time.sleep(min(max_sleep, max(least, fraction * waited)))
+            time.sleep(min(max_sleep, fraction * waited))
     comm.Barrier()
 
 
