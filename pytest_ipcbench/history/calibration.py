@@ -5,9 +5,8 @@ A verdict on a case is only as good as what is known of the case's noise (docs/m
 measures per case how far the (normalised) median moves from run to run: ``sigma``, the
 log-scale standard deviation of head / base of two single runs of identical code. That file is
 what ``ipcbench compare`` and ``ipcbench gate`` read to know, per case, the between-run noise;
-without it they assume a conservative one and say "inconclusive" where it cannot decide.
-
-Runs are normalised by their in-run references first (:mod:`.normalise`).
+without it they assume a conservative one and say "inconclusive" where it cannot decide. Runs
+are normalised by their in-run references first (:mod:`.normalise`).
 """
 
 from __future__ import annotations
@@ -27,14 +26,11 @@ from .normalise import is_reference, reference_factor
 from .results import Result, ResultSet
 
 SCHEMA = "pytest-ipcbench-calibration/1"
-#: Where ``ipcbench calibrate`` writes and ``compare`` / ``gate`` look when no file is named.
-DEFAULT_PATH = ".ipcbench/calibration.json"
-#: One-sided confidence of the upper bound put on a case's measured sigma (few A/A runs: the
-#: sample standard deviation is itself uncertain, and a verdict must not trust a lucky estimate).
+DEFAULT_PATH = ".ipcbench/calibration.json"  # written by calibrate, read by compare and the gate
+#: One-sided confidence of the bound on a case's sigma (few runs: a lucky small estimate is not trusted).
 SIGMA_BOUND = 0.80
-#: The between-run noise assumed without a calibration (log-scale sd): two single runs of the same
-#: code here moved 2-8x under load (docs/method.md), so an uncalibrated comparison of two runs decides
-#: only changes larger than that, and says "inconclusive" for the rest.
+#: The between-run noise assumed without a calibration (log-scale sd): two single runs of the same code
+#: here moved 2-8x under load (docs/method.md); an uncalibrated comparison says "inconclusive" below that.
 UNCALIBRATED_NOISE = 0.35
 
 
@@ -72,14 +68,22 @@ class Calibration:
     threshold: float
     env: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    held_out: dict[str, list[int]] = field(default_factory=dict)  # group -> [false, pairs]: held_out_false
+
+    def held_out_note(self) -> str | None:
+        """What the held-out check found, when it found false verdicts."""
+        false, pairs = (sum(v[i] for v in self.held_out.values()) for i in (0, 1))
+        if not false:
+            return None
+        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs that "
+                f"the calibration's own runs were held out of: some cases switch speeds between runs in a way "
+                f"a few runs do not show, and compare's verdicts across separate runs are not to be trusted "
+                f"here; the gate's interleaved rounds are")
 
     def noise(self, key: str) -> tuple[float, str] | None:
-        """The sigma to use for ``key`` and where it came from: the upper bound of its own, at least
-        its group's typical (median case's) noise, else the group's. Not the group's worst or
-        pooled noise: one wild case must not widen every other one (as one volatile reference
-        must not scale every ratio); but a case that sat still through a few A/A runs may jump
-        in the next (seen here: a broadcast case steady within ±5% over 6 runs at load 8-10 was
-        1.8x faster in a run at load 4.6), so a lucky small estimate is not trusted alone."""
+        """The sigma for ``key`` and its source: its own upper bound, at least its group's median
+        case's (one wild case must not widen the others, but a case steady through a few runs may
+        jump in the next: a lucky small estimate is not trusted alone), else the group's."""
         case = self.cases.get(key)
         group = self.groups.get(group_of_key(key))
         if case is not None:
@@ -99,6 +103,7 @@ class Calibration:
         return {
             "schema": SCHEMA, "env": self.env, "runs": self.runs, "threshold": self.threshold,
             "groups": {g: round(s, 6) for g, s in sorted(self.groups.items())},
+            "held_out": {g: list(v) for g, v in sorted(self.held_out.items())},
             "cases": {k: {"sigma": round(c.sigma, 6), "upper": round(c.upper, 6), "runs": c.runs, "group": c.group,
                           "ratios": [round(r, 6) for r in c.ratios]}
                       for k, c in sorted(self.cases.items())},
@@ -131,8 +136,9 @@ class Calibration:
             bad = [k for k, c in cases.items() if not (math.isfinite(c.upper) and c.upper >= 0)]
             if bad:
                 raise ValueError(f"case {bad[0]!r} has a negative or infinite sigma")
+            held = {str(g): [int(v[0]), int(v[1])] for g, v in (data.get("held_out") or {}).items()}
             return cls(cases, groups, int(data["runs"]), float(data["threshold"]), dict(data.get("env") or {}),
-                       str(path))
+                       str(path), held)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"calibration file {path} is malformed: {exc}") from None
 
@@ -196,14 +202,46 @@ def calibrate_sets(runs: Sequence[ResultSet], threshold: float, env: dict[str, A
         raise ValueError("no case was measured in at least 3 of the runs: nothing to calibrate")
     groups = {g: float(np.median([c.sigma for c in cases.values() if c.group == g])) for g in pooled}
     env = dict(env or {})
-    shares = [float(rs.env["others_cpu_share"]) for rs in runs
-              if isinstance(rs.env.get("others_cpu_share"), (int, float))]
+    shares = [x for x in map(others_share, runs) if x is not None]
     if shares:  # how much other processes took from the runs it measured: min, median, max
         env.setdefault("others_cpu_share", [min(shares), float(np.median(shares)), max(shares)])
     env.setdefault("created", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     env.setdefault("host", runs[0].env.get("host") or runs[0].env.get("hostname") or platform.node())
     env.setdefault("cores", runs[0].env.get("cores"))
     return Calibration(cases, groups, len(runs), threshold, env)
+
+
+def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dict[str, list[int]]:
+    """Per group [false, pairs]: two consecutive runs judged by a calibration of the others (>= 3),
+    the ratio of medians against 1 + threshold widened by ``z`` x noise (at least compare's false
+    verdicts). Cases steady through 4 runs here ran 2-3x faster in a later one. Empty below 5 runs."""
+    out: dict[str, list[int]] = {}
+    if len(runs) < 5:
+        return out
+    for i in range(len(runs) - 1):
+        held = calibrate_sets([rs for j, rs in enumerate(runs) if j not in (i, i + 1)], threshold)
+        if any(busier_than_calibrated(held, others_share(runs[k])) for k in (i, i + 1)):
+            continue  # compare gives such a run no time verdict
+        a, b = runs[i].by_key(), runs[i + 1].by_key()
+        factor = reference_factor(a, b).factor
+        for key, ra in a.items():
+            rb, noise = b.get(key), held.noise(key)
+            if rb is None or noise is None or is_reference(ra):
+                continue
+            xa, xb = ra.samples.get(ra.primary), rb.samples.get(rb.primary)
+            ma, mb = (float(np.median(x)) if x else 0.0 for x in (xa, xb))
+            if ma <= 0 or mb <= 0:
+                continue
+            counts = out.setdefault(group_of_key(key), [0, 0])
+            counts[0] += abs(math.log(mb / ma / factor)) > math.log(1 + threshold) + z * noise[0]
+            counts[1] += 1
+    return out
+
+
+def others_share(rs: ResultSet) -> float | None:
+    """The share of the CPUs other processes took while the run ran (``env["others_cpu_share"]``)."""
+    x = rs.env.get("others_cpu_share")
+    return float(x) if isinstance(x, (int, float)) else None
 
 
 def rounds_to_detect(sigma: float, effect: float, threshold: float, z: float) -> int | None:
@@ -228,18 +266,13 @@ def bare_false_alarm(sigma: float, threshold: float) -> float:
     return 2 * (1 - NormalDist().cdf(math.log(1 + threshold) / sigma))
 
 
-#: A run in which other processes took more of the CPUs than this, and more than twice what the
-#: calibration's median run met, is outside what the calibration measured (:func:`busier_than_calibrated`).
-SHARED_RUN = 0.05
+SHARED_RUN = 0.05  # others' CPU share past which (and past 2x the calibration's median) a run is not judged
 
 
 def busier_than_calibrated(calibration: Calibration, share: float | None) -> str | None:
     """Why a run whose other processes took ``share`` of the CPUs (``env["others_cpu_share"]``)
-    cannot be judged with this calibration's noise, or None. A calibration's noise holds for runs
-    that met the machine as its typical run did: in a quiet session, two runs during which another
-    command took 8% and 15% of the CPUs read shm's 1 KB cases 3-7x slower than 28 runs around them
-    (calibration runs included, one of which met 9% and happened not to be hit). Their 7 false
-    "faster" verdicts are withheld by this rule."""
+    cannot be judged with this calibration's noise, or None: two quiet-session runs during which
+    another command took 8% and 15% read shm's 1 KB cases 3-7x slower than the 28 around them."""
     measured = calibration.env.get("others_cpu_share")
     if share is None or not (isinstance(measured, list) and len(measured) == 3):
         return None

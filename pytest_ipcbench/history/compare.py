@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .calibration import UNCALIBRATED_NOISE, Calibration, busier_than_calibrated
+from .calibration import UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
 from .normalise import Normalisation, is_reference, reference_factor
 from .counters import counter_verdict
 from .results import Result, ResultSet
@@ -140,11 +140,14 @@ def compare_sets(
     regime = _calibration_load_note(calibration, base, head)
     if regime:
         warnings.append(regime)
+    held_out = calibration.held_out_note() if calibration is not None and across_runs else None
+    if held_out:
+        warnings.append(held_out)
     # a run that shared the machine more than any calibration run did: its noise is not the measured one
     shared = None
     if across_runs and calibration is not None:
         why = [f"{side}: {w}" for side, rs in (("base", base), ("head", head))
-               if (w := busier_than_calibrated(calibration, _share(rs)))]
+               if (w := busier_than_calibrated(calibration, others_share(rs)))]
         if why:
             shared = "; ".join(why)
             warnings.append(f"{shared}: no time verdict is given ('looks slower' / 'looks faster' in the notes); "
@@ -278,11 +281,6 @@ def compare_sets(
             f"{len(old.keys() & new.keys())} in common, none with enough samples{why}"
         )
     return comparison
-
-
-def _share(rs: ResultSet) -> float | None:
-    x = rs.env.get("others_cpu_share")
-    return float(x) if isinstance(x, (int, float)) else None
 
 
 def _growth(h: float) -> str:

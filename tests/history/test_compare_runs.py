@@ -243,3 +243,28 @@ def test_a_run_that_shared_the_machine_more_than_the_calibrations_gets_no_time_v
     shm = [c for c in shared.cases if "/shm/" in c.key]
     assert shm and all(c.status == "inconclusive" and "looks slower" in c.note for c in shm)
     assert any("head: other processes took 8% of the CPUs" in w for w in shared.warnings)
+
+
+def test_calibrate_counts_false_verdicts_on_held_out_pairs_and_compare_says_so(tmp_path: Path) -> None:
+    """A case steady in most runs that runs 3x slower in one: the calibrations made without that
+    run promise it steady, and the pair that holds it gets a false verdict. The held-out check
+    counts it; compare then warns that its verdicts across runs are not to be trusted."""
+    steady = [run_set(700 + i, scatter=0.02) for i in range(7)]
+    z = 3.7
+    assert cal.held_out_false(steady[:4], 0.10, z) == {}  # fewer than 5 runs: not checked
+    quiet = cal.held_out_false(steady, 0.10, z)
+    assert quiet and sum(v[0] for v in quiet.values()) == 0 and sum(v[1] for v in quiet.values()) > 0
+    moody = [run_set(700 + i, scatter=0.02) for i in range(7)]
+    victim = next(r for r in moody[5].results if r.backend == "zmq" and r.size == 1_000)
+    victim.samples["completion"] = [3 * x for x in victim.samples["completion"]]
+    held = cal.held_out_false(moody, 0.10, z)
+    assert sum(v[0] for v in held.values()) >= 1, held
+    calibration = cal.calibrate_sets(moody, 0.10, {"host": "test", "cores": 2})
+    assert calibration.held_out_note() is None  # not checked yet
+    calibration.held_out = held
+    note = calibration.held_out_note()
+    assert note and "not to be trusted" in note
+    reloaded = cal.Calibration.load(calibration.save(tmp_path / "cal.json"))
+    assert reloaded.held_out == held
+    comparison = compare.compare_sets(run_set(1), run_set(2), calibration=reloaded)
+    assert note in comparison.warnings
