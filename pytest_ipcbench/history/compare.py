@@ -41,11 +41,6 @@ def same_experiment(base: ResultSet, head: ResultSet) -> bool:
     return False
 
 
-def gate_files(base: ResultSet, head: ResultSet) -> bool:
-    """Files of one gate, merged from its rounds (:func:`.rounds.merge_rounds` counts them)."""
-    return same_experiment(base, head) and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
-
-
 def _median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
     ma, mb = float(np.median(a)), float(np.median(b))
     return ma / mb if ma > 0 and mb > 0 else None
@@ -126,7 +121,8 @@ def compare_sets(
     if paired is None:
         paired = one_experiment
     across_runs = not one_experiment
-    from_gate = gate_files(base, head)
+    # files of one gate, merged from its rounds (rounds.merge_rounds counts them in env)
+    from_gate = one_experiment and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
     one_round_cases = 0
     warnings = _env_warnings(base, head)
     norm = reference_factor(old, new) if not paired else None
