@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
@@ -38,7 +39,7 @@ from ..core.local import LocalWorld
 from ..core.units import format_time, size_label
 from ..history.stats import ratio_interval
 from .measure import BenchSettings, BufferPayload, bench_interleaved
-from .physics import FAST_END_PERCENTILE, PHYSICS_SHARE, SMALL_BYTES
+from .physics import FAST_END_PERCENTILE, PHYSICS_SHARE, SMALL_BYTES, crossing_floor
 from ..backends.references import reference_of
 
 SIZES = (1, 1024, 64 * 1024, 10**6, 16 * 2**20)
@@ -328,20 +329,20 @@ def run_refchecks(
 
 
 def check_physics(rows: Sequence[RefRow]) -> list[RefRow]:
-    """Mark the broadcast rows that complete faster than the fast end of the same backend's (and
-    mode's) smallest ping-pong: a harness error (physics.py). Returns the marked rows."""
-    pongs: dict[tuple[str, str], RefRow] = {}
-    for r in rows:
-        key = (r.backend, r.mode)
-        if r.scenario == "pingpong" and (key not in pongs or r.size < pongs[key].size):
-            pongs[key] = r
+    """Mark the broadcast rows that complete faster than PHYSICS_SHARE of the same backend's fastest
+    ping-pong crossing (physics.crossing_floor): a harness error. Returns the marked rows."""
+    floor = crossing_floor((r.backend, r.size, r.fast_end, r) for r in rows
+                           if r.scenario == "pingpong" and math.isfinite(r.fast_end))
     marked = []
     for r in rows:
-        pong = pongs.get((r.backend, r.mode))
-        if r.scenario == "broadcast" and pong is not None and r.ours < PHYSICS_SHARE * pong.fast_end:
+        if r.scenario != "broadcast" or r.backend not in floor:
+            continue
+        fast_end, pong = floor[r.backend]
+        if r.ours < PHYSICS_SHARE * fast_end:
             r.below_physics = (f"harness error: broadcast {r.backend} {r.mode} {size_label(r.size)} to {r.ranks - 1} "
-                               f"reader(s) completes in {format_time(r.ours)} (median), below {PHYSICS_SHARE:g}x the fast end of "
-                               f"its one-way ping-pong crossings ({format_time(pong.fast_end)} at the 5th percentile)")
+                               f"reader(s) completes in {format_time(r.ours)} (median), below {PHYSICS_SHARE:g}x the "
+                               f"fastest of its one-way ping-pong crossings ({format_time(fast_end)} at the 5th "
+                               f"percentile, {pong.mode} {size_label(pong.size)})")
             marked.append(r)
     return marked
 

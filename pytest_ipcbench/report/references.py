@@ -98,7 +98,7 @@ def table(rows: Sequence[RefRow]) -> str:
     lines.append(
         f"ours / reference: the same harness, interleaved; r: ranks; pingpong: latency (round trip / 2), "
         f"stream: per delivered message; broadcast: completion (delivery to the last reader), checked against the "
-        f"fast end of its own ping-pong (physics); target: ours <= {TARGET_FACTOR:g} x reference (+ "
+        f"fast end of its fastest own ping-pong (physics); target: ours <= {TARGET_FACTOR:g} x reference (+ "
         f"{TARGET_SLACK * 1e6:g} us for pingpong); alloc: the reference with a fresh receive array per "
         f"message / with one reused buffer; MB = 10^6 bytes"
     )
