@@ -163,8 +163,13 @@ def test_sigterm_or_sighup_to_the_session_inside_a_store_write_leaves_nothing(
     semaphores = set(_semaphores())
     run = interrupt_run(tmp_path, backend, "writing", 0.3, slow=1.0, sig=sig)
     assert run["left"] == [] and run["alive"] == [], run
-    # its queues' semaphores: SIGHUP killed multiprocessing's resource tracker too, which unlinks them
-    assert sorted(set(_semaphores()) - semaphores - mapped_shm_names()) == [], run["out"]
+    # its queues' semaphores: SIGHUP killed multiprocessing's resource tracker too, which unlinks them.
+    # Another job's show up unmapped for a moment when it ends (12 of a 4-rank run, seen here), until
+    # its own tracker removes them: only those that stay count
+    deadline = time.monotonic() + 10
+    while (new := set(_semaphores()) - semaphores - mapped_shm_names()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sorted(new) == [], run["out"]
     assert run["rc"] == 128 + sig, f"rc {run['rc']}\n{run['out']}"
     assert f"terminated by {signal.Signals(sig).name}" in run["out"] and "Traceback" not in run["out"], run["out"]
     assert "resources left behind" not in run["out"], run["out"]
