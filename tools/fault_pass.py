@@ -8,7 +8,8 @@ A measurement, not a unit test. Every case runs a command of ours (``ipcbench ..
 process below it and what they use (our ``ipcb-<pid>n<ns>-*`` names, MPICH's ``mpich_shm_*``
 segments, Hydra's ``/tmp/hydra_hwloc_xmlfile_*``). Faults are injected while it runs (a signal
 to a rank, to ``ipcbench run``, to ``mpiexec``, to the whole process group as a terminal's
-Ctrl-C; a full /dev/shm or temp folder in a private mount namespace; a hung rank). For each case:
+Ctrl-C, to the whole session as ``pkill -s`` or a CI job's end; a full /dev/shm or temp folder in
+a private mount namespace; a hung rank). For each case:
 
 - exit code, and whether the output holds a Python traceback;
 - left: any recorded process still running, any name of ours of a recorded pid, any recorded
@@ -90,7 +91,7 @@ class Watch:
             self._stop.wait(0.03)
 
     def look(self) -> None:
-        for pid in procs.children_tree(self.root):
+        for pid in [self.root, *procs.children_tree(self.root)]:  # the root too: a plain pytest's rank 0
             name = procs.comm(pid)
             if name and self.pids.get(pid) != name:  # the name after exec
                 self.pids[pid] = name
@@ -343,19 +344,24 @@ HANG = textwrap.dedent("""
         ipc_group.barrier()
 """)
 
+# the same loop in a plain run over local workers: no mpi marker (pytest-mpi skips those without
+# --with-mpi), and rank 0's clock alone (a local group's collectives run only inside group.run)
+PLAIN_LOOP = LOOP.replace("@pytest.mark.mpi(min_size=2)\n", "").replace(
+    "ipc_group.bcast(time.monotonic() < deadline)", "time.monotonic() < deadline")
+
 SHM_WRITE = textwrap.dedent("""
     def test_write(ipc_bench, ipc_backend, ipc_payload):
         ipc_bench(ipc_backend, ipc_payload, time_budget=0.2)
 """)
 
 
-def when_mid_run(sig: int, who: str, limit: float = 90) -> Fault:
-    """Once the job has resources of ours and MPICH segments: ``sig`` to ``who`` (rank1 | run |
-    mpiexec | group)."""
+def when_mid_run(sig: int, who: str, limit: float = 90, mpi: bool = True) -> Fault:
+    """Once the job has resources of ours (and, ``mpi``, MPICH segments): ``sig`` to ``who`` (rank1 |
+    run | mpiexec | group | session)."""
 
     def fault(proc: subprocess.Popen, watch: Watch) -> str:
         deadline = time.monotonic() + limit
-        while time.monotonic() < deadline and proc.poll() is None and not watch.mid_run():
+        while time.monotonic() < deadline and proc.poll() is None and not (watch.mid_run() if mpi else watch.ours):
             time.sleep(0.03)
         time.sleep(0.5)
         return _send(proc, watch, sig, who)
@@ -377,6 +383,9 @@ def _send(proc: subprocess.Popen, watch: Watch, sig: int, who: str) -> str:
     if who == "group":
         os.killpg(proc.pid, sig)
         return f"{signal.Signals(sig).name} to the process group"
+    if who == "session":  # every process of the case's session (Hydra's proxies and ranks have their own)
+        subprocess.run(["pkill", f"-{signal.Signals(sig).name[3:]}", "-s", str(proc.pid)], check=False)
+        return f"{signal.Signals(sig).name} to the session (pkill -s)"
     if who == "run":
         target = proc.pid
     elif who == "mpiexec":
@@ -427,8 +436,19 @@ def fault_cases(work: Path) -> list[tuple[str, list[str], dict]]:
         ("mpiexec pytest: SIGTERM mpiexec mid-run", when_mid_run(signal.SIGTERM, "mpiexec"), "any"),
         ("mpiexec pytest: Ctrl-C (SIGINT to the group) mid-run", when_mid_run(signal.SIGINT, "group"), "any"),
         ("mpiexec pytest: SIGTERM rank 1 mid-run", when_mid_run(signal.SIGTERM, "rank1"), "any"),
+        ("mpiexec pytest: SIGTERM to the session mid-run", when_mid_run(signal.SIGTERM, "session"), "any"),
+        ("mpiexec pytest: SIGHUP to the session mid-run", when_mid_run(signal.SIGHUP, "session"), "any"),
     ]:
         cases.append((name, mpi, {"fault": fault, "expected": expected, "bound": 120, "cwd": d, "env": env}))
+    # a plain run has no reapers: pytest and its local workers must clean up themselves (exit 128 + signal)
+    (d / "test_plain_loop.py").write_text(PLAIN_LOOP)
+    plain = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ipc-ranks", "3", "test_plain_loop.py"]
+    for name, fault, expected in [
+        ("pytest: SIGTERM to the session mid-run", when_mid_run(signal.SIGTERM, "session", mpi=False), "143"),
+        ("pytest: SIGHUP to the session mid-run", when_mid_run(signal.SIGHUP, "session", mpi=False), "129"),
+        ("pytest: Ctrl-C (SIGINT to the group) mid-run", when_mid_run(signal.SIGINT, "group", mpi=False), "2"),
+    ]:
+        cases.append((name, plain, {"fault": fault, "expected": expected, "bound": 60, "cwd": d, "env": env}))
     d = work / "mpi-hang"
     d.mkdir()
     (d / "test_hang.py").write_text(HANG)

@@ -11,10 +11,10 @@ import argparse
 import importlib
 import signal
 import sys
-import threading
 from typing import Sequence
 
 from ..core.errors import IpcbenchError
+from ..core.terminate import AsInterrupt, Terminated
 
 #: command name -> module, in the order ``ipcbench --help`` lists them
 COMMANDS = {
@@ -44,31 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, taken like a Ctrl-C: every command's interrupt path (its ``finally`` blocks, the
-    MPI job's process group, the gate's scratch folder) runs, instead of the default death that
-    leaves them behind."""
-
-
-def _terminated(signum: int, frame: object) -> None:
-    raise _Terminated()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = None
-    # only where nobody chose otherwise (a parent that ignores SIGTERM keeps it ignored), and only
-    # in the main thread (signal.signal's rule); given back at the end (main() called in-process)
-    handler = signal.getsignal(signal.SIGTERM)
-    ours = handler == signal.SIG_DFL and threading.current_thread() is threading.main_thread()
-    if ours:
-        signal.signal(signal.SIGTERM, _terminated)
+    # SIGTERM taken like a Ctrl-C: every command's interrupt path (its ``finally`` blocks, the MPI
+    # job's process group, the gate's scratch folder) runs, instead of the default death that
+    # leaves them behind; only where nobody chose otherwise, and given back at the end (main()
+    # called in-process). No backstop: a command's interrupt path (an MPI job to stop) takes what it takes.
+    term = AsInterrupt((signal.SIGTERM,), grace=None)
     try:
         # the commands' modules are imported here: a Ctrl-C in the first second lands in them
         args = build_parser().parse_args(argv)
         return int(args._run(args) or 0)
-    except _Terminated:
+    except Terminated as exc:
         print("ipcbench: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("ipcbench: interrupted", file=sys.stderr)
         return 130
@@ -76,8 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ipcbench {getattr(args, 'command', '')}: {exc}", file=sys.stderr)
         return 2
     finally:
-        if ours:
-            signal.signal(signal.SIGTERM, handler)
+        term.restore()
 
 
 if __name__ == "__main__":

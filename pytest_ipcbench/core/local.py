@@ -16,11 +16,13 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+import sys
 import tempfile
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
 
 from . import names, procs, registry
+from .terminate import AsInterrupt, Terminated, tracker_outlives_hangup
 from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure,
                     raise_failures)
 
@@ -160,6 +162,16 @@ def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout:
     # the run, then stops the workers); a worker dying of it mid-collective would turn rank 0's
     # KeyboardInterrupt into "rank N died"
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM or SIGHUP to the whole group (a terminated session) leaves through the finally blocks
+    # and multiprocessing's finalisers (a segment's exit hook), not the death that runs none
+    AsInterrupt()
+    try:
+        _serve(rank, conn, mailboxes, timeout)
+    except Terminated as exc:
+        sys.exit(128 + exc.signum)  # no traceback; rank 0, terminated too, stops its run anyway
+
+
+def _serve(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float) -> None:
     try:
         conn.send((_READY, os.getpid()))  # started: the run timeout does not count start-up
     except OSError:
@@ -230,9 +242,18 @@ def _remove_left_by(pid: int) -> None:
 def _host_main(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
                fault_path: str) -> None:
     """Rank 0 of an isolated run: a world of its own; a crash is dumped into ``fault_path``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    AsInterrupt()  # as a worker's: SIGTERM closes its world (with) instead of leaving what its workers made
+    try:
+        _host_serve(conn, size, timeout, blob, fn, args, fault_path)
+    except Terminated as exc:
+        sys.exit(128 + exc.signum)
+
+
+def _host_serve(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
+                fault_path: str) -> None:
     import faulthandler
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     fault = open(fault_path, "w")
     faulthandler.enable(fault, all_threads=True)
     try:
@@ -269,6 +290,7 @@ class LocalWorld:
         self._sent_version = 0  # of the registrations the workers have (registry.version())
 
     def _start(self) -> None:
+        tracker_outlives_hangup()  # before the queues: it unlinks their semaphores if we die
         self._sent_version = 0
         self.mailboxes = [self._ctx.Queue() for _ in range(self.size)]
         self._hooks_version = _BEFORE_RANKS_VERSION[0]

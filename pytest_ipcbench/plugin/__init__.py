@@ -30,12 +30,13 @@ from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixt
 from .settings import add_pytest_options, describe, marker_kwargs, resolve_settings
 from .hygiene import MpiHygiene, item_timeout, rank_temproot
 
-# fixtures written in their own modules (one concern each), registered with this plugin
+# fixtures and hooks written in their own modules (one concern each), registered with this plugin
 pytest_plugins = [
     "pytest_ipcbench.plugin.fixtures.shared",
     "pytest_ipcbench.plugin.fixtures.bench",
     "pytest_ipcbench.plugin.fixtures.mpi_methods",
     "pytest_ipcbench.plugin.fixtures.conformance",
+    "pytest_ipcbench.plugin.terminate",  # SIGTERM and SIGHUP end a plain run like a Ctrl-C
 ]
 
 IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode"})

@@ -1,0 +1,110 @@
+"""SIGTERM and SIGHUP taken like a Ctrl-C, so that a terminated process cleans up after itself.
+
+Ended by the default action of SIGTERM (``kill``, ``timeout``, a CI job cancelled, a whole session
+terminated) or SIGHUP (its terminal closed), a process runs nothing: no ``finally``, no ``atexit``,
+no multiprocessing finaliser. What it made stays in /dev/shm and the temp folder. An MPI rank has
+its reaper (core/reaper.py) for that; a plain ``pytest`` run and its local workers have none.
+:class:`AsInterrupt` makes these signals raise :class:`Terminated`, a KeyboardInterrupt: the way
+out that a Ctrl-C takes runs instead (pytest's teardown and summary, ``finally`` blocks, exit
+hooks), and ``except Exception`` in a test or a backend does not swallow it.
+
+Nothing may linger: with a ``grace``, a process still running ``grace`` seconds after the signal
+(stuck where the exception cannot reach it) leaves at once with ``128 + signal``, the code a shell
+shows for the signal's default, and says so; a repeated signal meanwhile is not raised again (it
+would cut the cleanup short: ``timeout``, CI runners and a session-wide ``pkill`` may send it
+twice), the grace bounds the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any, Sequence
+
+GRACE_S = 5.0  # a plain run's interrupt path takes about a second (its workers stopped, its resources removed)
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread by :class:`AsInterrupt`'s handler; ``signum`` is the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+class AsInterrupt:
+    """While installed, each of ``signals`` raises :class:`Terminated` in the main thread.
+
+    Only a signal left at its default is taken (one ignored by the parent, ``nohup``'s SIGHUP,
+    stays ignored; another handler stays its owner's), and only from the main thread (elsewhere
+    nothing changes: ``signal.signal``'s rule). :meth:`restore` puts the previous handlers back.
+    ``grace`` None: no backstop, and every signal raises.
+    """
+
+    def __init__(self, signals: Sequence[int] = SIGNALS, grace: float | None = GRACE_S) -> None:
+        self.grace = grace
+        self.signum: int | None = None  # the first signal that came
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in signals:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                self._previous[sig] = signal.signal(sig, self._handler)
+
+    def _handler(self, signum: int, frame: object) -> None:
+        if self.signum is not None and self.grace is not None:
+            return  # already on its way out, within the grace
+        if self.signum is None and self.grace is not None:
+            backstop = threading.Timer(self.grace, self._leave, (signum,))
+            backstop.daemon = True
+            backstop.start()
+        self.signum = signum
+        raise Terminated(signum)
+
+    def _leave(self, signum: int) -> None:
+        try:
+            os.write(2, (f"ipcbench: pid {os.getpid()} still running {self.grace:g} s after "
+                         f"{signal.Signals(signum).name}: it leaves now ('ipcbench clean' removes what it "
+                         "had not released)\n").encode())
+        except OSError:
+            pass
+        os._exit(128 + signum)
+
+    @property
+    def installed(self) -> list[int]:
+        """The signals taken."""
+        return list(self._previous)
+
+    def restore(self) -> None:
+        """The previous handlers back (from the main thread), where ours is still the one set."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, old in self._previous.items():
+            if signal.getsignal(sig) == self._handler:
+                signal.signal(sig, old)
+        self._previous = {}
+
+
+def tracker_outlives_hangup() -> None:
+    """Start multiprocessing's resource tracker (if it is not running) deaf to SIGHUP.
+
+    The tracker unlinks the semaphores of our queues (``/dev/shm/sem.mp-*``) when their makers die
+    without doing it, and ends when the last of them closes its pipe. It ignores SIGINT and SIGTERM,
+    not SIGHUP: a closed terminal killed it with the run, and the semaphores stayed. Started with
+    SIGHUP blocked (multiprocessing does the same for the other two), it keeps it blocked: exec
+    keeps the mask and the tracker unblocks only those two. Blocked, not ignored, here: a SIGHUP
+    that comes meanwhile is delivered to this process once the tracker runs.
+    """
+    from multiprocessing import resource_tracker
+
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if signal.SIGHUP not in blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
+
+
+__all__ = ["AsInterrupt", "GRACE_S", "SIGNALS", "Terminated", "tracker_outlives_hangup"]

@@ -1,0 +1,39 @@
+"""A plain ``pytest`` run ended by SIGTERM or SIGHUP cleans up as after a Ctrl-C.
+
+Killed by the signal's default action, the run (and its local workers, core/local.py) left its
+segments and folders in /dev/shm and the temp folder, and nothing reclaimed them: only an MPI
+rank has a reaper (core/reaper.py). Here the signal raises ``Terminated``, a KeyboardInterrupt
+(core/terminate.py): pytest's interrupt path runs (fixtures' teardown, this plugin's session end:
+the workers stopped, what is ours swept), then the exit hooks. The run exits ``128 + signal``
+(143 for SIGTERM), the code its default death gave, not a test failure's. Under ``--with-mpi``
+nothing changes: Hydra ends the ranks and their reapers reclaim.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ..core.terminate import AsInterrupt
+from .session import SESSION_KEY
+
+_KEY = pytest.StashKey[AsInterrupt]()
+
+
+@pytest.hookimpl(trylast=True)  # after the plugin's own pytest_configure made the session
+def pytest_configure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None and not session.mpi:
+        config.stash[_KEY] = AsInterrupt()
+
+
+@pytest.hookimpl(trylast=True)  # after the teardowns: they read INTERRUPTED (an interrupted test's guard)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    term = session.config.stash.get(_KEY, None)
+    if term is not None and term.signum is not None:
+        session.exitstatus = 128 + term.signum  # pytest's main returns it, read after this hook
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    term = config.stash.get(_KEY, None)
+    if term is not None:
+        term.restore()
