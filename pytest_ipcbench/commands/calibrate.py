@@ -153,12 +153,13 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
     intro = (f"{calibration.describe()}; `ipcbench run {calibration.env.get('run_args', '')}`.\n"
              f"noise: head/base of two single runs of identical code (log-scale sd, normalised by the in-run "
              f"references); 'bare': the share of A/A pairs a bare ±{threshold:.0%} threshold on one ratio would call "
-             f"changed; 'largest A/A jump': the most any case of the group moved between two consecutive runs; compare "
-             f"calls a case of two runs slower or faster only past ±{threshold:.0%} beyond it (and beyond its own noise "
-             f"at {_pct(per_case)} per case, {len(calibration.cases)} cases, 95% family-wise); 'compare: false "
-             f"verdicts': what that promises per case whatever the noise's distribution (a new A/A pair passes the "
-             f"largest of n with a chance of at most 1 / (n + 1)), and what was observed on A/A pairs of runs the "
-             f"calibration was made without ('held-out'); 'detects': the smallest slowdown decided as slower (median case)")
+             f"changed; 'largest A/A jump': the most any case of the group moved between two consecutive runs; "
+             f"compare calls a case of two runs slower or faster only past ±{threshold:.0%} beyond it (and beyond "
+             f"its own noise at {_pct(per_case)} per case, {len(calibration.cases)} cases, 95% family-wise); "
+             f"'compare: false verdicts': what that promises per case whatever the noise's distribution (a new A/A "
+             f"pair passes the largest of n with a chance of at most 1 / (n + 1)), and what was observed on A/A "
+             f"pairs of runs the calibration was made without ('held-out'); 'detects': the smallest slowdown "
+             f"decided as slower (median case)")
     note = calibration.held_out_note()
     return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1)) + (f"\n\nwarning: {note}" if note else "")
 

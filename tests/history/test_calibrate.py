@@ -162,3 +162,19 @@ def test_a_jump_its_group_showed_gives_no_false_verdict_and_a_real_3x_slowdown_i
     _slow(runs[5], victim, 2.5)
     held = tell.held_out_false(runs, 0.10, 3.7)
     assert sum(v[1] for v in held.values()) > 0 and sum(v[0] for v in held.values()) == 0, held
+
+
+def test_an_older_file_loads_its_tails_come_from_its_ratios_and_its_held_out_warns_on_any_false(tmp_path: Path) -> None:
+    c = cal.calibrate_sets([run_set(950 + i, scatter=0.1) for i in range(5)], 0.10, {"host": "test", "cores": 2})
+    data = c.to_dict()
+    data["held_out"] = {"broadcast r2": [1, 100]}  # before the promise was counted: [false, pairs]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    old = cal.Calibration.load(path)
+    assert {g: t.jump for g, t in old.tails.items()} == pytest.approx({g: t.jump for g, t in c.tails.items()}, rel=1e-4)
+    assert old.tails["broadcast r2"].pairs == 24 * 4  # the file's ratios: 24 cases x 4 consecutive pairs
+    assert old.held_out == {"broadcast r2": [1, 100]} and old.held_out_note() is not None
+    old.held_out = {"broadcast r2": [1, 100, 1.2]}  # within what the tail promised: no warning
+    assert old.held_out_note() is None
+    old.held_out = {"broadcast r2": [2, 100, 1.2], "broadcast r4": [0, 100, 1.2]}
+    assert "2 false verdicts in 100 A/A case pairs of broadcast r2" in (old.held_out_note() or "")
