@@ -21,6 +21,7 @@ from ..core import names
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
 from ..history import calibration as cal
+from ..history import calibration_summary as tell
 from ..history.compare import load_results
 from ..history.verdict import DEFAULT_THRESHOLD, GateError
 from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
@@ -97,13 +98,13 @@ def run(args: argparse.Namespace) -> int:
             scratch = names.private_dir("calibrate")
             try:
                 print(f"[calibrate] A/A runs of `ipcbench run {run_text}` within {args.budget:g} s", flush=True)
-                sets, loads = cal.measure_runs(shlex.split(run_text), args.budget, scratch, args.runs)
+                sets, loads = tell.measure_runs(shlex.split(run_text), args.budget, scratch, args.runs)
             finally:
                 names.remove(scratch)
         env = {"run_args": run_text, "load": [min(loads), max(loads)] if loads else None,
                "cores": sets[0].env.get("cores"), "host": sets[0].env.get("host") or sets[0].env.get("hostname")}
         calibration = cal.calibrate_sets(sets, args.threshold, env)
-        calibration.held_out = cal.held_out_false(sets, args.threshold, _z(calibration))
+        calibration.held_out = tell.held_out_false(sets, args.threshold, _z(calibration))
     except (GateError, ValueError) as exc:
         print(f"ipcbench calibrate: {exc}", file=sys.stderr)
         return 2
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot != "none":
         plot = Path(args.plot) if args.plot else Path(path).with_suffix(".png")
         rounds = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS
-        summaries = cal.summarise(calibration, args.threshold, rounds, _z(calibration))
+        summaries = tell.summarise(calibration, args.threshold, rounds, _z(calibration))
         drawn = plot_calibration(calibration, summaries, rounds, plot)
         print(f"[calibrate] plot: {drawn}" if drawn else "[calibrate] no plot (matplotlib is not installed)")
     return 0
@@ -135,25 +136,30 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
     per_case = 1 - (1 - DEFAULT_CONFIDENCE) / max(1, len(calibration.cases))
     z = _z(calibration)
     rows = []
-    for g in cal.summarise(calibration, threshold, rounds, z):
+    for g in tell.summarise(calibration, threshold, rounds, z):
         held = calibration.held_out.get(g.group)
         rows.append([
             g.group, g.cases, f"±{format_percent(math.exp(g.sigma_median) - 1)} (max ±{format_percent(math.exp(g.sigma_max) - 1)})",
             f"{format_percent(g.bare_predicted)} / {format_percent(g.bare_observed)} of {g.pairs}",
-            f"{g.verdict_predicted:.1e} / " + (f"{held[0] / held[1]:.1e} ({held[0]} of {held[1]})" if held and held[1]
-                                               else "not checked (< 5 runs)"),
+            format_ratio(g.tail),
+            f"≤ {g.verdict_promised:.1e} / " + (f"{held[0] / held[1]:.1e} ({held[0]:.0f} of {held[1]:.0f})"
+                                                 if held and held[1] else "not checked (< 5 runs)"),
             format_ratio(g.detect_runs), format_ratio(g.detect_gate),
             "-" if g.rounds_needed is None else str(g.rounds_needed),
         ])
     header = ["group", "cases", "noise, median case (1 sd)", f"bare ±{threshold:.0%}: predicted / observed",
-              "compare: false verdicts per case, predicted / held-out", "detects, 2 runs", f"detects, gate {rounds} rounds",
-              "rounds for 1.5x"]
+              "largest A/A jump", "compare: false verdicts per case, promised / held-out", "detects, 2 runs",
+              f"detects, gate {rounds} rounds", "rounds for 1.5x"]
     intro = (f"{calibration.describe()}; `ipcbench run {calibration.env.get('run_args', '')}`.\n"
              f"noise: head/base of two single runs of identical code (log-scale sd, normalised by the in-run "
              f"references); 'bare': the share of A/A pairs a bare ±{threshold:.0%} threshold on one ratio would call "
-             f"changed; 'compare: false verdicts': expected per case with this calibration at {_pct(per_case)} per case "
-             f"({len(calibration.cases)} cases, 95% family-wise), and observed on A/A pairs of runs the calibration was made "
-             f"without ('held-out'); 'detects': the smallest slowdown decided as slower (median case)")
+             f"changed; 'largest A/A jump': the most any case of the group moved between two consecutive runs; "
+             f"compare calls a case of two runs slower or faster only past ±{threshold:.0%} beyond it (and beyond "
+             f"its own noise at {_pct(per_case)} per case, {len(calibration.cases)} cases, 95% family-wise); "
+             f"'compare: false verdicts': what that promises per case whatever the noise's distribution (a new A/A "
+             f"pair passes the largest of n with a chance of at most 1 / (n + 1)), and what was observed on A/A "
+             f"pairs of runs the calibration was made without ('held-out'); 'detects': the smallest slowdown "
+             f"decided as slower (median case)")
     note = calibration.held_out_note()
     return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1)) + (f"\n\nwarning: {note}" if note else "")
 

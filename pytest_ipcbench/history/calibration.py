@@ -58,6 +58,30 @@ class CaseNoise:
     ratios: tuple[float, ...] = ()  # normalised head / base of consecutive A/A runs
 
 
+@dataclass(frozen=True)
+class GroupTail:
+    """The largest move of a group's cases between consecutive A/A runs: ``jump`` (|log head/base|)
+    over ``pairs`` case pairs. A new A/A pair passes the largest of ``pairs`` exchangeable ones with
+    a chance of at most ``1 / (pairs + 1)``, whatever the distribution: the promise a tail keeps."""
+
+    jump: float
+    pairs: int
+
+    @property
+    def promise(self) -> float:
+        return 1 / (self.pairs + 1)
+
+
+def group_tails(cases: dict[str, CaseNoise]) -> dict[str, GroupTail]:
+    """Each group's tail, pooled over ALL its cases: a case steady through its own few runs may
+    have a second speed that its neighbours showed (cases here steady within 1-3% through
+    several runs ran 2-3x faster or slower in a later one)."""
+    pooled: dict[str, list[float]] = {}
+    for c in cases.values():
+        pooled.setdefault(c.group, []).extend(abs(math.log(r)) for r in c.ratios if r > 0)
+    return {g: GroupTail(max(xs), len(xs)) for g, xs in pooled.items() if xs}
+
+
 @dataclass
 class Calibration:
     """What ``ipcbench calibrate`` measured (the JSON file, schema :data:`SCHEMA`)."""
@@ -68,17 +92,25 @@ class Calibration:
     threshold: float
     env: dict[str, Any] = field(default_factory=dict)
     path: str = ""
-    held_out: dict[str, list[int]] = field(default_factory=dict)  # group -> [false, pairs]: held_out_false
+    held_out: dict[str, list[float]] = field(default_factory=dict)  # group -> [false, pairs, promised]
+    tails: dict[str, GroupTail] = field(init=False)  # from the cases' ratios: the files hold no copy
+
+    def __post_init__(self) -> None:
+        self.tails = group_tails(self.cases)
 
     def held_out_note(self) -> str | None:
-        """What the held-out check found, when it found false verdicts."""
-        false, pairs = (sum(v[i] for v in self.held_out.values()) for i in (0, 1))
-        if not false:
+        """What the held-out check found in the groups where it found more false verdicts than
+        their tails promise (files without the promise: any false verdict)."""
+        over = {g: v for g, v in self.held_out.items() if v[0] > (v[2] if len(v) > 2 else 0.0)}
+        if not over:
             return None
-        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs that "
-                f"the calibration's own runs were held out of: some cases switch speeds between runs in a way "
-                f"a few runs do not show, and compare's verdicts across separate runs are not to be trusted "
-                f"here; the gate's interleaved rounds are")
+        false, pairs = (int(sum(v[i] for v in over.values())) for i in (0, 1))
+        promised = sum(v[2] if len(v) > 2 else 0.0 for v in over.values())
+        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs of "
+                f"{', '.join(sorted(over))} that the calibration's own runs were held out of (their largest A/A "
+                f"jumps promised at most {promised:.1f}): some cases switch speeds between runs in a way the "
+                f"calibration's runs did not show, and compare's verdicts across separate runs are not to be "
+                f"trusted there; the gate's interleaved rounds are")
 
     def noise(self, key: str) -> tuple[float, str] | None:
         """The sigma for ``key`` and its source: its own upper bound, at least its group's median
@@ -91,6 +123,22 @@ class Calibration:
         if group is not None:
             return group, f"calibrated group {group_of_key(key)}"
         return None
+
+    def between_runs(self, key: str, z: float, rounds: int = 1) -> tuple[float, str] | None:
+        """compare's rule across separate runs, the one place it is: the log-scale half-width that
+        ``key``'s interval gets for the noise between runs, and its source. ``z`` x the case's noise
+        (:meth:`noise`), and at least its group's largest A/A jump, whatever its own runs showed: a
+        verdict needs the threshold past that, so a false one needs a jump bigger than any the
+        calibration saw in the group (a tail is of single runs: it is not narrowed by ``rounds``)."""
+        noise = self.noise(key)
+        if noise is None:
+            return None
+        sigma, source = noise
+        h = z * sigma / math.sqrt(max(1, rounds))
+        tail = self.tails.get(group_of_key(key))
+        if tail is not None and tail.jump > h:
+            h, source = tail.jump, f"{source}; its group's A/A pairs moved up to {math.exp(tail.jump):.2f}x"
+        return h, source
 
     def describe(self) -> str:
         when = str(self.env.get("created", "?"))[:16].replace("T", " ")
@@ -136,7 +184,8 @@ class Calibration:
             bad = [k for k, c in cases.items() if not (math.isfinite(c.upper) and c.upper >= 0)]
             if bad:
                 raise ValueError(f"case {bad[0]!r} has a negative or infinite sigma")
-            held = {str(g): [int(v[0]), int(v[1])] for g, v in (data.get("held_out") or {}).items()}
+            held = {str(g): [int(v[0]), int(v[1]), *(float(x) for x in v[2:3])]
+                    for g, v in (data.get("held_out") or {}).items()}
             return cls(cases, groups, int(data["runs"]), float(data["threshold"]), dict(data.get("env") or {}),
                        str(path), held)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -211,59 +260,10 @@ def calibrate_sets(runs: Sequence[ResultSet], threshold: float, env: dict[str, A
     return Calibration(cases, groups, len(runs), threshold, env)
 
 
-def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dict[str, list[int]]:
-    """Per group [false, pairs]: two consecutive runs judged by a calibration of the others (>= 3),
-    the ratio of medians against 1 + threshold widened by ``z`` x noise (at least compare's false
-    verdicts). Cases steady through 4 runs here ran 2-3x faster in a later one. Empty below 5 runs."""
-    out: dict[str, list[int]] = {}
-    if len(runs) < 5:
-        return out
-    for i in range(len(runs) - 1):
-        held = calibrate_sets([rs for j, rs in enumerate(runs) if j not in (i, i + 1)], threshold)
-        if any(busier_than_calibrated(held, others_share(runs[k])) for k in (i, i + 1)):
-            continue  # compare gives such a run no time verdict
-        a, b = runs[i].by_key(), runs[i + 1].by_key()
-        factor = reference_factor(a, b).factor
-        for key, ra in a.items():
-            rb, noise = b.get(key), held.noise(key)
-            if rb is None or noise is None or is_reference(ra):
-                continue
-            xa, xb = ra.samples.get(ra.primary), rb.samples.get(rb.primary)
-            ma, mb = (float(np.median(x)) if x else 0.0 for x in (xa, xb))
-            if ma <= 0 or mb <= 0:
-                continue
-            counts = out.setdefault(group_of_key(key), [0, 0])
-            counts[0] += abs(math.log(mb / ma / factor)) > math.log(1 + threshold) + z * noise[0]
-            counts[1] += 1
-    return out
-
-
 def others_share(rs: ResultSet) -> float | None:
     """The share of the CPUs other processes took while the run ran (``env["others_cpu_share"]``)."""
     x = rs.env.get("others_cpu_share")
     return float(x) if isinstance(x, (int, float)) else None
-
-
-def rounds_to_detect(sigma: float, effect: float, threshold: float, z: float) -> int | None:
-    """Interleaved rounds per side at which a true ``effect`` (e.g. 1.5) is decided slower,
-    when one round's head/base has log-scale noise ``sigma``: the smallest ``k`` with
-    ``(1 + threshold) * exp(z * sigma / sqrt(k)) <= effect`` (None: never, effect <= 1 + threshold)."""
-    margin = math.log(effect / (1 + threshold))
-    if margin <= 0:
-        return None
-    return max(1, math.ceil((z * sigma / margin) ** 2))
-
-
-def detectable(sigma: float, rounds: int, threshold: float, z: float) -> float:
-    """The smallest true head / base that ``rounds`` interleaved rounds per side decide as slower."""
-    return (1 + threshold) * math.exp(z * sigma / math.sqrt(max(1, rounds)))
-
-
-def bare_false_alarm(sigma: float, threshold: float) -> float:
-    """Predicted share of A/A pairs whose bare ratio passes +-threshold, for log-normal noise ``sigma``."""
-    if sigma <= 0:
-        return 0.0
-    return 2 * (1 - NormalDist().cdf(math.log(1 + threshold) / sigma))
 
 
 SHARED_RUN = 0.05  # others' CPU share past which (and past 2x the calibration's median) a run is not judged
@@ -292,109 +292,3 @@ def find_calibration(path: str | None) -> Calibration | None:
     if Path(DEFAULT_PATH).is_file():
         return Calibration.load(DEFAULT_PATH)
     return None
-
-
-# ---------------------------------------------------------------------------- measuring and telling
-
-
-def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: int | None = None,
-                 timeout: float = 1800.0, log: Path | None = None) -> tuple[list[ResultSet], list[float]]:
-    """``ipcbench run`` of the code at hand, one after another, into ``scratch``: at least 3 runs,
-    more while the next one (at the mean time so far) fits in ``budget`` seconds (or exactly
-    ``runs``). Returns the result sets and the 1-minute load averages seen (before, after each)."""
-    import subprocess
-    import sys
-    import time
-
-    from ..core.procs import load_average  # core: below history
-
-    sets: list[ResultSet] = []
-    loads: list[float] = []
-    started = time.monotonic()
-    while True:
-        i = len(sets)
-        if runs is not None and i >= runs:
-            break
-        if runs is None and i >= 3:
-            spent = time.monotonic() - started
-            if spent + spent / i > budget:
-                break
-        out = scratch / f"aa-{i + 1:02d}"
-        cmd = [sys.executable, "-m", "pytest_ipcbench", "run", *run_args, "--results-only", "--progress", "none",
-               "--out", str(out)]
-        la = load_average()
-        if la is not None:
-            loads.append(la)
-        t0 = time.monotonic()
-        with open(log or (scratch / "calibrate.log"), "a") as sink:
-            proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout)
-        if proc.returncode not in (0, 1) or not (out / "results.json").is_file():
-            raise ValueError(f"A/A run {i + 1} (`{' '.join(cmd[1:])}`) exited {proc.returncode}; see "
-                             f"{log or scratch / 'calibrate.log'}")
-        sets.append(ResultSet.load(out / "results.json"))
-        la = load_average()
-        if la is not None:
-            loads.append(la)
-        print(f"[calibrate] A/A run {i + 1}: {time.monotonic() - t0:.0f} s, {len(sets[-1].results)} cases"
-              + (f", load {la:.1f}" if la is not None else ""), flush=True)
-    return sets, loads
-
-
-@dataclass(frozen=True)
-class GroupSummary:
-    """What a calibration says about one group of cases, at a threshold and a budget of rounds."""
-
-    group: str
-    cases: int
-    sigma_median: float
-    sigma_max: float
-    bare_predicted: float  # share of A/A pairs a bare +-threshold on one ratio would flag (normal model)
-    bare_observed: float  # the same, counted on the calibration's own consecutive A/A pairs
-    pairs: int
-    verdict_predicted: float  # expected false slower/faster verdicts per case of a compare of two runs
-    detect_runs: float  # median smallest detectable slowdown, compare of two single runs
-    detect_gate: float  # the same, a gate of `rounds` interleaved rounds per side
-    rounds_needed: int | None  # most rounds any case of the group needs to decide 1.5x
-
-
-def summarise(calibration: Calibration, threshold: float, rounds: int, z: float,
-              effect: float = 1.5) -> list[GroupSummary]:
-    """Per group: noise, false-alarm rates (bare and of compare's verdict), detectable change."""
-    by_group: dict[str, list[tuple[str, CaseNoise]]] = {}
-    for key, c in calibration.cases.items():
-        by_group.setdefault(c.group, []).append((key, c))
-    out = []
-    norm = NormalDist()
-    for group, items in sorted(by_group.items()):
-        used = [calibration.noise(k)[0] for k, _ in items]  # type: ignore[index]
-        sigmas = [c.sigma for _, c in items]
-        ratios = [r for _, c in items for r in c.ratios]
-        flagged = sum(1 for r in ratios if r > 1 + threshold or r < 1 / (1 + threshold))
-        verdict = [2 * (1 - norm.cdf((math.log(1 + threshold) + z * u) / s)) if s > 0 else 0.0
-                   for s, u in zip(sigmas, used)]
-        needed = [rounds_to_detect(u, effect, threshold, z) for u in used]
-        out.append(GroupSummary(
-            group, len(items), float(np.median(sigmas)), max(sigmas),
-            float(np.mean([bare_false_alarm(s, threshold) for s in sigmas])),
-            flagged / len(ratios) if ratios else math.nan, len(ratios), float(np.mean(verdict)),
-            float(np.median([detectable(u, 1, threshold, z) for u in used])),
-            float(np.median([detectable(u, rounds, threshold, z) for u in used])),
-            None if any(n is None for n in needed) else max(n for n in needed if n is not None)))
-    return out
-
-
-def undecidable(calibration: Calibration, keys: Sequence[str] | None, threshold: float, rounds: int, z: float,
-                effect: float = 1.5) -> list[tuple[str, float, int | None]]:
-    """Cases whose calibrated noise cannot decide ``effect`` within ``rounds`` interleaved rounds
-    per side: (key, the slowdown they could decide at that budget, the rounds that would decide
-    ``effect``)."""
-    out = []
-    for key in sorted(keys if keys is not None else calibration.cases):
-        noise = calibration.noise(key)
-        if noise is None:
-            continue
-        sigma = noise[0]
-        mde = detectable(sigma, rounds, threshold, z)
-        if mde > effect:
-            out.append((key, mde, rounds_to_detect(sigma, effect, threshold, z)))
-    return out

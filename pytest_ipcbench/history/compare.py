@@ -219,6 +219,9 @@ def compare_sets(
         else:
             sigma, source = 0.0, "within-run"
         h_between = z * sigma / math.sqrt(k)
+        if noise is not None and calibration is not None and (across_runs or one_round):
+            # separate runs: the calibration's rule, its group's largest A/A jump a floor (rounds bound their own)
+            h_between, source = calibration.between_runs(key, z, k) or (h_between, source)
         if h_rounds is not None and not across_runs:  # the rounds' spread; a calibration bounds it below
             h_between = max(h_between, h_rounds)
         if across_runs or one_round:

@@ -31,7 +31,8 @@ from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
 from ..core.project import find_pyproject
 from . import consumer
-from .calibration import Calibration, find_calibration, undecidable
+from .calibration import Calibration, find_calibration
+from .calibration_summary import undecidable
 from .compare import compare_sets
 from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, default_run_args, git, install_sides,
                          no_run_message, repo_top, resolve_commit, run_round, side_args, tree_has_run, warm_up)

@@ -11,7 +11,9 @@ import pytest
 
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.history import calibration as cal
+from pytest_ipcbench.history import calibration_summary as tell
 from pytest_ipcbench.history import compare
+from pytest_ipcbench.history.results import ResultSet
 
 from test_compare_runs import run_set  # tests/history is on sys.path (rootdir conftest, no package)
 
@@ -49,10 +51,10 @@ def test_a_bimodal_case_gets_its_own_large_noise_not_its_group() -> None:
 
 def test_rounds_to_detect_and_detectable_agree() -> None:
     z = 3.0
-    k = cal.rounds_to_detect(0.3, 1.5, 0.10, z)
-    assert k is not None and cal.detectable(0.3, k, 0.10, z) <= 1.5 < cal.detectable(0.3, k - 1, 0.10, z)
-    assert cal.rounds_to_detect(0.3, 1.05, 0.10, z) is None
-    assert cal.bare_false_alarm(0.0, 0.1) == 0.0 and 0.3 < cal.bare_false_alarm(0.1, 0.1) < 0.4
+    k = tell.rounds_to_detect(0.3, 1.5, 0.10, z)
+    assert k is not None and tell.detectable(0.3, k, 0.10, z) <= 1.5 < tell.detectable(0.3, k - 1, 0.10, z)
+    assert tell.rounds_to_detect(0.3, 1.05, 0.10, z) is None
+    assert tell.bare_false_alarm(0.0, 0.1) == 0.0 and 0.3 < tell.bare_false_alarm(0.1, 0.1) < 0.4
 
 
 def test_normalisation_interval_holds_the_factor() -> None:
@@ -108,7 +110,7 @@ def test_malformed_calibration_is_named(tmp_path: Path) -> None:
 
 
 def test_measure_runs_makes_at_least_three_runs_within_a_budget(tmp_path: Path) -> None:
-    sets, loads = cal.measure_runs(["--no-mpi", "--backends", "shm", "--kinds", "buffer", "--scenarios", "pingpong",
+    sets, loads = tell.measure_runs(["--no-mpi", "--backends", "shm", "--kinds", "buffer", "--scenarios", "pingpong",
                                     "--sizes", "1KB", "--no-extras", "--no-config", "--time-budget", "0.05"],
                                    budget=1.0, scratch=tmp_path)
     assert len(sets) == 3  # the budget of 1 s is spent after the first: still the 3 a calibration needs
@@ -128,3 +130,51 @@ def test_a_case_that_sat_still_keeps_its_groups_typical_noise() -> None:
         rs.env["load_start"] = rs.env["load_end"] = 1.0
     comparison = compare.compare_sets(base, head, calibration=c)
     assert any("calibration was measured at 8.0-10.0" in w for w in comparison.warnings)
+
+
+def _slow(rs: ResultSet, key: str, factor: float) -> None:
+    r = rs.by_key()[key]
+    r.samples["completion"] = [x * factor for x in r.samples["completion"]]
+
+
+def test_a_jump_its_group_showed_gives_no_false_verdict_and_a_real_3x_slowdown_is_flagged() -> None:
+    """Cases steady through several runs ran 2-3x slower in a later one here, and a case's own few
+    runs do not show it: its neighbours' do. Two cases of a group each ran 2.5x slower in one A/A
+    run; a third, steady through every calibration run, does the same between two later runs: no
+    verdict (the per-case noise alone called it slower), nor in the held-out check; 3x is flagged."""
+    runs = [run_set(800 + i, scatter=0.02) for i in range(10)]
+    victim, others = "broadcast/shm/bytes/ndarray/1000/r4", ("broadcast/zmq/bytes/ndarray/1000/r4",
+                                                              "broadcast/lmdb/bytes/ndarray/100000/r4")
+    for i, key in ((2, others[0]), (7, others[1])):
+        _slow(runs[i], key, 2.5)
+    c = cal.calibrate_sets(runs, 0.10, {"host": "test", "cores": 2})
+    assert c.tails["broadcast r4"].jump == pytest.approx(math.log(2.5), abs=0.05)
+    assert c.noise(victim)[0] < 0.1  # its own runs and its group's median case: steady
+    base, head = run_set(900, scatter=0.02), run_set(901, scatter=0.02)
+    _slow(head, victim, 2.5)
+    comparison = compare.compare_sets(base, head, calibration=c)
+    judged = {x.key: x for x in comparison.cases}
+    assert judged[victim].status == "inconclusive" and "moved up to 2.5" in judged[victim].note
+    assert not comparison.regressions and not comparison.with_status("faster")
+    _slow(head, victim, 3.0 / 2.5)
+    assert [x.key for x in compare.compare_sets(base, head, calibration=c).regressions] == [victim]
+    # the held-out check, the same rule: the victim's one 2.5x run among the calibration's runs
+    _slow(runs[5], victim, 2.5)
+    held = tell.held_out_false(runs, 0.10, 3.7)
+    assert sum(v[1] for v in held.values()) > 0 and sum(v[0] for v in held.values()) == 0, held
+
+
+def test_an_older_file_loads_its_tails_come_from_its_ratios_and_its_held_out_warns_on_any_false(tmp_path: Path) -> None:
+    c = cal.calibrate_sets([run_set(950 + i, scatter=0.1) for i in range(5)], 0.10, {"host": "test", "cores": 2})
+    data = c.to_dict()
+    data["held_out"] = {"broadcast r2": [1, 100]}  # before the promise was counted: [false, pairs]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    old = cal.Calibration.load(path)
+    assert {g: t.jump for g, t in old.tails.items()} == pytest.approx({g: t.jump for g, t in c.tails.items()}, rel=1e-4)
+    assert old.tails["broadcast r2"].pairs == 24 * 4  # the file's ratios: 24 cases x 4 consecutive pairs
+    assert old.held_out == {"broadcast r2": [1, 100]} and old.held_out_note() is not None
+    old.held_out = {"broadcast r2": [1, 100, 1.2]}  # within what the tail promised: no warning
+    assert old.held_out_note() is None
+    old.held_out = {"broadcast r2": [2, 100, 1.2], "broadcast r4": [0, 100, 1.2]}
+    assert "2 false verdicts in 100 A/A case pairs of broadcast r2" in (old.held_out_note() or "")

@@ -17,6 +17,7 @@ import pytest
 
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.history import calibration as cal
+from pytest_ipcbench.history import calibration_summary as tell
 from pytest_ipcbench.history import compare, verdict, verdict_text
 from pytest_ipcbench.history.results import Result, ResultSet
 
@@ -251,13 +252,13 @@ def test_calibrate_counts_false_verdicts_on_held_out_pairs_and_compare_says_so(t
     counts it; compare then warns that its verdicts across runs are not to be trusted."""
     steady = [run_set(700 + i, scatter=0.02) for i in range(7)]
     z = 3.7
-    assert cal.held_out_false(steady[:4], 0.10, z) == {}  # fewer than 5 runs: not checked
-    quiet = cal.held_out_false(steady, 0.10, z)
+    assert tell.held_out_false(steady[:4], 0.10, z) == {}  # fewer than 5 runs: not checked
+    quiet = tell.held_out_false(steady, 0.10, z)
     assert quiet and sum(v[0] for v in quiet.values()) == 0 and sum(v[1] for v in quiet.values()) > 0
     moody = [run_set(700 + i, scatter=0.02) for i in range(7)]
     victim = next(r for r in moody[5].results if r.backend == "zmq" and r.size == 1_000)
     victim.samples["completion"] = [3 * x for x in victim.samples["completion"]]
-    held = cal.held_out_false(moody, 0.10, z)
+    held = tell.held_out_false(moody, 0.10, z)
     assert sum(v[0] for v in held.values()) >= 1, held
     calibration = cal.calibrate_sets(moody, 0.10, {"host": "test", "cores": 2})
     assert calibration.held_out_note() is None  # not checked yet
