@@ -190,13 +190,9 @@ def newest_wins_sizes(group: Group, spec: BackendSpec, sizes: Sequence[int]) -> 
 
 def at_page_offset(nbytes: int, offset: int, seed: int = 0) -> np.ndarray:
     """A uint8 array of ``nbytes`` whose first byte sits ``offset`` bytes into a page."""
-    from pytest_ipcbench.core.aliasing import PAGE, buffer_address
+    from pytest_ipcbench.core.aliasing import placed
 
-    room = np.empty(nbytes + 2 * PAGE, dtype=np.uint8)
-    skip = (offset - buffer_address(room)) % PAGE
-    out = room[skip : skip + nbytes]
-    out[:] = (np.arange(nbytes) * 7 + seed) % 251
-    return out
+    return placed(((np.arange(nbytes) * 7 + seed) % 251).astype(np.uint8), offset)
 
 
 def shm_distances(group: Group, spec: BackendSpec, nbytes: int, offsets: Sequence[int]) -> list[Any]:

@@ -9,8 +9,9 @@ same page offsets (4K aliasing) while those stores wait for the other core's lin
 buffer's place in its page follows what the process allocated before, so the same case wrote at
 one speed in one run and 2-3x slower in the next (issue 26; the plain program and the numbers:
 docs/method.md rule 23). A store that chooses where a value goes (``shm``) moves it 64 bytes
-further when it would land in that window; one that does not (LMDB puts a value 16 bytes into
-its page) keeps the source's luck.
+further when it would land in that window (:func:`clear_of_aliasing`). One that does not (LMDB
+puts a value 16 bytes into its page) keeps the source's luck, so the harness puts the arrays it
+sends where a fresh process has a large array, 16 bytes into a page (:func:`placed`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,15 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+import numpy as np
+
 PAGE = 4096
 NEAR = 64  # a destination 1-63 bytes past its source, modulo a page, copies slowly
 #: buffers below this keep their place: at 10 KB the check (~0.5 µs) costs what a bad place does
 MIN_BYTES = 64 * 1024
+#: where glibc's malloc puts a block it maps afresh (above its mmap threshold, as in a fresh
+#: process): just after the chunk's 16-byte header, 16 bytes into a page
+FRESH_OFFSET = 16
 
 
 class _PyBuffer(ctypes.Structure):
@@ -62,4 +68,13 @@ def clear_of_aliasing(pos: int, buf: Any, nbytes: int) -> int:
     return pos
 
 
-__all__ = ["buffer_address", "clear_of_aliasing", "PAGE", "NEAR", "MIN_BYTES"]
+def placed(arr: np.ndarray, offset: int = FRESH_OFFSET) -> np.ndarray:
+    """A copy of a C-contiguous array whose data starts ``offset`` bytes into a page."""
+    room = np.empty(arr.nbytes + 2 * PAGE, dtype=np.uint8)
+    skip = (offset - buffer_address(room)) % PAGE
+    out = room[skip : skip + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    out[...] = arr
+    return out
+
+
+__all__ = ["buffer_address", "clear_of_aliasing", "placed", "PAGE", "NEAR", "MIN_BYTES", "FRESH_OFFSET"]
