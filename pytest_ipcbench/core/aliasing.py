@@ -2,16 +2,18 @@
 
 A large copy whose destination starts 1-63 bytes after its source, modulo a 4 KiB page, ran 3-4x
 slower on this project's machine (AMD EPYC under KVM, glibc 2.36 ``memcpy``) when another core
-had just read the destination, as a broadcast's readers have: 1 MB in 85-97 µs against 26-29 µs
-at any other distance (0, 64-4080 bytes), and the same 3-4x from 10 KB (1.3 against 0.4 µs) to
-256 KiB (29-30 against 6.5-6.8 µs). The copy's loads wait behind its own earlier stores to the
-same page offsets (4K aliasing) while those stores wait for the other core's lines. A heap
-buffer's place in its page follows what the process allocated before, so the same case wrote at
-one speed in one run and 2-3x slower in the next (issue 26; the plain program and the numbers:
-docs/method.md rule 23). A store that chooses where a value goes (``shm``) moves it 64 bytes
-further when it would land in that window (:func:`clear_of_aliasing`). One that does not (LMDB
-puts a value 16 bytes into its page) keeps the source's luck, so the harness puts the arrays it
-sends where a fresh process has a large array, 16 bytes into a page (:func:`placed`).
+had just read the destination, as a broadcast's readers have: 1 MB in 85-97 µs against
+26-29 µs at any other distance (0, 64-4080 bytes), and the same 3-4x from 10 KB (1.3 against
+0.4 µs) to 256 KiB (29-30 against 6.5-6.8 µs); that is while the host ran the two vCPUs far
+apart, and nothing while it ran them near (``tools/line_roundtrip.c``, ``tools/copy_place.py``).
+The copy's loads wait behind its own earlier stores to the same page offsets (4K aliasing) while
+those stores wait for the other core's lines. A heap buffer's place in its page follows what the
+process allocated before, so the same case wrote at one speed in one run and 2-3x slower in the
+next (issue 26 in the README; docs/method.md rule 23). A store that chooses where a value goes
+(``shm``) moves it 64 bytes further when it would land in that window
+(:func:`clear_of_aliasing`). One that does not (LMDB puts a value 16 bytes into its page) keeps
+the source's luck, so the harness puts the arrays it sends where a fresh process has a large
+array, 16 bytes into a page (:func:`placed`).
 """
 
 from __future__ import annotations
