@@ -188,6 +188,50 @@ def newest_wins_sizes(group: Group, spec: BackendSpec, sizes: Sequence[int]) -> 
     return newest_wins(group, spec, float_arrays(sizes))
 
 
+def at_page_offset(nbytes: int, offset: int, seed: int = 0) -> np.ndarray:
+    """A uint8 array of ``nbytes`` whose first byte sits ``offset`` bytes into a page."""
+    from pytest_ipcbench.core.aliasing import placed
+
+    return placed(((np.arange(nbytes) * 7 + seed) % 251).astype(np.uint8), offset)
+
+
+def shm_distances(group: Group, spec: BackendSpec, nbytes: int, offsets: Sequence[int]) -> list[Any]:
+    """shm native mode: the writer sends arrays at each source page offset and returns, for each,
+    where the copy landed past its source modulo a page; a reader returns "ok" or what it got."""
+    import struct
+
+    from pytest_ipcbench.backends import shm
+    from pytest_ipcbench.core.aliasing import PAGE, buffer_address
+
+    objects = [at_page_offset(nbytes, off, seed=i) for i, off in enumerate(offsets)]
+    out: list[Any] = []
+    with spec.open(group) as live:
+        for obj in objects:
+            group.barrier()
+            if group.rank == live.root:
+                live.write(obj)
+                data = live._data
+                (dst,) = struct.unpack_from("<Q", data, shm._TABLE.size)  # the first buffer's offset
+                out.append((buffer_address(data) + dst - buffer_address(obj)) % PAGE)
+                group.barrier()
+            else:
+                group.barrier()
+                got = live.read()
+                out.append("ok" if same(got, obj) else f"got {_describe(got)}")
+                del got
+        group.barrier()
+    return out
+
+
+def shm_bytes_moved(group: Group, spec: BackendSpec, objects: Sequence[Any]) -> list[str]:
+    """shm bytes mode with every pickle moved 64 bytes into the segment: readers still get it."""
+    from pytest_ipcbench.backends import shm
+
+    if group.rank == 0:
+        shm.clear_of_aliasing = lambda pos, buf, nbytes: pos + 64  # this process only
+    return roundtrip(group, spec, objects)
+
+
 # --- shared arrays: helper processes that hold, forward, check and drop arrays on command ---
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.aliasing import MIN_BYTES, placed
 from ..core.payloads import DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec
 from ..core.units import size_label
 
@@ -61,6 +62,20 @@ def payload_bytes(payload: Payload) -> int:
         if kind == "tiny":
             return TINY_BYTES
     return int(payload.nbytes)
+
+
+def steady_place(obj: Any) -> Any:
+    """``obj`` with each large array (itself, or in a list or tuple) moved to a fixed place in
+    its page (``core/aliasing.placed``): where a heap put it followed the process's history, and a
+    store's copy ran 3-4x slower from some places (docs/method.md rule 23)."""
+    def fixed(x: Any) -> Any:
+        if type(x) is np.ndarray and x.nbytes >= MIN_BYTES and x.flags.c_contiguous and not x.dtype.hasobject:
+            return placed(x)
+        return x
+
+    if isinstance(obj, (list, tuple)) and obj and any(type(x) is np.ndarray for x in obj):
+        return type(obj)(fixed(x) for x in obj)
+    return fixed(obj)
 
 
 def touch(obj: Any) -> int:

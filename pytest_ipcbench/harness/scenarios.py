@@ -23,7 +23,7 @@ from ..history.results import Result, Verified
 from ..core.errors import IpcbenchError
 from .clock import SHARED, rank_clocks
 from .inject import DeliveryStretch, slowdown_for, stretcher
-from .payload import Payload, payload_bytes, touch
+from .payload import Payload, payload_bytes, steady_place, touch
 from .transfer import describe_object
 from .plan import BenchSettings, Plan, static_plan
 
@@ -136,9 +136,10 @@ class _Case:
 
     def _payloads(self) -> list[Any]:
         """Two payloads (seeds 1 and 2) that alternate, so a stale value fails verification; or
-        one sent every time (``alternate=False``: what mpi4py.bench and OSU do)."""
-        first = self.payload.build(seed=1)
-        return [first, self.payload.build(seed=2) if self.settings.alternate else first]
+        one sent every time (``alternate=False``: what mpi4py.bench and OSU do). Each large array
+        sits at the same place in its page in every run (:func:`~.payload.steady_place`)."""
+        first = steady_place(self.payload.build(seed=1))
+        return [first, steady_place(self.payload.build(seed=2)) if self.settings.alternate else first]
 
     @property
     def per_iteration_bytes(self) -> int:

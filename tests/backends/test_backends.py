@@ -288,3 +288,19 @@ def test_mpi_buffer_encoding_round_trips_without_mpi(mode: str) -> None:
     if mode == "native":  # arrays travel as raw buffers, not pickled
         meta, sent = encode([np.arange(1000, dtype=np.int32)] * 2, mode)
         assert len(meta) < 200 and [len(b) for b in sent] == [4000, 4000]
+
+
+def test_shm_native_copy_never_lands_just_past_its_source(world: LocalWorld) -> None:
+    # every 16-byte place of the source in its page: a 1-63 byte distance modulo a page made a
+    # 1 MB copy 3-4x slower (core/aliasing.py); before the fix 3 of these 256 places landed there
+    offsets = list(range(0, 4096, 16))
+    results = world.run(progs.shm_distances, BackendSpec("shm", "native"), 100_000, offsets, ranks=2)
+    distances, reader = results
+    assert reader == ["ok"] * len(offsets)
+    assert [d for d in distances if 0 < d < 64] == []
+
+
+def test_shm_bytes_reads_a_pickle_that_does_not_start_the_segment(world: LocalWorld) -> None:
+    objects = [np.arange(n, dtype=np.float64) for n in (10, 20_000, 200_000)]
+    results = world.run(progs.shm_bytes_moved, BackendSpec("shm", "bytes"), objects, ranks=3)
+    assert results == [["sent"] * 3, ["ok"] * 3, ["ok"] * 3]

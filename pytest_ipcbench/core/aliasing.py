@@ -1,0 +1,82 @@
+"""Where to put a copy in memory we lay out ourselves, so that its speed does not depend on chance.
+
+A large copy whose destination starts 1-63 bytes after its source, modulo a 4 KiB page, ran 3-4x
+slower on this project's machine (AMD EPYC under KVM, glibc 2.36 ``memcpy``) when another core
+had just read the destination, as a broadcast's readers have: 1 MB in 85-97 µs against
+26-29 µs at any other distance (0, 64-4080 bytes), and the same 3-4x from 10 KB (1.3 against
+0.4 µs) to 256 KiB (29-30 against 6.5-6.8 µs); that is while the host ran the two vCPUs far
+apart, and nothing while it ran them near (``tools/line_roundtrip.c``, ``tools/copy_place.py``).
+The copy's loads wait behind its own earlier stores to the same page offsets (4K aliasing) while
+those stores wait for the other core's lines. A heap buffer's place in its page follows what the
+process allocated before, so the same case wrote at one speed in one run and 2-3x slower in the
+next (issue 26 in the README; docs/method.md rule 23). A store that chooses where a value goes
+(``shm``) moves it 64 bytes further when it would land in that window
+(:func:`clear_of_aliasing`). One that does not (LMDB puts a value 16 bytes into its page) keeps
+the source's luck, so the harness puts the arrays it sends where a fresh process has a large
+array, 16 bytes into a page (:func:`placed`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+PAGE = 4096
+NEAR = 64  # a destination 1-63 bytes past its source, modulo a page, copies slowly
+#: buffers below this keep their place: at 10 KB the check (~0.5 µs) costs what a bad place does
+MIN_BYTES = 64 * 1024
+#: where glibc's malloc puts a block it maps afresh (above its mmap threshold, as in a fresh
+#: process): just after the chunk's 16-byte header, 16 bytes into a page
+FRESH_OFFSET = 16
+
+
+class _PyBuffer(ctypes.Structure):
+    _fields_ = [
+        ("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p),
+    ]
+
+
+_get = ctypes.pythonapi.PyObject_GetBuffer
+_get.argtypes, _get.restype = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int], ctypes.c_int
+_release = ctypes.pythonapi.PyBuffer_Release
+_release.argtypes, _release.restype = [ctypes.POINTER(_PyBuffer)], None
+
+
+def buffer_address(buf: Any) -> int:
+    """The address of the first byte of any object with the buffer protocol (read-only too).
+
+    ``PyObject_GetBuffer`` through ctypes: ~0.5 µs, where numpy's ``__array_interface__`` took 2.5.
+    """
+    view = _PyBuffer()
+    _get(buf, ctypes.byref(view), 0)  # raises (ctypes sets the error) for a non-buffer
+    try:
+        return int(view.buf or 0)
+    finally:
+        _release(ctypes.byref(view))
+
+
+def clear_of_aliasing(pos: int, buf: Any, nbytes: int) -> int:
+    """``pos``, or ``pos + 64`` when copying ``buf`` (``nbytes`` long) to offset ``pos`` of a
+    page-aligned mapping would start 1-63 bytes past the source, modulo a page."""
+    if nbytes < MIN_BYTES:
+        return pos
+    if 0 < (pos - buffer_address(buf)) % PAGE < NEAR:
+        return pos + NEAR
+    return pos
+
+
+def placed(arr: np.ndarray, offset: int = FRESH_OFFSET) -> np.ndarray:
+    """A copy of a C-contiguous array whose data starts ``offset`` bytes into a page."""
+    room = np.empty(arr.nbytes + 2 * PAGE, dtype=np.uint8)
+    skip = (offset - buffer_address(room)) % PAGE
+    out = room[skip : skip + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    out[...] = arr
+    return out
+
+
+__all__ = ["buffer_address", "clear_of_aliasing", "placed", "PAGE", "NEAR", "MIN_BYTES", "FRESH_OFFSET"]
