@@ -39,7 +39,9 @@ CHILD = textwrap.dedent("""
 def _child(tmp_path: Path, sig: str, stuck: bool = False,
            ignore_hup: bool = False) -> tuple[subprocess.CompletedProcess, Path]:
     mark = tmp_path / "made"
-    preexec = (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignore_hup else None  # as nohup does
+    # ignored as nohup does, else at its default whatever this run inherited (a suite run under nohup)
+    hup = signal.SIG_IGN if ignore_hup else signal.SIG_DFL
+    preexec = lambda: signal.signal(signal.SIGHUP, hup)  # noqa: E731
     proc = subprocess.run([sys.executable, "-c", CHILD, sig, "stuck" if stuck else "-", str(mark)],
                           capture_output=True, text=True, timeout=60, preexec_fn=preexec)
     return proc, mark
