@@ -210,18 +210,19 @@ def compare_sets(
             if interval.low > 0 else math.inf
         k = min(_rounds_of(new[key], m), _rounds_of(old[key], m))
         noise = calibration.noise(key) if calibration is not None else None
-        if noise is not None:
-            sigma, source = noise
-        elif across_runs or one_round:
-            sigma, source = assumed, "assumed, no calibration"
-        elif rounds and h_rounds is not None:  # the rounds' own spread, t interval (few rounds: wide)
-            sigma, source = 0.0, f"{k} rounds"
-        else:
-            sigma, source = 0.0, "within-run"
-        h_between = z * sigma / math.sqrt(k)
-        if noise is not None and calibration is not None and (across_runs or one_round):
+        if noise is not None and (across_runs or one_round):
             # separate runs: the calibration's rule, its group's largest A/A jump a floor (rounds bound their own)
-            h_between, source = calibration.between_runs(key, z, k) or (h_between, source)
+            h_between, source = calibration.between_runs(key, z, k)  # type: ignore[union-attr,misc]
+        else:
+            if noise is not None:
+                sigma, source = noise
+            elif across_runs or one_round:
+                sigma, source = assumed, "assumed, no calibration"
+            elif rounds and h_rounds is not None:  # the rounds' own spread, t interval (few rounds: wide)
+                sigma, source = 0.0, f"{k} rounds"
+            else:
+                sigma, source = 0.0, "within-run"
+            h_between = z * sigma / math.sqrt(k)
         if h_rounds is not None and not across_runs:  # the rounds' spread; a calibration bounds it below
             h_between = max(h_between, h_rounds)
         if across_runs or one_round:
