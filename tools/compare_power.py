@@ -13,6 +13,9 @@ rounds, each: two plain runs (A, B) and one run per ``--plan`` with ``$IPCBENCH_
 any), with the arguments after ``--``. The calibration runs are never compared: an A/A pair
 judged by a noise measured on itself would look better than it is.
 
+``table --runs-a-side K`` merges K consecutive rounds' runs of each kind into one side (as
+``ipcbench compare`` of two folders of runs does) and compares those blocks instead.
+
 ``table`` compares, with the calibration, A against B of each round (A/A: every "slower" or
 "faster" is false) and A against each injected run (the cases the plan slowed: how many were
 flagged "slower"; the others: false verdicts), counts verdicts per case (slower / faster /
@@ -35,6 +38,7 @@ from pytest_ipcbench.core.injection import Slowdown, parse_injection
 from pytest_ipcbench.history.calibration import Calibration
 from pytest_ipcbench.history.compare import compare_sets
 from pytest_ipcbench.history.results import ResultSet
+from pytest_ipcbench.history.run_sets import merge_runs
 from pytest_ipcbench.history.verdict import CaseVerdict
 
 STATUSES = ("slower", "faster", "unchanged", "inconclusive")
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace, run_args: list[str]) -> int:
     for r in range(args.rounds):
         folder = out / f"round{r + 1}"
         folder.mkdir(exist_ok=True)
-        runs = [("A", ""), ("B", "")] + [(f"inj{i + 1}", spec) for i, spec in enumerate(plans)]
+        runs = [("A", "")] + ([] if args.skip_b else [("B", "")]) + [(f"inj{i + 1}", spec) for i, spec in enumerate(plans)]
         shift = r % len(runs)  # the order rotates: no side is always first after a pause
         for name, inject in runs[shift:] + runs[:shift]:
             _run(args.python, cwd, folder / name, run_args, inject, folder / f"{name}.log")
@@ -126,11 +130,24 @@ def table(args: argparse.Namespace) -> int:
     untouched: Counter[str] = Counter()
     ratios: dict[str, list[float]] = defaultdict(list)
     predicted = 0.0  # false A/A verdicts the calibration's noise model expects
-    rounds = sorted(p for p in out.glob("round*") if (p / "A" / "results.json").is_file())
-    for folder in rounds:
-        a = ResultSet.load(folder / "A" / "results.json")
-        if (folder / "B" / "results.json").is_file():
-            comparison = compare_sets(a, ResultSet.load(folder / "B" / "results.json"), calibration=calibration)
+    rounds = sorted((p for p in out.glob("round*") if (p / "A" / "results.json").is_file()),
+                    key=lambda p: int(p.name[5:]))
+    k = args.runs_a_side
+    blocks = [rounds[i:i + k] for i in range(0, len(rounds) - k + 1, k)]
+
+    def side(block: list[Path], name: str) -> ResultSet | None:
+        files = [f / name / "results.json" for f in block]
+        if not all(f.is_file() for f in files):
+            return None
+        sets = [ResultSet.load(f) for f in files]
+        return sets[0] if k == 1 else merge_runs(sets, [str(f) for f in files])
+
+    for block in blocks:
+        folder = block[0] if k == 1 else Path(f"{block[0].name}-{block[-1].name}")
+        a = side(block, "A")
+        b = side(block, "B")
+        if b is not None:
+            comparison = compare_sets(a, b, calibration=calibration)
             for c in comparison.cases:
                 if c.status in STATUSES:
                     aa[c.status] += 1
@@ -138,11 +155,10 @@ def table(args: argparse.Namespace) -> int:
                     if c.status in ("slower", "faster"):
                         aa_false.append(f"{folder.name}: {c.key} {c.status}")
         for i, spec in enumerate(plan["plans"]):
-            head = folder / f"inj{i + 1}" / "results.json"
-            if not head.is_file():
+            h = side(block, f"inj{i + 1}")
+            if h is None:
                 continue
             inject = parse_injection(spec)
-            h = ResultSet.load(head)
             sizes = {r.key: r.size for r in h.results}
             for c in compare_sets(a, h, calibration=calibration).cases:
                 if c.status not in STATUSES:
@@ -154,7 +170,7 @@ def table(args: argparse.Namespace) -> int:
                 else:
                     untouched[c.status] += 1
     summary = {
-        "rounds": len(rounds), "calibration": str(cal_path) if calibration else None,
+        "rounds": len(rounds), "runs_a_side": k, "comparisons": len(blocks), "calibration": str(cal_path) if calibration else None,
         "aa": dict(aa), "aa_false": aa_false, "aa_false_predicted": round(predicted, 3),
         "injected": {spec: dict(c) for spec, c in injected.items()},
         "injected_untouched": dict(untouched),
@@ -162,7 +178,7 @@ def table(args: argparse.Namespace) -> int:
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     row = "{:<28} {:>7} {:>7} {:>10} {:>13} {:>9}"
-    print(f"{len(rounds)} rounds; calibration: {summary['calibration'] or 'none (every case inconclusive)'}")
+    print(f"{len(rounds)} rounds, {len(blocks)} comparisons of {k} run(s) a side; calibration: {summary['calibration'] or 'none (every case inconclusive)'}")
     print(row.format("pairs", "slower", "faster", "unchanged", "inconclusive", "flagged"))
     print(row.format("A/A", *(aa[s] for s in STATUSES), f"{aa['slower'] + aa['faster']} false")
           + (f"  (the calibration predicts {predicted:.2f})" if calibration else ""))
@@ -194,9 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--calibrate", type=int, default=4, help="runs to calibrate from (>= 3; 0: none)")
     p.add_argument("--plan", action="append", default=[], help="a slowdown as --inject takes it (repeatable)")
+    p.add_argument("--skip-b", action="store_true",
+                   help="no second plain run B a round (A/A verdicts then come from the cases no plan slowed)")
     t = sub.add_parser("table", help="verdicts per case of the rounds in FOLDER; writes FOLDER/summary.json")
     t.add_argument("folder")
     t.add_argument("--calibration", help="a calibration file (default FOLDER/calibration.json; 'none')")
+    t.add_argument("--runs-a-side", type=int, default=1, metavar="K",
+                   help="compare blocks of K consecutive rounds, each side its K runs merged (as "
+                        "`ipcbench compare` of two folders of runs does); default 1: run against run")
     args = parser.parse_args(argv)
     if args.command == "run":
         if args.calibrate and args.calibrate < 3:

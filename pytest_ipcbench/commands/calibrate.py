@@ -22,7 +22,7 @@ from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
 from ..history import calibration as cal
 from ..history import calibration_summary as tell
-from ..history.compare import load_results
+from ..history.run_sets import load_results
 from ..history.verdict import DEFAULT_THRESHOLD, GateError
 from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
 from ..history.stats import DEFAULT_CONFIDENCE

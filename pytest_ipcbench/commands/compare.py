@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from ..history.calibration import DEFAULT_PATH, find_calibration
-from ..history.compare import compare_sets, load_results
+from ..history.compare import compare_sets
+from ..history.run_sets import load_side
 from ..history.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
 from ..history.verdict_text import format_markdown, format_table
 from ..history.stats import DEFAULT_CONFIDENCE
@@ -81,8 +82,10 @@ def decision(args: argparse.Namespace) -> Decision:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("base", help="results JSON of the base (ipcbench run --out DIR writes DIR/results.json)")
-    parser.add_argument("head", help="results JSON of the head")
+    parser.add_argument("base", help="results of the base: a results JSON (ipcbench run --out DIR writes "
+                                     "DIR/results.json), or several runs: a folder of run folders or a quoted glob")
+    parser.add_argument("head", help="results of the head, as base; with 3 or more runs a side, made alternately "
+                                     "(base, head, base, ...), their own spread bounds each case's noise")
     parser.add_argument(
         "--paired", action="store_true",
         help="do not divide by the in-run references; files of different runs still get the between-run "
@@ -117,8 +120,8 @@ def check_calibration_file(path: str | None) -> None:
 
 def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | None = None) -> int:
     try:
-        base = load_results(base_path, "base")
-        head = load_results(head_path, "head")
+        base = load_side(base_path, "base")
+        head = load_side(head_path, "head")
         check_calibration_file(how.calibration)
         calibration = find_calibration(how.calibration)
         comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired,

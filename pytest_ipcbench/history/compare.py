@@ -24,9 +24,10 @@ from typing import Sequence
 import numpy as np
 
 from .calibration import UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
-from .normalise import Normalisation, is_reference, reference_factor
+from .normalise import Normalisation, is_reference, reference_factor, run_factors
 from .counters import counter_verdict
 from .results import Result, ResultSet
+from .run_sets import overlap_problem, runs_of
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
@@ -125,7 +126,16 @@ def compare_sets(
     from_gate = one_experiment and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
     one_round_cases = 0
     warnings = _env_warnings(base, head)
+    # sides of several separate runs that alternated: their own spread bounds the between-run noise
+    why_not_runs = overlap_problem(base, head) if across_runs else "one experiment"
+    runs_a_side = why_not_runs is None
+    if across_runs and not runs_a_side and (runs_of(base) or runs_of(head)):
+        warnings.append(f"the sides' runs are judged as single runs are (the calibration's rule): {why_not_runs}")
     norm = reference_factor(old, new) if not paired else None
+    per_run = run_factors([old, new], lambda r: round_split(r, r.primary)) if runs_a_side and not paired else None
+    if per_run is not None:  # each run divided by its own references' factor: the runs' spread holds its noise
+        old, new = (_divided(side, factors) for side, factors in zip((old, new), per_run))
+        norm = None
     if paired and across_runs:
         warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "
                         "run id): they are not normalised, but the between-run noise still applies (docs/method.md rule 19)")
@@ -210,7 +220,12 @@ def compare_sets(
             if interval.low > 0 else math.inf
         k = min(_rounds_of(new[key], m), _rounds_of(old[key], m))
         noise = calibration.noise(key) if calibration is not None else None
-        if noise is not None and (across_runs or one_round):
+        own_spread = runs_a_side and h_rounds is not None
+        if own_spread:  # several alternated runs a side: how far they moved, at least the calibrated noise
+            floor = z * noise[0] / math.sqrt(k) if noise is not None else 0.0
+            h_between = max(h_rounds, floor)  # type: ignore[arg-type]
+            source = f"{k}+ runs a side" + ("; calibrated floor" if floor > h_rounds else "")  # type: ignore[operator]
+        elif noise is not None and (across_runs or one_round):
             # separate runs: the calibration's rule, its group's largest A/A jump a floor (rounds bound their own)
             h_between, source = calibration.between_runs(key, z, k)  # type: ignore[union-attr,misc]
         else:
@@ -225,7 +240,9 @@ def compare_sets(
             h_between = z * sigma / math.sqrt(k)
         if h_rounds is not None and not across_runs:  # the rounds' spread; a calibration bounds it below
             h_between = max(h_between, h_rounds)
-        if across_runs or one_round:
+        if own_spread:  # the runs' medians already hold each run's own sampling noise
+            h = max(h_within, math.sqrt(h_between ** 2 + h_norm ** 2))
+        elif across_runs or one_round:
             h = math.sqrt(h_within ** 2 + h_between ** 2 + h_norm ** 2)
         else:  # one experiment: its rounds' bootstrap already holds their spread; the calibration bounds it below
             h = max(h_within, h_between)
@@ -235,7 +252,8 @@ def compare_sets(
             low, high = interval.low / factor, interval.high / factor
         final = RatioInterval(ratio, low, high, per_case, interval.median_a, interval.median_b)
         status = decide(final, threshold)
-        guessed = (across_runs or one_round) and (noise is None or shared is not None) and status != "inconclusive"
+        guessed = (across_runs or one_round) and not own_spread and (noise is None or shared is not None) \
+            and status != "inconclusive"
         if guessed:  # no measured between-run noise: two runs are no paired experiment (docs/method.md rule 19)
             looks = status
             status = "inconclusive"
@@ -263,7 +281,8 @@ def compare_sets(
                else "intervals assume the uncalibrated between-run noise and get no time verdict "
                     "('looks slower' / 'looks faster' in their notes); run 2 or more rounds (--rounds) or calibrate"))
     if across_runs:
-        comparison.warnings.append(_across_runs_note(norm, calibration, spread))
+        comparison.warnings.append(_across_runs_note(norm, calibration, spread, (len(runs_of(base)), len(runs_of(head)))
+                                                     if runs_a_side else None, per_run is not None))
         load = _load_warning(base, head)
         if load:
             comparison.warnings.append(load)
@@ -281,6 +300,21 @@ def compare_sets(
             f"{len(old.keys() & new.keys())} in common, none with enough samples{why}"
         )
     return comparison
+
+
+def _divided(side: dict[str, Result], factors: list[float]) -> dict[str, Result]:
+    """Every case of a side merged from runs with each run's samples divided by that run's factor."""
+    out = {}
+    for key, r in side.items():
+        samples = {}
+        for m, x in r.samples.items():
+            split = round_split(r, m)
+            if split and len(split) == len(factors):
+                samples[m] = [v / f for chunk, f in zip(chunks(x, split), factors) for v in chunk]
+            else:
+                samples[m] = x
+        out[key] = replace(r, samples=samples)
+    return out
 
 
 def _growth(h: float) -> str:
@@ -334,9 +368,16 @@ def _calibration_load_note(calibration: Calibration | None, base: ResultSet, hea
             f"speeds); calibrate at the load the runs meet")
 
 
-def _across_runs_note(norm: Normalisation | None, calibration: Calibration | None, spread: float) -> str:
-    how = "not normalised (--paired)" if norm is None else norm.describe()
-    if calibration is not None:
+def _across_runs_note(norm: Normalisation | None, calibration: Calibration | None, spread: float,
+                      runs: tuple[int, int] | None = None, per_run: bool = False) -> str:
+    how = ("each run divided by its own load factor (the median over the in-run references of their distance "
+           "from their median over every run)" if per_run else "not normalised (--paired)" if norm is None
+           else norm.describe())
+    if runs is not None:
+        floor = f", at least the noise measured by the {calibration.describe()}" if calibration is not None else ""
+        noise = (f"base holds {runs[0]} runs and head {runs[1]}, made alternately: a case's between-run noise is how "
+                 f"far its runs moved (a t interval of their log ratios, moderated by its group's){floor}")
+    elif calibration is not None:
         noise = f"the between-run noise of each case is the one measured by the {calibration.describe()}"
     else:
         noise = (f"no calibration: the between-run noise of the cases was not measured, so no case is decided "
@@ -373,15 +414,3 @@ def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Res
         return case
     return replace(case, explanations=[*case.explanations, *verdict.lines], counter_changes=verdict.changes,
                    counter_regressions=verdict.regressions)
-
-
-def load_results(path: str, side: str) -> ResultSet:
-    """A results file for one side of a comparison; a bad one is a GateError naming it."""
-    try:
-        return ResultSet.load(path)
-    except (ValueError, FileNotFoundError) as exc:
-        raise GateError(f"{side}: {exc}") from None
-    except (KeyError, TypeError) as exc:  # a results file whose records lack fields
-        raise GateError(f"{side}: {path} has malformed result records ({exc})") from None
-
-

@@ -18,7 +18,7 @@ import pytest
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.history import calibration as cal
 from pytest_ipcbench.history import calibration_summary as tell
-from pytest_ipcbench.history import compare, verdict, verdict_text
+from pytest_ipcbench.history import compare, run_sets, verdict, verdict_text
 from pytest_ipcbench.history.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
@@ -269,3 +269,86 @@ def test_calibrate_counts_false_verdicts_on_held_out_pairs_and_compare_says_so(t
     assert reloaded.held_out == held
     comparison = compare.compare_sets(run_set(1), run_set(2), calibration=reloaded)
     assert note in comparison.warnings
+
+
+# ------------------------------------------------------------ several runs a side (history/run_sets.py)
+
+
+def _runs(seeds: range, start: int, slow: dict[int, dict[str, float]] | None = None,
+          scatter: float = 0.08) -> list[ResultSet]:
+    """Runs made every other minute from minute ``start`` (base and head alternate when one
+    starts at 0 and the other at 1); ``slow`` maps a run's index to its slowed backends."""
+    out = []
+    for i, seed in enumerate(seeds):
+        rs = run_set(seed, load=1.0 + 0.15 * (seed % 3), scatter=scatter, slow=(slow or {}).get(i))
+        rs.env["created"] = f"2026-11-26T05:{start + 2 * i:02d}:00+00:00"
+        out.append(rs)
+    return out
+
+
+def test_five_alternated_runs_a_side_decide_a_1_5x_slowdown_that_single_runs_cannot() -> None:
+    calibration = calibrated(0.08, runs=10)
+    slowed = {i: {"zmq": 1.5} for i in range(5)}
+    base, head = _runs(range(100, 105), 0), _runs(range(200, 205), 1, slowed)
+    single = compare.compare_sets(base[0], head[0], calibration=calibration)
+    many = compare.compare_sets(run_sets.merge_runs(base), run_sets.merge_runs(head), calibration=calibration)
+    assert _slower_backends(many) == {"zmq"} and len(many.regressions) == len(SIZES) * 2
+    assert len(single.regressions) < len(many.regressions)  # the tails of single runs hide some of it
+    assert len(many.with_status("faster")) == 0 and many.exit_code == 1
+    assert all("5+ runs a side" in c.noise_source for c in many.cases if c.interval is not None)
+    assert any("base holds 5 runs and head 5, made alternately" in w for w in many.warnings)
+    # the runs' own spread decides without a calibration too
+    bare = compare.compare_sets(run_sets.merge_runs(base), run_sets.merge_runs(head))
+    assert _slower_backends(bare) == {"zmq"} and len(bare.with_status("faster")) == 0
+
+
+def test_identical_code_in_runs_a_side_gives_no_verdict_even_with_one_run_that_jumped() -> None:
+    false = 0
+    jumped = []
+    for rep in range(6):
+        # one head run of five in which mpi-p2p ran 3x slower (a second speed, a busy neighbour)
+        base = _runs(range(300 + 10 * rep, 305 + 10 * rep), 0)
+        head = _runs(range(400 + 10 * rep, 405 + 10 * rep), 1, {rep % 5: {"mpi-p2p": 3.0}})
+        comparison = compare.compare_sets(run_sets.merge_runs(base), run_sets.merge_runs(head))
+        false += _false(comparison)
+        jumped += [c for c in comparison.cases if c.key.split("/")[1] == "mpi-p2p"]
+    assert false == 0
+    assert all(c.status == "inconclusive" for c in jumped)  # the jump widened them, it did not flag them
+
+
+def test_runs_of_one_side_all_made_before_the_others_are_judged_as_single_runs() -> None:
+    calibration = calibrated(0.08, runs=10)
+    slowed = {i: {"zmq": 1.5} for i in range(5)}
+    base, head = _runs(range(100, 105), 0), _runs(range(200, 205), 20, slowed)  # head 20 minutes later
+    comparison = compare.compare_sets(run_sets.merge_runs(base), run_sets.merge_runs(head), calibration=calibration)
+    assert any("every run of base was made before every run of head" in w for w in comparison.warnings)
+    assert not any("runs a side" in (c.noise_source or "") for c in comparison.cases)
+    few = compare.compare_sets(run_sets.merge_runs(base[:2]), run_sets.merge_runs(head[:2]), calibration=calibration)
+    assert any("needs at least 3 a side" in w for w in few.warnings)
+
+
+def test_cli_compares_folders_and_globs_of_runs_and_refuses_a_run_given_twice(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    slowed = {i: {"zmq": 2.0} for i in range(4)}
+    for name, runs in (("base", _runs(range(100, 104), 0)), ("head", _runs(range(200, 204), 1, slowed))):
+        for i, rs in enumerate(runs):
+            rs.save(tmp_path / name / f"run{i}" / "results.json")
+    assert main(["compare", str(tmp_path / "base"), str(tmp_path / "head"), "--calibration", "none"]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out and "base holds 4 runs and head 4" in out
+    assert main(["compare", str(tmp_path / "base" / "run*"), str(tmp_path / "head" / "run*" / "results.json"),
+                 "--calibration", "none"]) == 1
+    capsys.readouterr()
+    # the same run twice on a side: exit 2, naming both files
+    twin = tmp_path / "twice"
+    for i in (0, 1):
+        (twin / f"r{i}").mkdir(parents=True)
+        (twin / f"r{i}" / "results.json").write_text((tmp_path / "base" / "run0" / "results.json").read_text())
+    assert main(["compare", str(twin), str(tmp_path / "head"), "--calibration", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "are the same run" in err and "r0" in err and "r1" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["compare", str(tmp_path / "empty"), str(tmp_path / "head")]) == 2
+    assert "holds no results.json" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "nothing-*"), str(tmp_path / "head")]) == 2
+    assert "nothing matches" in capsys.readouterr().err
