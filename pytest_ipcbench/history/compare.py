@@ -31,7 +31,7 @@ from .run_sets import overlap_problem, runs_of
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
-from .verdict import DEFAULT_THRESHOLD, LOAD_GAP, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison, GateError
+from .verdict import DEFAULT_THRESHOLD, LOAD_GAP, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison
 
 def same_experiment(base: ResultSet, head: ResultSet) -> bool:
     """Were both sets made by one interleaved experiment (one gate job), or are they one run?"""
@@ -146,12 +146,12 @@ def compare_sets(
     regime = _calibration_load_note(calibration, base, head)
     if regime:
         warnings.append(regime)
-    held_out = calibration.held_out_note() if calibration is not None and across_runs else None
+    held_out = calibration.held_out_note() if calibration is not None and across_runs and not runs_a_side else None
     if held_out:
         warnings.append(held_out)
     # a run that shared the machine more than any calibration run did: its noise is not the measured one
     shared = None
-    if across_runs and calibration is not None:
+    if across_runs and calibration is not None and not runs_a_side:  # several runs a side show their own spread
         why = [f"{side}: {w}" for side, rs in (("base", base), ("head", head))
                if (w := busier_than_calibrated(calibration, others_share(rs)))]
         if why:
@@ -224,7 +224,8 @@ def compare_sets(
         if own_spread:  # several alternated runs a side: how far they moved, at least the calibrated noise
             floor = z * noise[0] / math.sqrt(k) if noise is not None else 0.0
             h_between = max(h_rounds, floor)  # type: ignore[arg-type]
-            source = f"{k}+ runs a side" + ("; calibrated floor" if floor > h_rounds else "")  # type: ignore[operator]
+            source = (f"spread of {_rounds_of(old[key], m)} base and {_rounds_of(new[key], m)} head runs"
+                      + ("; calibrated floor" if floor > h_rounds else ""))  # type: ignore[operator]
         elif noise is not None and (across_runs or one_round):
             # separate runs: the calibration's rule, its group's largest A/A jump a floor (rounds bound their own)
             h_between, source = calibration.between_runs(key, z, k)  # type: ignore[union-attr,misc]

@@ -295,7 +295,7 @@ def test_five_alternated_runs_a_side_decide_a_1_5x_slowdown_that_single_runs_can
     assert _slower_backends(many) == {"zmq"} and len(many.regressions) == len(SIZES) * 2
     assert len(single.regressions) < len(many.regressions)  # the tails of single runs hide some of it
     assert len(many.with_status("faster")) == 0 and many.exit_code == 1
-    assert all("5+ runs a side" in c.noise_source for c in many.cases if c.interval is not None)
+    assert all("spread of 5 base and 5 head runs" in c.noise_source for c in many.cases if c.interval is not None)
     assert any("base holds 5 runs and head 5, made alternately" in w for w in many.warnings)
     # the runs' own spread decides without a calibration too
     bare = compare.compare_sets(run_sets.merge_runs(base), run_sets.merge_runs(head))
@@ -322,7 +322,7 @@ def test_runs_of_one_side_all_made_before_the_others_are_judged_as_single_runs()
     base, head = _runs(range(100, 105), 0), _runs(range(200, 205), 20, slowed)  # head 20 minutes later
     comparison = compare.compare_sets(run_sets.merge_runs(base), run_sets.merge_runs(head), calibration=calibration)
     assert any("every run of base was made before every run of head" in w for w in comparison.warnings)
-    assert not any("runs a side" in (c.noise_source or "") for c in comparison.cases)
+    assert not any("head runs" in (c.noise_source or "") for c in comparison.cases)
     few = compare.compare_sets(run_sets.merge_runs(base[:2]), run_sets.merge_runs(head[:2]), calibration=calibration)
     assert any("needs at least 3 a side" in w for w in few.warnings)
 
