@@ -84,7 +84,7 @@ def decision(args: argparse.Namespace) -> Decision:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("base", help="results of the base: a results JSON (ipcbench run --out DIR writes "
                                      "DIR/results.json), or several runs: a folder of run folders or a quoted glob")
-    parser.add_argument("head", help="results of the head, as base; with 3 or more runs a side, made alternately "
+    parser.add_argument("head", help="results of the head, as base; with 5 or more runs a side, made alternately "
                                      "(base, head, base, ...), their own spread bounds each case's noise")
     parser.add_argument(
         "--paired", action="store_true",

@@ -10,8 +10,8 @@ variance moderated by its group's), which a single jump cannot fool: one run of 
 J moves the mean by J / k and widens the interval by about as much. That holds only when the two
 sides' runs shared the machine's states: runs of one side all made before the other's would
 read a change of the machine between them as the code's, so the sides' runs must overlap in
-time (made alternately: base, head, base, head, ...), or compare falls back to the rule for
-single runs and says why.
+time (made alternately: base, head, base, head, ...), and there must be :data:`MIN_RUNS` of them,
+or compare falls back to the rule for single runs and says why.
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ from .verdict import GateError
 
 #: The env key of a side merged from separate runs: each run's id and creation time, in order.
 RUNS_KEY = "compared_runs"
-#: Runs a side needs before their own spread bounds the noise (2 degrees of freedom a side).
-MIN_RUNS = 3
+#: Runs a side needs before their own spread bounds the noise. The machine has states that last
+#: several runs (here cross-core copies of 1 MB at 22, 31 or 41 us for minutes at a time, as the
+#: host places the two vCPUs): with 3 runs a side all 3 of one side met the slow state and none of
+#: the other's in 1 of 3 quiet blocks, and 9 cases read a confident 0.54-0.76x; with 5 a side such a
+#: split is about 10 times rarer, and none was seen.
+MIN_RUNS = 5
 RESULTS_FILE = "results.json"
 
 

@@ -323,19 +323,20 @@ def test_runs_of_one_side_all_made_before_the_others_are_judged_as_single_runs()
     comparison = compare.compare_sets(run_sets.merge_runs(base), run_sets.merge_runs(head), calibration=calibration)
     assert any("every run of base was made before every run of head" in w for w in comparison.warnings)
     assert not any("head runs" in (c.noise_source or "") for c in comparison.cases)
-    few = compare.compare_sets(run_sets.merge_runs(base[:2]), run_sets.merge_runs(head[:2]), calibration=calibration)
-    assert any("needs at least 3 a side" in w for w in few.warnings)
+    few = compare.compare_sets(run_sets.merge_runs(base[:4]), run_sets.merge_runs(head[:4]), calibration=calibration)
+    assert any("needs at least 5 a side" in w for w in few.warnings)
+    assert not any("head runs" in (c.noise_source or "") for c in few.cases)
 
 
 def test_cli_compares_folders_and_globs_of_runs_and_refuses_a_run_given_twice(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    slowed = {i: {"zmq": 2.0} for i in range(4)}
-    for name, runs in (("base", _runs(range(100, 104), 0)), ("head", _runs(range(200, 204), 1, slowed))):
+    slowed = {i: {"zmq": 2.0} for i in range(5)}
+    for name, runs in (("base", _runs(range(100, 105), 0)), ("head", _runs(range(200, 205), 1, slowed))):
         for i, rs in enumerate(runs):
             rs.save(tmp_path / name / f"run{i}" / "results.json")
     assert main(["compare", str(tmp_path / "base"), str(tmp_path / "head"), "--calibration", "none"]) == 1
     out = capsys.readouterr().out
-    assert "REGRESSION" in out and "base holds 4 runs and head 4" in out
+    assert "REGRESSION" in out and "base holds 5 runs and head 5" in out
     assert main(["compare", str(tmp_path / "base" / "run*"), str(tmp_path / "head" / "run*" / "results.json"),
                  "--calibration", "none"]) == 1
     capsys.readouterr()
