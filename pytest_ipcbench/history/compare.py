@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from .calibration import UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
-from .normalise import Normalisation, is_reference, reference_factor, run_factors
+from .normalise import Normalisation, is_reference, reference_factor
 from .counters import counter_verdict
 from .results import Result, ResultSet
 from .run_sets import overlap_problem, runs_of
@@ -132,10 +132,6 @@ def compare_sets(
     if across_runs and not runs_a_side and (runs_of(base) or runs_of(head)):
         warnings.append(f"the sides' runs are judged as single runs are (the calibration's rule): {why_not_runs}")
     norm = reference_factor(old, new) if not paired else None
-    per_run = run_factors([old, new], lambda r: round_split(r, r.primary)) if runs_a_side and not paired else None
-    if per_run is not None:  # each run divided by its own references' factor: the runs' spread holds its noise
-        old, new = (_divided(side, factors) for side, factors in zip((old, new), per_run))
-        norm = None
     if paired and across_runs:
         warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "
                         "run id): they are not normalised, but the between-run noise still applies (docs/method.md rule 19)")
@@ -283,7 +279,7 @@ def compare_sets(
                     "('looks slower' / 'looks faster' in their notes); run 2 or more rounds (--rounds) or calibrate"))
     if across_runs:
         comparison.warnings.append(_across_runs_note(norm, calibration, spread, (len(runs_of(base)), len(runs_of(head)))
-                                                     if runs_a_side else None, per_run is not None))
+                                                     if runs_a_side else None))
         load = _load_warning(base, head)
         if load:
             comparison.warnings.append(load)
@@ -301,21 +297,6 @@ def compare_sets(
             f"{len(old.keys() & new.keys())} in common, none with enough samples{why}"
         )
     return comparison
-
-
-def _divided(side: dict[str, Result], factors: list[float]) -> dict[str, Result]:
-    """Every case of a side merged from runs with each run's samples divided by that run's factor."""
-    out = {}
-    for key, r in side.items():
-        samples = {}
-        for m, x in r.samples.items():
-            split = round_split(r, m)
-            if split and len(split) == len(factors):
-                samples[m] = [v / f for chunk, f in zip(chunks(x, split), factors) for v in chunk]
-            else:
-                samples[m] = x
-        out[key] = replace(r, samples=samples)
-    return out
 
 
 def _growth(h: float) -> str:
@@ -370,10 +351,8 @@ def _calibration_load_note(calibration: Calibration | None, base: ResultSet, hea
 
 
 def _across_runs_note(norm: Normalisation | None, calibration: Calibration | None, spread: float,
-                      runs: tuple[int, int] | None = None, per_run: bool = False) -> str:
-    how = ("each run divided by its own load factor (the median over the in-run references of their distance "
-           "from their median over every run)" if per_run else "not normalised (--paired)" if norm is None
-           else norm.describe())
+                      runs: tuple[int, int] | None = None) -> str:
+    how = "not normalised (--paired)" if norm is None else norm.describe()
     if runs is not None:
         floor = f", at least the noise measured by the {calibration.describe()}" if calibration is not None else ""
         noise = (f"base holds {runs[0]} runs and head {runs[1]}, made alternately: a case's between-run noise is how "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -96,33 +96,3 @@ def _binom_half_quantile(p: float, n: int) -> int:
         if total >= p:
             return j
     return n
-
-
-def run_factors(sides: Sequence[dict[str, Result]], split_of: Callable[[Result], list[int] | None]
-                ) -> list[list[float]] | None:
-    """Each run's load factor, for sides merged from separate runs: per run, the median over the
-    in-run references of how far the reference's median in that run lies from its median over
-    every run of both sides. None with fewer than :data:`MIN_REFERENCES` references in every run."""
-    keys = sorted(set.intersection(*(set(k for k, r in s.items() if is_reference(r)) for s in sides)))
-    per_ref: dict[str, list[list[float]]] = {}
-    for key in keys:
-        logs = []
-        for side in sides:
-            r = side[key]
-            x, split = r.samples.get(r.primary) or [], split_of(r)
-            if not split:
-                break
-            starts = np.cumsum([0, *split])
-            meds = [float(np.median(x[a:b])) for a, b in zip(starts[:-1], starts[1:])]
-            if min(meds) <= 0:
-                break
-            logs.append([math.log(m) for m in meds])
-        else:
-            per_ref[key] = logs
-    shape = [len(v) for v in next(iter(per_ref.values()))] if per_ref else []
-    per_ref = {k: v for k, v in per_ref.items() if [len(x) for x in v] == shape}  # in every run, each side
-    if len(per_ref) < MIN_REFERENCES:
-        return None
-    centre = {k: float(np.median(np.concatenate(v))) for k, v in per_ref.items()}
-    return [[math.exp(float(np.median([v[s][i] - centre[k] for k, v in per_ref.items()]))) for i in range(runs)]
-            for s, runs in enumerate(shape)]

@@ -280,7 +280,7 @@ def _runs(seeds: range, start: int, slow: dict[int, dict[str, float]] | None = N
     starts at 0 and the other at 1); ``slow`` maps a run's index to its slowed backends."""
     out = []
     for i, seed in enumerate(seeds):
-        rs = run_set(seed, load=1.0 + 0.15 * (seed % 3), scatter=scatter, slow=(slow or {}).get(i))
+        rs = run_set(seed, load=1.0 + 0.03 * (seed % 3), scatter=scatter, slow=(slow or {}).get(i))
         rs.env["created"] = f"2026-11-26T05:{start + 2 * i:02d}:00+00:00"
         out.append(rs)
     return out
