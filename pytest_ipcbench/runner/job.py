@@ -28,7 +28,7 @@ import fnmatch
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
@@ -85,6 +85,7 @@ class RunOptions:
     count: bool | None = None
     # deep mode (harness/deep.py): labels matching these patterns get valgrind's counters after the run
     deep: Sequence[str] = ()
+    every_backend: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         if self.wait is not None:
@@ -92,6 +93,7 @@ class RunOptions:
         if self.level not in LEVELS:
             raise ValueError(f"unknown level {self.level!r}; choose from {', '.join(LEVELS)}")
         if self.backends is None:
+            self.every_backend = True  # not chosen: the MPI ones are skipped where MPI is not used
             self.backends = backend_names()
         for b in self.backends:
             BACKENDS.check_name(b)  # ValueError naming the known ones (entry points included)
@@ -308,8 +310,16 @@ class Runner:
                   + (", shared-array experiment" if seed002 else "") + f" -> {self.out}")
             for line in describe_env(self.run_record.env):
                 print(f"  {line}")
-        for c in dropped:
-            self.fail(c.label, "needs MPI (mpi4py is not installed, or --no-mpi)")
+        why = "--no-mpi" if opts.no_mpi else "mpi4py is not installed"
+        if opts.every_backend:  # not asked for by name: skipped, said once
+            for c in dropped:
+                self.log(f"skipped {c.label}: needs MPI ({why})")
+            if dropped and rank0:
+                names = sorted({c.backend for c in dropped})
+                print(f"  skipped: {len(dropped)} cases of {', '.join(names)}, which need MPI ({why})")
+        else:
+            for c in dropped:
+                self.fail(c.label, f"needs MPI ({why})")
         total = 1 + len(mpi_cases) + len(local_cases) + (1 if methods else 0) + (1 if seed002 else 0)
         progress = Progress(total, opts.progress if rank0 else "none")
         t0 = time.monotonic()

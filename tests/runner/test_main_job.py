@@ -199,6 +199,21 @@ def test_results_only_writes_results_and_log_and_labels_every_case(tmp_path):
     assert case.extra["case"] == "pingpong mp-queue/bytes buffer-1KB r2"
 
 
+def test_no_mpi_skips_the_mpi_backends_it_was_not_asked_for_and_fails_the_ones_named(tmp_path):
+    tiny = ["run", "--quick", "--no-config", "--no-mpi", "--scenarios", "pingpong", "--sizes", "1KB", "--modes",
+            "bytes", "--time-budget", "0.02", "--no-extras", "--results-only", "--progress", "none"]
+    every = _run([*tiny, "--out", str(tmp_path / "every")])
+    assert every.returncode == 0, every.stdout + every.stderr  # every backend: the MPI ones skipped, said once
+    assert "skipped:" in every.stdout and "mpi-p2p" in every.stdout and "which need MPI (--no-mpi)" in every.stdout
+    assert "failed:" not in every.stdout
+    rs = ResultSet.load(tmp_path / "every" / "results.json")
+    assert {r.backend for r in rs.results if r.scenario == "pingpong"} >= {"shm", "mp-queue"}
+    assert not any(r.backend.startswith("mpi-") for r in rs.results)
+    named = _run([*tiny, "--backends", "mpi-p2p,shm", "--out", str(tmp_path / "named")])
+    assert named.returncode == 1  # asked for by name: a failure that says why
+    assert "mpi-p2p/bytes buffer-1KB r2: needs MPI (--no-mpi)" in named.stdout
+
+
 # ------------------------------------------------------------------------------- selfcheck
 
 BENCH_OUTPUT = """\
