@@ -24,14 +24,19 @@ from typing import Sequence
 import numpy as np
 
 from .calibration import UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
+from .calibration_summary import rounds_to_detect
 from .normalise import Normalisation, is_reference, reference_factor
 from .counters import counter_verdict
 from .results import Result, ResultSet
-from .run_sets import overlap_problem, runs_of
+from .run_sets import MIN_RUNS, overlap_problem, runs_of
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
 from .verdict import DEFAULT_THRESHOLD, LOAD_GAP, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison
+
+#: The slowdown whose runs a side an inconclusive case reports (as calibrate's "rounds for 1.5x").
+DECIDE_EFFECT = 1.5
+
 
 def same_experiment(base: ResultSet, head: ResultSet) -> bool:
     """Were both sets made by one interleaved experiment (one gate job), or are they one run?"""
@@ -265,6 +270,10 @@ def compare_sets(
             note = (note + "; " if note else "") + f"looks {looks}, but {unmeasured} was not measured"
         elif status == "inconclusive":
             note = (note + "; " if note else "") + f"noise too large to decide at ±{threshold:.0%}"
+            if own_spread:  # how many runs would: the half-width shrinks as 1 / sqrt(runs)
+                need = rounds_to_detect(h * math.sqrt(k), DECIDE_EFFECT, threshold, 1.0)
+                if need is not None:
+                    note += f"; {DECIDE_EFFECT:g}x would need about {max(need, MIN_RUNS)} runs a side"
         cases.append(CaseVerdict(key, status, m, final, len(b), len(a), note, h,
                                  (1 + threshold) * math.exp(h), source))
     cases = sorted((_with_counters(c, old, new) for c in cases), key=lambda c: c.key)

@@ -314,6 +314,7 @@ def test_identical_code_in_runs_a_side_gives_no_verdict_even_with_one_run_that_j
         jumped += [c for c in comparison.cases if c.key.split("/")[1] == "mpi-p2p"]
     assert false == 0
     assert all(c.status == "inconclusive" for c in jumped)  # the jump widened them, it did not flag them
+    assert all("1.5x would need about" in c.note and "runs a side" in c.note for c in jumped)
 
 
 def test_runs_of_one_side_all_made_before_the_others_are_judged_as_single_runs() -> None:
