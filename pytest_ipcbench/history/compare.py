@@ -23,12 +23,12 @@ from typing import Sequence
 
 import numpy as np
 
-from .calibration import UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
+from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
 from .calibration_summary import rounds_to_detect
 from .normalise import Normalisation, is_reference, reference_factor
 from .counters import counter_verdict
 from .results import Result, ResultSet
-from .run_sets import MIN_RUNS, overlap_problem, runs_of
+from .run_sets import MIN_RUNS, overlap_problem, runs_of, shared_runs
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
@@ -136,6 +136,10 @@ def compare_sets(
     runs_a_side = why_not_runs is None
     if across_runs and not runs_a_side and (runs_of(base) or runs_of(head)):
         warnings.append(f"the sides' runs are judged as single runs are (the calibration's rule): {why_not_runs}")
+    busy = [*shared_runs(base, "base", SHARED_RUN), *shared_runs(head, "head", SHARED_RUN)] if runs_a_side else []
+    if busy:  # one such run widens its cases' intervals (MPI cases here ran 5-8x slower beside a nice-19 job)
+        warnings.append(f"other processes took a share of the CPUs while some runs ran ({'; '.join(busy)}): their "
+                        f"spread widens the intervals of every case they slowed; rerun them on a quieter machine")
     norm = reference_factor(old, new) if not paired else None
     if paired and across_runs:
         warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "

@@ -80,6 +80,7 @@ def merge_runs(sets: Sequence[ResultSet], names: Sequence[str] = ()) -> ResultSe
     merged = merge_rounds(sets)
     merged.env.pop("gate_rounds", None)  # not a gate's interleaved rounds
     merged.env[RUNS_KEY] = [{"run_id": rs.env.get("run_id"), "created": rs.env.get("created"),
+                             "others_cpu_share": rs.env.get("others_cpu_share"),
                              "file": names[i] if i < len(names) else ""} for i, rs in enumerate(sets)]
     for key in ("load_start", "load_end"):  # the side's load: the mean of its runs'
         loads = [float(x) for rs in sets if isinstance(x := rs.env.get(key), (int, float))]
@@ -102,6 +103,16 @@ def runs_of(rs: ResultSet) -> list[dict[str, Any]]:
     """The separate runs a side was merged from (empty for one run or a gate's side)."""
     runs = rs.env.get(RUNS_KEY)
     return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+
+
+def shared_runs(rs: ResultSet, side: str, limit: float) -> list[str]:
+    """The runs of a side during which other processes took more than ``limit`` of the CPUs."""
+    out = []
+    for i, run in enumerate(runs_of(rs)):
+        share = run.get("others_cpu_share")
+        if isinstance(share, (int, float)) and share > limit:
+            out.append(f"{side} run {i + 1} ({run.get('file') or run.get('run_id')}): {share:.0%}")
+    return out
 
 
 def overlap_problem(base: ResultSet, head: ResultSet) -> str | None:

@@ -315,6 +315,10 @@ def test_identical_code_in_runs_a_side_gives_no_verdict_even_with_one_run_that_j
     assert false == 0
     assert all(c.status == "inconclusive" for c in jumped)  # the jump widened them, it did not flag them
     assert all("1.5x would need about" in c.note and "runs a side" in c.note for c in jumped)
+    # a run that shared the machine is named
+    head[2].env["others_cpu_share"] = 0.14
+    comparison = compare.compare_sets(run_sets.merge_runs(base), run_sets.merge_runs(head))
+    assert any("head run 3" in w and "14%" in w and "rerun them" in w for w in comparison.warnings)
 
 
 def test_runs_of_one_side_all_made_before_the_others_are_judged_as_single_runs() -> None:
