@@ -30,7 +30,7 @@ RUNS_KEY = "compared_runs"
 #: several runs (here cross-core copies of 1 MB at 22, 31 or 41 us for minutes at a time, as the
 #: host places the two vCPUs): with 3 runs a side all 3 of one side met the slow state and none of
 #: the other's in 1 of 3 quiet blocks, and 9 cases read a confident 0.54-0.76x; with 5 a side such a
-#: split is about 10 times rarer, and none was seen.
+#: split is some 20 times rarer, and none was seen.
 MIN_RUNS = 5
 RESULTS_FILE = "results.json"
 
