@@ -25,14 +25,16 @@ import numpy as np
 
 from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
 from .calibration_summary import rounds_to_detect
-from .normalise import Normalisation, is_reference, reference_factor
+from .normalise import is_reference, reference_factor
 from .counters import counter_verdict
+from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
+                            load_warning)
 from .results import Result, ResultSet
 from .run_sets import MIN_RUNS, overlap_problem, runs_of, shared_runs
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
-from .verdict import DEFAULT_THRESHOLD, LOAD_GAP, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison
+from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison
 
 #: The slowdown whose runs a side an inconclusive case reports (as calibrate's "rounds for 1.5x").
 DECIDE_EFFECT = 1.5
@@ -50,24 +52,6 @@ def same_experiment(base: ResultSet, head: ResultSet) -> bool:
 def _median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
     ma, mb = float(np.median(a)), float(np.median(b))
     return ma / mb if ma > 0 and mb > 0 else None
-
-
-def _load(rs: ResultSet) -> float | None:
-    xs = [rs.env.get(k) for k in ("load_start", "load_end")]
-    xs = [float(x) for x in xs if isinstance(x, (int, float))]
-    return sum(xs) / len(xs) if xs else None
-
-
-def _load_warning(base: ResultSet, head: ResultSet) -> str | None:
-    a, b = _load(base), _load(head)
-    if a is None or b is None:
-        return None
-    if abs(a - b) > max(LOAD_GAP, 0.25 * max(a, b)):
-        cores = base.env.get("cores") or head.env.get("cores")
-        on = f" on {cores} cores" if cores else ""
-        return (f"the machine's load differed between the runs (1-minute load average: base {a:.1f}, head {b:.1f}{on}): "
-                f"the in-run references divide out a uniform slow-down, not one that hits some cases more")
-    return None
 
 
 def decide(interval: RatioInterval, threshold: float) -> str:
@@ -130,7 +114,7 @@ def compare_sets(
     # files of one gate, merged from its rounds (rounds.merge_rounds counts them in env)
     from_gate = one_experiment and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
     one_round_cases = 0
-    warnings = _env_warnings(base, head)
+    warnings = env_warnings(base, head)
     # sides of several separate runs that alternated: their own spread bounds the between-run noise
     why_not_runs = overlap_problem(base, head) if across_runs else "one experiment"
     runs_a_side = why_not_runs is None
@@ -144,11 +128,11 @@ def compare_sets(
     if paired and across_runs:
         warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "
                         "run id): they are not normalised, but the between-run noise still applies (docs/method.md rule 19)")
-    cal_note = _calibration_warning(calibration, base, head)
+    cal_note = calibration_warning(calibration, base, head)
     if cal_note:
         warnings.append(cal_note)
         calibration = None
-    regime = _calibration_load_note(calibration, base, head)
+    regime = calibration_load_note(calibration, base, head)
     if regime:
         warnings.append(regime)
     held_out = calibration.held_out_note() if calibration is not None and across_runs and not runs_a_side else None
@@ -291,9 +275,9 @@ def compare_sets(
                else "intervals assume the uncalibrated between-run noise and get no time verdict "
                     "('looks slower' / 'looks faster' in their notes); run 2 or more rounds (--rounds) or calibrate"))
     if across_runs:
-        comparison.warnings.append(_across_runs_note(norm, calibration, spread, (len(runs_of(base)), len(runs_of(head)))
+        comparison.warnings.append(across_runs_note(norm, calibration, spread, (len(runs_of(base)), len(runs_of(head)))
                                                      if runs_a_side else None))
-        load = _load_warning(base, head)
+        load = load_warning(base, head)
         if load:
             comparison.warnings.append(load)
     noisy = round_noise(old, new, metric)
@@ -317,19 +301,6 @@ def _growth(h: float) -> str:
     return "inf" if not math.isfinite(h) else f"{math.exp(h) - 1:.0%}"
 
 
-def _calibration_warning(calibration: Calibration | None, base: ResultSet, head: ResultSet) -> str | None:
-    """A calibration made on another machine (other cores or host) is ignored, with this warning."""
-    if calibration is None:
-        return None
-    for key in ("cores", "host"):
-        cal = calibration.env.get(key)
-        ours = head.env.get(key) or base.env.get(key)
-        if cal is not None and ours is not None and str(cal) != str(ours):
-            return (f"the calibration {calibration.path or ''} was made with {key} {cal!r}, these runs with "
-                    f"{ours!r}: it is ignored (calibrate on this runner with `ipcbench calibrate`)")
-    return None
-
-
 def _case_spread(old: dict[str, Result], new: dict[str, Result],
                  todo: Sequence[tuple[str, str, list[float], list[float]]]) -> float:
     """How far the cases' log ratios scatter around their own median (1.4826 x MAD): a spread,
@@ -344,52 +315,6 @@ def _case_spread(old: dict[str, Result], new: dict[str, Result],
         return 0.0
     x = np.asarray(logs)
     return float(1.4826 * np.median(np.abs(x - np.median(x))))
-
-
-def _calibration_load_note(calibration: Calibration | None, base: ResultSet, head: ResultSet) -> str | None:
-    """A warning when the runs met a load well outside the one the calibration was measured at."""
-    if calibration is None:
-        return None
-    load = calibration.env.get("load")
-    ours = [x for x in (_load(base), _load(head)) if x is not None]
-    if not (isinstance(load, list) and len(load) == 2 and ours):
-        return None
-    lo, hi = float(load[0]), float(load[1])
-    outside = [x for x in ours if x < lo / 1.5 - 0.5 or x > hi * 1.5 + 0.5]
-    if not outside:
-        return None
-    return (f"the runs met a load of {', '.join(f'{x:.1f}' for x in ours)}, the calibration was measured at "
-            f"{lo:.1f}-{hi:.1f}: the noise of a case can differ between loads (some cases switch between two "
-            f"speeds); calibrate at the load the runs meet")
-
-
-def _across_runs_note(norm: Normalisation | None, calibration: Calibration | None, spread: float,
-                      runs: tuple[int, int] | None = None) -> str:
-    how = "not normalised (--paired)" if norm is None else norm.describe()
-    if runs is not None:
-        floor = f", at least the noise measured by the {calibration.describe()}" if calibration is not None else ""
-        noise = (f"base holds {runs[0]} runs and head {runs[1]}, made alternately: a case's between-run noise is how "
-                 f"far its runs moved (a t interval of their log ratios, moderated by its group's){floor}")
-    elif calibration is not None:
-        noise = f"the between-run noise of each case is the one measured by the {calibration.describe()}"
-    else:
-        noise = (f"no calibration: the between-run noise of the cases was not measured, so no case is decided "
-                 f"(every one is inconclusive; 'looks slower' / 'looks faster' in its notes, its interval assuming "
-                 f"±{math.exp(max(UNCALIBRATED_NOISE, spread)) - 1:.0%} (1 sd, log scale), the larger of "
-                 f"±{math.exp(UNCALIBRATED_NOISE) - 1:.0%} and the cases' own spread around their median ratio); "
-                 f"`ipcbench calibrate` measures the noise on this runner, then compare decides")
-    return f"base and head come from different runs (not one interleaved experiment): {how}; {noise}"
-
-
-def _env_warnings(base: ResultSet, head: ResultSet) -> list[str]:
-    """Differences of environment that make a ratio mean something else than the code's change."""
-    warnings = []
-    for key in ("host", "hostname", "cpu", "cores", "python", "mpi"):
-        a, b = base.env.get(key), head.env.get(key)
-        if a is not None and b is not None and a != b:
-            shown = f"{str(a)[:60]!r} vs {str(b)[:60]!r}"
-            warnings.append(f"base and head differ in {key} ({shown}): the ratio includes that difference")
-    return warnings
 
 
 # ------------------------------------------------------------------------------------ formats
