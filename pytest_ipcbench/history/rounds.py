@@ -98,4 +98,8 @@ def merge_rounds(sets: Sequence[ResultSet]) -> ResultSet:
                     into.extra[ROUNDS_KEY].setdefault(metric, []).append(len(samples))
     env = dict(sets[0].env)
     env["gate_rounds"] = len(sets)
+    for key in ("load_start", "load_end"):  # the merged side's load: the mean of its rounds', not the first's
+        loads = [float(x) for rs in sets if isinstance(x := rs.env.get(key), (int, float))]
+        if loads:
+            env[key] = sum(loads) / len(loads)
     return ResultSet(env=env, results=list(merged.values()))

@@ -82,10 +82,6 @@ def merge_runs(sets: Sequence[ResultSet], names: Sequence[str] = ()) -> ResultSe
     merged.env[RUNS_KEY] = [{"run_id": rs.env.get("run_id"), "created": rs.env.get("created"),
                              "others_cpu_share": rs.env.get("others_cpu_share"),
                              "file": names[i] if i < len(names) else ""} for i, rs in enumerate(sets)]
-    for key in ("load_start", "load_end"):  # the side's load: the mean of its runs'
-        loads = [float(x) for rs in sets if isinstance(x := rs.env.get(key), (int, float))]
-        if loads:
-            merged.env[key] = sum(loads) / len(loads)
     return merged
 
 
