@@ -36,6 +36,7 @@ from statistics import NormalDist
 
 from pytest_ipcbench.core.injection import Slowdown, parse_injection
 from pytest_ipcbench.history.calibration import Calibration
+from pytest_ipcbench.history import compare
 from pytest_ipcbench.history.compare import compare_sets
 from pytest_ipcbench.history.results import ResultSet
 from pytest_ipcbench.history.run_sets import merge_runs
@@ -123,6 +124,8 @@ def _predicted_false(case: CaseVerdict, calibration: Calibration | None, thresho
 
 
 def table(args: argparse.Namespace) -> int:
+    if args.run_quantile is not None:  # what several runs a side are summarised by (0.5: their medians)
+        compare.RUN_QUANTILE = args.run_quantile
     out = Path(args.folder)
     plan = json.loads((out / "plan.json").read_text())
     cal_path = Path(args.calibration) if args.calibration else out / "calibration.json"
@@ -220,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("table", help="verdicts per case of the rounds in FOLDER; writes FOLDER/summary.json")
     t.add_argument("folder")
     t.add_argument("--calibration", help="a calibration file (default FOLDER/calibration.json; 'none')")
+    t.add_argument("--run-quantile", type=float, metavar="Q",
+                   help="the fast-tail quantile compare judges several runs a side by, beside their medians (default 0.1; 0.5: medians alone)")
     t.add_argument("--runs-a-side", type=int, default=1, metavar="K",
                    help="compare blocks of K consecutive rounds, each side its K runs merged (as "
                         "`ipcbench compare` of two folders of runs does); default 1: run against run")

@@ -5,7 +5,8 @@ whose width comes from what was measured: the within-run spread of both sides (a
 two-level over rounds for results merged from interleaved rounds, :func:`merge_rounds`) and,
 for files of different runs, the between-run noise of that case on this runner (a calibration
 file of ``ipcbench calibrate``, :mod:`.calibration`; without one a conservative assumed noise),
-plus the interval of the robust normalisation by the in-run references. A case is *slower* when
+plus the interval of the robust normalisation by the in-run references; sides of several alternated
+runs bound that noise by their own spread, judged by the runs' medians and by their fast tails. A case is *slower* when
 the whole interval lies above ``1 + threshold``, *faster* when below ``1 / (1 + threshold)``,
 *unchanged* when it lies within both, and *inconclusive* when the noise cannot decide; every
 case also shows the smallest slowdown it could have detected. A whole file is never refused
@@ -30,7 +31,7 @@ from .counters import counter_verdict
 from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
                             load_warning)
 from .results import Result, ResultSet
-from .run_sets import MIN_RUNS, overlap_problem, runs_of, shared_runs
+from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
@@ -82,6 +83,53 @@ def compare_sets(
     calibration: Calibration | None = None,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base`` (``metric``: each case's primary).
+
+    Sides of several alternated runs (:func:`~.run_sets.overlap_problem`) are judged twice, each
+    time at half the error rate: by their runs' medians and by their runs' fast tails
+    (:data:`~.run_sets.RUN_QUANTILE`), which other jobs move least; a case takes the verdict that
+    decides, and is inconclusive when the two contradict each other. Otherwise see
+    :func:`_compare_sets`.
+    """
+    args = (base, head, threshold, confidence, metric, family_wise, paired, calibration)
+    if same_experiment(base, head) or overlap_problem(base, head) is not None:
+        return _compare_sets(*args)
+    by_median = _compare_sets(*args, quantile=0.5, tests=2)
+    by_tail = _compare_sets(*args, quantile=RUN_QUANTILE, tests=2)
+    cases = [_either(m, t) for m, t in zip(by_median.cases, by_tail.cases)]
+    warnings = [*by_median.warnings, f"each case is judged by its runs' medians and by their {RUN_QUANTILE:.0%} "
+                f"quantiles (other jobs move a run's fast tail least), each at half the error rate: a case takes "
+                f"the verdict that decides, and is inconclusive when the two contradict each other"]
+    return replace(by_median, cases=cases, warnings=warnings)
+
+
+def _either(by_median: CaseVerdict, by_tail: CaseVerdict) -> CaseVerdict:
+    """One case's verdict from its runs' medians and from their fast tails (each at half the error rate)."""
+    decisive = ("slower", "faster")
+    if by_median.key != by_tail.key or by_median.status == by_tail.status:
+        return by_median
+    if by_median.status in decisive and by_tail.status in decisive:
+        return replace(by_median, status="inconclusive",
+                       note=f"{by_median.note}; the runs' medians say {by_median.status}, their fast tails {by_tail.status}")
+    if by_tail.status in decisive or (by_tail.status == "unchanged" and by_median.status not in decisive):
+        return by_tail
+    return by_median
+
+
+def _compare_sets(
+    base: ResultSet,
+    head: ResultSet,
+    threshold: float = DEFAULT_THRESHOLD,
+    confidence: float = DEFAULT_CONFIDENCE,
+    metric: str | None = None,
+    family_wise: bool = True,
+    paired: bool | None = None,
+    calibration: Calibration | None = None,
+    quantile: float = 0.5,
+    tests: int = 1,
+) -> Comparison:
+    """Compare every case of ``head`` with the same case of ``base``, each case's runs or rounds
+    summarised by ``quantile`` of their samples (sides of several runs only), at an error rate
+    divided by ``tests`` (the number of ways each case is judged).
 
     ``confidence`` is family-wise by default: with ``m`` cases compared, each case's interval is
     taken at ``1 - (1 - confidence) / m`` (Bonferroni), so that a report of 150 cases does not
@@ -178,23 +226,25 @@ def compare_sets(
             )
             continue
         todo.append((key, m, a, b))
-    per_case = 1 - (1 - confidence) / max(1, len(todo)) if family_wise else confidence
+    per_case = 1 - (1 - confidence) / max(1, len(todo)) / tests if family_wise else 1 - (1 - confidence) / tests
     z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
     resamples = DEFAULT_RESAMPLES if per_case <= 0.99 else 2 * DEFAULT_RESAMPLES
     factor = norm.factor if norm is not None and norm.used else 1.0
     h_norm = norm.half_width * z / NormalDist().inv_cdf(0.975) if norm is not None and norm.used else 0.0
     spread = _case_spread(old, new, todo) if across_runs else 0.0
     assumed = max(UNCALIBRATED_NOISE, spread)
-    moderated = moderated_round_halfwidths(old, new, todo, per_case)
+    quantile = quantile if runs_a_side else 0.5
+    moderated = moderated_round_halfwidths(old, new, todo, per_case, quantile)
     for key, m, a, b in todo:
         try:
             split_a, split_b = round_split(new[key], m), round_split(old[key], m)
             rounds = bool(split_a and split_b and (len(split_a) > 1 or len(split_b) > 1))
             h_rounds = None
             if rounds:
-                interval = rounds_ratio_interval(chunks(a, split_a), chunks(b, split_b), per_case, resamples)
+                interval = rounds_ratio_interval(chunks(a, split_a), chunks(b, split_b), per_case, resamples,
+                                                 quantile=quantile)
                 h_rounds = moderated.get(key) or round_ratio_halfwidth(chunks(a, split_a), chunks(b, split_b),
-                                                                       per_case)
+                                                                       per_case, quantile)
             else:
                 interval = ratio_interval(a, b, confidence=per_case, resamples=resamples)
         except ValueError as exc:  # zero or negative times: a broken measurement, say so
@@ -213,7 +263,8 @@ def compare_sets(
         if own_spread:  # several alternated runs a side: how far they moved, at least the calibrated noise
             floor = z * noise[0] / math.sqrt(k) if noise is not None else 0.0
             h_between = max(h_rounds, floor)  # type: ignore[arg-type]
-            source = (f"spread of {_rounds_of(old[key], m)} base and {_rounds_of(new[key], m)} head runs"
+            source = (f"spread of {_rounds_of(old[key], m)} base and {_rounds_of(new[key], m)} head runs' "
+                      + ("medians" if quantile == 0.5 else f"{quantile:.0%} quantiles")
                       + ("; calibrated floor" if floor > h_rounds else ""))  # type: ignore[operator]
         elif noise is not None and (across_runs or one_round):
             # separate runs: the calibration's rule, its group's largest A/A jump a floor (rounds bound their own)

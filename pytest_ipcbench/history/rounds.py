@@ -51,7 +51,7 @@ def pooling_group(key: str) -> str:
 
 def moderated_round_halfwidths(old: dict[str, Result], new: dict[str, Result],
                                 todo: Sequence[tuple[str, str, list[float], list[float]]],
-                                confidence: float) -> dict[str, float]:
+                                confidence: float, quantile: float = 0.5) -> dict[str, float]:
     """Per case of a paired experiment with rounds: the half-width of its rounds' interval, its
     variance moderated by its group's (:func:`~.stats.moderated_halfwidths`)."""
     ratios: dict[str, np.ndarray] = {}
@@ -60,7 +60,7 @@ def moderated_round_halfwidths(old: dict[str, Result], new: dict[str, Result],
         if not split_a or not split_b:
             continue
         try:
-            d = paired_round_log_ratios(chunks(a, split_a), chunks(b, split_b))
+            d = paired_round_log_ratios(chunks(a, split_a), chunks(b, split_b), quantile)
         except (ValueError, FloatingPointError):
             continue
         if d is not None and np.all(np.isfinite(d)):

@@ -141,6 +141,7 @@ def rounds_ratio_interval(
     confidence: float = DEFAULT_CONFIDENCE,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    quantile: float = 0.5,
 ) -> RatioInterval:
     """``median(a) / median(b)`` over every round, with a two-level bootstrap interval.
 
@@ -152,6 +153,9 @@ def rounds_ratio_interval(
     and every drawn round weighs the same. With few rounds the interval is honest about how
     little a couple of rounds can prove: with 3, a case is slower only if its head lost by more
     than the threshold in practically every round.
+
+    ``quantile``: each round is summarised by this quantile of its samples instead of its median
+    (compare's several runs a side: :data:`~.run_sets.RUN_QUANTILE`).
     """
     if not a_rounds or not b_rounds or not all(len(r) for r in (*a_rounds, *b_rounds)):
         raise ValueError("a ratio needs samples in every round on both sides")
@@ -164,32 +168,40 @@ def rounds_ratio_interval(
     paired = len(a_rounds) == len(b_rounds)
     picks_a = rng.integers(0, len(a_rounds), (resamples, len(a_rounds)))
     picks_b = picks_a if paired else rng.integers(0, len(b_rounds), (resamples, len(b_rounds)))
-    ma = _resampled_medians(a_rounds, picks_a, rng)
-    mb = _resampled_medians(b_rounds, picks_b, rng)
+    ma = _resampled_medians(a_rounds, picks_a, rng, quantile)
+    mb = _resampled_medians(b_rounds, picks_b, rng, quantile)
     alpha = (1 - confidence) / 2
     low, high = np.quantile(ma / mb, [alpha, 1 - alpha])
     # the point estimate is the resamples' statistic on the data itself (the median of the rounds'
     # medians: every round weighs the same), not the pooled median, which weighs a round by its
     # sample count and can fall outside the interval
-    med_a = float(np.median([np.median(r) for r in a_rounds]))
-    med_b = float(np.median([np.median(r) for r in b_rounds]))
+    med_a = float(np.median([round_statistic(r, quantile) for r in a_rounds]))
+    med_b = float(np.median([round_statistic(r, quantile) for r in b_rounds]))
     return RatioInterval(med_a / med_b, float(low), float(high), confidence, med_a, med_b)
 
 
-def _resampled_medians(rounds: Sequence[Sequence[float]], picks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def round_statistic(samples: Sequence[float], quantile: float = 0.5) -> float:
+    """What one round (or run) of a case is summarised by: its median, or another quantile."""
+    return float(np.median(samples)) if quantile == 0.5 else float(np.quantile(samples, quantile))
+
+
+def _resampled_medians(rounds: Sequence[Sequence[float]], picks: np.ndarray, rng: np.random.Generator,
+                       quantile: float = 0.5) -> np.ndarray:
     """The statistic of each resample: the median, over the drawn rounds, of each drawn round's
-    median after resampling that round's samples with replacement.
+    median (or ``quantile``) after resampling that round's samples with replacement.
 
     A round's resampled median is drawn from its exact law instead of by drawing its samples:
     the m-th smallest of n draws from the round's sorted samples ``x`` is ``x`` at the quantile
-    ``U ~ Beta(m, n - m + 1)`` (the m-th smallest of n uniforms). That costs one draw per round
-    and resample, not n: resampling 2000 samples a round made one comparison take a minute.
+    ``U ~ Beta(m, n - m + 1)`` (the m-th smallest of n uniforms; m = (n + 1) * quantile, rounded).
+    That costs one draw per round and resample, not n: resampling 2000 samples a round made one
+    comparison take a minute.
     """
     out = np.empty(picks.shape)
     for i, r in enumerate(rounds):
         x = np.sort(np.asarray(r, dtype=float))
         drawn = picks == i
-        n, m = x.size, (x.size + 1) // 2
+        n = x.size
+        m = (n + 1) // 2 if quantile == 0.5 else min(n, max(1, round((n + 1) * quantile)))
         u = rng.beta(m, n - m + 1, int(drawn.sum()))
         out[drawn] = x[np.minimum((u * n).astype(int), n - 1)]
     return np.median(out, axis=1)
@@ -256,7 +268,7 @@ def t_quantile(p: float, dof: int) -> float:
 
 
 def round_ratio_halfwidth(a_rounds: Sequence[Sequence[float]], b_rounds: Sequence[Sequence[float]],
-                          confidence: float) -> float | None:
+                          confidence: float, quantile: float = 0.5) -> float | None:
     """Log-scale half-width of a t interval of head / base from the rounds' medians alone.
 
     Paired when both sides have as many rounds (round i of each ran next to each other): the
@@ -268,8 +280,8 @@ def round_ratio_halfwidth(a_rounds: Sequence[Sequence[float]], b_rounds: Sequenc
     ka, kb = len(a_rounds), len(b_rounds)
     if min(ka, kb) < 2:
         return None
-    la = np.log([float(np.median(r)) for r in a_rounds])
-    lb = np.log([float(np.median(r)) for r in b_rounds])
+    la = np.log([round_statistic(r, quantile) for r in a_rounds])
+    lb = np.log([round_statistic(r, quantile) for r in b_rounds])
     if ka == kb:
         s, k, dof = float(np.std(la - lb, ddof=1)), ka, ka - 1
         se = s / math.sqrt(k)
@@ -285,13 +297,13 @@ PRIOR_DOF_CAP = 12
 
 
 def paired_round_log_ratios(a_rounds: Sequence[Sequence[float]],
-                            b_rounds: Sequence[Sequence[float]]) -> np.ndarray | None:
-    """log(head / base) of each round's medians, when both sides ran the same rounds side by side
+                            b_rounds: Sequence[Sequence[float]], quantile: float = 0.5) -> np.ndarray | None:
+    """log(head / base) of each round's medians (or ``quantile``), when both sides ran the same rounds side by side
     (round i of each next to each other) and there are at least 2; else None."""
     if len(a_rounds) != len(b_rounds) or len(a_rounds) < 2:
         return None
-    la = np.log([float(np.median(r)) for r in a_rounds])
-    lb = np.log([float(np.median(r)) for r in b_rounds])
+    la = np.log([round_statistic(r, quantile) for r in a_rounds])
+    lb = np.log([round_statistic(r, quantile) for r in b_rounds])
     return la - lb
 
 
