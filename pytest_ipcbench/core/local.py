@@ -18,10 +18,12 @@ import pickle
 import signal
 import sys
 import tempfile
-from multiprocessing.connection import Connection
+import threading
+import time
+from multiprocessing.connection import Connection, wait as wait_for
 from typing import Any, Callable, Sequence
 
-from . import names, procs, registry
+from . import cleanup, names, procs, registry
 from .terminate import AsInterrupt, Terminated, tracker_outlives_hangup
 from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure,
                     raise_failures)
@@ -30,6 +32,7 @@ from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure,
 _RUN, _STOP, _RESULT, _ERROR, _DATA, _READY = "run", "stop", "result", "error", "data", "ready"
 _REGISTER = "register"  # rank 0's run-time registrations of backends and payload kinds
 STARTUP_TIMEOUT = 60.0  # a worker must be up within this (spawn + imports), whatever the run timeout
+PARENT_SETTLE = 5.0  # seconds a worker whose parent died waits for its siblings to let go of what the parent made
 
 
 class LocalGroup(Group):
@@ -165,10 +168,49 @@ def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout:
     # SIGTERM or SIGHUP to the whole group (a terminated session) leaves through the finally blocks
     # and multiprocessing's finalisers (a segment's exit hook), not the death that runs none
     AsInterrupt()
+    end_with_parent()
     try:
         _serve(rank, conn, mailboxes, timeout)
     except Terminated as exc:
+        _remove_left_by_dead_parent()
         sys.exit(128 + exc.signum)  # no traceback; rank 0, terminated too, stops its run anyway
+
+
+def end_with_parent() -> None:
+    """Terminate this spawned process (SIGTERM: out through its finally blocks, as above) when the
+    process that started it dies. A parent killed by SIGKILL ran no cleanup and stopped nobody:
+    its workers were left polling for a peer that would never come, holding their segments and
+    folders (``kill -9`` of a plain ``ipcbench run``). multiprocessing's parent sentinel becomes
+    readable when the parent ends; a thread waits on it, costing nothing until then."""
+    parent = mp.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        wait_for([parent.sentinel])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="ipcbench-parent-watch", daemon=True).start()
+
+
+def _remove_left_by_dead_parent() -> None:
+    """When the parent (rank 0) died, what it named (``ipcb-<pid>-*``: its segments, folders and
+    sockets) has nobody else to remove it: each of its workers, on its way out, removes what no
+    other live process maps, waiting up to :data:`PARENT_SETTLE` s for its siblings to end (a
+    shared array that a process outside the group still maps stays, as ``ipcbench clean`` leaves it)."""
+    parent = mp.parent_process()
+    if parent is None or parent.is_alive():
+        return
+    deadline = time.monotonic() + PARENT_SETTLE
+    while True:
+        left = names.find_ours(pid=parent.pid)
+        mapped = procs.mapped_paths(exclude=os.getpid())
+        for item in left:
+            if not cleanup.in_use(item.path, mapped):
+                names.remove(item.path)
+        if len(left) == 0 or all(not item.path.exists() for item in left) or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
 def _serve(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float) -> None:
@@ -244,6 +286,7 @@ def _host_main(conn: Connection, size: int, timeout: float, blob: bytes, fn: Cal
     """Rank 0 of an isolated run: a world of its own; a crash is dumped into ``fault_path``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     AsInterrupt()  # as a worker's: SIGTERM closes its world (with) instead of leaving what its workers made
+    end_with_parent()
     try:
         _host_serve(conn, size, timeout, blob, fn, args, fault_path)
     except Terminated as exc:

@@ -248,11 +248,12 @@ def zombie_status(pid: int) -> str:
     return f"exited with code {code >> 8}"
 
 
-def mapped_paths() -> set[str]:
-    """Every file path some live process maps (from /proc/*/maps; unreadable processes skipped)."""
+def mapped_paths(exclude: int | None = None) -> set[str]:
+    """Every file path some live process maps (from /proc/*/maps; unreadable processes skipped),
+    ``exclude`` (a pid) left out."""
     found: set[str] = set()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == exclude:
             continue
         try:
             with open(f"/proc/{entry}/maps", "rb") as f:

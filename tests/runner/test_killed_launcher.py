@@ -206,3 +206,53 @@ def test_a_killed_mpiexec_under_pytest_with_mpi_is_named_and_leaves_nothing(tmp_
             mpiexec.kill()
             mpiexec.wait()
         job.scrub()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_a_killed_plain_ipcbench_run_ends_its_local_workers_and_they_remove_what_it_left(tmp_path: Path) -> None:
+    """``ipcbench run --no-mpi`` killed by SIGKILL mid-case: rank 0 (the run itself) runs no
+    cleanup. Its spawned workers used to poll on for a peer that never came, holding their
+    folders and the run's segments; now each ends when its parent does and removes what the
+    parent named that no other process maps."""
+    cmd = [*_run_cmd(tmp_path / "out"), "--no-mpi"]
+    log = (tmp_path / "stderr").open("w+")
+    run = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and run.poll() is None:
+            # the spawned workers and multiprocessing's resource tracker: every one must end
+            workers |= {p for p in procs.children(run.pid) if "multiprocessing" in _cmdline(p)}
+            mid_case = [item for pid in (run.pid, *workers) for item in names.find_ours(pid=pid)]
+            spawned = [p for p in workers if "spawn_main" in _cmdline(p)]
+            if len(spawned) >= 2 and any(item.path.parent == names.SHM_DIR for item in mid_case):
+                break
+            time.sleep(0.05)
+        assert len(spawned) >= 2 and run.poll() is None, "the local workers never got going"
+        time.sleep(0.3)
+        os.kill(run.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+
+        def left() -> list[str]:
+            return ([f"worker {p}" for p in workers if procs.running(p)]
+                    + [str(item.path) for pid in (run.pid, *workers) for item in names.find_ours(pid=pid)])
+
+        while time.monotonic() - t0 < BOUND and left():
+            time.sleep(0.1)
+        log.seek(0)
+        assert left() == [], f"after {time.monotonic() - t0:.1f} s still {left()}\n" + log.read()[-3000:]
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        for pid in workers:
+            if procs.running(pid):
+                os.kill(pid, signal.SIGKILL)
+        for item in [i for pid in (run.pid, *workers) for i in names.find_ours(pid=pid)]:
+            names.remove(item.path)
