@@ -87,7 +87,7 @@ def compare_sets(
     Sides of several alternated runs (:func:`~.run_sets.overlap_problem`) are judged twice, each
     time at half the error rate: by their runs' medians and by their runs' fast tails
     (:data:`~.run_sets.RUN_QUANTILE`), which other jobs move least; a case takes the verdict that
-    decides, and is inconclusive when the two contradict each other. Otherwise see
+    decides, and is inconclusive when both decide, differently. Otherwise see
     :func:`_compare_sets`.
     """
     args = (base, head, threshold, confidence, metric, family_wise, paired, calibration)
@@ -98,21 +98,19 @@ def compare_sets(
     cases = [_either(m, t) for m, t in zip(by_median.cases, by_tail.cases)]
     warnings = [*by_median.warnings, f"each case is judged by its runs' medians and by their {RUN_QUANTILE:.0%} "
                 f"quantiles (other jobs move a run's fast tail least), each at half the error rate: a case takes "
-                f"the verdict that decides, and is inconclusive when the two contradict each other"]
+                f"the verdict that decides, and is inconclusive when both decide, differently"]
     return replace(by_median, cases=cases, warnings=warnings)
 
 
 def _either(by_median: CaseVerdict, by_tail: CaseVerdict) -> CaseVerdict:
-    """One case's verdict from its runs' medians and from their fast tails (each at half the error rate)."""
-    decisive = ("slower", "faster")
-    if by_median.key != by_tail.key or by_median.status == by_tail.status:
+    """One case's verdict from its runs' medians and from their fast tails (each at half the error
+    rate): the one that decides when the other cannot; none when both decide, differently."""
+    if by_median.key != by_tail.key or by_median.status == by_tail.status or by_tail.status == "inconclusive":
         return by_median
-    if by_median.status in decisive and by_tail.status in decisive:
-        return replace(by_median, status="inconclusive",
-                       note=f"{by_median.note}; the runs' medians say {by_median.status}, their fast tails {by_tail.status}")
-    if by_tail.status in decisive or (by_tail.status == "unchanged" and by_median.status not in decisive):
+    if by_median.status == "inconclusive":
         return by_tail
-    return by_median
+    return replace(by_median, status="inconclusive",
+                   note=f"{by_median.note}; the runs' medians say {by_median.status}, their fast tails {by_tail.status}")
 
 
 def _compare_sets(
