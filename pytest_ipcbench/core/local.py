@@ -260,7 +260,14 @@ def _crash_step(dump: str) -> str:
     """The innermost frame of faulthandler's dump that is not Python's own library:
     ``write (fakecrash.py:7)``, the backend's step that crashed."""
     stdlib = os.path.dirname(os.__file__)
-    for line in dump.splitlines():
+    lines = dump.splitlines()
+    # with every thread dumped, the crash is in faulthandler's "Current thread" block (not, e.g.,
+    # in the parent watch's thread, waiting in end_with_parent)
+    current = next((i for i, line in enumerate(lines) if line.startswith("Current thread")), None)
+    if current is not None:
+        after = lines[current + 1:]
+        lines = after[:next((i for i, line in enumerate(after) if line.startswith("Thread ")), len(after))]
+    for line in lines:
         line = line.strip()
         if not line.startswith('File "'):
             continue
