@@ -36,10 +36,9 @@ from statistics import NormalDist
 
 from pytest_ipcbench.core.injection import Slowdown, parse_injection
 from pytest_ipcbench.history.calibration import Calibration
-from pytest_ipcbench.history import compare
 from pytest_ipcbench.history.compare import compare_sets
 from pytest_ipcbench.history.results import ResultSet
-from pytest_ipcbench.history.run_sets import merge_runs
+from pytest_ipcbench.history.run_sets import RUN_QUANTILE, merge_runs
 from pytest_ipcbench.history.verdict import CaseVerdict
 
 STATUSES = ("slower", "faster", "unchanged", "inconclusive")
@@ -124,8 +123,8 @@ def _predicted_false(case: CaseVerdict, calibration: Calibration | None, thresho
 
 
 def table(args: argparse.Namespace) -> int:
-    if args.run_quantile is not None:  # what several runs a side are summarised by (0.5: their medians)
-        compare.RUN_QUANTILE = args.run_quantile
+    # what several runs a side are judged by beside their medians (0.5: their medians alone)
+    tail = {"fast_tail": None if args.run_quantile == 0.5 else args.run_quantile}
     out = Path(args.folder)
     plan = json.loads((out / "plan.json").read_text())
     cal_path = Path(args.calibration) if args.calibration else out / "calibration.json"
@@ -153,7 +152,7 @@ def table(args: argparse.Namespace) -> int:
         a = side(block, "A")
         b = side(block, "B")
         if b is not None:
-            comparison = compare_sets(a, b, calibration=calibration)
+            comparison = compare_sets(a, b, calibration=calibration, **tail)
             for c in comparison.cases:
                 if c.status in STATUSES:
                     aa[c.status] += 1
@@ -166,7 +165,7 @@ def table(args: argparse.Namespace) -> int:
                 continue
             inject = parse_injection(spec)
             sizes = {r.key: r.size for r in h.results}
-            for c in compare_sets(a, h, calibration=calibration).cases:
+            for c in compare_sets(a, h, calibration=calibration, **tail).cases:
                 if c.status not in STATUSES:
                     continue
                 if _slowed(c.key, inject, sizes.get(c.key, 0)):
@@ -223,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("table", help="verdicts per case of the rounds in FOLDER; writes FOLDER/summary.json")
     t.add_argument("folder")
     t.add_argument("--calibration", help="a calibration file (default FOLDER/calibration.json; 'none')")
-    t.add_argument("--run-quantile", type=float, metavar="Q",
+    t.add_argument("--run-quantile", type=float, metavar="Q", default=RUN_QUANTILE,
                    help="the fast-tail quantile compare judges several runs a side by, beside their medians (default 0.1; 0.5: medians alone)")
     t.add_argument("--runs-a-side", type=int, default=1, metavar="K",
                    help="compare blocks of K consecutive rounds, each side its K runs merged (as "

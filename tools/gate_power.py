@@ -3,6 +3,7 @@
     python tools/gate_power.py run --out gate-power          # 5 A/A gates, then 5 with slowdowns
     python tools/gate_power.py table gate-power/*/           # the table of docs/performance-history.md
     python tools/gate_power.py table --calibration .ipcbench/calibration.json gate-power/*/
+    python tools/gate_power.py table --fast-tail 0.5 gate-power/*/   # the rounds' medians alone
     # a consumer project's plugin backend, slowed 2x, 1.5x, and 2x only from 1 MB:
     python tools/gate_power.py run --project examples/consumer --out gp --aa 2 \
         --plan fifo=2 --plan fifo=1.5 --plan fifo=2@1MB -- --run-args "--sizes 1KB,1MB --ranks 4"   # 1MB = 10^6 B < 1 MiB
@@ -37,6 +38,7 @@ from pytest_ipcbench.core.injection import Slowdown, parse_injection
 from pytest_ipcbench.history.calibration import Calibration
 from pytest_ipcbench.history.compare import compare_sets
 from pytest_ipcbench.history.results import ResultSet
+from pytest_ipcbench.history.run_sets import RUN_QUANTILE
 
 ROTATION = [  # (2x, 1.5x, 1.25x): every backend meets every factor once or twice
     ("shm", "zmq", "mpi-p2p"),
@@ -111,7 +113,8 @@ def table(args: argparse.Namespace) -> int:
         meta = json.loads((folder / "gate.json").read_text())
         inject = {b: parse_injection(f"{b}={v}")[b] for b, v in meta["inject"].items()}
         base, head = ResultSet.load(folder / "base.json"), ResultSet.load(folder / "head.json")
-        comparison = compare_sets(base, head, paired=True, calibration=calibration)
+        comparison = compare_sets(base, head, paired=True, calibration=calibration,
+                                  fast_tail=None if args.fast_tail == 0.5 else args.fast_tail)
         inconclusive += len(comparison.with_status("inconclusive"))
         by_backend: dict[str, list[bool]] = defaultdict(list)
         false_alarms, false_faster = [], 0
@@ -193,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="one injected gate per SPEC (as --inject takes it, e.g. fifo=2@1MiB) instead of the rotation")
     p = sub.add_parser("table", help="tabulate gate report folders")
     p.add_argument("--calibration", default=None, help="decide with this calibration file (ipcbench calibrate)")
+    p.add_argument("--fast-tail", type=float, default=RUN_QUANTILE, metavar="Q",
+                   help="the quantile of each round the gate judges by beside its medians (default 0.1; 0.5: medians alone)")
     p.add_argument("folders", nargs="+")
     args = parser.parse_args(argv)
     return run(args, gate_args) if args.command == "run" else table(args)

@@ -6,8 +6,9 @@ two-level over rounds for results merged from interleaved rounds, :func:`merge_r
 for files of different runs, the between-run noise of that case on this runner (a calibration
 file of ``ipcbench calibrate``, :mod:`.calibration`; without one a conservative assumed noise),
 plus the interval of the robust normalisation by the in-run references; sides of several alternated
-runs bound that noise by their own spread, judged by the runs' medians and by their fast tails. A case is *slower* when
-the whole interval lies above ``1 + threshold``, *faster* when below ``1 / (1 + threshold)``,
+runs bound that noise by their own spread. Such sides, and a gate's rounds, are judged by their
+medians and by their fast tails. A case is *slower* when the whole interval lies above
+``1 + threshold``, *faster* when below ``1 / (1 + threshold)``,
 *unchanged* when it lies within both, and *inconclusive* when the noise cannot decide; every
 case also shows the smallest slowdown it could have detected. A whole file is never refused
 because some cases are noisy (docs/method.md rule 19). The exit code is 1 when a case is slower
@@ -72,6 +73,11 @@ def _rounds_of(result: Result, metric: str) -> int:
     return len(split) if split else 1
 
 
+def from_gate_rounds(base: ResultSet, head: ResultSet) -> bool:
+    """Were both sets merged from the rounds of one gate (:func:`~.rounds.merge_rounds`)?"""
+    return same_experiment(base, head) and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
+
+
 def compare_sets(
     base: ResultSet,
     head: ResultSet,
@@ -81,36 +87,40 @@ def compare_sets(
     family_wise: bool = True,
     paired: bool | None = None,
     calibration: Calibration | None = None,
+    fast_tail: float | None = RUN_QUANTILE,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base`` (``metric``: each case's primary).
 
-    Sides of several alternated runs (:func:`~.run_sets.overlap_problem`) are judged twice, each
-    time at half the error rate: by their runs' medians and by their runs' fast tails
-    (:data:`~.run_sets.RUN_QUANTILE`), which other jobs move least; a case takes the verdict that
-    decides, and is inconclusive when both decide, differently. Otherwise see
-    :func:`_compare_sets`.
+    Sides of several alternated runs (:func:`~.run_sets.overlap_problem`) and a gate's rounds are
+    judged twice, each time at half the error rate: by their runs' (rounds') medians and by their
+    fast tails, the ``fast_tail`` quantile of each (:data:`~.run_sets.RUN_QUANTILE`; None: medians
+    alone), which other jobs move least; a case takes the verdict that decides, and is
+    inconclusive when both decide, differently. Otherwise see :func:`_compare_sets`.
     """
     args = (base, head, threshold, confidence, metric, family_wise, paired, calibration)
-    if same_experiment(base, head) or overlap_problem(base, head) is not None:
+    gate = from_gate_rounds(base, head) and min(base.env["gate_rounds"], head.env["gate_rounds"]) > 1
+    runs = not same_experiment(base, head) and overlap_problem(base, head) is None
+    if fast_tail is None or not (gate or runs):
         return _compare_sets(*args)
+    what = "rounds" if gate else "runs"
     by_median = _compare_sets(*args, quantile=0.5, tests=2)
-    by_tail = _compare_sets(*args, quantile=RUN_QUANTILE, tests=2)
-    cases = [_either(m, t) for m, t in zip(by_median.cases, by_tail.cases)]
-    warnings = [*by_median.warnings, f"each case is judged by its runs' medians and by their {RUN_QUANTILE:.0%} "
-                f"quantiles (other jobs move a run's fast tail least), each at half the error rate: a case takes "
-                f"the verdict that decides, and is inconclusive when both decide, differently"]
+    by_tail = _compare_sets(*args, quantile=fast_tail, tests=2)
+    cases = [_either(m, t, what) for m, t in zip(by_median.cases, by_tail.cases)]
+    warnings = [*by_median.warnings, f"each case is judged by its {what}' medians and by their {fast_tail:.0%} "
+                f"quantiles (other jobs move a {what[:-1]}'s fast tail least), each at half the error rate: a case "
+                f"takes the verdict that decides, and is inconclusive when both decide, differently"]
     return replace(by_median, cases=cases, warnings=warnings)
 
 
-def _either(by_median: CaseVerdict, by_tail: CaseVerdict) -> CaseVerdict:
-    """One case's verdict from its runs' medians and from their fast tails (each at half the error
-    rate): the one that decides when the other cannot; none when both decide, differently."""
+def _either(by_median: CaseVerdict, by_tail: CaseVerdict, what: str = "runs") -> CaseVerdict:
+    """One case's verdict from its runs' (rounds') medians and from their fast tails (each at half
+    the error rate): the one that decides when the other cannot; none when both decide, differently."""
     if by_median.key != by_tail.key or by_median.status == by_tail.status or by_tail.status == "inconclusive":
         return by_median
     if by_median.status == "inconclusive":
         return by_tail
     return replace(by_median, status="inconclusive",
-                   note=f"{by_median.note}; the runs' medians say {by_median.status}, their fast tails {by_tail.status}")
+                   note=f"{by_median.note}; the {what}' medians say {by_median.status}, their fast tails {by_tail.status}")
 
 
 def _compare_sets(
@@ -126,7 +136,7 @@ def _compare_sets(
     tests: int = 1,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base``, each case's runs or rounds
-    summarised by ``quantile`` of their samples (sides of several runs only), at an error rate
+    summarised by ``quantile`` of their samples (sides of several runs, a gate's rounds), at an error rate
     divided by ``tests`` (the number of ways each case is judged).
 
     ``confidence`` is family-wise by default: with ``m`` cases compared, each case's interval is
@@ -157,8 +167,7 @@ def _compare_sets(
     if paired is None:
         paired = one_experiment
     across_runs = not one_experiment
-    # files of one gate, merged from its rounds (rounds.merge_rounds counts them in env)
-    from_gate = one_experiment and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
+    from_gate = from_gate_rounds(base, head)
     one_round_cases = 0
     warnings = env_warnings(base, head)
     # sides of several separate runs that alternated: their own spread bounds the between-run noise
@@ -231,7 +240,7 @@ def _compare_sets(
     h_norm = norm.half_width * z / NormalDist().inv_cdf(0.975) if norm is not None and norm.used else 0.0
     spread = _case_spread(old, new, todo) if across_runs else 0.0
     assumed = max(UNCALIBRATED_NOISE, spread)
-    quantile = quantile if runs_a_side else 0.5
+    quantile = quantile if runs_a_side or from_gate else 0.5
     moderated = moderated_round_halfwidths(old, new, todo, per_case, quantile)
     for key, m, a, b in todo:
         try:
@@ -273,7 +282,7 @@ def _compare_sets(
             elif across_runs or one_round:
                 sigma, source = assumed, "assumed, no calibration"
             elif rounds and h_rounds is not None:  # the rounds' own spread, t interval (few rounds: wide)
-                sigma, source = 0.0, f"{k} rounds"
+                sigma, source = 0.0, f"{k} rounds" + ("" if quantile == 0.5 else f"' {quantile:.0%} quantiles")
             else:
                 sigma, source = 0.0, "within-run"
             h_between = z * sigma / math.sqrt(k)

@@ -257,6 +257,44 @@ def test_sides_that_swing_apart_between_rounds_stay_undecided() -> None:
             verdict_text.format_table(comparison)
 
 
+def _busy_side(seed: int, k: int, factors: dict[str, float] | None = None) -> ResultSet:
+    """``k`` rounds of a machine that other jobs kept busy: in each round, case by case, a share
+    of the iterations (20-70%) ran 1.5-4x slower; the fastest ones were left alone."""
+    rng = np.random.default_rng(seed)
+    sets = []
+    for i in range(k):
+        rs = make_set(seed=seed * 10 + i, factors=factors)
+        for r in rs.results:
+            for m, x in r.samples.items():
+                hit = rng.random(len(x)) < rng.uniform(0.2, 0.7)
+                r.samples[m] = [v * float(rng.uniform(1.5, 4.0)) if h else v for v, h in zip(x, hit)]
+        sets.append(rs)
+    return rounds.merge_rounds(sets)
+
+
+def test_a_busy_gates_rounds_are_judged_by_their_medians_and_by_their_fast_tails() -> None:
+    """Beside other jobs a round's median moves with how many of its iterations they hit, its 10%
+    quantile hardly: the gate judges each case both ways, at half the error rate each."""
+    slow = {f"bcast/zmq/bytes/{kind}/{size}/r{ranks}": 1.5 for kind in KINDS for size in SIZES for ranks in (2, 4)}
+    found = {"median": 0, "either": 0}
+    false = 0
+    for rep in range(3):
+        base, head, same = _busy_side(100 + rep, 4), _busy_side(200 + rep, 4, slow), _busy_side(300 + rep, 4)
+        for way, comparison in (("median", compare.compare_sets(base, head, fast_tail=None)),
+                                ("either", compare.compare_sets(base, head))):
+            found[way] += sum("/zmq/" in c.key for c in comparison.regressions)
+            false += sum("/zmq/" not in c.key for c in comparison.regressions) + len(comparison.with_status("faster"))
+        aa = compare.compare_sets(base, same)
+        false += len(aa.regressions) + len(aa.with_status("faster"))
+    assert false == 0
+    assert found["median"] <= 4 and found["either"] >= 20, found  # of 3 x 8 slowed cases
+    either = compare.compare_sets(base, head)
+    assert any("by its rounds' medians and by their 10% quantiles" in w for w in either.warnings)
+    assert any("rounds' 10% quantiles" in c.noise_source for c in either.regressions)
+    alone = compare.compare_sets(base, head, fast_tail=None)
+    assert not any("quantiles" in w for w in alone.warnings)
+
+
 def test_rounds_interval_pairs_rounds_and_contains_the_ratio() -> None:
     rng = np.random.default_rng(5)
     a = [list(rng.lognormal(0, 0.05, 30) * 2.0) for _ in range(4)]
