@@ -208,7 +208,7 @@ def _remove_left_by_dead_parent() -> None:
         for item in left:
             if not cleanup.in_use(item.path, mapped):
                 names.remove(item.path)
-        if len(left) == 0 or all(not item.path.exists() for item in left) or time.monotonic() > deadline:
+        if all(not item.path.exists() for item in left) or time.monotonic() > deadline:
             return
         time.sleep(0.1)
 

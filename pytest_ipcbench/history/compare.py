@@ -136,8 +136,9 @@ def _compare_sets(
     tests: int = 1,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base``, each case's runs or rounds
-    summarised by ``quantile`` of their samples (sides of several runs, a gate's rounds), at an error rate
-    divided by ``tests`` (the number of ways each case is judged).
+    summarised by ``quantile`` of their samples (the wrapper :func:`compare_sets` passes another
+    than the median only for sides of several runs and a gate's rounds), at an error rate divided
+    by ``tests`` (the number of ways each case is judged).
 
     ``confidence`` is family-wise by default: with ``m`` cases compared, each case's interval is
     taken at ``1 - (1 - confidence) / m`` (Bonferroni), so that a report of 150 cases does not
@@ -240,7 +241,6 @@ def _compare_sets(
     h_norm = norm.half_width * z / NormalDist().inv_cdf(0.975) if norm is not None and norm.used else 0.0
     spread = _case_spread(old, new, todo) if across_runs else 0.0
     assumed = max(UNCALIBRATED_NOISE, spread)
-    quantile = quantile if runs_a_side or from_gate else 0.5
     moderated = moderated_round_halfwidths(old, new, todo, per_case, quantile)
     for key, m, a, b in todo:
         try:

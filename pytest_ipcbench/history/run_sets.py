@@ -32,9 +32,9 @@ RUNS_KEY = "compared_runs"
 #: the other's in 1 of 3 quiet blocks, and 9 cases read a confident 0.54-0.76x; with 5 a side such a
 #: split is some 20 times rarer, and none was seen.
 MIN_RUNS = 5
-#: The fast-tail quantile by which compare also judges sides of several runs (beside their runs'
-#: medians, each way at half the error rate): other jobs only add time, to some iterations more
-#: than to others, and reach a run's fastest iterations least. Beside a second `make test` on 2
+#: The fast-tail quantile by which compare also judges sides of several runs and a gate's rounds
+#: (beside their medians, each way at half the error rate): other jobs only add time, to some
+#: iterations more than to others, and reach a run's fastest iterations least. Beside a second `make test` on 2
 #: cores, 10 alternated runs a side then flagged a 2x slowdown in 17 of 26 cases against 7 of 26
 #: by medians alone, with no false verdict either way (README, "Several runs a side").
 RUN_QUANTILE = 0.1

@@ -155,7 +155,7 @@ def rounds_ratio_interval(
     than the threshold in practically every round.
 
     ``quantile``: each round is summarised by this quantile of its samples instead of its median
-    (compare's several runs a side: :data:`~.run_sets.RUN_QUANTILE`).
+    (compare's several runs a side and a gate's rounds: :data:`~.run_sets.RUN_QUANTILE`).
     """
     if not a_rounds or not b_rounds or not all(len(r) for r in (*a_rounds, *b_rounds)):
         raise ValueError("a ratio needs samples in every round on both sides")
