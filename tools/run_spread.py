@@ -7,7 +7,8 @@
 Per case of the scenario: the median of its primary metric in each run, and max / min across the
 runs. Prints the cases from the widest, then min / median / max of the spreads and how many are
 within ``--target`` (1.3x by default: issue 26's bound for broadcast). Each run's load average
-(from its environment record) is printed too: a spread means little without it.
+and the host's state at its start and end (a 1 MiB copy from another CPU's cache,
+``core/cpu_pair.py``) are printed too: a spread means little without them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(runs) < 2:
         parser.error("need at least two runs")
     for f, rs in zip(args.files, runs):
-        print(f"{f}: load {rs.env.get('load_start', '?')} at start, {rs.env.get('load_end', '?')} at the end")
+        cross = rs.env.get("cross_cpu_copy_s") or []
+        spell = f"; 1 MiB from another CPU's cache {' / '.join(format_time(x) for x in cross if x)}" if cross else ""
+        print(f"{f}: load {rs.env.get('load_start', '?')} at start, {rs.env.get('load_end', '?')} at the end{spell}")
     medians: dict[str, list[float]] = {}
     for rs in runs:
         for key, r in rs.by_key().items():

@@ -30,7 +30,7 @@ from .calibration_summary import rounds_to_detect
 from .normalise import is_reference, reference_factor
 from .counters import counter_verdict
 from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
-                            load_warning)
+                            load_warning, spell_warning)
 from .results import Result, ResultSet
 from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
@@ -335,9 +335,9 @@ def _compare_sets(
     if across_runs:
         comparison.warnings.append(across_runs_note(norm, calibration, spread, (len(runs_of(base)), len(runs_of(head)))
                                                      if runs_a_side else None))
-        load = load_warning(base, head)
-        if load:
-            comparison.warnings.append(load)
+        for note in (load_warning(base, head), spell_warning(base, head)):
+            if note:
+                comparison.warnings.append(note)
     noisy = round_noise(old, new, metric)
     if noisy is not None and noisy > 1 + threshold:
         comparison.warnings.append(

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 
+from ..core.units import format_time
 from .calibration import UNCALIBRATED_NOISE, Calibration
 from .normalise import Normalisation
 from .results import ResultSet
+from .run_sets import runs_of
 from .verdict import LOAD_GAP
 
 
@@ -29,6 +31,34 @@ def load_warning(base: ResultSet, head: ResultSet) -> str | None:
         return (f"the machine's load differed between the runs (1-minute load average: base {a:.1f}, head {b:.1f}{on}): "
                 f"the in-run references divide out a uniform slow-down, not one that hits some cases more")
     return None
+
+
+#: the spread of a side's cross-CPU copies (core/cpu_pair.py) past which compare names the host's spells
+SPELL_GAP = 1.3
+
+
+def cross_cpu_copies(rs: ResultSet) -> list[float]:
+    """The 1 MiB copies from another CPU's cache a side's runs measured (each run's start and end)."""
+    records = [run.get("cross_cpu_copy_s") for run in runs_of(rs)] or [rs.env.get("cross_cpu_copy_s")]
+    return [float(x) for xs in records if isinstance(xs, list) for x in xs if isinstance(x, (int, float)) and x > 0]
+
+
+def spell_warning(base: ResultSet, head: ResultSet) -> str | None:
+    """A warning when the runs met the host in different states: a copy between two CPUs at clearly
+    different speeds (a virtual machine's CPUs placed near or far by its host, for minutes)."""
+    a, b = cross_cpu_copies(base), cross_cpu_copies(head)
+    both = a + b
+    if not a or not b or max(both) <= SPELL_GAP * min(both):
+        return None
+
+    def span(xs: list[float]) -> str:
+        lo, hi = min(xs), max(xs)
+        return format_time(lo) if hi < 1.05 * lo else f"{format_time(lo)} to {format_time(hi)}"
+
+    return (f"the host moved data between this machine's CPUs at different speeds during these runs (a 1 MiB copy "
+            f"from another CPU's cache: base {span(a)}, head {span(b)}; measured at each run's start and end): cases "
+            f"whose data crosses CPUs move with it, whatever the code; compare runs made in one spell, or use the "
+            f"gate, whose rounds alternate")
 
 
 def calibration_warning(calibration: Calibration | None, base: ResultSet, head: ResultSet) -> str | None:

@@ -87,6 +87,7 @@ def merge_runs(sets: Sequence[ResultSet], names: Sequence[str] = ()) -> ResultSe
     merged.env.pop("gate_rounds", None)  # not a gate's interleaved rounds
     merged.env[RUNS_KEY] = [{"run_id": rs.env.get("run_id"), "created": rs.env.get("created"),
                              "others_cpu_share": rs.env.get("others_cpu_share"),
+                             "cross_cpu_copy_s": rs.env.get("cross_cpu_copy_s"),
                              "file": names[i] if i < len(names) else ""} for i, rs in enumerate(sets)]
     return merged
 

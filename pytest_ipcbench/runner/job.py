@@ -40,6 +40,7 @@ from ..core.envinfo import INJECT_ENV, describe as describe_env
 from ..core.group import MPIGroup, in_mpi_job
 from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
+from ..core.cpu_pair import NBYTES as CROSS_CPU_BYTES, cross_cpu_copy
 from ..core.procs import has_module
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier)
@@ -143,6 +144,7 @@ class Runner:
         self.results: ResultSet | None = None  # what finish() wrote
         self.copies: dict[int, Result] = {}
         self.references: dict[int, Result] = {}
+        self.cross_cpu: list[float | None] = []  # the host's state at the start and the end (core/cpu_pair.py)
         self.failures: list[str] = []
         self.log_lines: list[str] = []
         self.mpi = MpiPhase(self)
@@ -177,6 +179,7 @@ class Runner:
             old = self.references.get(n)
             if old is None or r.summary().median < old.summary().median:
                 self.references[n] = r
+        self.cross_cpu.append(cross_cpu_copy())
         if progress is not None:
             progress.finish("copy bandwidth (numpy)", f"{len(sizes)} sizes")
         return {n: r.throughput() for n, r in self.copies.items()}
@@ -358,6 +361,8 @@ class Runner:
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
+        if any(x is not None for x in self.cross_cpu):  # a 1 MiB copy from another CPU's cache, start and end
+            env["cross_cpu_copy_s"], env["cross_cpu_copy_bytes"] = self.cross_cpu, CROSS_CPU_BYTES
         notes: dict[str, dict[str, Any]] = {}
         violations = below_physics(self.run_record.results)
         others = self.run_record.others_cpu_share() if violations else None

@@ -193,6 +193,29 @@ def test_load_difference_is_warned() -> None:
     assert comparison.exit_code == 0
 
 
+def test_runs_in_different_spells_of_the_host_are_named() -> None:
+    # a 1 MiB copy between two CPUs: ~19 us while the host runs them near, 30-40 us far (core/cpu_pair.py)
+    near, far, slightly = [19e-6, 19.5e-6], [33e-6, 38e-6], [20e-6, 21e-6]
+    base, head = run_set(1), run_set(2)
+    base.env["cross_cpu_copy_s"], head.env["cross_cpu_copy_s"] = near, far
+    warned = [w for w in compare.compare_sets(base, head).warnings if "between this machine's CPUs" in w]
+    assert len(warned) == 1 and "base 19 µs," in warned[0] and "head 33 µs to 38 µs" in warned[0], warned
+    head.env["cross_cpu_copy_s"] = slightly
+    assert not [w for w in compare.compare_sets(base, head).warnings if "between this machine's CPUs" in w]
+    # several runs a side keep each run's probe: one far run among near ones is named too
+    bases, heads = _runs(range(100, 105), 0), _runs(range(200, 205), 1)
+    for i, rs in enumerate(bases + heads):
+        rs.env["cross_cpu_copy_s"] = far if i == 7 else near
+    merged_base, merged_head = run_sets.merge_runs(bases), run_sets.merge_runs(heads)
+    assert [r["cross_cpu_copy_s"] for r in run_sets.runs_of(merged_head)][2] == far
+    warned = [w for w in compare.compare_sets(merged_base, merged_head).warnings if "between this machine's CPUs" in w]
+    assert len(warned) == 1 and "head 19 µs to 38 µs" in warned[0], warned
+    # a gate's rounds alternate within one experiment: no such note
+    gate_base, gate_head = run_set(1, run_id="x"), run_set(2, run_id="x")
+    gate_base.env["cross_cpu_copy_s"], gate_head.env["cross_cpu_copy_s"] = near, far
+    assert not [w for w in compare.compare_sets(gate_base, gate_head).warnings if "between this machine's CPUs" in w]
+
+
 def test_calibration_from_another_machine_is_ignored() -> None:
     calibration = calibrated(0.05)
     calibration.env["cores"] = 64

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -162,6 +163,8 @@ def test_ipcbench_run_quick_end_to_end(tmp_path):
     assert data["schema"] == SCHEMA
     env = data["env"]
     assert env["ranks"] == 3 and "oversubscribed" in env and env["mpi"].get("vendor") and env["copy_bandwidth_MBps"] > 0
+    if len(os.sched_getaffinity(0)) > 1:  # the host's state at the run's start and end (core/cpu_pair.py)
+        assert len(env["cross_cpu_copy_s"]) == 2 and all(0 < x < 0.1 for x in env["cross_cpu_copy_s"]), env
     rs = ResultSet.load(out / "results.json")
     keys = {r.key for r in rs.results}
     assert "broadcast/shm/native/ndarray/10000/r3" in keys and "pingpong/shm/native/buffer/10000/r2" in keys
