@@ -15,7 +15,6 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from statistics import NormalDist
 
 from ..core import names
 from ..core.project import find_pyproject
@@ -118,16 +117,17 @@ def run(args: argparse.Namespace) -> int:
     if args.plot != "none":
         plot = Path(args.plot) if args.plot else Path(path).with_suffix(".png")
         rounds = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS
-        summaries = tell.summarise(calibration, args.threshold, rounds, _z(calibration))
+        summaries = tell.summarise(calibration, args.threshold, rounds, _z(calibration),
+                                   z_rounds=_z(calibration, tell.JUDGEMENTS))
         drawn = plot_calibration(calibration, summaries, rounds, plot)
         print(f"[calibrate] plot: {drawn}" if drawn else "[calibrate] no plot (matplotlib is not installed)")
     return 0
 
 
-def _z(calibration: cal.Calibration) -> float:
-    """The normal quantile of each case's family-wise share of the default confidence."""
-    per_case = 1 - (1 - DEFAULT_CONFIDENCE) / max(1, len(calibration.cases))
-    return NormalDist().inv_cdf(1 - (1 - per_case) / 2)
+def _z(calibration: cal.Calibration, tests: int = 1) -> float:
+    """The normal quantile of each case's family-wise share of the default confidence (``tests``:
+    the ways each case is judged; a gate's rounds two, :data:`~..history.calibration_summary.JUDGEMENTS`)."""
+    return tell.decision_z(DEFAULT_CONFIDENCE, len(calibration.cases), tests=tests)
 
 
 def format_calibration(calibration: cal.Calibration, threshold: float,
@@ -136,7 +136,7 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
     per_case = 1 - (1 - DEFAULT_CONFIDENCE) / max(1, len(calibration.cases))
     z = _z(calibration)
     rows = []
-    for g in tell.summarise(calibration, threshold, rounds, z):
+    for g in tell.summarise(calibration, threshold, rounds, z, z_rounds=_z(calibration, tell.JUDGEMENTS)):
         held = calibration.held_out.get(g.group)
         rows.append([
             g.group, g.cases, f"±{format_percent(math.exp(g.sigma_median) - 1)} (max ±{format_percent(math.exp(g.sigma_max) - 1)})",
@@ -159,7 +159,8 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
              f"'compare: false verdicts': what that promises per case whatever the noise's distribution (a new A/A "
              f"pair passes the largest of n with a chance of at most 1 / (n + 1)), and what was observed on A/A "
              f"pairs of runs the calibration was made without ('held-out'); 'detects': the smallest slowdown "
-             f"decided as slower (median case)")
+             f"decided as slower (median case; a gate's rounds judged by their medians and their fast tails, "
+             f"each at half the error rate)")
     note = calibration.held_out_note()
     return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1)) + (f"\n\nwarning: {note}" if note else "")
 

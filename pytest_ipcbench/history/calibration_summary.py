@@ -50,6 +50,18 @@ def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dic
 
 
 
+#: a gate's rounds, and several alternated runs a side, are judged twice (their medians, their fast
+#: tails), each at half the error rate (``compare.compare_sets``): what they can decide is predicted so
+JUDGEMENTS = 2
+
+
+def decision_z(confidence: float, cases: int, family_wise: bool = True, tests: int = 1) -> float:
+    """The normal quantile of one case's two-sided interval: ``confidence`` shared by ``cases``
+    (Bonferroni, when ``family_wise``) and by the ``tests`` ways each case is judged."""
+    per_case = 1 - (1 - confidence) / (max(1, cases) if family_wise else 1) / tests
+    return NormalDist().inv_cdf(1 - (1 - per_case) / 2)
+
+
 def rounds_to_detect(sigma: float, effect: float, threshold: float, z: float) -> int | None:
     """Interleaved rounds per side at which a true ``effect`` (e.g. 1.5) is decided slower,
     when one round's head/base has log-scale noise ``sigma``: the smallest ``k`` with
@@ -134,8 +146,10 @@ class GroupSummary:
 
 
 def summarise(calibration: Calibration, threshold: float, rounds: int, z: float,
-              effect: float = 1.5) -> list[GroupSummary]:
-    """Per group: noise, false-alarm rates (bare; compare's verdict: what its tail promises), detectable change."""
+              effect: float = 1.5, z_rounds: float | None = None) -> list[GroupSummary]:
+    """Per group: noise, false-alarm rates (bare; compare's verdict: what its tail promises), detectable
+    change: of two single runs at ``z``, of a gate's ``rounds`` at ``z_rounds`` (default ``z``)."""
+    z_rounds = z if z_rounds is None else z_rounds
     by_group: dict[str, list[tuple[str, CaseNoise]]] = {}
     for key, c in calibration.cases.items():
         by_group.setdefault(c.group, []).append((key, c))
@@ -146,7 +160,7 @@ def summarise(calibration: Calibration, threshold: float, rounds: int, z: float,
         sigmas = [c.sigma for _, c in items]
         ratios = [r for _, c in items for r in c.ratios]
         flagged = sum(1 for r in ratios if r > 1 + threshold or r < 1 / (1 + threshold))
-        needed = [rounds_to_detect(u, effect, threshold, z) for u in used]
+        needed = [rounds_to_detect(u, effect, threshold, z_rounds) for u in used]
         tail = calibration.tails.get(group)
         out.append(GroupSummary(
             group, len(items), float(np.median(sigmas)), max(sigmas),
@@ -154,7 +168,7 @@ def summarise(calibration: Calibration, threshold: float, rounds: int, z: float,
             flagged / len(ratios) if ratios else math.nan, len(ratios),
             math.exp(tail.jump) if tail else math.nan, tail.promise if tail else math.nan,
             float(np.median([(1 + threshold) * math.exp(h) for h in across])),
-            float(np.median([detectable(u, rounds, threshold, z) for u in used])),
+            float(np.median([detectable(u, rounds, threshold, z_rounds) for u in used])),
             None if any(n is None for n in needed) else max(n for n in needed if n is not None)))
     return out
 

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
-from .calibration_summary import rounds_to_detect
+from .calibration_summary import JUDGEMENTS, rounds_to_detect
 from .normalise import is_reference, reference_factor
 from .counters import counter_verdict
 from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
@@ -103,8 +103,8 @@ def compare_sets(
     if fast_tail is None or not (gate or runs):
         return _compare_sets(*args)
     what = "rounds" if gate else "runs"
-    by_median = _compare_sets(*args, quantile=0.5, tests=2)
-    by_tail = _compare_sets(*args, quantile=fast_tail, tests=2)
+    by_median = _compare_sets(*args, quantile=0.5, tests=JUDGEMENTS)
+    by_tail = _compare_sets(*args, quantile=fast_tail, tests=JUDGEMENTS)
     cases = [_either(m, t, what) for m, t in zip(by_median.cases, by_tail.cases)]
     warnings = [*by_median.warnings, f"each case is judged by its {what}' medians and by their {fast_tail:.0%} "
                 f"quantiles (other jobs move a {what[:-1]}'s fast tail least), each at half the error rate: a case "

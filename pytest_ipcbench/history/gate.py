@@ -32,7 +32,7 @@ from ..core.injection import Slowdown, format_injection
 from ..core.project import find_pyproject
 from . import consumer
 from .calibration import Calibration, find_calibration
-from .calibration_summary import undecidable
+from .calibration_summary import JUDGEMENTS, decision_z, undecidable
 from .compare import compare_sets
 from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, default_run_args, git, install_sides,
                          no_run_message, repo_top, resolve_commit, run_round, side_args, tree_has_run, warm_up)
@@ -175,12 +175,8 @@ def load_imbalance(base: Sequence[ResultSet], head: Sequence[ResultSet], share: 
 def budget_notice(calibration: Calibration, opts: GateOptions, effect: float = 1.5) -> list[str]:
     """Up front: the cases whose calibrated noise cannot decide ``effect`` within the gate's
     budget of rounds, and the rounds that would (docs/method.md rule 21)."""
-    from statistics import NormalDist
-
     rounds = opts.rounds + opts.confirm_rounds
-    m = max(1, len(calibration.cases))
-    per_case = 1 - (1 - opts.decision.confidence) / m if opts.decision.family_wise else opts.decision.confidence
-    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
+    z = decision_z(opts.decision.confidence, len(calibration.cases), opts.decision.family_wise, JUDGEMENTS)
     cannot = undecidable(calibration, None, opts.decision.threshold, rounds, z, effect)
     if not cannot:
         return [f"every calibrated case can decide a {effect:g}x slowdown within {rounds} rounds per side"]

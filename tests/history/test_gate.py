@@ -593,3 +593,18 @@ def test_one_round_per_side_gives_no_time_verdict_without_a_calibration() -> Non
     assert [c.key for c in decided.regressions] == [victim], verdict_text.format_table(decided)
     two = compare.compare_sets(*_victim_rounds([1.0, 1.0], [1.0, 1.0], victim, 3.0))  # rounds measure it
     assert [c.key for c in two.regressions] == [victim], verdict_text.format_table(two)
+
+
+def test_the_budget_notice_predicts_the_gates_double_judgement() -> None:
+    # each case is judged twice by a gate (its rounds' medians, their fast tails), each at half the error
+    # rate: a case whose noise 32 rounds would decide at the full rate must be named as needing more
+    key = "broadcast/fifo/bytes/ndarray/1000/r4"
+    sigma = 0.8375  # 1.5x: 28 rounds at z = 1.96 (one judgement), 37 at z = 2.24 (two)
+    calibration = Calibration({key: CaseNoise(sigma, sigma, 10, "broadcast r4")}, {"broadcast r4": sigma}, 10, 0.10)
+    opts = gate.GateOptions(base="main")
+    assert opts.rounds + opts.confirm_rounds == 32
+    notice = gate.budget_notice(calibration, opts)
+    assert len(notice) == 1 and "1 of 1 calibrated cases cannot decide a 1.5x slowdown" in notice[0], notice
+    assert f"{key} (detects" in notice[0] and "needs 37 rounds" in notice[0], notice
+    easy = Calibration({key: CaseNoise(0.5, 0.5, 10, "broadcast r4")}, {"broadcast r4": 0.5}, 10, 0.10)
+    assert gate.budget_notice(easy, opts) == ["every calibrated case can decide a 1.5x slowdown within 32 rounds per side"]
