@@ -270,17 +270,26 @@ def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> set[int]:
     """End a job we started in a session of its own (mpiexec and its ranks): TERM, then KILL
     after ``grace`` seconds. Returns the pids the group had, so what they left can be removed."""
     pids = group_pids(proc.pid)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, max(grace, 1.0))):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             break
-        try:
-            proc.wait(timeout=grace)
+        if _gone(proc, pids, wait):
             break
-        except subprocess.TimeoutExpired:
-            continue
     return pids
+
+
+def _gone(proc: subprocess.Popen, pids: set[int], seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``proc`` and every other process of ``pids`` to end: a rank signalled
+    with its launcher may still be running (not yet scheduled to die) when the launcher is gone."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if proc.poll() is not None and not any(running(p) for p in pids if p != proc.pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
 
 
 def load_average() -> float | None:

@@ -3,6 +3,8 @@ a job ended at its timeout with its ranks."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -56,3 +58,29 @@ def test_a_job_past_its_timeout_is_ended_with_its_children(tmp_path: Path) -> No
     assert done.timed_out
     child = int(pidfile.read_text())
     assert not running(child), "a rank outlived its job's timeout"
+
+
+def test_a_rank_that_ignores_sigterm_is_killed_even_when_its_launcher_obeys(tmp_path: Path) -> None:
+    # the launcher dies on SIGTERM at once; its rank ignores SIGTERM (as a rank busy in C code, or
+    # one whose handler hangs): ending the job must not stop at the launcher's exit
+    pidfile = tmp_path / "child.pid"
+    exe = _fake_mpiexec(tmp_path, (
+        "import subprocess, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import signal, sys, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); open(sys.argv[1], \"w\").write(\"ready\"); time.sleep(300)', "
+        f"{str(tmp_path / 'ready')!r}])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+        f"while not __import__('os').path.exists({str(tmp_path / 'ready')!r}): time.sleep(0.01)\n"
+        "print('started', flush=True)\n"
+        "time.sleep(300)"))
+    job = launcher.start(2, "ignored", mpiexec=exe)
+    while job.lines.get(timeout=60) != ("out", "started"):
+        pass
+    child = int(pidfile.read_text())
+    assert running(child)
+    try:
+        job.kill()
+        assert not running(child), "a rank that ignored SIGTERM outlived its job"
+    finally:
+        if running(child):  # leave nothing behind, even when the test fails
+            os.kill(child, signal.SIGKILL)
