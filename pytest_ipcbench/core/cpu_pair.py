@@ -2,9 +2,9 @@
 
 On a virtual machine the host places the guest's CPUs, and can place them differently from one
 minute to the next: on this project's machine (2 vCPUs under KVM) a 1 MiB copy out of the other
-CPU's cache took about 19 µs in some spells and 30-40 µs in others (a cache line's round trip
-between the two: ~105 against ~530 ns, ``tools/line_roundtrip.c``), for minutes at a time, while
-a copy within one CPU did not move. Every case whose data crosses CPUs (a broadcast's readers,
+CPU's cache took 17-21 µs in some spells and 26-40 µs in others (a cache line's round trip
+between the two: ~105 against ~530 ns, ``tools/line_roundtrip.c``), for seconds to minutes at a
+time, while a copy within one CPU did not move. Every case whose data crosses CPUs (a broadcast's readers,
 a ping-pong's echo) moves with it, whatever the code; so a run records this probe at its start and
 end (``cross_cpu_copy_s``), and ``ipcbench compare`` says when two sides ran in different spells.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -79,7 +80,7 @@ def _probe(nbytes: int = NBYTES, reps: int = REPS) -> float | None:
                     raise TimeoutError
         ok = True
     except TimeoutError:
-        os.kill(pid, 9)
+        os.kill(pid, signal.SIGKILL)
     finally:
         _, status = os.waitpid(pid, 0)
     return float(np.median(times)) if ok and status == 0 else None
