@@ -194,7 +194,7 @@ def test_load_difference_is_warned() -> None:
 
 
 def test_runs_in_different_spells_of_the_host_are_named() -> None:
-    # a 1 MiB copy between two CPUs: ~19 us while the host runs them near, 30-40 us far (core/cpu_pair.py)
+    # a 1 MiB copy between two CPUs: ~17-21 us while the host runs them near, 26-40 us far (core/cpu_pair.py)
     near, far, slightly = [19e-6, 19.5e-6], [33e-6, 38e-6], [20e-6, 21e-6]
     base, head = run_set(1), run_set(2)
     base.env["cross_cpu_copy_s"], head.env["cross_cpu_copy_s"] = near, far
