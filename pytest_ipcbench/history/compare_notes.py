@@ -61,6 +61,16 @@ def spell_warning(base: ResultSet, head: ResultSet) -> str | None:
             f"gate, whose rounds alternate")
 
 
+def spell_change(copies: list[float | None]) -> str | None:
+    """What a run says when the host's state changed between its start and its end."""
+    xs = [x for x in copies if x]
+    if len(xs) < 2 or max(xs) <= SPELL_GAP * min(xs):
+        return None
+    return (f"the host's state changed during this run (a 1 MiB copy from another CPU's cache: "
+            f"{format_time(xs[0])} at the start, {format_time(xs[-1])} at the end): cases whose data crosses CPUs "
+            f"may have met either")
+
+
 def calibration_warning(calibration: Calibration | None, base: ResultSet, head: ResultSet) -> str | None:
     """A calibration made on another machine (other cores or host) is ignored, with this warning."""
     if calibration is None:

@@ -46,6 +46,7 @@ from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, 
                                pipe_pingpong_result, quiet_barrier)
 from ..core.injection import injected
 from ..harness.physics import below_physics, judge
+from ..history.compare_notes import spell_change
 from ..history.record import RunRecord
 from ..history.results import Result, ResultSet
 from ..report import headline, write_report
@@ -361,8 +362,7 @@ class Runner:
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
-        if any(x is not None for x in self.cross_cpu):  # a 1 MiB copy from another CPU's cache, start and end
-            env["cross_cpu_copy_s"], env["cross_cpu_copy_bytes"] = self.cross_cpu, CROSS_CPU_BYTES
+        env.update(cross_cpu_copy_s=self.cross_cpu, cross_cpu_copy_bytes=CROSS_CPU_BYTES)  # None: not measured
         notes: dict[str, dict[str, Any]] = {}
         violations = below_physics(self.run_record.results)
         others = self.run_record.others_cpu_share() if violations else None
@@ -390,6 +390,8 @@ class Runner:
         print(headline(self.results.results) or "(no results)")
         print()
         print(f"{len(self.results.results)} results in {wall:.0f} s; {len(self.failures)} failed")
+        if spell := spell_change(self.cross_cpu):
+            print(f"  note: {spell}")
         for f in self.failures[:20]:
             print(f"  failed: {f}")
         if len(self.failures) > 20:

@@ -18,7 +18,7 @@ import pytest
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.history import calibration as cal
 from pytest_ipcbench.history import calibration_summary as tell
-from pytest_ipcbench.history import compare, run_sets, verdict, verdict_text
+from pytest_ipcbench.history import compare, compare_notes, run_sets, verdict, verdict_text
 from pytest_ipcbench.history.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
@@ -210,6 +210,9 @@ def test_runs_in_different_spells_of_the_host_are_named() -> None:
     assert [r["cross_cpu_copy_s"] for r in run_sets.runs_of(merged_head)][2] == far
     warned = [w for w in compare.compare_sets(merged_base, merged_head).warnings if "between this machine's CPUs" in w]
     assert len(warned) == 1 and "head 19 µs to 38 µs" in warned[0], warned
+    # a run whose start and end met different spells says so itself (ipcbench run's last lines)
+    assert "18 µs at the start, 28 µs at the end" in (compare_notes.spell_change([18e-6, 28e-6]) or "")
+    assert compare_notes.spell_change([18e-6, 19e-6]) is None and compare_notes.spell_change([None, 28e-6]) is None
     # a gate's rounds alternate within one experiment: no such note
     gate_base, gate_head = run_set(1, run_id="x"), run_set(2, run_id="x")
     gate_base.env["cross_cpu_copy_s"], gate_head.env["cross_cpu_copy_s"] = near, far
