@@ -37,6 +37,11 @@ def load_warning(base: ResultSet, head: ResultSet) -> str | None:
 SPELL_GAP = 1.3
 
 
+def _apart(copies: list[float]) -> bool:
+    """Did these cross-CPU copies meet the host in different spells (past :data:`SPELL_GAP`)?"""
+    return len(copies) > 1 and max(copies) > SPELL_GAP * min(copies)
+
+
 def cross_cpu_copies(rs: ResultSet) -> list[float]:
     """The 1 MiB copies from another CPU's cache a side's runs measured (each run's start and end)."""
     records = [run.get("cross_cpu_copy_s") for run in runs_of(rs)] or [rs.env.get("cross_cpu_copy_s")]
@@ -47,8 +52,7 @@ def spell_warning(base: ResultSet, head: ResultSet) -> str | None:
     """A warning when the runs met the host in different states: a copy between two CPUs at clearly
     different speeds (a virtual machine's CPUs placed near or far by its host, for minutes)."""
     a, b = cross_cpu_copies(base), cross_cpu_copies(head)
-    both = a + b
-    if not a or not b or max(both) <= SPELL_GAP * min(both):
+    if not a or not b or not _apart(a + b):
         return None
 
     def span(xs: list[float]) -> str:
@@ -64,7 +68,7 @@ def spell_warning(base: ResultSet, head: ResultSet) -> str | None:
 def spell_change(copies: list[float | None]) -> str | None:
     """What a run says when the host's state changed between its start and its end."""
     xs = [x for x in copies if x]
-    if len(xs) < 2 or max(xs) <= SPELL_GAP * min(xs):
+    if not _apart(xs):
         return None
     return (f"the host's state changed during this run (a 1 MiB copy from another CPU's cache: "
             f"{format_time(xs[0])} at the start, {format_time(xs[-1])} at the end): cases whose data crosses CPUs "
