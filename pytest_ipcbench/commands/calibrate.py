@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from ..core import names
+from ..core.outdir import check_output_file, write_text
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
 from ..history import calibration as cal
@@ -87,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     import shlex
 
     try:
+        # every output checked before the A/A runs (an hour's work lost to a FIFO or a full disk)
+        out = check_output_file(args.out, "--out")
+        markdown = check_output_file(args.markdown, "--markdown") if args.markdown else None
+        plot = None if args.plot == "none" else check_output_file(args.plot or out.with_suffix(".png"), "--plot")
         if args.from_files:
             sets = [load_results(path, f"run {i + 1}") for i, path in enumerate(args.from_files)]
             loads = [x for rs in sets for x in (rs.env.get("load_start"), rs.env.get("load_end"))
@@ -107,15 +112,13 @@ def run(args: argparse.Namespace) -> int:
     except (GateError, ValueError) as exc:
         print(f"ipcbench calibrate: {exc}", file=sys.stderr)
         return 2
-    path = calibration.save(args.out)
+    path = calibration.save(out)
     text = format_calibration(calibration, args.threshold)
     print(text)
     print(f"[calibrate] written: {path} (read by `ipcbench compare` and `ipcbench gate`)")
-    if args.markdown:
-        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.markdown).write_text(text + "\n")
-    if args.plot != "none":
-        plot = Path(args.plot) if args.plot else Path(path).with_suffix(".png")
+    if markdown:
+        write_text(markdown, text + "\n", "--markdown")
+    if plot:
         rounds = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS
         summaries = tell.summarise(calibration, args.threshold, rounds, _z(calibration),
                                    z_rounds=_z(calibration, tell.JUDGEMENTS))

@@ -7,6 +7,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..core.outdir import check_output_file, write_output
 from ..history.calibration import DEFAULT_PATH, find_calibration
 from ..history.compare import compare_sets
 from ..history.run_sets import load_side
@@ -120,6 +121,8 @@ def check_calibration_file(path: str | None) -> None:
 
 def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | None = None) -> int:
     try:
+        if how.markdown:
+            check_output_file(how.markdown, "--markdown")
         base = load_side(base_path, "base")
         head = load_side(head_path, "head")
         check_calibration_file(how.calibration)
@@ -131,7 +134,6 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
         return EXIT_ERROR
     print(format_table(comparison))
     if how.markdown:
-        Path(how.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(how.markdown).write_text(
-            format_markdown(comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"))
+        write_output(how.markdown, format_markdown(
+            comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"), "--markdown")
     return comparison.exit_code

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ..backends.base import MODES, BackendUnavailable, backend_names, default_wait, get_backend, resolve_wait
 from ..core.envinfo import cores
+from ..core.outdir import check_output_file, write_output
 from ..core.procs import BUSY_SHARE, cpu_mark, load_average, others_busy
 from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments, choice, names, number, seconds,
                             sizes, text, whole)
@@ -87,6 +88,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json_out:  # checked before the checks run: a FIFO blocked the write at the end
+        check_output_file(args.json_out, "--json")
     load_before, mark = load_average(), cpu_mark()
     figures, problems = run_checks(args.rounds, args.tolerance, args.mpiexec)
     if not figures and not problems:
@@ -126,10 +129,10 @@ def run(args: argparse.Namespace) -> int:
     for p in problems:
         print(f"problem: {p}")
     if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump({"tolerance": args.tolerance, "figures": [x.as_dict() for x in figures],
-                       "references": [r.as_dict() for r in rows],
-                       "problems": problems, "load": [load_before, load_after], "cores": cores()}, f, indent=1)
+        write_output(args.json_out, json.dumps({
+            "tolerance": args.tolerance, "figures": [x.as_dict() for x in figures],
+            "references": [r.as_dict() for r in rows],
+            "problems": problems, "load": [load_before, load_after], "cores": cores()}, indent=1), "--json")
     below = [r.below_physics for r in rows if r.below_physics]
     note = busy_note(others)  # as ipcbench run: on a busy machine it is said, not failed
     for line in below:

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from ..core import names
 from ..core.envinfo import cores
+from ..core.outdir import write_text
 from ..core.procs import kill_group
 from . import consumer
 from .results import ResultSet
@@ -373,7 +374,7 @@ def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[st
         project = side.decl.name if side.decl is not None else consumer.SELF
         records[side.name] = consumer.side_record(side.bin / "python", _side_env(side.venv), cache, project)
         records[side.name]["venv"] = str(side.venv)
-    (out / "environment.json").write_text(json.dumps(records, indent=1) + "\n")
+    write_text(out / "environment.json", json.dumps(records, indent=1) + "\n")
     refuse, notes = consumer.record_differences(records["base"], records["head"])
     if refuse:
         raise GateError("base and head would not run on equal terms, so a difference of time could not be told "

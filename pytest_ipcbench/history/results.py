@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..core.errors import FileMissing
+from ..core.outdir import atomic_output
 from ..core.counters import CounterAbsent, Counters
 from .stats import Summary, summarize
 from .validation import MalformedResults, check_env, check_record, describe_value, read_regular_file
@@ -169,13 +169,13 @@ class ResultSet:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write atomically (a reader never sees half a file)."""
+        """Write atomically (a reader never sees half a file; on an error, no file and no temporary
+        one: :func:`~..core.outdir.atomic_output`)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ipcbench-", suffix=".json", dir=path.parent)
         data = self.to_dict()
         results = data.pop("results")
-        with os.fdopen(fd, "w") as f:
+        with atomic_output(path, "results") as tmp, open(tmp, "w") as f:
             # the header indented for a reader; one compact line per result: a gate's merged file
             # holds millions of samples, one per line made it 2x larger and slower to write
             head = json.dumps(data, indent=1)
@@ -183,7 +183,6 @@ class ResultSet:
             for i, r in enumerate(results):
                 f.write(("\n  " if i == 0 else ",\n  ") + json.dumps(r, separators=(",", ":")))
             f.write("\n ]\n}\n")
-        os.replace(tmp, path)
         return path
 
     @classmethod

@@ -15,6 +15,7 @@ from typing import Any, Generator
 import pytest
 
 from ..core.group import observe, unobserve
+from ..core.terminate import fail_early_exit
 from ..core.watchdog import Watchdog
 from .session import IpcSession, get_session
 from .settings import marker_kwargs
@@ -76,6 +77,7 @@ class MpiHygiene:
         from ..core import reaper
 
         self.reaper = reaper.start(self.rank)
+        self.undo_exit = fail_early_exit(self.rank)  # os._exit(0) mid-session: the job fails, not exit 0
         self.watchdog = Watchdog(self.rank, comm.Abort)
         self.watchdog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
         observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
@@ -182,6 +184,7 @@ class MpiHygiene:
         from ..core import reaper
 
         reaper.release(self.reaper)
+        self.undo_exit()
         unobserve(self.watchdog)
         self.watchdog.close()
         self.channel.close()

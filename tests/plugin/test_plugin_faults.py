@@ -144,3 +144,29 @@ def test_a_killed_rank_under_mpiexec_is_named_and_the_job_leaves_nothing(tmp_pat
     for p in left:  # never left behind by the test itself
         names.remove(p)
     assert left == [], out
+
+
+EXITS = textwrap.dedent("""
+    import os
+    import pytest
+
+    @pytest.mark.mpi
+    def test_a_reader_that_ends_its_process():
+        os._exit(0)  # every rank: as a plugin's reader that thinks it runs in a child of its own
+
+    def test_never_reached():
+        pass
+""")
+
+
+@pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")
+def test_ranks_that_leave_by_os_exit_0_mid_test_fail_the_job(tmp_path: Path) -> None:
+    """Every rank's os._exit(0) made mpiexec exit 0 with no summary: CI passed a run that never ended."""
+    pytest.importorskip("mpi4py")
+    (tmp_path / "test_e.py").write_text(EXITS)
+    proc = subprocess.run(
+        [str(MPIEXEC), "-n", "2", sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--with-mpi", "-q",
+         "test_e.py"], cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "called os._exit(0) before its pytest session ended" in out, out
