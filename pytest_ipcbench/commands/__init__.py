@@ -13,6 +13,7 @@ import signal
 import sys
 from typing import Sequence
 
+from ..core import names
 from ..core.errors import IpcbenchError
 from ..core.terminate import AsInterrupt, Terminated
 
@@ -66,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         term.restore()
+        names.remove_dead_parents()  # started by a command of ours that was killed: its scratch folder
 
 
 if __name__ == "__main__":

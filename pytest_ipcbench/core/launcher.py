@@ -48,7 +48,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "IPCBENCH_LAUNCHER": str(os.getpid())}
 
 
-def _ended_with_us(cmd: list[str]) -> list[str]:
+def ended_with_us(cmd: list[str]) -> list[str]:
     """``cmd`` run so that it gets SIGTERM the moment this process dies (``setpriv --pdeathsig``,
     util-linux; the setting survives the exec into mpiexec). mpiexec then ends its job the orderly
     way at once, even when this process is killed before any rank's reaper runs. Only from the
@@ -99,7 +99,7 @@ def run(ranks: int, module: str, args: Sequence[str] = (), *, mark: str, timeout
     MPIExecNotFound when there is no mpiexec.
     """
     cmd = command(ranks, module, args, mpiexec)
-    proc = subprocess.Popen(_ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=_env())
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -123,7 +123,7 @@ class Job:
         # SIGPIPE stays ignored in mpiexec (restore_signals=False): were this process killed, mpiexec's
         # next write fails with EPIPE and it ends its job the orderly way (its ranks, Hydra's topology
         # file) instead of dying on the spot and leaving them
-        self.proc = subprocess.Popen(_ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        self.proc = subprocess.Popen(ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True, env=_env(), restore_signals=False)
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         for stream, name in ((self.proc.stdout, "out"), (self.proc.stderr, "err")):
