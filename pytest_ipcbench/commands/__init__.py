@@ -15,6 +15,7 @@ from typing import Sequence
 
 from ..core import names
 from ..core.errors import IpcbenchError
+from ..core.nodes import check_node_env
 from ..core.terminate import AsInterrupt, Terminated
 
 #: command name -> module, in the order ``ipcbench --help`` lists them
@@ -55,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # the commands' modules are imported here: a Ctrl-C in the first second lands in them
         args = build_parser().parse_args(argv)
+        check_node_env()
         return int(args._run(args) or 0)
     except Terminated as exc:
         print("ipcbench: terminated", file=sys.stderr)

@@ -234,6 +234,13 @@ def text(value: Any, where: str) -> str:
     return value
 
 
+def arguments(value: Any, where: str) -> str:
+    """Command-line arguments as one string (may be empty: none)."""
+    if not isinstance(value, str) or "\0" in value:
+        raise OptionError(where, "must be a string of arguments")
+    return value
+
+
 def path(value: Any, where: str) -> Path:
     """A path: a non-empty string without NUL bytes (``~`` expanded); where it is written is checked
     when it is written (core/outdir.py)."""
@@ -263,6 +270,8 @@ class Option:
     group: str | None = None  # the --help section
     default: Any = None  # on the command line when not given (None: not given, a table key may apply)
     marker: bool = False  # a keyword of @pytest.mark.ipcbench too
+    required: bool = False  # a flag that must be given
+    nargs: str | None = None  # "+": a flag followed by one value or more
 
     def checked(self, raw: Any, where: str) -> Any:
         """``raw`` from ``where`` checked (OptionError naming both)."""
@@ -316,7 +325,7 @@ def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option]) ->
         where: Any = parser
         if opt.group:
             where = groups.setdefault(opt.group, parser.add_argument_group(opt.group))
-        kwargs: dict[str, Any] = {"dest": opt.field, "help": opt.help}
+        kwargs: dict[str, Any] = {"dest": opt.field, "help": opt.help, **({"required": True} if opt.required else {})}
         if opt.action is not None and opt.check is None:  # a flag without a value
             kwargs["action"] = opt.action
             if opt.action == "store_const":
@@ -326,6 +335,8 @@ def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option]) ->
             if opt.action is not None:  # "extend": a repeated flag adds the checked values up
                 kwargs["action"] = opt.action
             kwargs["type"] = _argparse_type(opt)
+            if opt.nargs:
+                kwargs["nargs"] = opt.nargs
             kwargs["default"] = opt.default
             if opt.metavar:
                 kwargs["metavar"] = opt.metavar

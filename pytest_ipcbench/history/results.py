@@ -219,8 +219,10 @@ class ResultSet:
             if isinstance(record, dict) and isinstance(record.get("key"), str):
                 where += f" ({record['key'][:100]})"
             check_record(record, where, PRIMARY_METRIC)
-        return cls(
-            env=data.get("env", {}),
-            results=[Result.from_dict(r) for r in data.get("results", [])],
-            created=data.get("created", ""),
-        )
+        results = [Result.from_dict(r) for r in records]
+        first: dict[str, int] = {}
+        for i, r in enumerate(results):  # one case twice: which one would a verdict be on?
+            if first.setdefault(r.key, i) != i:
+                raise MalformedResults(f"{path}: results[{i}] repeats the case {r.key[:100]} of results[{first[r.key]}]; "
+                                       "a case may be recorded once")
+        return cls(env=data.get("env", {}), results=results, created=data.get("created", ""))

@@ -22,6 +22,7 @@ from ..core.envinfo import INJECT_ENV
 from ..core.errors import UsageError
 from ..core.group import DEFAULT_TIMEOUT
 from ..core.injection import injected
+from ..core.nodes import check_node_env
 from ..core.options import (MAX_RANKS, Option, OptionError, boolean, choice, listed, one_of, path, seconds, size,
                             whole)
 from ..core.payloads import payload_kinds
@@ -149,6 +150,7 @@ def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     try:
+        check_node_env()
         for o in PYTEST_OPTIONS:
             found = _lookup(config, o)
             if found is None:

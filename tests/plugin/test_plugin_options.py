@@ -349,3 +349,25 @@ def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> N
         """
     )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"IPCBENCH_TIMEOUT": "0"}, "env IPCBENCH_TIMEOUT: must be a finite number of seconds > 0"),
+    ({"IPCBENCH_INJECT": "bogus=2"}, "env IPCBENCH_INJECT: unknown backend 'bogus'"),
+    ({"IPCBENCH_NODE": "nan"}, "env IPCBENCH_NODE='nan': set by ipcbench itself"),
+    ({"IPCBENCH_RANKS": "٣"}, "env IPCBENCH_RANKS: must be a whole number from 1 to 256; got '٣'"),
+])
+def test_bad_environment_values_are_usage_errors_naming_the_variable(pytester: pytest.Pytester, monkeypatch,
+                                                                      env: dict, expected: str) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pytester.makepyfile("def test_x(ipc_ranks): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{expected}*"])
+
+
+def test_repeated_sizes_do_not_multiply_the_matrix(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(ipc_payload): pass")
+    result = pytester.runpytest("--ipc-sizes", "1KB,1KB,1000", "--ipc-payloads", "ndarray", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*1 test collected*"])
