@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from ..core import names
-from ..core.options import Option, add_arguments, arguments, path, seconds, text, whole
+from ..core.checks import arguments, path, seconds, text, whole
+from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_text
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio

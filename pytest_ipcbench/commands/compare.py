@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..core.options import Option, add_arguments, name, number, path, text
+from ..core.checks import name, number, path, text
+from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_output
 from ..history.calibration import DEFAULT_PATH, find_calibration
 from ..history.compare import compare_sets

@@ -8,7 +8,8 @@ import sys
 from ..core.injection import parse_injection
 from ..history.verdict import EXIT_ERROR, GateError
 from ..history.gate import DEFAULT_BUDGET, DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
-from ..core.options import Option, add_arguments, arguments, path, seconds, text, whole
+from ..core.checks import arguments, path, seconds, text, whole
+from ..core.options import Option, add_arguments
 from .compare import add_decision_options, decision
 
 HELP = "install base and head, run them interleaved on this machine, compare; exit 1 on a regression"

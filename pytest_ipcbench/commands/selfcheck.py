@@ -13,7 +13,8 @@ from ..backends.base import MODES, backend_names, default_wait, resolve_wait
 from ..core.envinfo import cores
 from ..core.outdir import check_output_file, write_output
 from ..core.procs import BUSY_SHARE, cpu_mark, load_average, others_busy
-from ..core.options import MAX_RANKS, Option, add_arguments, choice, number, one_of, seconds, sizes, text, whole
+from ..core.checks import MAX_RANKS, choice, number, one_of, seconds, sizes, text, whole
+from ..core.options import Option, add_arguments
 from ..core.wait import WAITS
 from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, missing_reference,
                                 run_refchecks, stream_notes)

@@ -23,8 +23,9 @@ from ..core.errors import UsageError
 from ..core.group import DEFAULT_TIMEOUT
 from ..core.injection import injected
 from ..core.nodes import check_node_env
-from ..core.options import (MAX_RANKS, Option, OptionError, boolean, choice, listed, one_of, path, seconds, size,
-                            whole)
+from ..core.checks import (MAX_RANKS, OptionError, boolean, choice, listed, one_of, path, seconds, size,
+                           whole)
+from ..core.options import Option
 from ..core.payloads import payload_kinds
 from ..core.units import size_label
 from ..core.wait import WAITS
