@@ -17,7 +17,8 @@ from __future__ import annotations
 GATE = """\
 # Perf gate on pull requests (written by `ipcbench init-ci`): the base branch and the pull request
 # are installed side by side and measured in this job, interleaved (base head, head base, ...),
-# over the matrix declared in [tool.ipcbench] of {project_dir}pyproject.toml. It fails on a
+# over the matrix declared in [tool.ipcbench] of {project_dir}pyproject.toml (the gate's cache and
+# report are at the top of the repository, .ipcbench-gate/). It fails on a
 # regression (exit 1: slower than +10% with 95% confidence, or an exact counter grew) and while
 # cases stay undecided (exit 3). The token is read-only (a fork's pull request too): the verdicts
 # go to the job summary and, with the pull request's number, into the artifact that
@@ -59,18 +60,17 @@ jobs:
       - name: Environments of earlier runs (keyed by the base commit)
         uses: actions/cache@v4
         with:
-          path: {project_dir}.ipcbench-gate/venvs
+          path: .ipcbench-gate/venvs
           key: perf-gate-venvs-${{{{ runner.os }}}}-py{python}-${{{{ github.event.pull_request.base.sha }}}}
           restore-keys: perf-gate-venvs-${{{{ runner.os }}}}-py{python}-
 
       - name: Perf gate against the base branch
         working-directory: {working_directory}
         # --skip-unadopted-base: the pull request that adds [tool.ipcbench] has nothing to compare with
-        run: ipcbench gate --base "origin/${{BASE_REF}}" --skip-unadopted-base --json .ipcbench-gate/report/verdicts.json{gate_args}
+        run: ipcbench gate --base "origin/${{BASE_REF}}" --skip-unadopted-base --json "${{GITHUB_WORKSPACE}}/.ipcbench-gate/report/verdicts.json"{gate_args}
 
       - name: Job summary (the pull request comment's text)
         if: always()
-        working-directory: {working_directory}
         env:
           RUN_URL: ${{{{ github.server_url }}}}/${{{{ github.repository }}}}/actions/runs/${{{{ github.run_id }}}}
           PR_NUMBER: ${{{{ github.event.pull_request.number }}}}
@@ -91,7 +91,7 @@ jobs:
         uses: actions/upload-artifact@v4
         with:
           name: perf-gate-report
-          path: {project_dir}.ipcbench-gate/report/
+          path: .ipcbench-gate/report/
           if-no-files-found: warn
           retention-days: 30
 """
@@ -202,6 +202,7 @@ jobs:
           python-version: "{python}"
 
       - name: Install asv and pytest-ipcbench (for the history's picture)
+        working-directory: .
         run: python -m pip install asv virtualenv "${{IPCBENCH_INSTALL}}"
 
       - name: Earlier commits' results
