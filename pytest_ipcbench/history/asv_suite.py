@@ -5,6 +5,8 @@ above history); this path stays because adopters' asv suites name it (``ipcbench
 writes ``from pytest_ipcbench.history.asv_suite import *``).
 """
 
-from ..runner.asv_suite import Declared, DeclaredCounters, config_path, declared_keys, setup_cache  # noqa: F401
+from ..runner import asv_suite as _suite
+from ..runner.asv_suite import *  # noqa: F401,F403 (Declared; DeclaredCounters where counters are measured)
+from ..runner.asv_suite import DeclaredCounters, tracked_counters  # noqa: F401
 
-__all__ = ["Declared", "DeclaredCounters", "setup_cache", "declared_keys", "config_path"]
+__all__ = list(_suite.__all__)
