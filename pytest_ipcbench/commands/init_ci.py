@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from ..core.errors import UsageError
-from ..history.adopt import DEFAULT_PYTHON, DEFAULT_WORKFLOW, installed_spec, write_files
+from ..gate.adopt import DEFAULT_PYTHON, DEFAULT_WORKFLOW, installed_spec, write_files
 
 HELP = ("write this project's GitHub workflows (perf gate on pull requests, its comment; with --asv the asv "
         "history and suite) for [tool.ipcbench]")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ipcbench.history.adopt import Install, render_workflows, resolve_install
+from pytest_ipcbench.gate.adopt import Install, render_workflows, resolve_install
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"

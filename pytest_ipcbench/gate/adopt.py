@@ -46,10 +46,10 @@ ASV_MODULE = '''\
 """asv suite: times the matrix this project declares in [tool.ipcbench] (written by `ipcbench init-ci --asv`).
 
 asv installs this project at each commit; pytest-ipcbench comes from the "matrix" of asv.conf.json
-(a git URL or a wheel: it is not on PyPI). `asv run`, `asv continuous main HEAD`, `asv publish`.
+(a git URL, a wheel or a checkout: it is not on PyPI). `asv run`, `asv continuous main HEAD`, `asv publish`.
 """
 
-from pytest_ipcbench.history.asv_suite import *  # noqa: F401,F403 (Declared: one benchmark per declared case, setup_cache)
+from pytest_ipcbench.runner.asv_suite import *  # noqa: F401,F403 (Declared: one benchmark per declared case, setup_cache)
 '''
 
 
