@@ -8,6 +8,7 @@ from ..core.options import RUN, Option, markdown_table
 from ..plugin.settings import PYTEST_OPTIONS
 from .calibrate import CALIBRATE
 from .clean import CLEAN
+from .comment import COMMENT
 from .compare import DECISION
 from .gate import GATE
 from .selfcheck import SELFCHECK
@@ -22,6 +23,7 @@ TABLES: tuple[tuple[str, tuple[Option, ...]], ...] = (
     ("`ipcbench gate`", GATE),
     ("`ipcbench calibrate`", CALIBRATE),
     ("`ipcbench selfcheck`", SELFCHECK),
+    ("`ipcbench comment`", COMMENT),
     ("`ipcbench clean`", CLEAN),
 )
 

@@ -34,11 +34,37 @@ class MPIExecNotFound(IpcbenchError, FileNotFoundError):
     """Neither next to this Python nor on PATH (install the mpi extra: the mpich wheel brings it)."""
 
 
+#: what MPICH maps in /dev/shm per rank of a job on one node (about 1.06 MiB, measured), with room
+#: to spare; and for the job
+SHM_PER_RANK = 2 << 20
+SHM_PER_JOB = 4 << 20
+
+
+class ShmFull(IpcbenchError, OSError):
+    """/dev/shm has no room for an MPI job: MPICH would die at start-up with SIGBUS."""
+
+
+def check_shm_room(ranks: int, shm: str = "/dev/shm") -> None:
+    """Room in ``shm`` for MPICH's segment of a job of ``ranks`` ranks, or ShmFull naming it: a nearly
+    full /dev/shm killed MPICH at init with SIGBUS, in a message that never named /dev/shm, and left
+    its ``mpich_shm_*`` segment."""
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return  # no /dev/shm: MPICH says what it lacks
+    free, need = st.f_bavail * st.f_frsize, SHM_PER_JOB + ranks * SHM_PER_RANK
+    if free < need:
+        raise ShmFull(f"{shm} has {free >> 20} MiB free, an MPI job of {ranks} ranks needs about {need >> 20} MiB "
+                      f"there for MPICH's shared memory: free some (`ipcbench clean`, `ls -la {shm}`) or make it larger")
+
+
 def command(ranks: int, module: str, args: Sequence[str] = (), mpiexec: str | None = None) -> list[str]:
-    """``mpiexec -n ranks python -m module args...``; MPIExecNotFound when there is no mpiexec."""
+    """``mpiexec -n ranks python -m module args...``; MPIExecNotFound when there is no mpiexec,
+    ShmFull when /dev/shm has no room for it."""
     exe = mpiexec or find_mpiexec()
     if exe is None:
         raise MPIExecNotFound(NO_MPIEXEC)
+    check_shm_room(ranks)
     return [exe, "-n", str(ranks), sys.executable, "-m", module, *args]
 
 

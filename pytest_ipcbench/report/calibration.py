@@ -6,9 +6,9 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from ..comparison.calibration import Calibration
+from ..comparison.calibration_summary import GroupSummary
 from ..core.outdir import atomic_output
-from ..history.calibration import Calibration
-from ..history.calibration_summary import GroupSummary
 
 
 def plot_calibration(calibration: Calibration, summaries: Sequence[GroupSummary], rounds: int,

@@ -17,7 +17,7 @@ import pytest
 from pytest_ipcbench.commands import main as ipcbench
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.outdir import OutputFolderError, atomic_output, check_output_file, clear_own
-from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.results.results import Result, ResultSet
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
 NOBODY = 65534
@@ -212,3 +212,28 @@ def test_run_out_filled_while_the_matrix_ran_keeps_the_results_elsewhere_and_say
     finally:
         shutil.rmtree(saved.parent, ignore_errors=True)
     assert not [n for n in listing.split() if n.startswith(".ipcbench-") and n != ".ipcbench.lock"]
+
+
+# ------------------------------------------------------------------------- a nearly full /dev/shm
+
+SMALL_SHM = r"""
+set -e
+mount -t tmpfs -o size=3m tmpfs /dev/shm
+cd {cwd}
+{python} -m pytest_ipcbench run --quick --no-extras --scenarios broadcast --backends shm --kinds tiny --modes bytes \
+    --ranks 2 --progress none --results-only --no-config --out {cwd}/out > {cwd}/stdout 2> {cwd}/stderr || echo $? > {cwd}/rc
+ls -a /dev/shm > {cwd}/listing
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="mounts a small tmpfs on /dev/shm")
+def test_a_nearly_full_dev_shm_is_named_before_mpich_dies_of_it(tmp_path: Path) -> None:
+    """MPICH died at init with SIGBUS, in a message that never named /dev/shm, leaving mpich_shm_*."""
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", SMALL_SHM.format(cwd=tmp_path, python=sys.executable)],
+                          capture_output=True, text=True, timeout=300)
+    if "mount" in proc.stderr:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    err = (tmp_path / "stderr").read_text()
+    assert (tmp_path / "rc").read_text().strip() == "2", err
+    assert "/dev/shm has 3 MiB free, an MPI job of 2 ranks needs about 8 MiB" in err and "Traceback" not in err
+    assert not [n for n in (tmp_path / "listing").read_text().split() if n.startswith("mpich_shm_")]

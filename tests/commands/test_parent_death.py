@@ -81,9 +81,8 @@ def test_calibrate_killed_takes_its_run_child_with_it(tmp_path: Path) -> None:
 
 ROUND = textwrap.dedent("""
     import sys
-import tempfile
     from pathlib import Path
-    from pytest_ipcbench.history.gate_sides import _run_logged
+    from pytest_ipcbench.gate.gate_sides import _run_logged
     _run_logged([sys.executable, "-c", "import time; time.sleep(120)"], Path(sys.argv[1]), 300)
 """)
 
