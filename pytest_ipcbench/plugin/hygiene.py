@@ -9,6 +9,7 @@ import hashlib
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Generator
 
@@ -16,10 +17,13 @@ import pytest
 
 from ..core.group import observe, unobserve
 from ..core.terminate import fail_early_exit
-from ..core.watchdog import Watchdog
+from ..core.watchdog import INTERRUPTED_EXIT_CODE, Watchdog
 from .session import IpcSession, get_session
 from .settings import marker_kwargs
 from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
+
+
+INTERRUPT_SETTLE_S = 2.0  # rank 0 prints the summary of a run every rank was interrupted in
 
 
 def rank_temproot(rank: int) -> Path:
@@ -85,6 +89,7 @@ class MpiHygiene:
         self.channel = WorldChannel.open(comm)
         self.watchdog.disarm()
         self._pending: dict[str, str] = {}  # idle rank: call failures of others, shown at teardown
+        self.interrupted = False
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -162,6 +167,7 @@ class MpiHygiene:
     def finish(self, session: pytest.Session, leftovers: list[str]) -> list[str]:
         """Session end: everyone's leftovers and exit status, known on every rank."""
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.interrupted = True  # ended at unconfigure (see there)
             return leftovers  # the ranks may be at different places: no more exchanges
         self.watchdog.arm("session end", self.session.settings.timeout, "session end")
         try:
@@ -185,6 +191,14 @@ class MpiHygiene:
 
         reaper.release(self.reaper)
         self.undo_exit()
+        if self.interrupted and self.size > 1:
+            # Ctrl-C on one rank only: the others wait for it in a collective until their watchdog
+            # (minutes), and this rank's MPI_Finalize for them, where no thread of ours runs any
+            # more. End the job now, with pytest's exit code for an interrupted run; the other
+            # ranks give rank 0 a moment to finish its summary when all were interrupted.
+            time.sleep(0 if self.rank == 0 else INTERRUPT_SETTLE_S)
+            self.watchdog.end_job(f"ipcbench: rank {self.rank} was interrupted: ending the MPI job\n",
+                                  INTERRUPTED_EXIT_CODE)
         unobserve(self.watchdog)
         self.watchdog.close()
         self.channel.close()
