@@ -22,8 +22,8 @@ def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dic
     """Per group [false, pairs, promised]: two consecutive runs judged by a calibration of the others
     (>= 3) with compare's rule (:meth:`Calibration.between_runs`; the ratio of medians alone, so at
     least compare's false verdicts), and the false verdicts its tails promise at most (the sum of
-    ``1 / (pairs + 1)``). Cases steady through 4 runs here ran 2-3x faster in a later one. Empty
-    below 5 runs."""
+    ``1 / (pairs + 1)``): a case steady through several runs may switch speed in a later one, which
+    only runs left out of the calibration show (docs/method.md rule 21). Empty below 5 runs."""
     out: dict[str, list[float]] = {}
     if len(runs) < 5:
         return out

@@ -76,7 +76,7 @@ def test_results_of_schema_1_still_load(tmp_path) -> None:
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     r = ResultSet.load(path).results[0]
-    assert (r.kind, r.readers, r.group, r.verified) == ("store", 3, "mpi", Verified(9, 0))
+    assert (r.delivery, r.readers, r.group, r.verified) == ("store", 3, "mpi", Verified(9, 0))
     assert r.copy_bandwidth == 1e7 and r.extra == {"root": 0}  # derived values are recomputed, not kept
     assert r.bandwidth() == 1000 / 0.002 and r.efficiency() == 1000 / 0.002 / 1e7
     again = ResultSet.load(ResultSet(results=[r]).save(tmp_path / "new.json"))
