@@ -112,11 +112,9 @@ class RunOptions:
             raise ValueError("--ranks must be at least 2 (1 writer + readers)")
 
 
-#: The extras' names for ``--only``: the whole block runs when a pattern is its name (they
-#: have no per-case selection: the MPI methods are one MPI job, the shared arrays one experiment).
-METHODS_BLOCK = "mpi-methods"
-SHARED_ARRAYS_BLOCK = "shared-arrays"
-#: the names these blocks had before 0.2, still accepted by ``--only`` (users' scripts and CI files)
+#: The extras' names for ``--only``: the whole block runs when a pattern is its name (no per-case
+#: selection: one MPI job, one experiment); the names of before 0.2 are still accepted.
+METHODS_BLOCK, SHARED_ARRAYS_BLOCK = "mpi-methods", "shared-arrays"
 OLD_BLOCK_NAMES = {"seed004": METHODS_BLOCK, "seed002": SHARED_ARRAYS_BLOCK}
 
 
