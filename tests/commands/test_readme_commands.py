@@ -51,8 +51,8 @@ EXERCISED: dict[str, str] = {
     f'ipcbench calibrate --runs 3 --run-args "{SMALL}"': HERE + "test_run_report_compare_calibrate_as_written",
     # installs base and head into venvs of their own and runs them interleaved: minutes
     "ipcbench gate --base origin/main":
-        "tests/history/test_gate_project.py::test_gate_in_the_example_history_catches_an_injected_slowdown",
-    "ipcbench init-ci --asv": "tests/history/test_init_ci.py::test_the_written_files_run_in_a_fresh_consumer",
+        "tests/gate/test_gate_project.py::test_gate_in_the_example_history_catches_an_injected_slowdown",
+    "ipcbench init-ci --asv": "tests/gate/test_init_ci.py::test_the_written_files_run_in_a_fresh_consumer",
 }
 
 

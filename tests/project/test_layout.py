@@ -21,9 +21,9 @@ TOP = PACKAGE.name
 #: Subpackages on one floor do not import each other. "" is the package's own __init__ (the API).
 LADDER: list[set[str]] = [
     {"core"},
-    {"backends", "shared", "history"},
-    {"harness"},
-    {"", "mpi_methods"},
+    {"backends", "shared", "results"},
+    {"harness", "comparison"},
+    {"", "mpi_methods", "gate"},
     {"report"},
     {"runner", "plugin"},
     {"commands", "testing"},

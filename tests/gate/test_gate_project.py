@@ -19,7 +19,7 @@ import pytest
 
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.runner import asv_suite
-from pytest_ipcbench.history.adopt import render_workflow
+from pytest_ipcbench.gate.adopt import render_workflow
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "consumer"
