@@ -106,7 +106,7 @@ class Calibration:
             return None
         false, pairs = (int(sum(v[i] for v in over.values())) for i in (0, 1))
         promised = sum(v[2] if len(v) > 2 else 0.0 for v in over.values())
-        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs of "
+        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs (identical code) of "
                 f"{', '.join(sorted(over))} that the calibration's own runs were held out of (their largest A/A "
                 f"jumps promised at most {promised:.1f}): some cases switch speeds between runs in a way the "
                 f"calibration's runs did not show, and compare's verdicts across separate runs are not to be "
@@ -137,14 +137,14 @@ class Calibration:
         h = z * sigma / math.sqrt(max(1, rounds))
         tail = self.tails.get(group_of_key(key))
         if tail is not None and tail.jump > h:
-            h, source = tail.jump, f"{source}; its group's A/A pairs moved up to {math.exp(tail.jump):.2f}x"
+            h, source = tail.jump, f"{source}; its group's runs of identical code moved up to {math.exp(tail.jump):.2f}x"
         return h, source
 
     def describe(self) -> str:
         when = str(self.env.get("created", "?"))[:16].replace("T", " ")
         load = self.env.get("load")
         load_text = f", load {load[0]:.1f}-{load[1]:.1f}" if isinstance(load, list) and len(load) == 2 else ""
-        return (f"calibration {self.path or '(in memory)'}: {self.runs} A/A runs, {len(self.cases)} cases, "
+        return (f"calibration {self.path or '(in memory)'}: {self.runs} runs of identical code, {len(self.cases)} cases, "
                 f"{when}{load_text} on {self.env.get('host', '?')} ({self.env.get('cores', '?')} cores)")
 
     def to_dict(self) -> dict[str, Any]:
