@@ -57,7 +57,7 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
         if note:
             notes.append(note)
     return table(
-        ["Backend", "Mode", "Kind", "Ranks", "Median write", "Median read", "Completion p10", "p50", "p90", "p99",
+        ["Backend", "Mode", "Delivery", "Ranks", "Median write", "Median read", "Completion p10", "p50", "p90", "p99",
          "Completion p50, touched", "Relative speed", "Copy eff.", "Verified", *(["Test"] if tests else [])],
         lines, "lll" + "r" * 11 + ("l" if tests else ""),
     ) + _notes(notes)
