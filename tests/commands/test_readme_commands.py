@@ -40,7 +40,7 @@ EXERCISED: dict[str, str] = {
     "mpiexec -n 4 python -m pytest --with-mpi test_first.py": HERE + "test_the_first_test_under_mpiexec",
     f"ipcbench run {SMALL} --out first-run": HERE + "test_run_report_compare_calibrate_as_written",
     "ipcbench report first-run/results.json --out first-run/report": HERE + "test_run_report_compare_calibrate_as_written",
-    "pytest test_first.py --ipc-report report": HERE + "test_the_first_test_writes_a_report",
+    "pytest test_latency.py --ipc-report report": HERE + "test_a_test_run_writes_a_report",
     "ipcbench selfcheck": "tests/commands/test_readme_selfcheck.py::test_ipcbench_selfcheck_as_the_readme_writes_it_passes",
     f"ipcbench run --quick --results-only {SMALL.removeprefix('--quick ')} --out base":
         HERE + "test_run_report_compare_calibrate_as_written",
@@ -133,11 +133,12 @@ def test_install_from_git_is_a_valid_requirement() -> None:
 
 
 @pytest.mark.timeout(600)
-def test_the_first_test_writes_a_report(tmp_path: Path) -> None:
-    (tmp_path / "test_first.py").write_text(readme_snippet("test_first.py"))
-    proc = _run("pytest test_first.py --ipc-report report", tmp_path, timeout=580)
+def test_a_test_run_writes_a_report(tmp_path: Path) -> None:
+    (tmp_path / "test_latency.py").write_text(readme_snippet("test_latency.py"))
+    proc = _run("pytest test_latency.py --ipc-report report", tmp_path, timeout=580)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert (tmp_path / "report" / "results.json").is_file() and (tmp_path / "report" / "summary.md").is_file()
+    assert "pingpong" in (tmp_path / "report" / "results.json").read_text()
 
 
 @pytest.mark.skipif(find_mpiexec() is None, reason="no mpiexec (install pytest-ipcbench[mpi])")
