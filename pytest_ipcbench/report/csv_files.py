@@ -30,7 +30,7 @@ def _case(r: Result) -> dict[str, Any]:
         "nbytes": r.nbytes,
         "ranks": r.ranks,
         "variant": r.variant,
-        "kind": r.kind,
+        "delivery": r.delivery,
         "group": r.group,
         "nodes": r.nodes,
         "test": r.extra.get("test", ""),  # the pytest test that measured it (--ipc-report)

@@ -115,7 +115,8 @@ def ratio_interval(
 
 def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Median of each of ``resamples`` resamples of ``x``, drawn in blocks of about 2 M samples:
-    the same numbers as one ``(resamples, n)`` draw, in bounded memory (300,000 samples took 9 GB)."""
+    the same numbers as one ``(resamples, n)`` draw, in bounded memory (one draw grows with
+    ``resamples x n``: a results file may hold 400,000 samples a metric)."""
     block = max(1, (1 << 21) // x.size)
     return np.concatenate([np.median(x[rng.integers(0, x.size, (min(block, resamples - i), x.size))], axis=1)
                            for i in range(0, resamples, block)])

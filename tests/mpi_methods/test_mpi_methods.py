@@ -17,7 +17,7 @@ from pytest_ipcbench import mpi_methods as mm
 from pytest_ipcbench.mpi_methods.methods import Bcast
 from pytest_ipcbench.harness.measure import BenchSettings, VerificationError, static_plan
 # the fixtures mpi_method, ragged_payload and contiguous_payload come from the plugin
-from pytest_ipcbench.plugin.fixtures.mpi_methods import MethodRunner, SeedPayload, mpi_unavailable_reason
+from pytest_ipcbench.plugin.fixtures.mpi_methods import MethodRunner, MethodPayload, mpi_unavailable_reason
 
 QUICK = mm.QUICK_SETTINGS
 
@@ -34,7 +34,7 @@ def _comm():
 
 
 @pytest.mark.mpi(min_size=2)
-def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: SeedPayload) -> None:
+def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: MethodPayload) -> None:
     comm = _comm()
     data = ragged_payload.data
     m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, settings=QUICK)
@@ -47,7 +47,7 @@ def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: SeedPaylo
 
 
 @pytest.mark.mpi(min_size=2)
-def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload: SeedPayload) -> None:
+def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload: MethodPayload) -> None:
     comm = _comm()
     data = contiguous_payload.data
     m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, settings=QUICK)

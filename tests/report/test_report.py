@@ -42,7 +42,7 @@ def synthetic() -> ResultSet:
     for size in (1000, 65536):
         rs.add(Result("stream", "zmq", "native", "buffer", size, 4,
                       {"send": _samples(1e-6 + size / 1e10), "delivered": _samples(3e-6 + size / 3e9)},
-                      nbytes=size, primary="delivered", extra={"window": 64}, readers=3, kind="channel"))
+                      nbytes=size, primary="delivered", extra={"window": 64}, readers=3, delivery="channel"))
     for work in (0.0, 1e-4, 1e-3):
         r = Result("granularity", "zmq", "bytes", "tiny", 64, 2,
                    {"roundtrip": _samples(work + 3e-5), "work": _samples(work) if work else [0.0] * 9,
@@ -52,10 +52,10 @@ def synthetic() -> ResultSet:
     for size in (1_000, 100_000, 10_000_000):
         rs.add(Result("copy", "numpy", "native", "buffer", size, 1, {"copy": _samples(size / 1e10)}, nbytes=size,
                       primary="copy"))
-    rs.add(Result("seed002", "pool", "native", "ndarray", 602_000_000, 2, {"completion": _samples(0.05)},
+    rs.add(Result("shared-array", "pool", "native", "ndarray", 602_000_000, 2, {"completion": _samples(0.05)},
                   nbytes=602_000_000))
     for path, t in (("handle", 6e-5), ("ping", 5e-5)):
-        rs.add(Result("seed002-handle", path, "native", "ndarray", 2**30, 2, {"completion": _samples(t)},
+        rs.add(Result("shared-array-handle", path, "native", "ndarray", 2**30, 2, {"completion": _samples(t)},
                       nbytes=2**30, extra={"release": 4.5e-6} if path == "handle" else {}))
     return rs
 
@@ -164,7 +164,7 @@ def test_a_wide_distribution_is_shown_and_named(tmp_path) -> None:
     for backend, s in (("shm", wide), ("zmq", narrow)):
         rs.add(Result("broadcast", backend, "native", "ndarray", 1000, 2,
                       {"write": list(s / 2), "read_avg": list(s), "completion": list(s), "completion_touched": list(s)},
-                      nbytes=1000, kind="store", readers=1))
+                      nbytes=1000, delivery="store", readers=1))
     summary = report.write_report(rs, tmp_path)
     text = summary.read_text()
     note = next(line for line in text.splitlines() if line.startswith("- shm/native ndarray"))
