@@ -23,6 +23,7 @@ LADDER: list[set[str]] = [
     {"core"},
     {"backends", "shared", "history"},
     {"harness"},
+    {"advice"},
     {"", "mpi_methods"},
     {"report"},
     {"runner", "plugin"},
