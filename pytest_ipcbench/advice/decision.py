@@ -178,8 +178,9 @@ class Advice:
             med = format_time(c.median_s) if c.median_s else "-"
             vs = (f"{c.ratio:.2f}x ({c.low:.2f}-{c.high:.2f})" if c.ratio is not None and c.low is not None
                   and math.isfinite(c.low) else "-")
-            out.append(f"{c.pair:<20} {c.status:<16} {med:>10} {vs:>22}  "
-                       f"{counts_text(c.counts, self.features.oob_bytes or self.features.total_bytes)}")
+            said = (counts_text(c.counts, self.features.oob_bytes or self.features.total_bytes) if c.counts
+                    else (c.reason or "not counted"))
+            out.append(f"{c.pair:<20} {c.status:<16} {med:>10} {vs:>22}  {said}")
         for c in self.candidates:
             if c.status == "failed":
                 out.append(f"{c.pair}: failed on the object, left out: {c.reason}")

@@ -223,7 +223,7 @@ def _decision(record: RaceRecord, f: Features, opts: RaceOptions, readers: int, 
                "shortlist": [f"{s.name}/{s.mode}" for s in raced]},
         race={"stages": record.stages, "stopped": record.stopped, "rounds": record.race_rounds,
               "confirm_rounds": opts.confirm_rounds, "elapsed_s": record.elapsed, "swapped": record.swapped,
-              "leader": record.leader, "budget_s": opts.budget,
+              "leader": record.leader, "budget_s": opts.budget, "stage_s": record.stage_s,
               "confirm_medians_s": list(record.confirm_medians) if record.confirm_medians else None},
         notes=notes,
     )

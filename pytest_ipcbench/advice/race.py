@@ -18,10 +18,11 @@ run of the two alone: the race's samples favour its winner (it won on them), so 
 and interval come from the confirmation only. Should the confirmation find the runner-up faster
 beyond the tie, the two swap and the record says so.
 
-The confirmation runs the harness's counting pass (harness/count.py) for the pick and the
-runner-up, with :data:`COUNT_REPEATS` repeats: the reason in counts. Timing never depends on it
-(it runs after the timed rounds); it is not run for every raced pair because it costs seconds a
-pair (its pickle and allocation probes trace every call).
+Then, when the budget has time left (:data:`COUNT_SHARE`), the harness's counting pass
+(harness/count.py) for the pick and the runner-up, with :data:`COUNT_REPEATS` repeats, in a run
+of its own with one timed iteration: the reason in counts. Not for every raced pair: its
+allocation pass traces every Python call and took tens of seconds a pair for objects of many
+small parts on a loaded machine.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ METRICS = {"broadcast": "completion_touched", "pingpong": "latency", "stream": "
 RACE_SHARE = 0.7
 #: repeats of the counting pass: an exact counter is one both repeats agree on
 COUNT_REPEATS = 2
+#: the counting pass runs only when the race and the confirmation took less than this share of the budget
+COUNT_SHARE = 0.8
 
 #: Third-party packages each built-in backend needs (a user's backend: counted as 1).
 _DEPENDENCIES = {"mp-queue": 0, "shm": 0, "lmdb": 1, "zmq": 1}
@@ -116,6 +119,7 @@ class RaceRecord:
     swapped: bool = False
     race_rounds: int = 0  # rounds each pair still in ran, over the stages
     elapsed: float = 0.0
+    stage_s: list[float] = field(default_factory=list)  # wall seconds of each stage, then the confirmation's
 
 
 def split_rounds(result: Result, metric: str, rounds: int) -> list[list[float]]:
@@ -152,6 +156,7 @@ def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOpt
     alive = list(everyone)
     by_pair = dict(zip(everyone, specs))
     stage, stopped, last_stage = 0, "", 0.0
+    stage_s: list[float] = []
     race_budget = opts.budget * RACE_SHARE
     while True:
         s0 = time.perf_counter()
@@ -160,6 +165,7 @@ def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOpt
         results = bench_interleaved(group, [by_pair[p] for p in alive], payload, opts.scenario, settings,
                                     rounds=opts.rounds)
         last_stage = time.perf_counter() - s0
+        stage_s.append(last_stage)
         decision: tuple[list[str], str] | None = None
         if group.rank == 0:
             for p, res in zip(alive, results):
@@ -185,7 +191,7 @@ def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOpt
     others = [p for p in sorted(everyone, key=lambda p: standing[p].median) if p != pick]
     runner = others[0] if others else None
     record = RaceRecord(list(standing.values()), stage, stopped, leader, pick, runner, tie,
-                        race_rounds=len(standing[leader].rounds))
+                        race_rounds=len(standing[leader].rounds), stage_s=stage_s)
     return _confirm(group, by_pair, record, payload, opts, t0)
 
 
@@ -227,16 +233,16 @@ def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord |
         if record is not None:
             record.elapsed = time.perf_counter() - t0
         return record
-    remaining = opts.budget - (time.perf_counter() - t0)
+    c0 = time.perf_counter()
+    remaining = opts.budget - (c0 - t0)
     per_case = group.bcast(max(0.1, min(opts.budget * (1 - RACE_SHARE), remaining) / 3))
     results = bench_interleaved(group, [by_pair[p] for p in pairs], payload, opts.scenario,
-                                _settings(per_case, opts.confirm_rounds, opts.count), rounds=opts.confirm_rounds)
+                                _settings(per_case, opts.confirm_rounds, False), rounds=opts.confirm_rounds)
+    if record is not None:
+        record.stage_s.append(time.perf_counter() - c0)
+    _count(group, by_pair, pairs, record, payload, opts, t0)
     if record is None:
         return None
-    by_name = {st.pair: st for st in record.standings}
-    for p, res in zip(pairs, results):
-        by_name[p].counters = res.counters
-        by_name[p].counting = str(res.extra.get("counting", ""))
     a = Standing(pairs[0], split_rounds(results[0], opts.metric, opts.confirm_rounds))
     b = Standing(pairs[1], split_rounds(results[1], opts.metric, opts.confirm_rounds))
     ratio, low, high = _interval(b, a, opts)  # runner-up / pick
@@ -248,6 +254,35 @@ def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord |
     record.confirm_medians = (a.median, b.median)
     record.elapsed = time.perf_counter() - t0
     return record
+
+
+def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], record: RaceRecord | None,
+           payload: Any, opts: RaceOptions, t0: float) -> None:
+    """Collective: the counting pass of the two confirmed pairs, when asked and the budget has room."""
+    elapsed = time.perf_counter() - t0
+    why = "" if opts.count and elapsed < COUNT_SHARE * opts.budget else (
+        "counting turned off" if not opts.count else
+        f"not counted: the race and confirmation used {elapsed:.0f} s of the {opts.budget:g} s budget")
+    why = group.bcast(why)
+    if record is not None and why:
+        for st in record.standings:
+            st.counting = st.counting or why
+    if why:
+        return
+    settings = BenchSettings(time_budget=0.01, min_iterations=1, max_iterations=1, warmup=1, alternate=False,
+                             count=True, count_repeats=COUNT_REPEATS)
+    c0 = time.perf_counter()
+    results = bench_interleaved(group, [by_pair[p] for p in pairs], payload, opts.scenario, settings, rounds=1)
+    if record is None:
+        return
+    record.stage_s.append(time.perf_counter() - c0)
+    by_name = {st.pair: st for st in record.standings}
+    for p, res in zip(pairs, results):
+        by_name[p].counters = res.counters
+        by_name[p].counting = str(res.extra.get("counting", ""))
+    for st in record.standings:
+        if st.pair not in pairs:
+            st.counting = st.counting or "counted for the pick and the runner-up only"
 
 
 def probe(group: Group, spec: BackendSpec, payload: Any, scenario: str) -> None:
