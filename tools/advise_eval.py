@@ -43,7 +43,7 @@ from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.units import parse_size
 from pytest_ipcbench.harness.measure import bench_interleaved
 from pytest_ipcbench.harness.plan import BenchSettings
-from pytest_ipcbench.history.stats import rounds_ratio_interval
+from pytest_ipcbench.results.stats import rounds_ratio_interval
 
 TIE = 0.05
 BASELINE = "mp-queue/native"

@@ -38,8 +38,8 @@ from ..core.counters import Counters
 from ..core.group import Group
 from ..harness.measure import bench_interleaved
 from ..harness.plan import BenchSettings
-from ..history.results import Result
-from ..history.stats import rounds_ratio_interval
+from ..results.results import Result
+from ..results.stats import rounds_ratio_interval
 
 #: what each scenario's pairs are judged by: a broadcast to fully read objects (readers touch
 #: every buffer), a ping-pong's one-way latency, a stream's time per delivered message

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..history.adopt import DEFAULT_PYTHON, DEFAULT_WORKFLOW, installed_spec, write_files
+from ..gate.adopt import DEFAULT_PYTHON, DEFAULT_WORKFLOW, installed_spec, write_files
 
 HELP = "write this project's GitHub perf-gate workflow (and with --asv its asv suite) for [tool.ipcbench]"
 

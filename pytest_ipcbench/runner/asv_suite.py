@@ -4,7 +4,7 @@ A project adopts it with one module in its asv ``benchmarks/`` folder (``ipcbenc
 writes it, and asv.conf.json)::
 
     # benchmarks/bench_ipcbench.py
-    from pytest_ipcbench.history.asv_suite import *  # noqa: F401,F403
+    from pytest_ipcbench.runner.asv_suite import *  # noqa: F401,F403
 
 ``setup_cache`` runs ``python -m pytest_ipcbench run --config PYPROJECT`` several times per
 commit (``$IPCBENCH_ASV_REPEATS``, default 3: the same harness, MPI launch and in-run references

@@ -1,4 +1,4 @@
-"""Counter records (core/counters.py) and their comparison (history/counters.py), without processes."""
+"""Counter records (core/counters.py) and their comparison (comparison/counters.py), without processes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from pytest_ipcbench.core.counters import CounterAbsent, Counters, RankCounters
 from pytest_ipcbench.core.units import format_count
-from pytest_ipcbench.history.counters import CounterChange, counter_changes, explain
-from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.comparison.counters import CounterChange, counter_changes, explain
+from pytest_ipcbench.results.results import Result, ResultSet
 
 MIB = 2**20
 MESSAGES = 16
@@ -192,8 +192,8 @@ def test_a_few_bytes_per_message_are_not_a_change_but_a_copy_is():
 def test_compare_shows_the_counter_change_beside_each_time_verdict():
     # one interleaved experiment (same gate job): the time verdict comes from the samples; the
     # counters say what changed per message, or that nothing did
-    from pytest_ipcbench.history.compare import compare_sets
-    from pytest_ipcbench.history.verdict_text import format_table
+    from pytest_ipcbench.comparison.compare import compare_sets
+    from pytest_ipcbench.comparison.verdict_text import format_table
 
     def one(reader: dict, key_size: int) -> Result:
         r = result(BASE_W, reader)
@@ -258,7 +258,7 @@ def test_a_copy_of_a_small_payload_with_its_object_header_is_a_copy():
 
 
 def test_an_exact_increase_is_a_regression_a_decrease_or_a_statistical_change_is_not():
-    from pytest_ipcbench.history.counters import counter_verdict
+    from pytest_ipcbench.comparison.counters import counter_verdict
 
     more = counter_verdict(result(BASE_W, BASE_R), result({**BASE_W, "syscalls.data": [2]}, BASE_R))
     assert more is not None and more.changes == 1
@@ -280,9 +280,9 @@ def _timed(r: Result, seconds: float) -> Result:
 
 
 def test_compare_exits_1_on_a_counter_regression_even_when_the_time_is_unchanged():
-    from pytest_ipcbench.history.compare import compare_sets
-    from pytest_ipcbench.history.verdict import EXIT_OK, EXIT_REGRESSION
-    from pytest_ipcbench.history.verdict_text import format_markdown, format_table
+    from pytest_ipcbench.comparison.compare import compare_sets
+    from pytest_ipcbench.comparison.verdict import EXIT_OK, EXIT_REGRESSION
+    from pytest_ipcbench.comparison.verdict_text import format_markdown, format_table
 
     base = ResultSet(results=[_timed(result(BASE_W, BASE_R), 1e-3)], env={"gate_job": "j"})
     head = ResultSet(results=[_timed(result({**BASE_W, "syscalls.data": [2]}, BASE_R), 1e-3)], env={"gate_job": "j"})

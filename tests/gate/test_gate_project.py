@@ -19,7 +19,7 @@ import pytest
 
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.runner import asv_suite
-from pytest_ipcbench.history.adopt import render_workflow
+from pytest_ipcbench.gate.adopt import render_workflow
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "consumer"
@@ -141,7 +141,7 @@ def test_init_ci_writes_an_actionlint_clean_workflow_and_the_asv_suite(
     assert "git+https://example.invalid/x/pytest-ipcbench@v0.1" in text and "GITHUB_STEP_SUMMARY" in text
     assert "pip install pytest-ipcbench\n" not in text  # never from PyPI: it is not published
     assert (consumer / "asv.conf.json").is_file()
-    assert "from pytest_ipcbench.history.asv_suite import *" in (consumer / "benchmarks" / "bench_ipcbench.py").read_text()
+    assert "from pytest_ipcbench.runner.asv_suite import *" in (consumer / "benchmarks" / "bench_ipcbench.py").read_text()
     assert main(["init-ci", "--install", "pytest-ipcbench @ git+https://example.invalid/x/pytest-ipcbench"]) == 2  # exists: not overwritten without --force
     assert "--force" in capsys.readouterr().err
     exe = _actionlint()

@@ -23,7 +23,7 @@ import numpy as np
 from statistics import NormalDist
 
 from .normalise import is_reference, reference_factor
-from .results import Result, ResultSet
+from ..results.results import Result, ResultSet
 
 SCHEMA = "pytest-ipcbench-calibration/1"
 DEFAULT_PATH = ".ipcbench/calibration.json"  # written by calibrate, read by compare and the gate

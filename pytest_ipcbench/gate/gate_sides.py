@@ -18,8 +18,8 @@ from ..core import names
 from ..core.envinfo import cores
 from ..core.procs import kill_group
 from . import consumer
-from .results import ResultSet
-from .verdict import GateError
+from ..results.results import ResultSet
+from ..comparison.verdict import GateError
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:

@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 
 from pytest_ipcbench.commands import compare as compare_command
-from pytest_ipcbench.history import compare, gate, gate_sides, rounds, stats, verdict_text
+from pytest_ipcbench.comparison import compare, rounds, verdict_text
+from pytest_ipcbench.gate import gate, gate_sides
+from pytest_ipcbench.results import stats
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import BUSY_SHARE
-from pytest_ipcbench.history.calibration import Calibration, CaseNoise
-from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.comparison.calibration import Calibration, CaseNoise
+from pytest_ipcbench.results.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
 KINDS = ("dict", "ndarray")
@@ -239,7 +241,7 @@ def test_slowdown_is_caught_through_round_to_round_swings() -> None:
     split = rounds.round_split(head.by_key()[victim], "completion")
     chunks = (rounds.chunks(head.by_key()[victim].samples["completion"], split),
               rounds.chunks(base.by_key()[victim].samples["completion"], split))
-    from pytest_ipcbench.history.stats import round_ratio_halfwidth
+    from pytest_ipcbench.results.stats import round_ratio_halfwidth
     own = round_ratio_halfwidth(*chunks, alone.per_case_confidence)
     moderated = next(c for c in alone.cases if c.key == victim).noise
     assert own is not None and moderated is not None and own > 3 * moderated

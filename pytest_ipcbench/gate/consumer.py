@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.project import ProjectConfig, ipcbench_table, parse_table, tomllib
-from .verdict import GateError
+from ..comparison.verdict import GateError
 
 SELF = "pytest-ipcbench"
 
@@ -108,7 +108,7 @@ def dependencies_besides_us(decl: Declared) -> list[str]:
 
 def self_location() -> Path:
     """Where this pytest_ipcbench is imported from: both sides must import the same one."""
-    return Path(__file__).resolve().parents[1]  # history/ is one floor inside the package
+    return Path(__file__).resolve().parents[1]  # gate/ is one floor inside the package
 
 
 def probe_install(python: Path, project: str, env: dict[str, str], cwd: Path) -> tuple[Path | None, Path | None, str]:

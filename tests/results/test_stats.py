@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_ipcbench.history.stats import RatioInterval, ratio_interval, summarize, verdict
+from pytest_ipcbench.results.stats import RatioInterval, ratio_interval, summarize, verdict
 
 
 def test_summarize():
@@ -66,7 +66,7 @@ def test_results_of_schema_1_still_load(tmp_path) -> None:
     """A results file of schema 1 (untyped ``extra``) loads into the typed fields."""
     import json
 
-    from pytest_ipcbench.history.results import SCHEMA, ResultSet, Verified
+    from pytest_ipcbench.results.results import SCHEMA, ResultSet, Verified
 
     old = {"schema": "pytest-ipcbench/1", "env": {}, "results": [{
         "scenario": "broadcast", "backend": "shm", "mode": "native", "payload": "ndarray", "size": 1000,
@@ -84,7 +84,7 @@ def test_results_of_schema_1_still_load(tmp_path) -> None:
 
 
 def test_t_quantile_matches_the_tables():
-    from pytest_ipcbench.history.stats import t_quantile
+    from pytest_ipcbench.results.stats import t_quantile
 
     for p, dof, exact in ((0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 3, 3.182), (0.975, 10, 2.228),
                           (0.995, 30, 2.750)):
@@ -92,7 +92,7 @@ def test_t_quantile_matches_the_tables():
 
 
 def test_round_halfwidth_is_wide_for_few_rounds_and_none_for_one():
-    from pytest_ipcbench.history.stats import round_ratio_halfwidth
+    from pytest_ipcbench.results.stats import round_ratio_halfwidth
 
     rng = np.random.default_rng(3)
     rounds = [[list(rng.lognormal(0, 0.05, 20) * s) for s in swings] for swings in ([1.0, 1.2], [1.1, 0.9])]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .calibration import Calibration, CaseNoise, busier_than_calibrated, calibrate_sets, group_of_key, others_share
 from .normalise import is_reference, reference_factor
-from .results import ResultSet
+from ..results.results import ResultSet
 
 
 def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dict[str, list[float]]:
@@ -93,7 +93,7 @@ def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: in
     import sys
     import time
 
-    from ..core.procs import load_average  # core: below history
+    from ..core.procs import load_average  # core: below comparison
 
     sets: list[ResultSet] = []
     loads: list[float] = []

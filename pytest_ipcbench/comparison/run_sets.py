@@ -3,8 +3,8 @@ folder or a glob on a side).
 
 Two single runs of the same code here moved by up to 2-3x for some cases (a host that moves the
 guest's CPUs, ranks that share a core), so a verdict between two single runs needs a change
-larger than any such jump (history/calibration.py). Several runs a side show that spread
-themselves: each side's runs are merged as rounds (history/rounds.py), and compare bounds a
+larger than any such jump (comparison/calibration.py). Several runs a side show that spread
+themselves: each side's runs are merged as rounds (comparison/rounds.py), and compare bounds a
 case's between-run noise by how far its runs moved (a t interval of the runs' log ratios, its
 variance moderated by its group's), which a single jump cannot fool: one run of k that jumped by
 J moves the mean by J / k and widens the interval by about as much. That holds only when the two
@@ -20,7 +20,7 @@ import glob
 from pathlib import Path
 from typing import Any, Sequence
 
-from .results import ResultSet
+from ..results.results import ResultSet
 from .rounds import merge_rounds
 from .verdict import GateError
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.commands import main as ipcbench
-from pytest_ipcbench.history.results import MalformedResults, Result, ResultSet
-from pytest_ipcbench.history.validation import MAX_SAMPLES
+from pytest_ipcbench.results.results import MalformedResults, Result, ResultSet
+from pytest_ipcbench.results.validation import MAX_SAMPLES
 
 
 def good(path: Path) -> Path:

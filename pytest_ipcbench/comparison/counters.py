@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..core.counters import COUNTERS, Counters, RankCounters
 from ..core.units import format_bytes, format_count, size_label
-from .results import Result
+from ..results.results import Result
 
 #: a change in words: (singular, plural) of what is counted, per message
 _WORDS: dict[str, tuple[str, str]] = {

@@ -12,7 +12,7 @@ medians and by their fast tails. A case is *slower* when the whole interval lies
 *unchanged* when it lies within both, and *inconclusive* when the noise cannot decide; every
 case also shows the smallest slowdown it could have detected. A whole file is never refused
 because some cases are noisy (docs/method.md rule 19). The exit code is 1 when a case is slower
-with confidence or, both sides counted, an exact counter of a case grew (history/counters.py), 2
+with confidence or, both sides counted, an exact counter of a case grew (comparison/counters.py), 2
 when the inputs cannot be compared (bad file, nothing in common), else 0.
 """
 
@@ -31,10 +31,10 @@ from .normalise import is_reference, reference_factor
 from .counters import counter_verdict
 from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
                             load_warning, spell_warning)
-from .results import Result, ResultSet
+from ..results.results import Result, ResultSet
 from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
-from .stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
+from ..results.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
                     rounds_ratio_interval)
 from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison
 
@@ -379,7 +379,7 @@ def _case_spread(old: dict[str, Result], new: dict[str, Result],
 
 
 def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Result]) -> CaseVerdict:
-    """The case with its counter changes beside its time verdict (history/counters.py), or "no
+    """The case with its counter changes beside its time verdict (comparison/counters.py), or "no
     counter moved" when both sides were counted and none did. Counts do not move with load, so a
     change says why a time moved (or that something changed that time could not show)."""
     base, head = old.get(case.key), new.get(case.key)

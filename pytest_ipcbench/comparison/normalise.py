@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .results import Result
+from ..results.results import Result
 
 #: Scenarios of in-run references (harness.measure.REFERENCE_SCENARIOS; not imported: no harness here).
 REFERENCE_SCENARIOS = ("copy", "reference")

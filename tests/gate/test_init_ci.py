@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.core.group import in_mpi_job
-from pytest_ipcbench.history import asv_suite
+from pytest_ipcbench.runner import asv_suite
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="runs commands in subprocesses: not inside an MPI job")
 IPCBENCH = Path(sys.executable).with_name("ipcbench")

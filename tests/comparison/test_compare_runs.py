@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from pytest_ipcbench.commands import main
-from pytest_ipcbench.history import calibration as cal
-from pytest_ipcbench.history import calibration_summary as tell
-from pytest_ipcbench.history import compare, compare_notes, run_sets, verdict, verdict_text
-from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.comparison import calibration as cal
+from pytest_ipcbench.comparison import calibration_summary as tell
+from pytest_ipcbench.comparison import compare, compare_notes, run_sets, verdict, verdict_text
+from pytest_ipcbench.results.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
 SIZES = (1_000, 100_000, 1_000_000)
@@ -297,7 +297,7 @@ def test_calibrate_counts_false_verdicts_on_held_out_pairs_and_compare_says_so(t
     assert note in comparison.warnings
 
 
-# ------------------------------------------------------------ several runs a side (history/run_sets.py)
+# ------------------------------------------------------------ several runs a side (comparison/run_sets.py)
 
 
 def _runs(seeds: range, start: int, slow: dict[int, dict[str, float]] | None = None,

@@ -8,7 +8,7 @@ import math
 from ..core.units import format_time
 from .calibration import UNCALIBRATED_NOISE, Calibration
 from .normalise import Normalisation
-from .results import ResultSet
+from ..results.results import ResultSet
 from .run_sets import runs_of
 from .verdict import LOAD_GAP
 

@@ -7,8 +7,8 @@ from typing import Sequence
 import numpy as np
 
 from .normalise import is_reference
-from .results import Result, ResultSet
-from .stats import moderated_halfwidths, paired_round_log_ratios
+from ..results.results import Result, ResultSet
+from ..results.stats import moderated_halfwidths, paired_round_log_ratios
 
 #: Where a merged result keeps how many samples each round gave, per metric (Result.extra).
 ROUNDS_KEY = "gate_rounds"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ..core.errors import IpcbenchError
 from .calibration import Calibration
 from .normalise import Normalisation
-from .stats import DEFAULT_CONFIDENCE, RatioInterval
+from ..results.stats import DEFAULT_CONFIDENCE, RatioInterval
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -107,7 +107,7 @@ class Comparison:
 
     @property
     def costlier(self) -> list[CaseVerdict]:
-        """Cases whose exact counters grew (history/counters.py): a regression whatever the times say."""
+        """Cases whose exact counters grew (comparison/counters.py): a regression whatever the times say."""
         return [c for c in self.cases if c.counter_regressions]
 
     @property

@@ -31,15 +31,15 @@ from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
 from ..core.project import find_pyproject
 from . import consumer
-from .calibration import Calibration, find_calibration
-from .calibration_summary import JUDGEMENTS, decision_z, undecidable
-from .compare import compare_sets
+from ..comparison.calibration import Calibration, find_calibration
+from ..comparison.calibration_summary import JUDGEMENTS, decision_z, undecidable
+from ..comparison.compare import compare_sets
 from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, default_run_args, git, install_sides,
                          no_run_message, repo_top, resolve_commit, run_round, side_args, tree_has_run, warm_up)
-from .rounds import merge_rounds
-from .verdict import Comparison, Decision, GateError
-from .verdict_text import format_markdown, format_table
-from .results import ResultSet
+from ..comparison.rounds import merge_rounds
+from ..comparison.verdict import Comparison, Decision, GateError
+from ..comparison.verdict_text import format_markdown, format_table
+from ..results.results import ResultSet
 
 DEFAULT_ROUNDS = 2
 #: At most this many confirming rounds; the budget usually ends them first. Under load (a second
