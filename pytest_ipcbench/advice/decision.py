@@ -153,32 +153,40 @@ class Advice:
         if self.low is not None and self.low > 1:
             return f"use {self.pick}: {self.ratio:.2f}x faster than {self.runner_up} {span}"
         if self.ratio <= tie or (self.high is not None and self.high <= tie):
+            why = ("the simpler of the two" if self.race.get("leader") not in (None, self.pick)
+                   else "the faster in the race")
             return (f"use {self.pick}: tie with {self.runner_up} ({self.runner_up} / {self.pick} = {self.ratio:.2f}x "
-                    f"{span}, within {self.tie_threshold:.0%}); {self.pick} is the simpler")
+                    f"{span}, within {self.tie_threshold:.0%}); {self.pick} is {why}")
         return (f"use {self.pick}: {self.ratio:.2f}x faster than {self.runner_up} {span}, not decided at {pct}% "
                 f"(the interval reaches 1)")
 
     def lines(self) -> list[str]:
         env = self.environment
         out = [f"object: {self.features.describe()}",
-               f"scenario: {self.scenario}, {self.readers} reader{'s' * (self.readers != 1)}, judged by {self.metric}",
-               f"environment: {env.get('cores')} cores, {env.get('ranks')} ranks ({env.get('ranks_per_core', 0):.1f} "
-               f"per core), load {env.get('load_start')} -> {env.get('load_end')}, {env.get('group')} group",
-               f"prior: {self.prior.get('bucket')} -> shortlist {', '.join(self.prior.get('shortlist', []))} "
-               f"({self.prior.get('source')})"]
-        if self.measured:
-            r = self.race
-            out.append(f"race: {r.get('stages')} stage(s), {r.get('rounds')} rounds, stopped: {r.get('stopped')}; "
-                       f"{r.get('elapsed_s', 0):.1f} s")
-            out.append("")
-            out.append(f"{'candidate':<20} {'status':<16} {'median':>10} {'vs leader':>22}  per message")
+               f"scenario: {self.scenario}, {self.readers} reader{'s' * (self.readers != 1)}, judged by {self.metric}"]
+        if not self.measured:
+            out.append(f"prior: {self.prior.get('bucket')} -> {', '.join(self.prior.get('order', []))} "
+                       f"({self.prior.get('source')})")
+            out.extend(f"unavailable here: {c.pair} ({c.reason})" for c in self.candidates if c.status == "unavailable")
+            out.append(self.verdict())
+            return out
+        load = "/".join("?" if x is None else f"{x:.1f}" for x in (env.get("load_start"), env.get("load_end")))
+        out += [f"environment: {env.get('cores')} cores, {env.get('ranks')} ranks ({env.get('ranks_per_core', 0):.1f} "
+                f"per core), load {load} (start/end), {env.get('group')} group",
+                f"prior: {self.prior.get('bucket')} -> shortlist {', '.join(self.prior.get('shortlist', []))} "
+                f"({self.prior.get('source')})"]
+        r = self.race
+        out.append(f"race: {r.get('stages')} stage(s), {r.get('rounds')} rounds, stopped: {r.get('stopped')}; "
+                   f"{r.get('elapsed_s', 0):.1f} s")
+        out.append("")
+        out.append(f"{'candidate':<20} {'status':<16} {'median':>10} {'vs leader':>22}  per message")
         for c in self.candidates:
             if c.status in ("not-shortlisted", "failed", "unavailable"):
                 continue
             med = format_time(c.median_s) if c.median_s else "-"
             vs = (f"{c.ratio:.2f}x ({c.low:.2f}-{c.high:.2f})" if c.ratio is not None and c.low is not None
                   and math.isfinite(c.low) else "-")
-            said = (counts_text(c.counts, self.features.oob_bytes or self.features.total_bytes) if c.counts
+            said = (counts_text(c.counts, self.features.total_bytes) if c.counts
                     else (c.reason or "not counted"))
             out.append(f"{c.pair:<20} {c.status:<16} {med:>10} {vs:>22}  {said}")
         for c in self.candidates:
