@@ -37,7 +37,8 @@ from pytest_ipcbench.advice import advise, features
 from pytest_ipcbench.advice.cases import FAMILIES, cases
 from pytest_ipcbench.advice.payload import ObjectPayload
 from pytest_ipcbench.advice.prior import TABLE_FILE, bucket, load_table, ranked
-from pytest_ipcbench.advice.race import METRICS, Standing, split_rounds
+from pytest_ipcbench.advice.decision import counts_of
+from pytest_ipcbench.advice.race import COUNT_REPEATS, METRICS, Standing, split_rounds
 from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.units import parse_size
@@ -55,7 +56,30 @@ def _measure(group: Any, specs: list[BackendSpec], payload: ObjectPayload, scena
     return bench_interleaved(group, specs, payload, scenario, settings, rounds=rounds)
 
 
-def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float, repeat: int) -> dict[str, Any]:
+def _count(group: Any, spec: BackendSpec, payload: ObjectPayload, scenario: str) -> Any:
+    settings = BenchSettings(time_budget=0.01, min_iterations=1, max_iterations=1, warmup=1, alternate=False,
+                             count=True, count_repeats=COUNT_REPEATS)
+    return bench_interleaved(group, [spec], payload, scenario, settings, rounds=1)[0]
+
+
+def counts_agree(quoted: dict[str, Any], again: dict[str, Any]) -> tuple[int, int, list[str]]:
+    """(exact counters compared, equal, the differing ones): counters exact in both runs."""
+    compared = equal = 0
+    differ = []
+    for role, values in quoted.items():
+        other = again.get(role, {})
+        for name, exact in values.get("exact", {}).items():
+            if exact and other.get("exact", {}).get(name):
+                compared += 1
+                if values[name] == other[name]:
+                    equal += 1
+                else:
+                    differ.append(f"{role} {name} {values[name]} vs {other[name]}")
+    return compared, equal, differ
+
+
+def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float, repeat: int,
+             check_counts: bool = False) -> dict[str, Any]:
     obj = case.build()
     f = features(obj)
     load0 = os.getloadavg()[0]
@@ -70,9 +94,14 @@ def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float,
     t1 = time.perf_counter()
     with LocalWorld(ranks) as world:
         results = world.run(_measure, specs, payload, case.scenario, rounds, per_case, ranks=ranks)[0]
-        repeats = [advise(obj, readers=case.readers, scenario=case.scenario, budget=budget).pick
-                   for _ in range(repeat)]
-    eval_s = time.perf_counter() - t1
+        eval_s = time.perf_counter() - t1
+        quoted = adv.candidate(adv.pick).counts
+        recount = None
+        if check_counts and quoted:
+            again = counts_of(world.run(_count, BackendSpec(*adv.pick.split("/")), payload, case.scenario,
+                                        ranks=ranks)[0].counters)
+            recount = counts_agree(quoted, again)
+    repeats = [advise(obj, readers=case.readers, scenario=case.scenario, budget=budget).pick for _ in range(repeat)]
     st = {p: Standing(p, split_rounds(r, METRICS[case.scenario], rounds)) for p, r in zip(eligible, results)}
     med = {p: s.median for p, s in st.items()}
     best = min(med, key=med.get)
@@ -100,7 +129,8 @@ def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float,
         "hit": adv.pick in tie, "regret": med[adv.pick] / med[best] - 1,
         "prior_pick": prior_pick, "prior_hit": prior_pick in tie, "prior_regret": med[prior_pick] / med[best] - 1,
         "baseline_regret": (med[BASELINE] / med[best] - 1) if BASELINE in med else None,
-        "eval_ratio": eval_ratio, "covered": covered, "repeats": repeats,
+        "eval_ratio": eval_ratio, "covered": covered, "repeats": repeats, "recount": recount,
+        "counted": bool(adv.candidate(adv.pick).counts),
         "repeat_hits": sum(p in tie for p in repeats), "call_s": call_s, "eval_s": eval_s,
         "load_start": load0, "load_end": os.getloadavg()[0],
     }
@@ -146,6 +176,15 @@ def summary(path: Path) -> str:
     out.append("")
     out.append(f"best single fixed pair: {p_best}, mean regret {np.mean(pool[p_best]):.1%}, max {max(pool[p_best]):.1%} "
                f"over the {len(pool[p_best])} cases it could run (advise: {np.mean([r['regret'] for r in rows]):.1%})")
+    rec = [r["recount"] for r in rows if r.get("recount")]
+    if rec:
+        out.append(f"counters: the pick's exact counters counted again in a run of their own: "
+                   f"{sum(r[1] for r in rec)} of {sum(r[0] for r in rec)} equal over {len(rec)} cases"
+                   + (f"; differing: {'; '.join(d for r in rec for d in r[2][:3])}" if any(r[2] for r in rec) else ""))
+    counted = [r for r in rows if "counted" in r]
+    if counted:
+        out.append(f"advise counted the pick in {sum(r['counted'] for r in counted)} of {len(counted)} cases "
+                   "(the rest: the budget was spent before the counting pass)")
     if reps:
         out.append(f"repeatability: {sum(r['repeat_hits'] for r in reps)} of {sum(len(r['repeats']) for r in reps)} "
                    f"repeated advises in the evaluation's tie set")
@@ -176,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--eval-rounds", type=int, default=None)
     ap.add_argument("--eval-seconds", type=float, default=0.5, help="timed seconds per pair in the evaluation")
-    ap.add_argument("--repeat", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=0, help="more advises on every third case (repeatability)")
+    ap.add_argument("--check-counts", action="store_true",
+                    help="on every third case (the second of three), count the pick again in a run of its own")
     ap.add_argument("--families", default=None)
     ap.add_argument("--skip", type=int, default=0, help="start at this case (resume)")
     ap.add_argument("--out", default="advise-eval.jsonl")
@@ -194,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     fams = args.families.split(",") if args.families else None
     todo = cases(args.cases, args.seed, parse_size(args.max_bytes), fams)[args.skip:]
     with open(args.out, "a") as out:
-        for case in todo:
+        for i, case in enumerate(todo, start=args.skip):
             try:
-                rec = evaluate(case, args.budget, args.eval_rounds, args.eval_seconds, args.repeat)
+                rec = evaluate(case, args.budget, args.eval_rounds, args.eval_seconds, args.repeat if i % 3 == 0 else 0,
+                               args.check_counts and i % 3 == 1)
             except Exception as exc:  # a case that cannot run is said, and the next one runs
                 print(f"{case.id}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
                 continue

@@ -36,6 +36,7 @@ import numpy as np
 from ..backends.base import BackendSpec, get_backend
 from ..core.counters import Counters
 from ..core.group import Group
+from ..harness.count import COUNT_MESSAGES, COUNT_VOLUME
 from ..harness.measure import bench_interleaved
 from ..harness.plan import BenchSettings
 from ..results.results import Result
@@ -50,6 +51,9 @@ RACE_SHARE = 0.7
 COUNT_REPEATS = 2
 #: the counting pass runs only when the race and the confirmation took less than this share of the budget
 COUNT_SHARE = 0.8
+#: how many times a timed message the counting pass's messages take (the allocation pass traces every
+#: Python call: a list of 1000 small arrays took minutes at load 20 on 2 cores)
+TRACED = 50
 
 #: Third-party packages each built-in backend needs (a user's backend: counted as 1).
 _DEPENDENCIES = {"mp-queue": 0, "shm": 0, "lmdb": 1, "zmq": 1}
@@ -256,13 +260,27 @@ def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord |
     return record
 
 
+def count_estimate(median_s: float, nbytes: int) -> float:
+    """Seconds the counting pass of the two pairs may take: their messages (harness/count.py: up to 16, by
+    volume at least 2) in each repeat's message and barrier phases and in the allocation pass, each
+    :data:`TRACED` times a timed message (tracing every Python call slows the allocation pass most)."""
+    messages = max(2, min(COUNT_MESSAGES, COUNT_VOLUME // max(1, nbytes)))
+    return 2 * messages * (2 * COUNT_REPEATS + 1) * TRACED * median_s
+
+
 def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], record: RaceRecord | None,
            payload: Any, opts: RaceOptions, t0: float) -> None:
     """Collective: the counting pass of the two confirmed pairs, when asked and the budget has room."""
-    elapsed = time.perf_counter() - t0
-    why = "" if opts.count and elapsed < COUNT_SHARE * opts.budget else (
-        "counting turned off" if not opts.count else
-        f"not counted: the race and confirmation used {elapsed:.0f} s of the {opts.budget:g} s budget")
+    why = ""
+    if record is not None:  # rank 0 decides
+        elapsed = time.perf_counter() - t0
+        medians = [st.median for st in record.standings if st.pair in pairs]
+        estimate = count_estimate(max(medians), payload.size)
+        if not opts.count:
+            why = "counting turned off"
+        elif elapsed + estimate > opts.budget or elapsed > COUNT_SHARE * opts.budget:
+            why = (f"not counted: the race and confirmation used {elapsed:.0f} s of the {opts.budget:g} s budget "
+                   f"and counting would take about {estimate:.0f} s more")
     why = group.bcast(why)
     if record is not None and why:
         for st in record.standings:
