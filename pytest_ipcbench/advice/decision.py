@@ -180,15 +180,21 @@ class Advice:
                    f"{r.get('elapsed_s', 0):.1f} s")
         out.append("")
         out.append(f"{'candidate':<20} {'status':<16} {'median':>10} {'vs leader':>22}  per message")
+        uncounted: dict[str, list[str]] = {}
         for c in self.candidates:
             if c.status in ("not-shortlisted", "failed", "unavailable"):
                 continue
             med = format_time(c.median_s) if c.median_s else "-"
             vs = (f"{c.ratio:.2f}x ({c.low:.2f}-{c.high:.2f})" if c.ratio is not None and c.low is not None
                   and math.isfinite(c.low) else "-")
-            said = (counts_text(c.counts, self.features.total_bytes) if c.counts
-                    else (c.reason or "not counted"))
+            if c.counts:
+                said = counts_text(c.counts, self.features.total_bytes)
+            else:
+                said = "-"
+                uncounted.setdefault(c.reason or "not counted", []).append(c.pair)
             out.append(f"{c.pair:<20} {c.status:<16} {med:>10} {vs:>22}  {said}")
+        for reason, names in uncounted.items():
+            out.append(f"no counts for {', '.join(names)}: {reason}")
         for c in self.candidates:
             if c.status == "failed":
                 out.append(f"{c.pair}: failed on the object, left out: {c.reason}")

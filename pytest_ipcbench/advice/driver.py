@@ -34,6 +34,8 @@ from .race import METRICS, RaceOptions, RaceRecord, probe, race
 SCENARIOS = tuple(METRICS)
 #: a probe's reader gives up after this long (a backend that never delivers the object)
 PROBE_TIMEOUT = 60.0
+#: the race's budget at least, whatever the start and the probes took (a stage and a confirmation)
+MIN_RACE = 2.0
 
 
 def _check(scenario: str, readers: int, budget: float) -> None:
@@ -114,8 +116,9 @@ def advise(obj: Any, readers: int = 1, scenario: str = "broadcast", backends: Se
 
     Collective under MPI (every rank calls it with its own copy of the object; ``readers`` is then
     the group's size - 1); otherwise this process is the writer and ``readers`` local worker
-    processes read. ``budget`` bounds the race and its confirmation in seconds (probes and
-    process start come on top). Raises UsageError for bad arguments or an object no backend can
+    processes read. ``budget`` is the call's time in seconds: the processes' start and the probes
+    come out of it, the race, its confirmation and the counting pass get what is left (the last
+    stage may overrun it by a stage). Raises UsageError for bad arguments or an object no backend can
     send; a pair that fails on the object is left out, with the reason, in ``Advice.candidates``.
     """
     if group is None and in_mpi_job():
@@ -145,8 +148,14 @@ def _plan(group: Group | None, obj: Any, opts: RaceOptions, backends: Sequence[s
     return f, payload, [by[p] for p in raced], left, unavailable, ranked(f, names)
 
 
+def _left(opts: RaceOptions, t_start: float) -> RaceOptions:
+    """The race's options with the budget that is left after the world's start and the probes."""
+    return replace(opts, budget=max(MIN_RACE, opts.budget - (time.perf_counter() - t_start)))
+
+
 def _advise_local(world: LocalWorld, ranks: int, obj: Any, readers: int, opts: RaceOptions,
                   backends: Sequence[str] | None, size: int, label: str, load_start: float | None) -> Advice:
+    t_start = time.perf_counter()
     pairs(None, opts.scenario, backends)  # every backend loaded first: their before_ranks hooks (mp-queue's
     world.run(_ready, ranks=ranks)  # queues) made as the world starts; a world that cannot start raises here
     f, payload, raced, left, unavailable, order = _plan(world.group(ranks), obj, opts, backends, size, label)
@@ -160,13 +169,14 @@ def _advise_local(world: LocalWorld, ranks: int, obj: Any, readers: int, opts: R
     if not going:
         raise IpcbenchError(f"no candidate could send the object: " +
                             "; ".join(f"{p}: {why}" for p, why in failed.items()))
-    record = world.run(race, going, payload, opts, ranks=ranks)[0]
+    record = world.run(race, going, payload, _left(opts, t_start), ranks=ranks)[0]
     return _decision(record, f, opts, readers, order, raced, left, unavailable, failed,
                      environment("local", ranks, load_start, load_average()))
 
 
 def _advise_on(group: Group, obj: Any, readers: int, opts: RaceOptions, backends: Sequence[str] | None,
                size: int, label: str, load_start: float | None) -> Advice:
+    t_start = time.perf_counter()
     planned = None
     if group.rank == 0:
         f, payload, raced, left, unavailable, order = _plan(group, obj, opts, backends, size, label)
@@ -182,7 +192,7 @@ def _advise_on(group: Group, obj: Any, readers: int, opts: RaceOptions, backends
     if not going:
         raise IpcbenchError("no candidate could send the object: " +
                             "; ".join(f"{p}: {why}" for p, why in failed.items()))
-    record = race(group, going, payload, opts)
+    record = race(group, going, payload, group.bcast(_left(opts, t_start)))
     advice = None
     if group.rank == 0:
         assert record is not None
@@ -223,7 +233,7 @@ def _decision(record: RaceRecord, f: Features, opts: RaceOptions, readers: int, 
                "shortlist": [f"{s.name}/{s.mode}" for s in raced]},
         race={"stages": record.stages, "stopped": record.stopped, "rounds": record.race_rounds,
               "confirm_rounds": opts.confirm_rounds, "elapsed_s": record.elapsed, "swapped": record.swapped,
-              "leader": record.leader, "budget_s": opts.budget, "stage_s": record.stage_s,
+              "leader": record.leader, "budget_s": opts.budget, "race_budget_s": record.budget, "stage_s": record.stage_s,
               "confirm_medians_s": list(record.confirm_medians) if record.confirm_medians else None},
         notes=notes,
     )

@@ -77,7 +77,7 @@ def simplicity(pair: str) -> tuple[int, int, int, int]:
 @dataclass(frozen=True)
 class RaceOptions:
     scenario: str = "broadcast"
-    budget: float = 60.0  # seconds for the race and the confirmation
+    budget: float = 60.0  # seconds for the race, the confirmation and the counting pass
     rounds: int = 6  # rounds per stage (each pair's iterations spread over them)
     confirm_rounds: int = 8
     tie: float = 0.05
@@ -124,6 +124,7 @@ class RaceRecord:
     race_rounds: int = 0  # rounds each pair still in ran, over the stages
     elapsed: float = 0.0
     stage_s: list[float] = field(default_factory=list)  # wall seconds of each stage, then the confirmation's
+    budget: float = 0.0  # the seconds the race was given
 
 
 def split_rounds(result: Result, metric: str, rounds: int) -> list[list[float]]:
@@ -195,7 +196,7 @@ def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOpt
     others = [p for p in sorted(everyone, key=lambda p: standing[p].median) if p != pick]
     runner = others[0] if others else None
     record = RaceRecord(list(standing.values()), stage, stopped, leader, pick, runner, tie,
-                        race_rounds=len(standing[leader].rounds), stage_s=stage_s)
+                        race_rounds=len(standing[leader].rounds), stage_s=stage_s, budget=opts.budget)
     return _confirm(group, by_pair, record, payload, opts, t0)
 
 
@@ -279,8 +280,8 @@ def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], reco
         if not opts.count:
             why = "counting turned off"
         elif elapsed + estimate > opts.budget or elapsed > COUNT_SHARE * opts.budget:
-            why = (f"not counted: the race and confirmation used {elapsed:.0f} s of the {opts.budget:g} s budget "
-                   f"and counting would take about {estimate:.0f} s more")
+            why = (f"not counted: the race and confirmation used {elapsed:.0f} s of the {opts.budget:.0f} s left "
+                   f"of the budget, and counting would take about {estimate:.0f} s more (a larger --budget counts)")
     why = group.bcast(why)
     if record is not None and why:
         for st in record.standings:

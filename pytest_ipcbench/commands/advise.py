@@ -34,7 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backends", help="comma-separated backend names to consider (default: every one known, "
                         "users' entry points included)")
     parser.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
-                        help="seconds for the race and its confirmation (default 60)")
+                        help="seconds for the call: start, probes, race, confirmation, counting (default 60; the last "
+                        "stage may overrun it)")
     parser.add_argument("--shortlist", type=int, default=SHORTLIST, metavar="K",
                         help=f"pairs the prior lets into the race (default {SHORTLIST}; unknown backends come on top)")
     parser.add_argument("--json", metavar="FILE", help="write the decision as JSON (docs/advise.md)")
