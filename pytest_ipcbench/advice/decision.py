@@ -152,13 +152,13 @@ class Advice:
         tie = 1 + self.tie_threshold
         if self.low is not None and self.low > 1:
             return f"use {self.pick}: {self.ratio:.2f}x faster than {self.runner_up} {span}"
-        if self.ratio <= tie or (self.high is not None and self.high <= tie):
+        if self.low is not None and self.high is not None and 1 / tie <= self.low and self.high <= tie:
             why = ("the simpler of the two" if self.race.get("leader") not in (None, self.pick)
                    else "the faster in the race")
             return (f"use {self.pick}: tie with {self.runner_up} ({self.runner_up} / {self.pick} = {self.ratio:.2f}x "
                     f"{span}, within {self.tie_threshold:.0%}); {self.pick} is {why}")
-        return (f"use {self.pick}: {self.ratio:.2f}x faster than {self.runner_up} {span}, not decided at {pct}% "
-                f"(the interval reaches 1)")
+        return (f"use {self.pick}: not decided against {self.runner_up} at {pct}% ({self.runner_up} / {self.pick} = "
+                f"{self.ratio:.2f}x {span}); chosen on the two's rounds of the race and the confirmation together")
 
     def lines(self) -> list[str]:
         env = self.environment

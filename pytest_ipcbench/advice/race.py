@@ -45,6 +45,8 @@ from ..results.stats import rounds_ratio_interval
 #: what each scenario's pairs are judged by: a broadcast to fully read objects (readers touch
 #: every buffer), a ping-pong's one-way latency, a stream's time per delivered message
 METRICS = {"broadcast": "completion_touched", "pingpong": "latency", "stream": "delivered"}
+#: iterations per round at least: a round's median of one sample is that sample's noise
+PER_ROUND = 3
 #: share of the budget the race may use; the rest is the confirmation's
 RACE_SHARE = 0.7
 #: repeats of the counting pass: an exact counter is one both repeats agree on
@@ -149,8 +151,8 @@ def _interval(a: Standing, b: Standing, opts: RaceOptions) -> tuple[float, float
 def _settings(per_case: float, rounds: int, count: bool) -> BenchSettings:
     # one object every time, as the user sends it (no alternating seeds); at least one iteration per
     # round; counted only when asked (the confirmation)
-    return BenchSettings(time_budget=max(0.05, per_case), min_iterations=rounds, alternate=False, count=count,
-                         count_repeats=COUNT_REPEATS)
+    return BenchSettings(time_budget=max(0.05, per_case), min_iterations=PER_ROUND * rounds, alternate=False,
+                         count=count, count_repeats=COUNT_REPEATS)
 
 
 def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOptions) -> RaceRecord | None:
@@ -251,7 +253,13 @@ def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord |
     a = Standing(pairs[0], split_rounds(results[0], opts.metric, opts.confirm_rounds))
     b = Standing(pairs[1], split_rounds(results[1], opts.metric, opts.confirm_rounds))
     ratio, low, high = _interval(b, a, opts)  # runner-up / pick
-    if high < 1 / (1 + opts.tie):  # the runner-up is faster beyond the tie: they swap
+    # the decision weighs every round the two ran side by side, the race's and the confirmation's;
+    # the printed ratio and interval stay the confirmation's alone
+    by_name = {st.pair: st for st in record.standings}
+    k = min(len(by_name[pairs[0]].rounds), len(by_name[pairs[1]].rounds))
+    pooled_a = Standing(pairs[0], by_name[pairs[0]].rounds[:k] + a.rounds)
+    pooled_b = Standing(pairs[1], by_name[pairs[1]].rounds[:k] + b.rounds)
+    if pooled_b.median * (1 + opts.tie) < pooled_a.median:  # the runner-up is faster beyond the tie: they swap
         record.pick, record.runner_up, record.swapped = pairs[1], pairs[0], True
         ratio, low, high = 1 / ratio, 1 / high, 1 / low
         a, b = b, a
