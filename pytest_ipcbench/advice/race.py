@@ -18,7 +18,8 @@ run of the two alone: the race's samples favour its winner (it won on them), so 
 and interval come from the confirmation only. Should the confirmation find the runner-up faster
 beyond the tie, the two swap and the record says so.
 
-Then, when the budget has time left (:data:`COUNT_SHARE`), the harness's counting pass
+Then, when its estimate (:func:`count_estimate`) fits in what is left of the budget or in
+:data:`COUNT_SHARE` of it, the harness's counting pass
 (harness/count.py) for the pick and the runner-up, with :data:`COUNT_REPEATS` repeats, in a run
 of its own with one timed iteration: the reason in counts. Not for every raced pair: its
 allocation pass traces every Python call and took tens of seconds a pair for objects of many
@@ -51,8 +52,9 @@ PER_ROUND = 3
 RACE_SHARE = 0.7
 #: repeats of the counting pass: an exact counter is one both repeats agree on
 COUNT_REPEATS = 2
-#: the counting pass runs only when the race and the confirmation took less than this share of the budget
-COUNT_SHARE = 0.8
+#: the counting pass runs when its estimate fits in what is left of the budget, or in this share of
+#: the budget (the reason in counts is worth a call that overruns its budget by that much)
+COUNT_SHARE = 0.25
 #: how many times a timed message the counting pass's messages take (the allocation pass traces every
 #: Python call: a list of 1000 small arrays took minutes at load 20 on 2 cores)
 TRACED = 50
@@ -287,7 +289,7 @@ def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], reco
         estimate = count_estimate(max(medians), payload.size)
         if not opts.count:
             why = "counting turned off"
-        elif elapsed + estimate > opts.budget or elapsed > COUNT_SHARE * opts.budget:
+        elif estimate > max(opts.budget - elapsed, COUNT_SHARE * opts.budget):
             why = (f"not counted: the race and confirmation used {elapsed:.0f} s of the {opts.budget:.0f} s left "
                    f"of the budget, and counting would take about {estimate:.0f} s more (a larger --budget counts)")
     why = group.bcast(why)
