@@ -188,7 +188,9 @@ def test_asv_suite_times_every_declared_case(consumer: Path, monkeypatch: pytest
         assert len(cache[key]) == 2, key
         point = bench.track_median(cache, key)  # the runs' medians as asv's samples: asv gives the interval
         assert point["samples"] == cache[key] and point["number"] == 1, key
-        assert 0 < bench.track_low(cache, key) == min(point["samples"]) <= max(point["samples"]) == bench.track_high(cache, key), key
+        assert min(point["samples"]) > 0, key
+    # one benchmark per case (its runs' tails as benchmarks of their own made asv compare flag noise)
+    assert [m for m in dir(bench) if m.startswith("track_")] == ["track_median"]
     monkeypatch.setenv("IPCBENCH_ASV_REPEATS", "0")
     with pytest.raises(ValueError, match="IPCBENCH_ASV_REPEATS"):
         asv_suite.repeats()
