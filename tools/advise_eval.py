@@ -3,8 +3,8 @@
 For each case of the public generator (pytest_ipcbench/advice/cases.py), stratified by family:
 
 1. ``advise(obj, readers, scenario, budget)``: its pick, runner-up, printed interval, per-call time;
-2. the **evaluation**: every pair that could send the object, interleaved in one harness run with at
-   least twice advise's rounds (``--eval-rounds``, default 2 x the race's rounds + confirmation's);
+2. the **evaluation**: every pair that could send the object, interleaved in one harness run with
+   twice the rounds of advise's race (``--eval-rounds`` sets them);
    each pair's median of round medians, the best, the 5% tie set (pairs within 5% of the best),
    whether the tie set is resolved (no pair's interval against the best straddles 1.05);
 3. hit (the pick in the tie set), regret (t_pick / t_best - 1), coverage (advise's confirmation
@@ -87,7 +87,7 @@ def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float,
     adv = advise(obj, readers=case.readers, scenario=case.scenario, budget=budget, label=case.family)
     call_s = time.perf_counter() - t0
     eligible = [c.pair for c in adv.candidates if c.status not in ("failed", "unavailable")]
-    rounds = eval_rounds or 2 * (adv.race["rounds"] + adv.race["confirm_rounds"])
+    rounds = eval_rounds or 2 * adv.race["rounds"]  # twice the rounds each pair still in ran in the race
     ranks = 2 if case.scenario == "pingpong" else case.readers + 1
     payload = ObjectPayload(obj, f.total_bytes, f.oob_bytes or f.total_bytes, case.family)
     specs = [BackendSpec(*p.split("/")) for p in eligible]
