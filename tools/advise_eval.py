@@ -223,14 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="advise-eval.jsonl")
     ap.add_argument("--summary", metavar="FILE")
     ap.add_argument("--fit", metavar="FILE")
+    ap.add_argument("--fit-out", metavar="PATH", default=str(TABLE_FILE),
+                    help="where --fit writes the table (default: the one advise reads, advice/prior.json)")
     args = ap.parse_args(argv)
     if args.summary:
         print(summary(Path(args.summary)))
         return 0
     if args.fit:
         table = fit(Path(args.fit))
-        TABLE_FILE.write_text(json.dumps(table, indent=1) + "\n")
-        print(f"wrote {TABLE_FILE}: {len(table['rows'])} buckets from {table['cases']} cases")
+        Path(args.fit_out).write_text(json.dumps(table, indent=1) + "\n")
+        print(f"wrote {args.fit_out}: {len(table['rows'])} buckets from {table['cases']} cases")
         return 0
     fams = args.families.split(",") if args.families else None
     todo = cases(args.cases, args.seed, parse_size(args.max_bytes), fams)[args.skip:]
