@@ -1,4 +1,4 @@
-"""``ipcbench``: run | report | selfcheck | compare | gate | calibrate | comment | init-ci | clean.
+"""``ipcbench``: run | report | selfcheck | compare | gate | calibrate | comment | init-ci | clean | advise.
 
 One module per command (as asv's ``commands/``), each with ``HELP``, ``configure(parser)`` and
 ``run(args) -> exit code``; ``run`` turns the parsed arguments into typed options and calls the
@@ -27,6 +27,7 @@ COMMANDS = {
     "comment": "comment",
     "init-ci": "init_ci",
     "clean": "clean",
+    "advise": "advise",
 }
 
 

@@ -23,6 +23,7 @@ LADDER: list[set[str]] = [
     {"core"},
     {"backends", "shared", "results"},
     {"harness", "comparison"},
+    {"advice"},
     {"", "mpi_methods", "gate"},
     {"report"},
     {"runner", "plugin"},
