@@ -133,21 +133,31 @@ class _Stopped(GroupError):
 
 
 # ------------------------------------------------------- objects made before the ranks start
-# name -> hook(size): run in the parent before a LocalWorld starts its workers; what it returns
-# is handed to every worker at spawn (multiprocessing queues and pipes, faster-fifo queues:
-# objects that can only be inherited). Filled by backends (Backend.before_ranks); core knows
-# nothing of backends.
-_BEFORE_RANKS: dict[str, Callable[[int], Any]] = {}
+# name -> (hook(size), release(made) or None): the hook runs in the parent before a LocalWorld
+# starts its workers; what it returns is handed to every worker at spawn (multiprocessing queues
+# and pipes, faster-fifo queues: objects that can only be inherited); release runs in the parent
+# once the workers stopped (the world closes or restarts), before any leak check. Filled by
+# backends (Backend.before_ranks, Backend.after_ranks); core knows nothing of backends.
+Hooks = tuple[Callable[[int], Any], "Callable[[Any], None] | None"]
+_BEFORE_RANKS: dict[str, Hooks] = {}
 _BEFORE_RANKS_VERSION = [0]
 _INHERITED: dict[str, Any] = {}  # in a worker: what its parent made; in the parent: the same objects
 
 
-def register_before_ranks(name: str, hook: Callable[[int], Any]) -> None:
+def register_before_ranks(name: str, hook: Callable[[int], Any],
+                          release: Callable[[Any], None] | None = None) -> None:
     """Run ``hook(size)`` in the parent before the ranks of a local world start; every rank finds
-    its result with :func:`inherited` (a world already started restarts its workers to get it)."""
-    if _BEFORE_RANKS.get(name) is not hook:
-        _BEFORE_RANKS[name] = hook
+    its result with :func:`inherited` (a world already started restarts its workers to get it).
+    ``release(made)`` runs in the parent after the workers stopped: what the hook made is gone
+    before the session's leak check."""
+    if _BEFORE_RANKS.get(name) != (hook, release):  # bound classmethods: equal, never identical
+        _BEFORE_RANKS[name] = (hook, release)
         _BEFORE_RANKS_VERSION[0] += 1
+
+
+def before_ranks_hooks() -> dict[str, Hooks]:
+    """The hooks registered in this process (an isolated rank 0 gets them: it starts a world too)."""
+    return dict(_BEFORE_RANKS)
 
 
 def inherited(name: str) -> Any:
@@ -289,25 +299,29 @@ def _remove_left_by(pid: int) -> None:
 
 
 def _host_main(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
-               fault_path: str) -> None:
+               fault_path: str, hooks: bytes = b"") -> None:
     """Rank 0 of an isolated run: a world of its own; a crash is dumped into ``fault_path``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     AsInterrupt()  # as a worker's: SIGTERM closes its world (with) instead of leaving what its workers made
     end_with_parent()
     try:
-        _host_serve(conn, size, timeout, blob, fn, args, fault_path)
+        _host_serve(conn, size, timeout, blob, fn, args, fault_path, hooks)
     except Terminated as exc:
         sys.exit(128 + exc.signum)
 
 
 def _host_serve(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
-                fault_path: str) -> None:
+                fault_path: str, hooks: bytes = b"") -> None:
     import faulthandler
 
     fault = open(fault_path, "w")
     faulthandler.enable(fault, all_threads=True)
     try:
         registry.replay(pickle.loads(blob))
+        # the parent's before_ranks hooks (an installed plugin's backend is loaded on first use,
+        # which in this fresh process would come after its world started: nothing inherited)
+        for name, pair in (pickle.loads(hooks) if hooks else {}).items():
+            register_before_ranks(name, *pair)
     except Exception as exc:
         conn.send(("error", f"could not make rank 0's registrations here: {describe_failure(exc)}"))
         return
@@ -338,17 +352,21 @@ class LocalWorld:
         self.mailboxes: list[Any] = []
         self.pids: list[int] = []  # every worker ever started (leak checks look for their resources)
         self._sent_version = 0  # of the registrations the workers have (registry.version())
+        self._made: dict[str, Any] = {}  # what the before_ranks hooks made for the running workers
+        #: an after_ranks hook that failed, in words (the session's leak check reports them)
+        self.release_problems: list[str] = []
 
     def _start(self) -> None:
         tracker_outlives_hangup()  # before the queues: it unlinks their semaphores if we die
         self._sent_version = 0
         self.mailboxes = [self._ctx.Queue() for _ in range(self.size)]
         self._hooks_version = _BEFORE_RANKS_VERSION[0]
-        made = {}
-        for name, hook in list(_BEFORE_RANKS.items()):
+        made = self._made = {}
+        for name, (hook, _) in list(_BEFORE_RANKS.items()):
             try:
                 made[name] = hook(self.size)
             except Exception as exc:
+                self._release()  # what the hooks before it made
                 raise GroupError(f"backend {name}: its before_ranks hook failed: {describe_failure(exc)}") from exc
         _INHERITED.clear()
         _INHERITED.update(made)
@@ -406,6 +424,10 @@ class LocalWorld:
             self._start()
         group = self.group(ranks, timeout)
         self._ship_registrations()
+        # rank 0 is this process: it holds what this world's hooks made (another world of the same
+        # process, e.g. the conformance kit's, made objects of its own)
+        _INHERITED.clear()
+        _INHERITED.update(self._made)
         for peer in range(1, ranks):
             self._links[peer].send((_RUN, (fn, args, ranks)))
         group._active = True
@@ -450,7 +472,12 @@ class LocalWorld:
         os.close(fd)
         here, there = self._ctx.Pipe(duplex=True)
         blob = pickle.dumps(registry.snapshot()[1])
-        host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path),
+        try:
+            hooks = pickle.dumps(before_ranks_hooks())
+        except Exception as exc:
+            raise GroupError(f"{label or 'rank 0'}: its before_ranks hooks cannot reach a process of their own "
+                             f"(define the backend class at the top level of a module): {describe_failure(exc)}") from exc
+        host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path, hooks),
                                  name="ipcbench-rank0", daemon=False)  # it starts workers of its own
         try:
             host.start()
@@ -550,6 +577,21 @@ class LocalWorld:
             box.close()
             box.join_thread()
         self._procs, self._links, self.mailboxes = [], {}, []
+        self._release()
+
+    def _release(self) -> None:
+        """Give what the before_ranks hooks made to their release hooks (the workers are gone)."""
+        made, self._made = self._made, {}
+        for name, obj in made.items():
+            if _INHERITED.get(name) is obj:
+                del _INHERITED[name]
+            release = _BEFORE_RANKS.get(name, (None, None))[1]
+            if release is None:
+                continue
+            try:
+                release(obj)
+            except Exception as exc:
+                self.release_problems.append(f"backend {name}: its after_ranks hook failed: {describe_failure(exc)}")
 
     def __enter__(self) -> "LocalWorld":
         return self
@@ -558,4 +600,4 @@ class LocalWorld:
         self.close()
 
 
-__all__ = ["LocalGroup", "LocalWorld", "inherited", "register_before_ranks"]
+__all__ = ["LocalGroup", "LocalWorld", "before_ranks_hooks", "inherited", "register_before_ranks"]

@@ -342,6 +342,8 @@ def _backends_of(request: pytest.FixtureRequest) -> list[str]:
         used.append(name or get_session(request.config).settings.backends[0])
     by_fixture = {backend_fixture_name(n): n for n in BACKENDS.names()}
     used += [by_fixture[f] for f in request.fixturenames if f in by_fixture]
+    if "conformance_backend" in request.fixturenames:  # the kit: the same path as the fixtures above
+        used += [n for n in [getattr(request.cls, "backend", "")] if n]
     return used
 
 
