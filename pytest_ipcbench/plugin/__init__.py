@@ -28,7 +28,7 @@ from ..core.local import LocalGroup
 from ..core.payloads import PayloadSpec
 from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixtures, get_session
 from .settings import add_pytest_options, describe, marker_kwargs, resolve_settings
-from .hygiene import MpiHygiene, item_timeout, rank_temproot, timeout_hint
+from .hygiene import MpiHygiene, item_timeout, rank_temproot, refuse_ranks_without_mpi, timeout_hint
 
 # fixtures and hooks written in their own modules (one concern each), registered with this plugin
 pytest_plugins = [
@@ -74,7 +74,7 @@ def _mpi_mode(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     comm = None
-    if _mpi_mode(config):
+    if refuse_ranks_without_mpi(_mpi_mode(config)):
         try:
             from mpi4py import MPI
         except ImportError:

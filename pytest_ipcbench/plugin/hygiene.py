@@ -14,7 +14,7 @@ from typing import Any, Generator
 
 import pytest
 
-from ..core.group import observe, unobserve
+from ..core.group import launcher_rank_size, observe, unobserve
 from ..core.watchdog import Watchdog
 from .fixtures.conformance import conformance_deadline, deadline_hint
 from .session import IpcSession, get_session
@@ -43,6 +43,20 @@ def _user() -> str:
         return getpass.getuser()
     except (ImportError, KeyError, OSError):
         return "unknown"
+
+
+def refuse_ranks_without_mpi(mpi_mode: bool) -> bool:
+    """``mpi_mode``, once checked: ``mpiexec -n 2 pytest`` without ``--with-mpi`` would run the whole
+    session on every rank on its own, with local workers, and nothing would say so (issue 39); it is
+    a usage error, said by rank 0."""
+    job = launcher_rank_size()
+    if mpi_mode or job is None or job[1] < 2:
+        return mpi_mode
+    rank, size = job
+    raise pytest.UsageError(*([] if rank else [
+        f"ipcbench: this pytest is rank 0 of {size} started by mpiexec, without --with-mpi: each of the {size} "
+        f"ranks would run the whole session on its own ({size} separate runs with local workers). Add --with-mpi "
+        "(mpiexec -n N python -m pytest --with-mpi -m mpi), or run pytest without mpiexec"]))
 
 
 def item_ranks(item: pytest.Item) -> int | None:
