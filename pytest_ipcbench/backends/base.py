@@ -133,13 +133,17 @@ class Backend(ABC):
     #: later). It runs in the parent before a local world starts its ``size - 1`` workers; every rank
     #: finds its result as ``self.inherited``. Such a backend runs in local workers only.
     before_ranks: ClassVar[Callable[[int], Any] | None] = None
+    #: a classmethod ``after_ranks(cls, made)``: releases what ``before_ranks`` made (a segment, a
+    #: folder), in the parent, once the world's workers stopped (the session's end, before its leak
+    #: check; a restart after a failure; the end of ``ipcbench run``'s local phase)
+    after_ranks: ClassVar[Callable[[Any], None] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.before_ranks is not None and isinstance(cls.__dict__.get("name"), str):
             from ..core.local import register_before_ranks
 
-            register_before_ranks(cls.name, cls.before_ranks)
+            register_before_ranks(cls.name, cls.before_ranks, cls.after_ranks)
 
     @property
     def inherited(self) -> Any:

@@ -8,7 +8,8 @@ of the group ``pytest_ipcbench.payloads`` (name -> ``module:factory``, the facto
 Built-in kinds, each from a seed document:
 
 * ``dict``: N entries of nested dicts of about 100 bytes each;
-* ``ndarray``: float32 rows x 602 columns, a GNN training batch;
+* ``ndarray``: float32 rows x 602 columns, a GNN training batch (below one row,
+  2,408 B: one row of ``size / 4`` columns, so that a size means what it says);
 * ``array1d``: int32, ``base * 55`` elements (the MPI methods' contiguous vector);
 * ``ragged2d``: five int32 rows of ``base * (i + 1) ** 2`` elements (the MPI methods' ragged data);
 * ``tiny``: at most 64 bytes (small tasks); its size is fixed.
@@ -101,9 +102,12 @@ def _dict_nbytes(obj: dict[str, Any]) -> int:
 
 
 def _ndarray_build(size: int, seed: int) -> np.ndarray:
-    rows = max(1, size // (NDARRAY_COLS * 4))
-    a = np.empty((rows, NDARRAY_COLS), dtype=np.float32)
-    a[...] = np.arange(NDARRAY_COLS, dtype=np.float32)
+    rows = size // (NDARRAY_COLS * 4)
+    # below one row (2,408 B) one row of size/4 columns: "1KB" holds 1,000 B, not 2,408
+    cols = NDARRAY_COLS if rows else max(1, size // 4)
+    rows = max(1, rows)
+    a = np.empty((rows, cols), dtype=np.float32)
+    a[...] = np.arange(cols, dtype=np.float32)
     a += np.arange(rows, dtype=np.float32)[:, None] * 0.25 + seed
     return a
 

@@ -24,7 +24,7 @@ from ..core.errors import IpcbenchError
 from .clock import SHARED, rank_clocks
 from .inject import DeliveryStretch, slowdown_for, stretcher
 from .payload import Payload, payload_bytes, steady_place, touch
-from .transfer import describe_object
+from .transfer import describe_difference
 from .plan import BenchSettings, Plan, static_plan
 
 SCENARIOS = ("broadcast", "pingpong", "stream", "granularity", "idle")
@@ -272,7 +272,7 @@ class _Broadcast(_Case):
             v0 = perf_counter()
             ok = self.payload.equal(got, obj)
             rec.verify_times.append(perf_counter() - v0)
-            rec.check(ok, f"iteration {i}: received {describe_object(got)}, expected {describe_object(obj)}")
+            rec.check(ok, "" if ok else f"iteration {i}: {describe_difference(got, obj)}")
         del got
 
     def result(self, records: list[_Record], plan: Plan) -> Result:
@@ -358,7 +358,8 @@ class _PingPong(_Case):
                     v0 = perf_counter()
                     ok = equal(got, obj)
                     rec.verify_times.append(perf_counter() - v0)
-                    rec.check(ok, f"iteration {i}: echo is {describe_object(got)}, sent {describe_object(obj)}")
+                    rec.check(ok, "" if ok else
+                              f"iteration {i}: the echo differs from what was sent: {describe_difference(got, obj)}")
                 del got
             return
         read, write, work = self.fwd.read, self.back.write, self.settings.work

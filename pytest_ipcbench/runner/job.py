@@ -53,7 +53,7 @@ from ..report import headline, write_report
 from ..shared.experiment import run_experiment
 from .deep_phase import deep_phase
 from .shared_arrays import experiment_results
-from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, needs_mpi
+from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, load_problem, needs_mpi
 from .progress import Progress, summary_note
 from .mpijob import MpiPhase
 from .worker import case_unavailable, error_text, noop, run_case_local
@@ -238,8 +238,9 @@ class Runner:
         cases = build_matrix(opts.level, opts.ranks if world is None else world.size, opts.backends, opts.modes,
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
         have_mpi = has_module("mpi4py")
+        self.unloadable = {n: why for n in dict.fromkeys(c.backend for c in cases) if (why := load_problem(n))}  # no mpi4py...
         mpi_cases = [c for c in cases if c.phase == "mpi" and have_mpi and not opts.no_mpi]
-        local_cases = [c for c in cases if c not in mpi_cases and (c.phase == "local" or not needs_mpi(c.backend))]
+        local_cases = [c for c in cases if c not in mpi_cases and c.backend not in self.unloadable and (c.phase == "local" or not needs_mpi(c.backend))]
         dropped = [c for c in cases if c not in mpi_cases and c not in local_cases]
         methods = None
         if extra_selected(opts, METHODS_BLOCK) and have_mpi and not opts.no_mpi:
@@ -256,7 +257,7 @@ class Runner:
                 for c in mpi_cases + local_cases:
                     print(f"{'mpi' if c in mpi_cases else 'local':5} {c.label}")  # where it will run
                 for c in dropped:
-                    print(f"skip  {c.label} (needs MPI)")
+                    print(f"skip  {c.label} ({self.unloadable.get(c.backend) or 'needs MPI'})")
                 for block, on in ((METHODS_BLOCK, methods), (SHARED_ARRAYS_BLOCK, shared_arrays)):
                     if on:
                         print(f"extra {block}")
@@ -315,15 +316,16 @@ class Runner:
             for line in describe_env(self.run_record.env):
                 print(f"  {line}")
         why = "--no-mpi" if opts.no_mpi else "mpi4py is not installed"
-        if opts.every_backend:  # not asked for by name: skipped, said once
-            for c in dropped:
-                self.log(f"skipped {c.label}: needs MPI ({why})")
-            if dropped and rank0:
-                names = sorted({c.backend for c in dropped})
-                print(f"  skipped: {len(dropped)} cases of {', '.join(names)}, which need MPI ({why})")
-        else:
-            for c in dropped:
-                self.fail(c.label, f"needs MPI ({why})")
+        skipped: dict[str, set[str]] = {}
+        for c in dropped:  # named with --backends: they fail and say why; else skipped, said once per reason
+            text = self.unloadable.get(c.backend) or f"needs MPI ({why})"
+            if not opts.every_backend:
+                self.fail(c.label, text)
+            else:
+                self.log(f"skipped {c.label}: {text}")
+                skipped.setdefault(text if c.backend not in self.unloadable else "unload", set()).add(c.backend)
+        for text, names in skipped.items() if rank0 else ():  # the backends that do not load: one line, one example
+            print(f"  skipped: the cases of {', '.join(sorted(names))}: " + (text if text != "unload" else f"they do not load here (run.log: each); {self.unloadable[min(names)]}"))
         total = 1 + len(mpi_cases) + len(local_cases) + (1 if methods else 0) + (1 if shared_arrays else 0)
         progress = Progress(total, opts.progress if rank0 else "none")
         t0 = time.monotonic()
@@ -386,9 +388,7 @@ class Runner:
         path = self.results.save(self.out / "results.json")
         summary = self.out / "run.log" if self.options.results_only else write_report(self.results, self.out)
         write_text(self.out / "run.log", "\n".join(self.log_lines) + "\n")
-        print()
-        print(headline(self.results.results) or "(no results)")
-        print()
+        print(f"\n{headline(self.results.results) or '(no results)'}\n")
         print(f"{len(self.results.results)} results in {wall:.0f} s; {len(self.failures)} failed")
         if changed := host_state_change(self.cross_cpu):
             print(f"  note: {changed}")

@@ -60,6 +60,15 @@ def _backend_flag(name: str, flag: str) -> Any:
         return False
 
 
+def load_problem(name: str) -> str | None:
+    """Why backend ``name`` does not load here (a missing package, a broken plugin), or None."""
+    try:
+        get_backend(name)
+    except BackendUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def needs_mpi(name: str) -> bool:
     """Only over MPI ranks (False too for a backend that does not load here: its case says why)."""
     return bool(_backend_flag(name, "needs_mpi"))

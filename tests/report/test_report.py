@@ -108,7 +108,7 @@ def test_markdown_has_the_seed_tables(written):
     text = summary.read_text()
     assert "# pytest-ipcbench results" in text
     assert "MPI: MPICH 4.3.0" in text and "oversubscribed: yes" in text and "MB = 10^6" in text
-    assert "| Backend | Mode | Kind | Ranks | Median write | Median read | Completion p10 | p50 | p90 | p99 |" in text
+    assert "| Backend | Mode | Kind | Ranks | Processes | Median write | Median read | Completion p10 | p50 | p90 | p99 |" in text
     assert "| Backend | Mode | Ranks | " in text  # tables by size: a row per backend, mode and rank count
     assert "baseline (1.00x)" in text and "x slower" in text
     assert "## Write time against size" in text and "seed 00" not in text.lower() and "## Read time against size" in text

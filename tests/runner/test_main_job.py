@@ -210,7 +210,7 @@ def test_no_mpi_skips_the_mpi_backends_it_was_not_asked_for_and_fails_the_ones_n
             "bytes", "--time-budget", "0.02", "--no-extras", "--results-only", "--progress", "none"]
     every = _run([*tiny, "--out", str(tmp_path / "every")])
     assert every.returncode == 0, every.stdout + every.stderr  # every backend: the MPI ones skipped, said once
-    assert "skipped:" in every.stdout and "mpi-p2p" in every.stdout and "which need MPI (--no-mpi)" in every.stdout
+    assert "skipped:" in every.stdout and "mpi-p2p" in every.stdout and "needs MPI (--no-mpi)" in every.stdout
     assert "failed:" not in every.stdout
     rs = ResultSet.load(tmp_path / "every" / "results.json")
     assert {r.backend for r in rs.results if r.scenario == "pingpong"} >= {"shm", "mp-queue"}
@@ -218,6 +218,30 @@ def test_no_mpi_skips_the_mpi_backends_it_was_not_asked_for_and_fails_the_ones_n
     named = _run([*tiny, "--backends", "mpi-p2p,shm", "--out", str(tmp_path / "named")])
     assert named.returncode == 1  # asked for by name: a failure that says why
     assert "mpi-p2p/bytes buffer-1KB r2: needs MPI (--no-mpi)" in named.stdout
+
+
+def test_without_mpi4py_named_mpi_backends_fail_and_say_why(tmp_path):
+    """Issue 39: without mpi4py, ``ipcbench run`` marked named MPI backends "ok ... skipped" and
+    exited 0 where the README says they fail and say why."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['mpi4py'] = None  # as if not installed\n")
+    env = {**os.environ, "PYTHONPATH": str(hide)}
+    tiny = [sys.executable, "-m", "pytest_ipcbench", "run", "--quick", "--no-config", "--scenarios", "pingpong",
+            "--sizes", "1KB", "--modes", "bytes", "--time-budget", "0.02", "--no-extras", "--results-only",
+            "--progress", "plain"]
+    named = subprocess.run([*tiny, "--backends", "mpi-p2p,mp-queue", "--out", str(tmp_path / "named")], env=env,
+                           capture_output=True, text=True, timeout=150)
+    assert named.returncode == 1, named.stdout + named.stderr
+    assert "failed: pingpong mpi-p2p/bytes buffer-1KB r2: mpi-p2p needs the mpi4py package" in named.stdout
+    assert "ok" not in [line.split()[0] for line in named.stdout.splitlines() if "mpi-p2p" in line and line.split()]
+    every = subprocess.run([*tiny, "--out", str(tmp_path / "every")], env=env, capture_output=True, text=True,
+                           timeout=150)
+    assert every.returncode == 0, every.stdout + every.stderr
+    said = [line for line in every.stdout.splitlines() if "mpi4py package" in line]
+    assert len(said) == 1 and said[0].startswith("  skipped: the cases of mpi-bcast, mpi-buffer, mpi-p2p, mpi-pkl5, "
+                                                 "mpi-shm-win: they do not load here (run.log: each); mpi-bcast needs the "
+                                                 "mpi4py package"), said
 
 
 # ------------------------------------------------------------------------------- selfcheck
