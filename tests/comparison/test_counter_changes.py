@@ -311,3 +311,28 @@ def test_a_change_on_some_messages_only_is_a_note_not_a_verdict():
     head.counters.readers[0].totals["syscalls.data"] = [MESSAGES] * 3
     (change,) = counter_changes(result(BASE_W, base_r, readers=3), head)
     assert change.exact and change.regression and change.readers == 3
+
+
+def test_asv_declares_counter_benchmarks_only_where_counters_are_measured(tmp_path, monkeypatch):
+    """Issue 39 item 10: no benchmark that is all n/a."""
+    import subprocess
+    import sys
+
+    from pytest_ipcbench.runner import asv_suite
+
+    table = '[tool.ipcbench]\nbackends = ["shm"]\nscenarios = ["pingpong"]\nsizes = ["1KB"]\nranks = 2\n'
+    off, on = tmp_path / "off.toml", tmp_path / "on.toml"
+    off.write_text(table + "count = false\n")
+    on.write_text(table + "count = true\n")
+    assert asv_suite.tracked_counters(off) == []
+    monkeypatch.setattr("pytest_ipcbench.core.syscalls.syscall_unavailable", lambda: "tracefs is not mounted")
+    tracked = asv_suite.tracked_counters(on)
+    assert tracked and "reader pickle.loads" in tracked and not [c for c in tracked if "syscalls" in c]
+    monkeypatch.setattr("pytest_ipcbench.core.syscalls.syscall_unavailable", lambda: None)
+    assert asv_suite.tracked_counters(on) == list(asv_suite.TRACKED_COUNTERS)
+    # what an adopter's `from pytest_ipcbench.runner.asv_suite import *` gets
+    code = "from pytest_ipcbench.runner.asv_suite import *; print(sorted(k for k in dir() if 'Declared' in k))"
+    for path, names in ((off, "['Declared']"), (on, "'DeclaredCounters'")):
+        out = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "IPCBENCH_CONFIG": str(path)},
+                             capture_output=True, text=True, timeout=60)
+        assert names in out.stdout, out.stdout + out.stderr

@@ -19,7 +19,6 @@ import pytest
 
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.runner import asv_suite
-from pytest_ipcbench.gate.adopt import render_workflow
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "consumer"
@@ -149,11 +148,6 @@ def test_init_ci_writes_an_actionlint_clean_workflow_and_the_asv_suite(
         pytest.skip("actionlint not found (make .venv/.installed-stamp builds it with Go)")
     proc = subprocess.run([exe, "-no-color", str(workflow)], capture_output=True, text=True, timeout=100)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    sub = render_workflow("dist/pytest_ipcbench-0.1.0-py3-none-any.whl", "3.11", "packages/app")
-    assert "working-directory: packages/app" in sub and "path: packages/app/.ipcbench-gate/report/" in sub
-    (consumer / "sub.yml").write_text(sub)
-    proc = subprocess.run([exe, "-no-color", str(consumer / "sub.yml")], capture_output=True, text=True, timeout=100)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_example_declares_its_matrix_and_ships_the_written_files() -> None:
@@ -188,7 +182,9 @@ def test_asv_suite_times_every_declared_case(consumer: Path, monkeypatch: pytest
         assert len(cache[key]) == 2, key
         point = bench.track_median(cache, key)  # the runs' medians as asv's samples: asv gives the interval
         assert point["samples"] == cache[key] and point["number"] == 1, key
-        assert 0 < bench.track_low(cache, key) == min(point["samples"]) <= max(point["samples"]) == bench.track_high(cache, key), key
+        assert min(point["samples"]) > 0, key
+    # one benchmark per case (its runs' tails as benchmarks of their own made asv compare flag noise)
+    assert [m for m in dir(bench) if m.startswith("track_")] == ["track_median"]
     monkeypatch.setenv("IPCBENCH_ASV_REPEATS", "0")
     with pytest.raises(ValueError, match="IPCBENCH_ASV_REPEATS"):
         asv_suite.repeats()
