@@ -114,7 +114,7 @@ def test_markdown_has_the_tables_people_expect(written):
     assert "## Write time against size" in text and "seed 00" not in text.lower() and "## Read time against size" in text
     assert "## Ping-pong latency" in text and "## Stream" in text and "## Granularity" in text
     assert "## Cases that failed" in text and "boom" in text
-    assert "(1000 entries)" in text  # dict sizes are shown as entries too (seed 001)
+    assert "(1000 entries)" in text  # dict sizes are shown as entries too
     assert "## Shared arrays: a 602 MB array" in text
     assert "handle against None" in text and "1.20x" in text and "4.5 µs" in text  # the release
     width = None
