@@ -10,7 +10,7 @@ times shm, lmdb and zmq among MPI ranks)::
 Per backend and size it prints, rank 0's view of one round trip (medians of ``--n`` iterations):
 
 * ``write``: rank 0's ``write()``; ``read``: rank 1's ``read()`` of a message already there
-  (a barrier after the write, so no waiting in it); ``wait``: what is left of the one-way
+  (started 200 us after both left a barrier, so it hardly waits); ``wait``: what is left of the one-way
   latency, ``rtt/2 - write - read`` (the crossing and the wake-up); ``verify``: the harness's
   ``payload.equal`` (outside the timed loop);
 * then the harness's pingpong (``bench_interleaved``, interleaved with the reference and
@@ -59,22 +59,20 @@ def steps(group: MPIGroup, name: str, size: int, n: int) -> dict[str, float] | N
                 del got
             else:
                 back.write(fwd.read())
-        for i in range(n + 20):  # then write and read apart: a barrier between them
+        for i in range(n + 20):  # then apart: the reader starts after the message is there
+            group.barrier()
             if group.rank == 0:
                 t0 = perf()
                 fwd.write(obj)
                 t1 = perf()
-                group.barrier()
-                group.barrier()
                 if i >= 20:
                     writes.append(t1 - t0)
             else:
-                group.barrier()
+                time.sleep(200e-6)
                 t0 = perf()
                 got = fwd.read()
                 t1 = perf()
                 del got
-                group.barrier()
                 if i >= 20:
                     reads.append(t1 - t0)
         reads = group.bcast(reads, root=1)

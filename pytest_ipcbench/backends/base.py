@@ -186,8 +186,13 @@ class Backend(ABC):
         self.wait = resolve_wait(wait, group.size)
 
     def pacer(self) -> "Spin | Backoff":
-        """Pacing for one polling wait of a reader, by this backend's wait strategy."""
-        return pacer(self.wait, self.timeout)
+        """Pacing for one polling wait of a reader, by this backend's wait strategy: one object per
+        backend, restarted for each wait (no allocation per message)."""
+        pace = self.__dict__.get("_pace")
+        if pace is None or pace.strategy != self.wait or pace.timeout != self.timeout:
+            pace = self._pace = pacer(self.wait, self.timeout)
+            return pace
+        return pace.restart()
 
     @classmethod
     def unavailable(cls, group: "Group | None" = None) -> str | None:

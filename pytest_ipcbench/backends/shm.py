@@ -161,6 +161,12 @@ class SharedMemoryBackend(Backend):
         self._owner = False
         self._meta = ArrayDescriptions()  # writer: a plain array's pickled (dtype, shape)
         self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
+        # the per-message work of a plain array, done once (issue 40): the writer's last layout
+        # in the data segment (head, data offset, size), so a write of the same shape copies the
+        # data only; the reader's views by (generation, table and head bytes)
+        self._last_layout: tuple[Any, ...] | None = None
+        self._ctrl_fields: tuple[int, int] | None = None  # writer: (start, nbytes) in the control page
+        self._views: dict[bytes, Any] = {}
 
     @classmethod
     def unavailable(cls, group: Any = None) -> str | None:
@@ -235,6 +241,10 @@ class SharedMemoryBackend(Backend):
     def write(self, obj: Any) -> None:
         if self._ctrl is None or not self._owner:
             raise RuntimeError("shm: write() is for the root, after setup()")
+        if self.mode == "native" and type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
+            self._write_array(obj)
+            return
+        self._last_layout = None
         try:
             start = 0
             if self.mode == "bytes":
@@ -286,12 +296,52 @@ class SharedMemoryBackend(Backend):
         except Exception as exc:  # e.g. /dev/shm full: the readers fail too, instead of waiting
             self._publish_error(f"{type(exc).__name__}: {exc}")
             raise
-        struct.pack_into("<II", self._ctrl, 24, STATE_VALUE, start)
-        struct.pack_into("<Q", self._ctrl, 32, end - start)
-        _Q.pack_into(self._ctrl, _SEQ_OFF, seq)
+        self._publish(seq, start, end - start)
+
+    def _publish(self, seq: int, start: int, nbytes: int) -> None:
+        ctrl = self._ctrl
+        assert ctrl is not None
+        if self._ctrl_fields != (start, nbytes):
+            struct.pack_into("<IIQ", ctrl, 24, STATE_VALUE, start, nbytes)
+            self._ctrl_fields = (start, nbytes)
+        _Q.pack_into(ctrl, _SEQ_OFF, seq)
         self._seq = seq
-        old, self._old_name = self._old_name, None
-        _unlink(old)
+        if self._old_name is not None:
+            old, self._old_name = self._old_name, None
+            _unlink(old)
+
+    def _write_array(self, obj: np.ndarray) -> None:
+        """A plain C-contiguous array: its cached (dtype, shape) and its bytes, no pickling; when
+        the segment already holds the same layout (the last write's), only the data is copied."""
+        head = self._meta.of(obj)
+        n = obj.nbytes
+        head_off = _align(_TABLE.size + _ENTRY.size)
+        pos = clear_of_aliasing(_align(head_off + len(head)), obj, n)
+        end = _align(pos + n)
+        seq = self._seq + 1
+        ctrl = self._ctrl
+        assert ctrl is not None
+        _Q.pack_into(ctrl, _WSEQ_OFF, seq)
+        layout = (head, pos, n, self._gen)
+        try:
+            if end > self.capacity:
+                self._new_data_segment(_align(max(end, 2 * self.capacity), 1 << 20))
+                self._write_name()
+                layout = (head, pos, n, self._gen)
+            data = self._data
+            assert data is not None
+            if layout != self._last_layout:
+                table = _TABLE.pack(1, _ARRAY, head_off, len(head)) + _ENTRY.pack(pos, n)
+                data[: len(table)] = table
+                data[head_off : head_off + len(head)] = head
+                self._last_layout = layout
+            if n:
+                data[pos : pos + n] = obj  # a C-contiguous array exports its bytes as one simple buffer
+        except Exception as exc:  # e.g. /dev/shm full: the readers fail too, instead of waiting
+            self._last_layout = None
+            self._publish_error(f"{type(exc).__name__}: {exc}")
+            raise
+        self._publish(seq, 0, end)
 
 
     def _publish_error(self, message: str) -> None:
@@ -303,6 +353,7 @@ class SharedMemoryBackend(Backend):
         _MSG_LEN.pack_into(self._ctrl, _MSG_OFF, len(raw))
         self._ctrl[_MSG_OFF + _MSG_LEN.size : _MSG_OFF + _MSG_LEN.size + len(raw)] = raw
         struct.pack_into("<I", self._ctrl, 24, STATE_ERROR)
+        self._ctrl_fields = None  # the next value writes its state again
         _Q.pack_into(self._ctrl, _SEQ_OFF, seq)
         self._seq = seq
 
@@ -346,6 +397,7 @@ class SharedMemoryBackend(Backend):
                 mm = _attach_segment(name)
             except FileNotFoundError:  # replaced again meanwhile: read the control page again
                 return False, None
+            self._views.clear()
             _close_map(self._data)
             self._data, self._data_name, self._gen = mm, name, gen
         data = self._data
@@ -360,6 +412,14 @@ class SharedMemoryBackend(Backend):
                 if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:
                     return False, None
             else:
+                # a plain array laid out as last time: the same view of the mapping (no unpickling)
+                key = data[: _TABLE.size + _ENTRY.size]
+                cached = self._views.get(key)
+                if cached is not None:
+                    head_off, head_len, head, value = cached
+                    if data[head_off : head_off + head_len] == head and _Q.unpack_from(ctrl, _WSEQ_OFF)[0] == seq:
+                        self._seq = seq
+                        return True, value
                 view = memoryview(data)
                 count, flag, head_off, head_len = _TABLE.unpack_from(data, 0)
                 if _TABLE.size + count * _ENTRY.size > nbytes or head_off + head_len > nbytes:
@@ -378,6 +438,9 @@ class SharedMemoryBackend(Backend):
                             self._desc.clear()
                         desc = self._desc[head] = pickle.loads(head)
                     value = np.frombuffer(buffers[0], dtype=np.uint8).view(desc[0]).reshape(desc[1])
+                    if len(self._views) > 64:
+                        self._views.clear()
+                    self._views[key] = (head_off, head_len, head, value)
                 else:
                     value = loads_oob(head, buffers)
         except Exception:
