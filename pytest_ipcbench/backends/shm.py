@@ -1,5 +1,7 @@
 """``shm``: a store in POSIX shared memory (files in /dev/shm, mapped by every rank).
 
+One cohesive thing: one backend, its segment layout, its writer and its readers (a seqlock).
+
 Layout: a one-page **control segment** that never moves, and a **data segment** that the writer
 replaces by a bigger one when a payload does not fit.
 
