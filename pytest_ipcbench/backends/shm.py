@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..core import names
-from ..core.aliasing import clear_of_aliasing
+from ..core.aliasing import MIN_BYTES, clear_of_aliasing
 from .base import (
     ArrayDescriptions,
     Backend,
@@ -84,6 +84,9 @@ _MSG_MAX = CTRL_SIZE - _MSG_OFF - _MSG_LEN.size
 _TABLE = struct.Struct("<IIQQ")
 _PICKLED, _ARRAY = 0, 1  # the table's layout flag: a pickle-5 header, or a plain array's (dtype, shape)
 _ENTRY = struct.Struct("<QQ")
+_ARRAY_HEAD_OFF = (_TABLE.size + _ENTRY.size + ALIGN - 1) // ALIGN * ALIGN  # a plain array's header
+# the control page's fields a reader needs, after magic, seq and wseq: state, start, nbytes, gen, name length
+_FIELDS = struct.Struct("<IIQQH")
 
 
 def _align(n: int, to: int = ALIGN) -> int:
@@ -314,37 +317,45 @@ class SharedMemoryBackend(Backend):
 
     def _write_array(self, obj: np.ndarray) -> None:
         """A plain C-contiguous array: its cached (dtype, shape) and its bytes, no pickling; when
-        the segment already holds the same layout (the last write's), only the data is copied."""
+        the segment already holds the same layout (the last write's), only the data is copied.
+        Written out in one function: each call is work per message (docs/floor.md)."""
         head = self._meta.of(obj)
         n = obj.nbytes
-        head_off = _align(_TABLE.size + _ENTRY.size)
-        pos = clear_of_aliasing(_align(head_off + len(head)), obj, n)
-        end = _align(pos + n)
+        pos = (_ARRAY_HEAD_OFF + len(head) + ALIGN - 1) // ALIGN * ALIGN
+        if n >= MIN_BYTES:
+            pos = clear_of_aliasing(pos, obj, n)
+        end = (pos + n + ALIGN - 1) // ALIGN * ALIGN
         seq = self._seq + 1
-        ctrl = self._ctrl
-        assert ctrl is not None
+        ctrl, data = self._ctrl, self._data
+        assert ctrl is not None and data is not None
         _Q.pack_into(ctrl, _WSEQ_OFF, seq)
-        layout = (head, pos, n, self._gen)
         try:
-            if end > self.capacity:
-                self._new_data_segment(_align(max(end, 2 * self.capacity), 1 << 20))
+            if end > len(data):
+                self._new_data_segment(_align(max(end, 2 * len(data)), 1 << 20))
                 self._write_name()
-                layout = (head, pos, n, self._gen)
-            data = self._data
-            assert data is not None
-            if layout != self._last_layout:
-                table = _TABLE.pack(1, _ARRAY, head_off, len(head)) + _ENTRY.pack(pos, n)
+                data = self._data
+                assert data is not None
+            layout = self._last_layout
+            if layout is None or layout[0] is not head or layout[1] != pos or layout[2] != n or layout[3] != self._gen:
+                table = _TABLE.pack(1, _ARRAY, _ARRAY_HEAD_OFF, len(head)) + _ENTRY.pack(pos, n)
                 data[: len(table)] = table
-                data[head_off : head_off + len(head)] = head
-                self._last_layout = layout
+                data[_ARRAY_HEAD_OFF : _ARRAY_HEAD_OFF + len(head)] = head
+                self._last_layout = (head, pos, n, self._gen)
             if n:
                 data[pos : pos + n] = obj  # a C-contiguous array exports its bytes as one simple buffer
         except Exception as exc:  # e.g. /dev/shm full: the readers fail too, instead of waiting
             self._last_layout = None
             self._publish_error(f"{type(exc).__name__}: {exc}")
             raise
-        self._publish(seq, 0, end)
-
+        fields = self._ctrl_fields
+        if fields is None or fields[0] != 0 or fields[1] != end:
+            struct.pack_into("<IIQ", ctrl, 24, STATE_VALUE, 0, end)
+            self._ctrl_fields = (0, end)
+        _Q.pack_into(ctrl, _SEQ_OFF, seq)
+        self._seq = seq
+        if self._old_name is not None:
+            old, self._old_name = self._old_name, None
+            _unlink(old)
 
     def _publish_error(self, message: str) -> None:
         """Tell the readers that this write failed (their read() raises PayloadError)."""
@@ -382,7 +393,7 @@ class SharedMemoryBackend(Backend):
 
     def _try_read(self, ctrl: mmap.mmap, seq: int) -> tuple[bool, Any]:
         """Read value ``seq``; (False, None) if the writer moved on meanwhile (then poll again)."""
-        _, _, _, state, start, nbytes, gen, name_len = _CTRL.unpack_from(ctrl, 0)
+        state, start, nbytes, gen, name_len = _FIELDS.unpack_from(ctrl, 24)
         if state == STATE_ERROR:
             (n,) = _MSG_LEN.unpack_from(ctrl, _MSG_OFF)
             at = _MSG_OFF + _MSG_LEN.size
