@@ -47,8 +47,8 @@ GATE: tuple[Option, ...] = (
     Option("timeout", seconds(), "seconds allowed to one install or one run of one side (default 1800)",
            flag="--timeout", default=1800.0),
     Option("count", None, "run each round with its counting pass (ipcbench run --count): the exact counters of every "
-           "case are compared exactly and one that grew fails the gate (exit 1) whatever the times say (README "
-           "'Counter verdicts'); it adds 45-130%% to a round", flag="--count", action="store_true"),
+           "case are compared exactly and one that grew fails the gate (exit 1) whatever the times say "
+           "(docs/counters.md, 'Counter verdicts'); it makes each round longer", flag="--count", action="store_true"),
     Option("dry_run", None, "check the refs and the declared matrices, say what would run, install and measure nothing",
            flag="--dry-run", action="store_true"),
 )

@@ -137,19 +137,6 @@ def table_values(table: dict[str, Any], path: str | Path, options: Sequence[Opti
     return out
 
 
-def markdown_table(options: Sequence[Option]) -> str:
-    """The options as a markdown table: where each is given, what it is (docs/options.md)."""
-    def code(x: str | None) -> str:
-        return f"`{x}`" if x else ""
-
-    rows = ["| flag | `[tool.ipcbench]` | ini | environment | marker | what |", "|---|---|---|---|---|---|"]
-    for o in options:
-        what = o.help.replace("%%", "%").replace("|", "\\|")
-        rows.append(f"| {code(o.flag)} | {code(o.key)} | {code(o.ini)} | {code(o.env)} | "
-                    f"{code(o.field + '=') if o.marker else ''} | {what} |")
-    return "\n".join(rows)
-
-
 # ------------------------------------------------------------------------------ ipcbench run
 
 LEVELS = ("quick", "default", "full")
@@ -173,8 +160,8 @@ RUN: tuple[Option, ...] = (
            key="scenarios"),
     Option("sizes", sizes, "override every size list, e.g. 1KB,1MB", flag="--sizes", key="sizes"),
     Option("only", names, "run the cases whose label matches (glob or substring; repeatable, or a comma "
-                          "list); see --list. The extras run only when named: --only seed004 (MPI transfer "
-                          "methods: 1D and ragged 2D int32), --only seed002 (shared-array experiment)", flag="--only", key="only", metavar="PATTERN",
+                          "list); see --list. The extras run only when named: --only mpi-methods (MPI transfer "
+                          "methods: 1D and ragged 2D int32), --only shared-arrays (shared-array experiment)", flag="--only", key="only", metavar="PATTERN",
            action="extend"),
     Option("list", None, "print the cases and exit", flag="--list", action="store_true"),
     Option("results_only", None, "write results.json and run.log only: no CSV, plots or tables (what the gate's "
@@ -209,4 +196,4 @@ RUN: tuple[Option, ...] = (
 )
 
 
-__all__ = ["LEVELS", "Option", "RUN", "TABLE", "add_arguments", "markdown_table", "table_values", "toml_text"]
+__all__ = ["LEVELS", "Option", "RUN", "TABLE", "add_arguments", "table_values", "toml_text"]
