@@ -201,7 +201,7 @@ def test_run_out_on_a_disk_without_room_is_refused_before_the_matrix_runs(tmp_pa
 def test_run_out_filled_while_the_matrix_ran_keeps_the_results_elsewhere_and_says_where(tmp_path: Path) -> None:
     # the room is there at the start (18 MiB free), gone when results.json is written: the disk is
     # filled as soon as the run has claimed its folder (its lock file), while the matrix runs
-    filler = ("(while [ ! -e {mnt}/out/.ipcbench.lock ]; do sleep 0.02; done; "
+    filler = ("(i=0; while [ ! -e {mnt}/out/.ipcbench.lock ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done; "
               "dd if=/dev/zero of={mnt}/filler bs=1M count=18 2>/dev/null || true) &")
     rc, err, out, listing = _in_small_tmpfs(tmp_path, "18m", setup=filler.format(mnt=tmp_path / "mnt"))
     assert rc == "1", (err, out)
