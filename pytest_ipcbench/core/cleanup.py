@@ -112,7 +112,9 @@ def owner_gone(path: Path, pid: int, min_age: float = STALE_AFTER, ns: int | Non
     * the owner lives in another PID namespace that this one cannot see: never (a pid that is not
       visible is not a dead pid; it may be a running job in a container sharing /dev/shm);
     * names without a namespace (older names, plugins' declared patterns) whose pid is not
-      running here: only once the file is ``min_age`` seconds old, as before.
+      running here: at once when every process of the machine is in this, the initial, PID
+      namespace (:func:`procs.only_namespace`: no container could own it); else only once the
+      file is ``min_age`` seconds old, as before.
     """
     state = procs.owner_state(pid, ns)
     if state == "alive":
@@ -121,6 +123,8 @@ def owner_gone(path: Path, pid: int, min_age: float = STALE_AFTER, ns: int | Non
         return not in_use(path, mapped)
     if ns is not None:
         return False
+    if procs.only_namespace():  # no other namespace now: a pid not running is dead (a plugin's declared name)
+        return not in_use(path, mapped)
     try:
         return age(path) >= min_age
     except FileNotFoundError:

@@ -345,15 +345,16 @@ def _host_serve(conn: Connection, size: int, timeout: float, blob: bytes, fn: Ca
         for name, pair in (pickle.loads(hooks) if hooks else {}).items():
             register_before_ranks(name, *pair)
     except Exception as exc:
-        conn.send(("error", f"could not make rank 0's registrations here: {describe_failure(exc)}"))
+        conn.send(("error", f"could not make rank 0's registrations here: {describe_failure(exc)}", []))
         return
     with LocalWorld(size, timeout) as world:
+        # the answer names this world's workers: the caller's leak check looks for what they named
         try:
-            conn.send(("ok", world.run(fn, *args, ranks=size, hint=hint)))
+            conn.send(("ok", world.run(fn, *args, ranks=size, hint=hint), world.pids))
         except GroupError as exc:
-            conn.send(("error", str(exc)))
+            conn.send(("error", str(exc), world.pids))
         except Exception as exc:
-            conn.send(("error", describe_failure(exc)))
+            conn.send(("error", describe_failure(exc), world.pids))
 
 
 class LocalWorld:
@@ -516,6 +517,7 @@ class LocalWorld:
                                  name="ipcbench-rank0", daemon=False)  # it starts workers of its own
         try:
             host.start()
+            self.pids.append(host.pid)  # rank 0 here: what it names is this world's to check
             there.close()
             probe_there.close()
             # rank 0 hangs when it exchanges no message for longer than a rank may wait for another
@@ -535,7 +537,8 @@ class LocalWorld:
                     break
             if here.poll(0):
                 try:
-                    tag, value = here.recv()
+                    tag, value, pids = here.recv()
+                    self.pids.extend(pids)
                 except EOFError:
                     tag, value = "died", None
             else:

@@ -176,6 +176,16 @@ def sees_every_process() -> bool:
     return pid_namespace() == INIT_PID_NS
 
 
+def only_namespace() -> bool:
+    """Does every process of the machine live in this one PID namespace, the initial one? Then a
+    pid that is not running is dead whatever namespace its name was made in (no container runs
+    now), even for a name that records none. Seen from the initial namespace, a process in it has
+    one pid in ``NSpid`` (readable for every process, unlike the namespace link)."""
+    if not sees_every_process():
+        return False
+    return all(len(_nspid(entry)) <= 1 for entry in os.listdir("/proc") if entry.isdigit())  # 0: it ended
+
+
 def owner_state(pid: int, ns: int | None) -> str:
     """``"alive"``, ``"dead"`` or ``"unseen"``: what this process can tell of the process ``pid``
     of PID namespace ``ns`` (its inode; None when unknown).

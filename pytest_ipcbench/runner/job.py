@@ -35,11 +35,10 @@ from ..core.payloads import PAYLOADS
 from ..core.errors import UsageError
 from ..core.envinfo import INJECT_ENV, describe as describe_env
 from ..core.group import MPIGroup, in_mpi_job
-from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, save_or_keep, write_text
 from ..core.cpu_pair import NBYTES as CROSS_CPU_BYTES, cross_cpu_copy
 from ..core.procs import has_module
-from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
+from ..harness.measure import (PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
                                pipe_pingpong_result, quiet_barrier)
 from ..core.injection import injected
 from ..harness.physics import below_physics, judge
@@ -49,11 +48,12 @@ from ..results.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_experiment
 from .deep_phase import deep_phase
+from .local_phase import local_phase
 from .shared_arrays import experiment_results
 from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, load_problem, needs_mpi
-from .progress import Progress, summary_note
+from .progress import Progress
 from .mpijob import MpiPhase
-from .worker import case_unavailable, error_text, harness_floor, noop, run_case_local
+from .worker import error_text
 
 
 @dataclass
@@ -177,31 +177,6 @@ class Runner:
         if progress is not None:
             progress.finish("copy bandwidth (numpy)", f"{len(sizes)} sizes")
         return {n: r.throughput() for n, r in self.copies.items()}
-
-    def local_phase(self, cases: list[Case], progress: Progress) -> None:
-        if not cases:
-            return
-        with LocalWorld(self.options.ranks, timeout=self.case_timeout) as world:
-            world.run(noop)  # start the workers: their mailboxes exist from now on
-            self.local_floor = world.run(harness_floor, ranks=2)[0]  # beside the MPI job's (harness/floor.py)
-            for case in cases:
-                group = world.group(2 if case.scenario in PAIR_SCENARIOS else case.ranks)
-                reason = case_unavailable(case, group)
-                if reason:
-                    self.log(f"skipped {case.label}: {reason}")
-                    progress.finish(case.label, f"skipped: {reason}")
-                    continue
-                progress.start(case.label)
-                t0 = time.perf_counter()
-                try:
-                    r = run_case_local(world, case, self.settings)
-                except Exception as exc:
-                    self.fail(case.label, error_text(exc))
-                    progress.finish(case.label, error_text(exc)[:160], ok=False)
-                    continue
-                # the case's label is what `--only` selects it by (the gate reruns cases in doubt)
-                self.run_record.add(r, wall_s=round(time.perf_counter() - t0, 3), case=case.label)
-                progress.finish(case.label, summary_note(r))
 
     def shared_arrays_phase(self, progress: Progress) -> None:
         """The shared-array experiment (``shared.experiment.run_experiment``)."""
@@ -333,7 +308,7 @@ class Runner:
             else:
                 self.mpi.run(mpi_cases, progress, methods)
             if rank0:
-                self.local_phase(local_cases, progress)
+                local_phase(self, local_cases, progress)
                 if shared_arrays:
                     self.shared_arrays_phase(progress)
             if rank0:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.commands import main as ipcbench
-from pytest_ipcbench.core import cleanup, names
+from pytest_ipcbench.core import cleanup, names, procs
 from pytest_ipcbench.core.cleanup import stale_mpich_segments
 from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.group import in_mpi_job
@@ -94,19 +94,38 @@ def test_clean_takes_only_the_callers_files_unless_asked(sandbox: Path, capsys) 
     assert f"removed {theirs}" in out and not theirs.exists()
 
 
-def test_an_unknown_pid_of_an_older_name_counts_as_alive_unless_the_file_is_old(sandbox: Path, capsys) -> None:
-    """A name without its owner's PID namespace (older versions, plugins' patterns): a pid not
-    running here may be a live process in another PID namespace; only age tells."""
+def test_an_unknown_pid_of_an_older_name_counts_as_alive_unless_the_file_is_old(sandbox: Path, capsys,
+                                                                                 monkeypatch) -> None:
+    """A name without its owner's PID namespace (older versions, plugins' patterns): while another
+    PID namespace exists, a pid not running here may be a live process there; only age tells. When
+    every process is in the initial namespace, a pid not running is dead: at once."""
     def legacy(pid: int) -> Path:
         path = Path(tempfile.gettempdir()) / f"{names.PREFIX}-{pid}-{os.urandom(8).hex()}-lmdb"
         path.mkdir(mode=0o700)
         return path
 
+    monkeypatch.setattr(procs, "only_namespace", lambda: False)  # a container runs
     fresh = legacy(_dead_pid())
     old = _old(legacy(_dead_pid()))
     code, out = clean_here(capsys)
     assert f"removed {old}" in out and not old.exists()
     assert fresh.exists() and str(fresh) not in out
+
+    monkeypatch.setattr(procs, "only_namespace", lambda: True)  # none runs
+    code, out = clean_here(capsys)
+    assert f"removed {fresh}" in out and not fresh.exists()
+
+
+def test_only_namespace_is_true_only_where_every_process_is_in_the_initial_one(monkeypatch) -> None:
+    other = next(p for p in os.listdir("/proc") if p.isdigit() and p != str(os.getpid()))
+    monkeypatch.setattr(procs, "sees_every_process", lambda: True)
+    monkeypatch.setattr(procs, "_nspid", lambda pid: [int(pid)])
+    assert procs.only_namespace()
+    monkeypatch.setattr(procs, "_nspid", lambda pid: [int(pid), 7] if str(pid) == other else [int(pid)])
+    assert not procs.only_namespace()  # a container's process
+    monkeypatch.setattr(procs, "sees_every_process", lambda: False)
+    monkeypatch.setattr(procs, "_nspid", lambda pid: [int(pid)])
+    assert not procs.only_namespace()
 
 
 def test_a_dead_owner_of_this_namespace_is_reclaimed_at_once_unless_something_maps_it(sandbox: Path,
