@@ -96,6 +96,7 @@ class Watch:
             if name and self.pids.get(pid) != name:  # the name after exec
                 self.pids[pid] = name
             self.files |= set(procs.mapped_files(pid, "/dev/shm/mpich_shm_"))
+            self.files |= set(procs.mapped_files(pid, "/dev/shm/sem.mp-"))  # multiprocessing's, of its queues
             self.files |= set(procs.open_files(pid, "hydra_hwloc_xmlfile_"))
             self.ours |= {item.path for item in names.find_ours(pid=pid)}
 
@@ -560,6 +561,30 @@ def _small_tmpfs(mount: str, size: str, cmd: list[str]) -> list[str]:
     return ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size={size} tmpfs {mount} && exec "$@"', "sh", *cmd]
 
 
+#: a plugin backend whose close() leaves its writer's segment, named by a pattern it declares
+LEAKY_PLUGIN = """\
+import os
+import secrets
+from pathlib import Path
+
+from storeplugin import FileStore
+
+
+class Leaky(FileStore):
+    name = "leakyplug"
+    resources = ("{shm}/leakyplug-{pid}-*",)
+
+    def _create(self):
+        self._owner = True
+        path = Path("/dev/shm") / f"leakyplug-{os.getpid()}-{secrets.token_hex(4)}"
+        path.mkdir()
+        return str(path)
+
+    def close(self):
+        self.path = None  # the leak: the folder stays
+"""
+
+
 def round_three_faults(work: Path) -> list[tuple[str, list[str], dict]]:
     """Issue 42's faults: a killed calibrate, ranks that os._exit(0) mid-test, a full /dev/shm and disk."""
     tiny = ["--quick", "--no-extras", "--scenarios", "broadcast", "--backends", "shm", "--kinds", "tiny", "--modes",
@@ -570,6 +595,22 @@ def round_three_faults(work: Path) -> list[tuple[str, list[str], dict]]:
                   "--out", str(work / "cal.json")),
          {"fault": after(15, signal.SIGKILL, "run"), "expected": "-9", "bound": 120}),
     ]
+    cases.append(("ipcbench run --no-mpi (mp-queue) SIGKILL to its process group (the resource tracker too)",
+                  ipcbench("run", "--quick", "--no-extras", "--scenarios", "broadcast", "--backends", "mp-queue",
+                           "--modes", "bytes", "--ranks", "3", "--progress", "none", "--no-config", "--no-mpi",
+                           "--time-budget", "600", "--out", str(work / "mpq-out")),
+                  {"fault": after(15, signal.SIGKILL, "group"), "expected": "-9", "bound": 120}))
+    site = work / "leaky-site"
+    (site / "ipcbench_leaky-1.0.dist-info").mkdir(parents=True)
+    (site / "ipcbench_leaky-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ipcbench-leaky\nVersion: 1.0\n")
+    (site / "ipcbench_leaky-1.0.dist-info" / "entry_points.txt").write_text("[pytest_ipcbench.backends]\nleakyplug = leakyplug:Leaky\n")
+    (site / "leakyplug.py").write_text(LEAKY_PLUGIN)
+    (site / "storeplugin.py").write_text((Path(__file__).resolve().parents[1] / "tests" / "plugin_support.py").read_text())
+    cases.append(("ipcbench run --no-mpi of a plugin whose close() leaves a declared segment",
+                  ipcbench("run", "--quick", "--no-extras", "--scenarios", "broadcast", "--backends", "leakyplug",
+                           "--modes", "bytes", "--ranks", "2", "--progress", "none", "--no-config", "--no-mpi",
+                           "--kinds", "dict", "--sizes", "1KB", "--results-only", "--out", str(work / "leaky-out")),
+                  {"env": {**os.environ, "PYTHONPATH": str(site)}, "expected": "1", "bound": 120}))
     d = work / "exits"
     d.mkdir()
     (d / "test_e.py").write_text(EXITS)

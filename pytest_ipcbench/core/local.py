@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection, wait as wait_for
 from typing import Any, Callable, Sequence
 
 from . import cleanup, names, procs, registry, where
-from .terminate import AsInterrupt, Terminated, tracker_outlives_hangup
+from .terminate import AsInterrupt, Terminated, tracker_outlives_hangup, unlink_queue_names
 from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure,
                     raise_failures)
 
@@ -424,6 +424,7 @@ class LocalWorld:
             if problem:
                 self.close()
                 raise GroupError(f"local worker rank {rank} {problem}")
+        unlink_queue_names(self.mailboxes)  # every worker has them open now
 
     def group(self, ranks: int | None = None, timeout: float | None = None) -> LocalGroup:
         """Rank 0 of a group of ``ranks`` processes (this one and ``ranks - 1`` workers)."""

@@ -107,7 +107,36 @@ def tracker_outlives_hangup() -> None:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
 
 
-__all__ = ["AsInterrupt", "GRACE_S", "SIGNALS", "Terminated", "tracker_outlives_hangup"]
+def unlink_queue_names(queues: Sequence[Any]) -> None:
+    """Unlink the named semaphores (``/dev/shm/sem.mp-*``) of spawn-context ``queues`` once every
+    process that uses them has opened them: they keep working (each process maps them), and no
+    name is left for anyone to remove, whatever kills whom later. Without it a SIGKILL of the
+    whole process group (a CI job's cancel, a launcher's kill of its job) took the resource
+    tracker too, and every queue's three names stayed. Their finalizers and the tracker's entries
+    go with the names (they would unlink them again). Python's own attributes: a version without
+    them keeps the tracker's way."""
+    import _multiprocessing
+    from multiprocessing import resource_tracker, synchronize, util
+
+    try:
+        locks = [lock._semlock for q in queues for lock in (q._rlock, q._wlock, q._sem) if lock is not None]
+        cleanup = synchronize.SemLock._cleanup
+        finalizers = [f for f in list(util._finalizer_registry.values()) if getattr(f, "_callback", None) is cleanup]
+    except AttributeError:
+        return
+    names = {lock.name for lock in locks if getattr(lock, "name", None)}
+    for f in finalizers:
+        if f._args and f._args[0] in names:
+            f.cancel()
+    for name in names:
+        try:
+            _multiprocessing.sem_unlink(name)
+        except OSError:
+            pass
+        resource_tracker.unregister(name, "semaphore")
+
+
+__all__ = ["AsInterrupt", "GRACE_S", "SIGNALS", "Terminated", "tracker_outlives_hangup", "unlink_queue_names"]
 
 
 def fail_early_exit(rank: int) -> Callable[[], None]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence
 
 from ..backends.base import declared_resources
 from ..core.local import LocalWorld
@@ -17,9 +17,6 @@ from .matrix import Case
 from .progress import Progress, summary_note
 from .worker import case_unavailable, error_text, harness_floor, noop, run_case_local
 
-if TYPE_CHECKING:
-    from .job import Runner
-
 
 def ours(pids: Sequence[int]) -> set[str]:
     """Our names (``ipcb-<pid>-*``) and the loaded backends' declared ``resources`` of ``pids``."""
@@ -27,7 +24,8 @@ def ours(pids: Sequence[int]) -> set[str]:
     return {str(item.path) for pid in pids for item in find_ours(pid, patterns)}
 
 
-def local_phase(runner: Runner, cases: list[Case], progress: Progress) -> None:
+def local_phase(runner: Any, cases: list[Case], progress: Progress) -> None:
+    """The local cases of ``runner`` (job.py's Runner: its options, settings, record and failures)."""
     if not cases:
         return
     before = ours([os.getpid()])
@@ -41,7 +39,7 @@ def local_phase(runner: Runner, cases: list[Case], progress: Progress) -> None:
             runner.fail("local phase", f"resources left behind (removed now): {path}")
 
 
-def _run_cases(runner: Runner, world: LocalWorld, cases: list[Case], progress: Progress) -> None:
+def _run_cases(runner: Any, world: LocalWorld, cases: list[Case], progress: Progress) -> None:
     world.run(noop)  # start the workers: their mailboxes exist from now on
     runner.local_floor = world.run(harness_floor, ranks=2)[0]  # beside the MPI job's (harness/floor.py)
     for case in cases:
