@@ -1,4 +1,5 @@
-"""``ipcbench compare BASE.json HEAD.json``: case by case, exit 1 on a confident regression."""
+"""``ipcbench compare BASE.json HEAD.json``: case by case; the last line and the exit code say
+REGRESSION (1), INCONCLUSIVE (3, or 0 with ``--inconclusive pass``) or OK (0); errors exit 2."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from ..history.calibration import DEFAULT_PATH, find_calibration
 from ..history.compare import compare_sets
 from ..history.run_sets import load_side
 from ..history.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
+from ..history.verdict_json import write_json
 from ..history.verdict_text import format_markdown, format_table
 from ..history.stats import DEFAULT_CONFIDENCE
 
-HELP = "compare two results files case by case on a confidence interval of the ratio; exit 1 on a regression"
+HELP = ("compare two results files case by case on a confidence interval of the ratio; exit 1 REGRESSION, "
+        "3 INCONCLUSIVE, 0 OK")
 
 
 def parse_threshold(text: str) -> float:
@@ -69,6 +72,11 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
         help="take --confidence per case (default: family-wise over all cases, Bonferroni)",
     )
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
+    parser.add_argument("--json", metavar="FILE", dest="json_out",
+                        help="also write the verdicts as JSON to FILE (docs/verdicts-json.md)")
+    parser.add_argument("--inconclusive", choices=("fail", "pass"), default="fail",
+                        help="the exit code when some cases could not be decided (last line INCONCLUSIVE): "
+                             "fail: 3 (default); pass: 0, the last line still says INCONCLUSIVE")
     parser.add_argument(
         "--calibration", metavar="FILE", default=None,
         help=f"the between-run noise per case measured by `ipcbench calibrate` (default {DEFAULT_PATH} when it "
@@ -78,7 +86,7 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
 
 def decision(args: argparse.Namespace) -> Decision:
     return Decision(args.threshold, args.confidence, args.metric, not args.per_case, args.markdown,
-                    args.calibration)
+                    args.calibration, args.json_out, args.inconclusive == "pass")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -134,4 +142,6 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
         Path(how.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(how.markdown).write_text(
             format_markdown(comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"))
-    return comparison.exit_code
+    if how.json:
+        write_json(how.json, comparison, "compare", how.inconclusive_pass)
+    return how.exit_code(comparison)

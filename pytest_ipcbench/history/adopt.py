@@ -71,7 +71,8 @@ jobs:
 
       - name: Perf gate against the base branch
         working-directory: {working_directory}
-        # --skip-unadopted-base: the pull request that adds [tool.ipcbench] has nothing to compare with
+        # --skip-unadopted-base: the pull request that adds [tool.ipcbench] has nothing to compare with;
+        # exit 1 REGRESSION, 3 INCONCLUSIVE (cases undecided: --inconclusive pass lets them pass), 0 OK
         run: ipcbench gate --base "origin/${{BASE_REF}}" --skip-unadopted-base{gate_args}
 
       - name: Job summary

@@ -308,5 +308,5 @@ def regression_line(costlier: list[tuple[str, list[str]]], shown: int = 3) -> st
         return ""
     first = "; ".join(f"{key}: {lines[0]}" for key, lines in costlier[:shown])
     more = f"; and {len(costlier) - shown} more" if len(costlier) > shown else ""
-    return (f"COUNTER REGRESSION: {len(costlier)} case(s) cost more per message in exact counters "
+    return (f"{len(costlier)} case(s) cost more per message in exact counters "
             f"(whatever the load): {first}{more}")

@@ -1,4 +1,5 @@
-"""Statistics of timing samples: summaries, bootstrap intervals of a ratio, verdicts.
+"""Statistics of timing samples: summaries, bootstrap intervals of a ratio (the verdict rule is
+history/compare.py's).
 
 Times are seconds. A ratio is always ``median(a) / median(b)``; its confidence interval comes
 from a percentile bootstrap that resamples ``a`` and ``b`` independently (seeded, so a verdict
@@ -119,20 +120,6 @@ def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) 
     block = max(1, (1 << 21) // x.size)
     return np.concatenate([np.median(x[rng.integers(0, x.size, (min(block, resamples - i), x.size))], axis=1)
                            for i in range(0, resamples, block)])
-
-
-def verdict(interval: RatioInterval, threshold: float = 0.10) -> str:
-    """``slower`` / ``faster`` only when the whole interval is past the threshold, else ``unchanged``.
-
-    ``interval`` is head / base time: above ``1 + threshold`` with confidence means slower.
-    """
-    if threshold < 0:
-        raise ValueError(f"threshold must not be negative, got {threshold}")
-    if interval.low > 1 + threshold:
-        return "slower"
-    if interval.high < 1 / (1 + threshold):
-        return "faster"
-    return "unchanged"
 
 
 def rounds_ratio_interval(
