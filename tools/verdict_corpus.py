@@ -13,7 +13,7 @@ keeps of each run what a comparison reads (each case's primary metric, the in-ru
 :data:`MAX_REFERENCE` samples, the env keys compare reads) and writes the gate's sides as the gate
 merges its rounds (one job id), so the corpus stays small. The pairs and their options are
 :func:`pairs`; ``--record`` writes each pair's verdicts (status per case, outcome, exit code)
-into ``manifest.json``, and tests/history/test_verdict_corpus.py recomputes them.
+into ``manifest.json``, and tests/comparison/test_verdict_corpus.py recomputes them.
 """
 
 from __future__ import annotations
@@ -141,8 +141,8 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 
 
 def store(work: Path) -> None:
-    from pytest_ipcbench.history.results import ResultSet
-    from pytest_ipcbench.history.rounds import merge_rounds
+    from pytest_ipcbench.results.results import ResultSet
+    from pytest_ipcbench.comparison.rounds import merge_rounds
 
     calibrated = [str(p) for p in sorted(work.glob("C/*/results.json"))]
     subprocess.run([sys.executable, "-m", "pytest_ipcbench", "calibrate", "--from", *calibrated, "--out",
@@ -232,9 +232,9 @@ def pairs() -> list[dict[str, Any]]:
 
 def verdicts(pair: dict[str, Any], root: Path = CORPUS) -> dict[str, Any]:
     """The pair's verdicts as compare (or the gate's comparison of its merged sides) gives them."""
-    from pytest_ipcbench.history.calibration import Calibration
-    from pytest_ipcbench.history.compare import compare_sets
-    from pytest_ipcbench.history.run_sets import load_side
+    from pytest_ipcbench.comparison.calibration import Calibration
+    from pytest_ipcbench.comparison.compare import compare_sets
+    from pytest_ipcbench.comparison.run_sets import load_side
 
     cwd = os.getcwd()
     os.chdir(root)  # the sides' globs are relative to the corpus

@@ -6,7 +6,7 @@ between-run noise, prints per group the noise, the false-alarm rate a bare thres
 (predicted and observed), the false verdicts ``compare`` is expected to give, the smallest
 slowdown ``compare`` and the gate can detect, and the rounds that decide a 1.5x slowdown; and
 writes the file that ``ipcbench compare`` and ``ipcbench gate`` read (``--calibration``, by
-default :data:`~pytest_ipcbench.history.calibration.DEFAULT_PATH`).
+default :data:`~pytest_ipcbench.comparison.calibration.DEFAULT_PATH`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 from ..core import names
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
-from ..history import calibration as cal
-from ..history import calibration_summary as tell
-from ..history.run_sets import load_results
-from ..history.verdict import DEFAULT_THRESHOLD, GateError
-from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
-from ..history.stats import DEFAULT_CONFIDENCE
+from ..comparison import calibration as cal
+from ..comparison import calibration_summary as tell
+from ..comparison.run_sets import load_results
+from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
+from ..gate.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
+from ..results.stats import DEFAULT_CONFIDENCE
 from ..report.calibration import plot_calibration
 from ..report.common import table
 from .compare import parse_threshold
@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
             run_text = args.run_args if args.run_args is not None else _gate_run_args()
             scratch = names.private_dir("calibrate")
             try:
-                print(f"[calibrate] A/A runs of `ipcbench run {run_text}` within {args.budget:g} s", flush=True)
+                print(f"[calibrate] runs of identical code (A/A): `ipcbench run {run_text}` within {args.budget:g} s",
+                      flush=True)
                 sets, loads = tell.measure_runs(shlex.split(run_text), args.budget, scratch, args.runs)
             finally:
                 names.remove(scratch)
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _z(calibration: cal.Calibration, tests: int = 1) -> float:
     """The normal quantile of each case's family-wise share of the default confidence (``tests``:
-    the ways each case is judged; a gate's rounds two, :data:`~..history.calibration_summary.JUDGEMENTS`)."""
+    the ways each case is judged; a gate's rounds two, :data:`~..comparison.calibration_summary.JUDGEMENTS`)."""
     return tell.decision_z(DEFAULT_CONFIDENCE, len(calibration.cases), tests=tests)
 
 
@@ -152,15 +153,16 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
               f"detects, gate {rounds} rounds", "rounds for 1.5x"]
     intro = (f"{calibration.describe()}; `ipcbench run {calibration.env.get('run_args', '')}`.\n"
              f"noise: head/base of two single runs of identical code (log-scale sd, normalised by the in-run "
-             f"references); 'bare': the share of A/A pairs a bare ±{threshold:.0%} threshold on one ratio would call "
+             f"references); 'A/A': two runs of identical code, so any change they show is noise; "
+             f"'bare': the share of A/A pairs a bare ±{threshold:.0%} threshold on one ratio would call "
              f"changed; 'largest A/A jump': the most any case of the group moved between two consecutive runs; "
              f"compare calls a case of two runs slower or faster only past ±{threshold:.0%} beyond it (and beyond "
              f"its own noise at {_pct(per_case)} per case, {len(calibration.cases)} cases, 95% family-wise); "
              f"'compare: false verdicts': what that promises per case whatever the noise's distribution (a new A/A "
              f"pair passes the largest of n with a chance of at most 1 / (n + 1)), and what was observed on A/A "
              f"pairs of runs the calibration was made without ('held-out'); 'detects': the smallest slowdown "
-             f"decided as slower (median case; a gate's rounds judged by their medians and their fast tails, "
-             f"each at half the error rate)")
+             f"decided as slower (median case; a gate's rounds judged by their medians and their fast tails "
+             f"(10% quantiles, which other jobs reach least), each at half the error rate)")
     note = calibration.held_out_note()
     return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1)) + (f"\n\nwarning: {note}" if note else "")
 

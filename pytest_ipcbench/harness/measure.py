@@ -22,7 +22,7 @@ What one case does:
 
 Scenarios (:data:`SCENARIOS`):
 
-* ``broadcast``: rank ``root`` writes, every other rank reads (seeds 000/001). Barrier before each
+* ``broadcast``: rank ``root`` writes, every other rank reads. Barrier before each
   iteration (and, for a store, between the write and the reads). Metrics: ``write`` (send-only
   for a channel), ``read_avg|min|max`` (one reader's ``read()``: from leaving the barrier, or for
   a store from the barrier after the write, to a usable object), ``touched_avg|min|max`` (read and
@@ -39,7 +39,7 @@ Scenarios (:data:`SCENARIOS`):
   others wait without spinning;
 * ``stream``: channels only; the writer sends a window of messages back to back, a barrier
   acknowledges the window (OSU bw). Per message: ``send`` (send-only) and ``delivered`` (primary);
-* ``granularity``: seed 003's "how small can a task be": a ping-pong whose echo side works
+* ``granularity``: "how small can a task be": a ping-pong whose echo side works
   ``work`` seconds (sleeps) before it answers; ``overhead`` = round trip - work (primary).
 
 Times are ``time.perf_counter`` durations in seconds; the only timestamps compared across ranks
@@ -67,7 +67,7 @@ from ..core.affinity import pinned
 from ..core.counters import Counters
 from ..core.group import Group, MPIGroup
 from ..core.heap import steady_heap
-from ..history.results import Result
+from ..results.results import Result
 from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, copy_result, copy_samples,
                     pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
 from .count import count_case, not_counted

@@ -1,10 +1,10 @@
-"""Seed 004's matrix: configurations x shapes x methods, each case timed by the harness.
+"""The MPI method matrix: configurations x shapes x methods, each case timed by the harness.
 
 :func:`run_matrix` measures every method of one configuration and shape in ``rounds``
 interleaved rounds (round ``r`` visits the methods in an order rotated by ``r``), each round one
 :func:`~pytest_ipcbench.harness.measure.bench` call (its own warm-up, plan and verification),
 so that a burst of load from another job hits every method alike. The samples of every round are
-pooled into one :class:`~pytest_ipcbench.history.results.Result` per case, labelled
+pooled into one :class:`~pytest_ipcbench.results.results.Result` per case, labelled
 ``scenario="mpi-method"``, ``backend=<method>``, ``payload="array1d"|"ragged2d"``: what
 ``ipcbench run`` stores and :mod:`pytest_ipcbench.report.mpi_methods` reads.
 """
@@ -21,7 +21,7 @@ from ..backends.base import BackendSpec
 from ..core.procs import load_average
 from ..core.units import format_time
 from ..harness.measure import BenchSettings, bench
-from ..history.results import Result, Verified
+from ..results.results import Result, Verified
 from .backend import DEFAULT_SETTINGS, group_of, backend_name, with_transfer_metric
 from .configs import (
     DEFAULT_CONFIGS,
@@ -43,8 +43,8 @@ DEFAULT_CASE_TIME = 1.5
 
 
 #: Transfers per case and round at most. The harness plans a round's count from its warm-up; on
-#: a shared machine a lucky warm-up (16 µs a transfer) followed by a loaded stretch (8 ms) made
-#: one round of 10,000 Small transfers last 160 s. 1,000 bounds that at 10 s a round.
+#: a shared machine a fast warm-up followed by a loaded stretch could make one round last minutes
+#: (docs/method.md rule 2: bounded by time or volume).
 MAX_TRANSFERS = 1_000
 
 
