@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 from statistics import NormalDist
 
+from ..core.outdir import write_text
 from .normalise import is_reference, reference_factor
 from ..results.results import OLD_SCENARIOS, Result, ResultSet, current_key
 
@@ -160,7 +161,7 @@ class Calibration:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        write_text(path, json.dumps(self.to_dict(), indent=1) + "\n", "calibration")
         self.path = str(path)
         return path
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..core.outdir import write_output, write_text
 from .verdict import EXIT_OK, STATUS_ORDER, CaseVerdict, Comparison, decide_summary
 
 SCHEMA = "pytest-ipcbench-verdicts"
@@ -63,17 +62,8 @@ def to_json(comparison: Comparison, command: str = "compare", inconclusive_pass:
 
 
 def write_json(path: str | Path, comparison: Comparison, command: str = "compare",
-               inconclusive_pass: bool = False) -> Path:
-    """Write the verdict file whole or not at all (a temporary file renamed into place)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+               inconclusive_pass: bool = False, checked: bool = True) -> Path:
+    """Write the verdict file whole or not at all: a user-named one checked as every output is
+    (core/outdir.py), the gate's own report file (``checked=False``) written in its folder."""
     text = json.dumps(to_json(comparison, command, inconclusive_pass), indent=1) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_output(path, text, "--json") if checked else write_text(Path(path), text, "--json")

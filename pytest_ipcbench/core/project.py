@@ -35,7 +35,8 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from .errors import FileMissing, UsageError
-from .options import RUN, TABLE, OptionError, table_values, toml_text
+from .checks import OptionError
+from .options import RUN, TABLE, table_values, toml_text
 
 
 class ProjectFileError(UsageError):
