@@ -24,11 +24,12 @@ PayloadError too instead of waiting in a collective that never completes. For th
 writer sends ``(obj, mark)``: the mark is pickled after the object, so whether it was pickled
 tells whether the failure came before any communication.
 
-Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the head message with a nonblocking
-operation polled by the wait strategy (:meth:`~.base.Backend.pacer`; under ``backoff`` a reader
-does not spin while the writer is still busy) and give up after ``timeout`` with TimeoutError;
-the data itself then moves with
-blocking calls, which progress fastest. A timed-out ``mpi-p2p`` receive is cancelled, so the
+Waiting (docs/method.md rule 18): under the ``block`` wait (every rank has a core) ``mpi-buffer`` and
+``mpi-p2p`` readers wait for the head message in MPI itself (a blocking ``Bcast``, ``Wait`` on a
+persistent receive): no read timeout then, the harness's watchdog covers a hang. Under ``backoff``
+they poll a nonblocking operation with the pacer (:meth:`~.base.Backend.pacer`: a reader does not
+spin while the writer is still busy) and give up after ``timeout`` with TimeoutError. The data
+itself then moves with blocking calls, which progress fastest. A timed-out ``mpi-p2p`` receive is cancelled, so the
 communicator stays usable; a timed-out ``mpi-buffer`` Ibcast cannot be cancelled (MPI has no
 cancel for collectives), so after that TimeoutError the group's communicator is unusable.
 ``mpi-bcast`` and ``mpi-pkl5`` block in mpi4py's collective (there is no timeout there: the
@@ -480,12 +481,15 @@ class MPIP2PBackend(_BufferBackend):
     """``Send``/``Isend`` from the writer to each reader (head, then the rest), ``Recv`` on the readers.
 
     A reader receives the head through one persistent request (``Recv_init`` at setup, started
-    for each message and polled by the wait strategy): no request made per message.
+    for each message): no request made per message. Under the ``block`` wait it waits in MPI's
+    ``Wait``; under ``backoff`` it polls with the pacer and gives up after ``timeout``.
     """
 
     name = "mpi-p2p"
     reference = "ref-mpi-p2p"
     HEAD_MAX = HEAD_CAP = 16384  # a head message is as long as it needs, up to this
+    no_read_timeout = ("under the block wait its read() waits in MPI's Wait (the watchdog covers a hang); under "
+                       "backoff it gives up after timeout")
 
     def setup(self) -> None:
         super().setup()
@@ -521,7 +525,10 @@ class MPIP2PBackend(_BufferBackend):
     def _recv_head(self) -> None:
         request = self._head_request
         request.Start()
-        self._wait(request, "the head message (Irecv)", cancel=True)
+        if self.wait == "block":
+            request.Wait()  # MPI's own wait, the fastest with a core per rank (method.md rule 18)
+        else:
+            self._wait(request, "the head message (Irecv)", cancel=True)
 
     def _recv_bytes(self, meta: bytearray) -> None:
         if len(meta):
