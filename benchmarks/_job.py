@@ -39,8 +39,9 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 HERE = Path(__file__).resolve()
 
@@ -161,9 +162,9 @@ def _transfer_job(args: argparse.Namespace, world: Any = None, out: _Out | None 
     """The broadcast matrix; given ``world`` and ``out`` (the ``all`` job), no final done line."""
     cases = _cases_of(args)
     try:
-        from pytest_ipcbench.harness import measure
         from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
         from pytest_ipcbench.core.payloads import PayloadSpec, parse_size
+        from pytest_ipcbench.harness import measure
     except ImportError as exc:  # an older commit: no harness yet
         if out is not None:
             out(error=f"this commit cannot measure transfers: {exc}", part="transfer")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(<!-- options:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /options:(?P=name) -->)", re.S)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
 from ..core.errors import IpcbenchError, UsageError
@@ -167,7 +168,7 @@ def _advise_local(world: LocalWorld, ranks: int, obj: Any, readers: int, opts: R
             failed[f"{spec.name}/{spec.mode}"] = f"{type(exc).__name__}: {exc}"
     going = [s for s in raced if f"{s.name}/{s.mode}" not in failed]
     if not going:
-        raise IpcbenchError(f"no candidate could send the object: " +
+        raise IpcbenchError("no candidate could send the object: " +
                             "; ".join(f"{p}: {why}" for p, why in failed.items()))
     record = world.run(race, going, payload, _left(opts, t_start), ranks=ranks)[0]
     return _decision(record, f, opts, readers, order, raced, left, unavailable, failed,

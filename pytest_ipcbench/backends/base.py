@@ -32,17 +32,28 @@ from __future__ import annotations
 import pickle
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Sequence, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from ..core import names
 from ..core.errors import IpcbenchError
 from ..core.names import check_patterns
 from ..core.registry import ExtensionError, Registry
+
 # the wait strategies live in core (the environment record reads them too); importable from here too
 from ..core.wait import (  # noqa: F401
-    WAIT_ENV, WAITS, Backoff, Spin, default_wait, pacer, parse_wait, resolve_wait, restore_wait_state,
-    set_default_wait, wait_state,
+    WAIT_ENV,
+    WAITS,
+    Backoff,
+    Spin,
+    default_wait,
+    pacer,
+    parse_wait,
+    resolve_wait,
+    restore_wait_state,
+    set_default_wait,
+    wait_state,
 )
 
 if TYPE_CHECKING:
@@ -181,7 +192,7 @@ class Backend(ABC):
             raise ExtensionError(f"backend {cls.name}: run_in must be 'mpi' or 'local', not {cls.run_in!r}")
         return cls.run_in or "local"
 
-    def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
+    def __init__(self, group: Group, mode: str = "bytes", root: int = 0,
                  timeout: float = DEFAULT_READ_TIMEOUT, wait: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} for backend {self.name}; choose bytes or native")
@@ -194,12 +205,12 @@ class Backend(ABC):
         #: the resolved wait strategy, ``block`` or ``backoff`` (see WAITS)
         self.wait = resolve_wait(wait, group.size)
 
-    def pacer(self) -> "Spin | Backoff":
+    def pacer(self) -> Spin | Backoff:
         """Pacing for one polling wait of a reader, by this backend's wait strategy."""
         return pacer(self.wait, self.timeout)
 
     @classmethod
-    def unavailable(cls, group: "Group | None" = None) -> str | None:
+    def unavailable(cls, group: Group | None = None) -> str | None:
         """Why this backend cannot run with ``group`` (None if it can)."""
         if cls.needs_mpi and group is not None and not group.is_mpi:
             return f"{cls.name} needs MPI: run under mpiexec with --with-mpi"
@@ -291,7 +302,7 @@ class Backend(ABC):
             f"{self.name}: the writer (rank {self.root}) could not send its object: {message}"
         )
 
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> Backend:
         try:
             self.setup()
         except BaseException:  # Ctrl-C in the middle of a setup too: release what was made
@@ -361,7 +372,7 @@ def get_backend(name: str) -> type[Backend]:
     return BACKENDS.get(name)
 
 
-def holds_payload_in_shm(backends: "str | Sequence[str]") -> bool:
+def holds_payload_in_shm(backends: str | Sequence[str]) -> bool:
     """Does one of ``backends`` hold its payload in /dev/shm? (unknown or unloadable ones: no)"""
     for name in [backends] if isinstance(backends, str) else backends:
         try:
@@ -389,7 +400,7 @@ def declared_resources(load_all: bool = False) -> list[str]:
     return found
 
 
-def unavailable_reason(name: str, group: "Group | None" = None) -> str | None:
+def unavailable_reason(name: str, group: Group | None = None) -> str | None:
     """Why backend ``name`` cannot run here, or None."""
     try:
         return get_backend(name).unavailable(group)
@@ -422,7 +433,7 @@ class BackendSpec:
     def cls(self) -> type[Backend]:
         return get_backend(self.name)
 
-    def open(self, group: "Group") -> Backend:
+    def open(self, group: Group) -> Backend:
         """Not yet set up: use as a context manager (``with spec.open(group) as b``)."""
         cls = self.cls
         reason = cls.unavailable(group)
@@ -438,10 +449,10 @@ class BackendSpec:
 #: How a node-local backend opens on a group that spans nodes, or None where it opens as itself.
 #: hierarchy.py sets it when the backends package loads: it subclasses Backend, so this module
 #: cannot import it without a cycle.
-_across_nodes: "Callable[[type[Backend], Group, str, int, float, str | None], Backend | None] | None" = None
+_across_nodes: Callable[[type[Backend], Group, str, int, float, str | None], Backend | None] | None = None
 
 
-def set_across_nodes(opener: "Callable[[type[Backend], Group, str, int, float, str | None], Backend | None]") -> None:
+def set_across_nodes(opener: Callable[[type[Backend], Group, str, int, float, str | None], Backend | None]) -> None:
     global _across_nodes
     _across_nodes = opener
 

@@ -52,7 +52,7 @@ class HierarchicalStore(Backend):
     delivery = "store"
     needs_mpi = True
 
-    def __init__(self, inner_cls: type[Backend], group: "Group", mode: str = "bytes", root: int = 0,
+    def __init__(self, inner_cls: type[Backend], group: Group, mode: str = "bytes", root: int = 0,
                  timeout: float = 120.0, wait: str | None = None) -> None:
         self.name = inner_cls.name  # reported as the backend it runs
         self.delivery = inner_cls.delivery
@@ -211,14 +211,14 @@ class HierarchicalStore(Backend):
         return loads_oob(parts[0], parts[1:])
 
 
-def needs_hierarchy(cls: type[Backend], group: "Group | None") -> bool:
+def needs_hierarchy(cls: type[Backend], group: Group | None) -> bool:
     """True when ``group`` spans several nodes and ``cls`` is node-local: a store, or a channel
     that needs MPI (``mpi-shm-win``); another node-local channel is unavailable there instead."""
     return (group is not None and getattr(group, "nodes", 1) > 1 and cls.is_node_local()
             and (cls.delivery == "store" or cls.needs_mpi))
 
 
-def _open_across_nodes(cls: type[Backend], group: "Group", mode: str, root: int, timeout: float,
+def _open_across_nodes(cls: type[Backend], group: Group, mode: str, root: int, timeout: float,
                        wait: str | None) -> Backend | None:
     """BackendSpec.open's choice: a HierarchicalStore where ``cls`` needs one on ``group``."""
     if needs_hierarchy(cls, group):

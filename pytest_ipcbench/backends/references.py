@@ -46,8 +46,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Backend, BackendUnavailable, PayloadError, register
 from ..core import names
+from .base import Backend, BackendUnavailable, PayloadError, register
 
 _TAG = 0x1CBF
 
@@ -385,7 +385,7 @@ def _shared_memory(module: Any, name: str, create: bool = False, size: int = 0) 
     shm = module.SharedMemory(name=name, create=create, size=size)
     from multiprocessing import resource_tracker
 
-    resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001 (the documented workaround)
+    resource_tracker.unregister(shm._name, "shared_memory")  # the documented workaround
     return shm
 
 

@@ -36,11 +36,11 @@ Modes:
 
 from __future__ import annotations
 
-import pickle
 import os
+import pickle
 import secrets
-import threading
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 

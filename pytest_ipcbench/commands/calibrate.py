@@ -16,17 +16,16 @@ import math
 import sys
 from pathlib import Path
 
+from ..comparison import calibration as cal, calibration_summary as tell
+from ..comparison.run_sets import load_results
+from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
 from ..core import names
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
-from ..comparison import calibration as cal
-from ..comparison import calibration_summary as tell
-from ..comparison.run_sets import load_results
-from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
 from ..gate.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
-from ..results.stats import DEFAULT_CONFIDENCE
 from ..report.calibration import plot_calibration
 from ..report.common import table
+from ..results.stats import DEFAULT_CONFIDENCE
 from .compare import parse_threshold
 
 HELP = "run identical code repeatedly (A/A) and measure each case's noise; write the file compare and gate read"

@@ -6,8 +6,8 @@ import argparse
 import math
 import sys
 
-from ..core.injection import parse_injection
 from ..comparison.verdict import EXIT_ERROR, GateError
+from ..core.injection import parse_injection
 from ..gate.gate import DEFAULT_BUDGET, DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
 from .compare import add_decision_options, decision, parse_rounds
 

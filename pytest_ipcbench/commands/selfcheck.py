@@ -5,21 +5,41 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..backends.base import MODES, BackendUnavailable, backend_names, default_wait, get_backend, resolve_wait
 from ..core.envinfo import cores
+from ..core.options import (
+    MAX_RANKS,
+    Check,
+    Option,
+    OptionError,
+    add_arguments,
+    choice,
+    names,
+    number,
+    seconds,
+    sizes,
+    text,
+    whole,
+)
 from ..core.procs import BUSY_SHARE, cpu_mark, load_average, others_busy
-from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments, choice, names, number, seconds,
-                            sizes, text, whole)
 from ..core.wait import WAITS
-from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, missing_reference,
-                                run_refchecks, stream_notes)
-from ..report.references import table as ref_table, write_report
 from ..harness.physics import busy_note
+from ..harness.refcheck import (
+    DEFAULT_ROUNDS,
+    DEFAULT_TIME_BUDGET,
+    SCENARIOS,
+    SIZES,
+    missing_reference,
+    run_refchecks,
+    stream_notes,
+)
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
+from ..report.references import table as ref_table, write_report
 
 HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%), and every "
         "backend against its reference (the plainest use of its mechanism)")

@@ -14,16 +14,17 @@ from __future__ import annotations
 import json
 import math
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from statistics import NormalDist
+from typing import Any
 
 import numpy as np
-from statistics import NormalDist
 
-from .normalise import is_reference, reference_factor
 from ..results.results import OLD_SCENARIOS, Result, ResultSet, current_key
+from .normalise import is_reference, reference_factor
 
 SCHEMA = "pytest-ipcbench-calibration/1"
 DEFAULT_PATH = ".ipcbench/calibration.json"  # written by calibrate, read by compare and the gate
@@ -165,7 +166,7 @@ class Calibration:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Calibration":
+    def load(cls, path: str | Path) -> Calibration:
         """A calibration file; ValueError naming the file and the problem when it is not one."""
         try:
             data = json.loads(Path(path).read_text())

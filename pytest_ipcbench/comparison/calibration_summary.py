@@ -6,16 +6,16 @@ gate's budget cannot decide. The calibration itself and compare's rule are :mod:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
+from ..results.results import ResultSet
 from .calibration import Calibration, CaseNoise, busier_than_calibrated, calibrate_sets, group_of_key, others_share
 from .normalise import is_reference, reference_factor
-from ..results.results import ResultSet
 
 
 def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dict[str, list[float]]:

@@ -19,23 +19,35 @@ when the inputs cannot be compared (bad file, nothing in common), else 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
+from ..results.results import Result, ResultSet
+from ..results.stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    RatioInterval,
+    ratio_interval,
+    round_ratio_halfwidth,
+    rounds_ratio_interval,
+)
 from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
 from .calibration_summary import JUDGEMENTS, rounds_to_detect
-from .normalise import is_reference, reference_factor
+from .compare_notes import (
+    across_runs_note,
+    calibration_load_note,
+    calibration_warning,
+    env_warnings,
+    load_warning,
+    spell_warning,
+)
 from .counters import counter_verdict
-from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
-                            load_warning, spell_warning)
-from ..results.results import Result, ResultSet
-from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
+from .normalise import is_reference, reference_factor
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
-from ..results.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
-                    rounds_ratio_interval)
+from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
 from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison
 
 #: The slowdown whose runs a side an inconclusive case reports (as calibrate's "rounds for 1.5x").

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from ..core.units import format_time
+from ..results.results import ResultSet
 from .calibration import UNCALIBRATED_NOISE, Calibration
 from .normalise import Normalisation
-from ..results.results import ResultSet
 from .run_sets import runs_of
 from .verdict import LOAD_GAP
 

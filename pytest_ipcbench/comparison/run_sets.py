@@ -17,8 +17,9 @@ or compare falls back to the rule for single runs and says why.
 from __future__ import annotations
 
 import glob
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..results.results import ResultSet
 from .rounds import merge_rounds

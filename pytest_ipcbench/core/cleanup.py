@@ -16,9 +16,9 @@ import os
 import shutil
 import stat
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from . import names, procs
 from .procs import launcher_running, mapped_shm_names

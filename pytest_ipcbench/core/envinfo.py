@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .procs import cores  # noqa: F401 (kept here: envinfo.cores is its older home)
+from .procs import cores  # kept here: envinfo.cores is its older home
 from .wait import default_wait, resolve_wait
 
 PACKAGES = (

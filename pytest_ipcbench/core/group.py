@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import traceback
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from .errors import IpcbenchError
 
@@ -210,7 +211,7 @@ class MPIGroup(Group):
         self.node, self.nodes, self.node_rank, self.node_size, self.node_of = layout
 
     @classmethod
-    def world(cls) -> "MPIGroup":
+    def world(cls) -> MPIGroup:
         from mpi4py import MPI
 
         return cls(MPI.COMM_WORLD)
@@ -243,7 +244,7 @@ class MPIGroup(Group):
         with _InCollective("an allgather"):
             return self.comm.allgather(obj)
 
-    def split(self, n: int) -> "MPIGroup | None":
+    def split(self, n: int) -> MPIGroup | None:
         """Ranks ``< n`` form a new group (collective over them only); the others get None.
 
         The ranks outside take no part (``MPI_Comm_create_group``), so a rank that is idle for a
@@ -278,13 +279,13 @@ class MPIGroup(Group):
         raise_failures(outcomes)
         return [value for _, value in outcomes]
 
-    def node_group(self) -> "MPIGroup":
+    def node_group(self) -> MPIGroup:
         """The ranks of this rank's node as a group (collective over the node; made once)."""
         if self._node_group is None:
             self._node_group = MPIGroup(self.node_comm)
         return self._node_group
 
-    def leaders_group(self) -> "MPIGroup | None":
+    def leaders_group(self) -> MPIGroup | None:
         """The lowest rank of each node as a group (None on the other ranks; collective over the
         leaders; made once)."""
         if self.leaders_comm is None:

@@ -14,8 +14,8 @@ import select
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import names, procs
 from .cleanup import HYDRA_PREFIX, MPICH_PREFIX
@@ -40,7 +40,7 @@ class JobWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "JobWatch":
+    def start(self) -> JobWatch:
         self._thread = threading.Thread(target=self._loop, name="ipcbench-jobwatch", daemon=True)
         self._thread.start()
         return self

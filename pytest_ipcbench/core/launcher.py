@@ -21,8 +21,9 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import IpcbenchError
 from .procs import find_mpiexec, kill_group

@@ -20,14 +20,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait as wait_for
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import cleanup, names, procs, registry, where
+from .group import DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure, raise_failures
 from .terminate import AsInterrupt, Terminated, tracker_outlives_hangup
-from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure,
-                    raise_failures)
-
 
 _RUN, _STOP, _RESULT, _ERROR, _DATA, _READY = "run", "stop", "result", "error", "data", "ready"
 _REGISTER = "register"  # rank 0's run-time registrations of backends and payload kinds
@@ -46,7 +45,7 @@ class LocalGroup(Group):
         links: dict[int, Connection],
         mailboxes: Sequence[Any] = (),
         timeout: float = DEFAULT_TIMEOUT,
-        world: "LocalWorld | None" = None,
+        world: LocalWorld | None = None,
     ) -> None:
         self.rank = rank
         self.size = size
@@ -139,7 +138,7 @@ class _Stopped(GroupError):
     pass
 
 
-def hung(world: "LocalWorld | None", rank: int, waited: str, hint: str) -> str:
+def hung(world: LocalWorld | None, rank: int, waited: str, hint: str) -> str:
     """A hung rank's failure: where it is stuck (the backend and its step), how long it was waited
     for, and how to raise that."""
     step = world.where(rank) if world is not None else ""
@@ -643,7 +642,7 @@ class LocalWorld:
             except Exception as exc:
                 self.release_problems.append(f"backend {name}: its after_ranks hook failed: {describe_failure(exc)}")
 
-    def __enter__(self) -> "LocalWorld":
+    def __enter__(self) -> LocalWorld:
         return self
 
     def __exit__(self, *exc: object) -> None:

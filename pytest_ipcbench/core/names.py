@@ -18,9 +18,9 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from . import procs
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 NodeLayout = tuple[int, int, int, int, tuple[int, ...]]  # node, nodes, node_rank, node_size, node_of
 

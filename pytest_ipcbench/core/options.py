@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .affinity import PIN_MODES
 from .errors import UsageError

@@ -32,11 +32,11 @@ import resource
 import sys
 import threading
 import tracemalloc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .counters import IO_COUNTERS, PICKLE_COUNTERS, SYSCALL_COUNTERS
 from .syscalls import SyscallCounter, syscall_unavailable
-
 
 _ORIG = (pickle.dumps, pickle.loads)  # pickle's own functions, for mpi4py's Pickle
 
@@ -196,7 +196,7 @@ class CounterProbe:
         else:
             self._sys = SyscallCounter()
 
-    def __enter__(self) -> "CounterProbe":
+    def __enter__(self) -> CounterProbe:
         self._harness = sorted(harness_threads())
         if self._sys is not None:
             try:
@@ -257,7 +257,7 @@ class AllocProbe:
     for it. Starts tracemalloc unless it runs already (then leaves it on); the profile and trace
     functions in force (a profiler's, coverage's) are put back after each iteration."""
 
-    def __enter__(self) -> "AllocProbe":
+    def __enter__(self) -> AllocProbe:
         self._started = not tracemalloc.is_tracing()
         if self._started:
             tracemalloc.start(1)

@@ -25,8 +25,9 @@ import pickle
 import re
 import sys
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from .errors import IpcbenchError, UsageError
 
@@ -56,7 +57,7 @@ class Reference:
         return f"{self.module}:{self.qualname}" if self.qualname else f"an object of module {self.module}"
 
 
-_REGISTRIES: dict[str, "Registry[Any]"] = {}
+_REGISTRIES: dict[str, Registry[Any]] = {}
 _version = 0  # bumped by every run-time registration: workers are sent a new snapshot
 
 

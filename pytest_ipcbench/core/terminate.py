@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 GRACE_S = 5.0  # a plain run's interrupt path takes about a second (its workers stopped, its resources removed)
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)

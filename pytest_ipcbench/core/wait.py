@@ -14,7 +14,6 @@ import time
 from .errors import UsageError
 from .procs import cores as _cores
 
-
 # ----------------------------------------------------------------------------- wait strategy
 
 #: How a reader waits for the writer (docs/method.md rule 18). ``block``: the way its mechanism waits
@@ -150,7 +149,7 @@ def precise_sleeps() -> bool:
     return _slack_set
 
 
-def pacer(wait: str, timeout: float) -> "Spin | Backoff":
+def pacer(wait: str, timeout: float) -> Spin | Backoff:
     """A fresh pacing object for one wait under a resolved strategy (``block`` or ``backoff``)."""
     return Spin(timeout) if wait == "block" else Backoff(timeout)
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 STEPS = {"setup": "setup", "__enter__": "setup", "_create": "setup", "_attach": "setup",
          "open_collectively": "setup", "prepare": "prepare", "write": "write", "read": "read",

@@ -10,16 +10,16 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
+from ..comparison.verdict import GateError
 from ..core import names
 from ..core.envinfo import cores
 from ..core.procs import kill_group
-from . import consumer
 from ..results.results import ResultSet
-from ..comparison.verdict import GateError
+from . import consumer
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
@@ -63,7 +63,7 @@ class Side:
     commit: str | None  # None: a working tree (never cached)
     source: Path | None = None  # a folder holding the source to install
     venv: Path | None = None
-    decl: "consumer.Declared | None" = None  # another project: its pyproject.toml (None: pytest-ipcbench itself)
+    decl: consumer.Declared | None = None  # another project: its pyproject.toml (None: pytest-ipcbench itself)
     config: Path | None = None  # another project: the copy of its pyproject.toml given to `ipcbench run --config`
     prefix: str = ""  # the project's folder inside the repository ("" at the top, else ending in "/")
     run_help: str = ""  # `ipcbench run --help` of this side: which options its version knows
@@ -382,7 +382,7 @@ def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[st
         if notes else []
 
 
-def warm_up(sides: dict[str, "Side"], scratch: Path, log: Path, timeout: float) -> None:
+def warm_up(sides: dict[str, Side], scratch: Path, log: Path, timeout: float) -> None:
     """Import each side's packages once before the first timed round, so that neither side pays
     for a cold file cache or a first compilation in a round the other does not."""
     for side in sides.values():

@@ -14,11 +14,12 @@ takes each iteration's bytes allocated and allocation peak above its start (core
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..core.counters import Counters, RankCounters
-from ..core.probes import AllocProbe, CounterProbe, differences
 from ..core.group import Group
+from ..core.probes import AllocProbe, CounterProbe, differences
 from .plan import BenchSettings, Plan
 from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier
 

@@ -29,20 +29,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..backends.base import BackendSpec, get_backend
 from ..core.counters import DEEP_COUNTERS, Counters, RankCounters
 from ..core.errors import UsageError
-from ..core.launcher import command as mpi_command
-from ..core.launcher import emit, record
+from ..core.launcher import command as mpi_command, emit, record
 from ..core.payloads import PayloadSpec
 from ..core.procs import kill_group
 from ..core.wait import WAIT_ENV
 from .count import _harness_waits, messages_per_iteration, role
-from .plan import BenchSettings
 from .payload import BufferPayload
+from .plan import BenchSettings
 from .scenarios import _SCENARIO_CLASSES, _Case
 
 MARK = "@@ipcbench-deep "

@@ -42,7 +42,7 @@ import mmap
 import os
 import struct
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..core.group import Group
 from ..core.injection import Slowdown, injected

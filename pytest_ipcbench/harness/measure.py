@@ -58,9 +58,8 @@ on any rank fails every rank (:class:`VerificationError`) after the case has end
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
-
 
 from ..backends.base import BackendSpec
 from ..core.affinity import pinned
@@ -68,13 +67,28 @@ from ..core.counters import Counters
 from ..core.group import Group, MPIGroup
 from ..core.heap import steady_heap
 from ..results.results import Result
-from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, copy_result, copy_samples,
-                    pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
 from .count import count_case, not_counted
-from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan, verify_per_iteration
+from .inrun import (
+    PIPE_REFERENCE_SIZES,
+    REFERENCE_SCENARIOS,
+    CopyReference,
+    copy_result,
+    copy_samples,
+    pipe_pingpong_result,
+    pipe_pingpong_samples,
+    with_copy_reference,
+)
 from .payload import BufferPayload, Payload, payload_bytes, touch
-from .scenarios import _SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, VerificationError, _Case, perf_counter, quiet_barrier
-
+from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan, verify_per_iteration
+from .scenarios import (
+    _SCENARIO_CLASSES,
+    PAIR_SCENARIOS,
+    SCENARIOS,
+    VerificationError,
+    _Case,
+    perf_counter,
+    quiet_barrier,
+)
 
 # ------------------------------------------------------------------------------- the driver
 

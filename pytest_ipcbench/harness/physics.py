@@ -21,8 +21,9 @@ crossing (figures: docs/measurements/2026-11-code-notes.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, TypeVar
+from typing import TypeVar
 
 import numpy as np
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from ..core.affinity import PIN_MODES
 
-
-
 VERIFY_MODES = ("auto", "every", "ends")
 #: how broadcast readers' timestamps are put on the writer's clock: ``auto`` (one clock when every
 #: rank runs on one host, else offset-corrected) or ``offset`` (always estimate the offsets)

@@ -26,12 +26,14 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
+from ..backends.references import reference_of
 from ..core import launcher
 from ..core.errors import UsageError
 from ..core.group import Group, MPIGroup, in_mpi_job
@@ -40,7 +42,6 @@ from ..core.units import format_time, size_label
 from ..results.stats import ratio_interval
 from .measure import BenchSettings, BufferPayload, bench_interleaved
 from .physics import FAST_END_PERCENTILE, PHYSICS_SHARE, SMALL_BYTES, crossing_floor
-from ..backends.references import reference_of
 
 SIZES = (1, 1024, 64 * 1024, 10**6, 16 * 2**20)
 #: the counters set beside the reference's (per message, the writer and the costliest reader)
@@ -116,7 +117,7 @@ class RefRow:
         return {**asdict(self), "target": self.target, "ok": self.ok, "overhead": self.overhead, "alloc": self.alloc}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RefRow":
+    def from_dict(cls, d: dict[str, Any]) -> RefRow:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -320,7 +321,7 @@ def run_refchecks(
                     n = 2 if scenario == "pingpong" else ranks
                     args = {**kwargs, "backends": local, "scenarios": [scenario]}
                     rows.extend(world.run(_local_rank0, args, ranks=n)[0])
-        except Exception as exc:  # noqa: BLE001 (reported, the MPI rows still count)
+        except Exception as exc:  # reported, the MPI rows still count
             problems.append(f"the local reference checks failed: {type(exc).__name__}: {exc}")
     check_physics(rows)
     order = {name: i for i, name in enumerate(backends)}

@@ -29,14 +29,15 @@ import re
 import statistics
 import sys
 import timeit
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..backends.base import Backend, BackendSpec, register
-from ..core.group import in_mpi_job
 from ..core import launcher
+from ..core.group import in_mpi_job
 
 DEFAULT_TOLERANCE = 0.15
 LATENCY_BYTES = 1

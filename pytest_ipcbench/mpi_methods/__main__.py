@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ..core.envinfo import collect, describe
 from ..results.record import RunRecord
@@ -36,7 +36,7 @@ class MatrixOptions:
     quiet: bool = False
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "MatrixOptions":
+    def from_args(cls, args: argparse.Namespace) -> MatrixOptions:
         """Raises ValueError naming the bad value."""
         if args.case_time <= 0:
             raise ValueError(f"--case-time must be positive, got {args.case_time}")

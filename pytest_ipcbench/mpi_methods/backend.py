@@ -23,8 +23,9 @@ untimed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from ..backends.base import Backend, BackendSpec, register
 from ..core.group import MPIGroup

@@ -14,15 +14,16 @@ from __future__ import annotations
 import gc
 import resource
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..backends.base import BackendSpec
 from ..core.procs import load_average
 from ..core.units import format_time
 from ..harness.measure import BenchSettings, bench
 from ..results.results import Result, Verified
-from .backend import DEFAULT_SETTINGS, group_of, backend_name, with_transfer_metric
+from .backend import DEFAULT_SETTINGS, backend_name, group_of, with_transfer_metric
 from .configs import (
     DEFAULT_CONFIGS,
     MODE,

@@ -31,7 +31,8 @@ the seed exposed its one array.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -151,7 +152,7 @@ class Method:
         self.data = None
         self.sources = []
 
-    def __enter__(self) -> "Method":
+    def __enter__(self) -> Method:
         return self
 
     def __exit__(self, *exc: object) -> None:

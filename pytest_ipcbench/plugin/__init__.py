@@ -26,9 +26,9 @@ from ..backends.base import BACKENDS, BackendSpec, backend_names, restore_wait_s
 from ..core.group import Group
 from ..core.local import LocalGroup
 from ..core.payloads import PayloadSpec
+from .hygiene import MpiHygiene, item_timeout, rank_temproot, refuse_ranks_without_mpi, timeout_hint
 from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixtures, get_session
 from .settings import add_pytest_options, describe, marker_kwargs, resolve_settings
-from .hygiene import MpiHygiene, item_timeout, rank_temproot, refuse_ranks_without_mpi, timeout_hint
 
 # fixtures and hooks written in their own modules (one concern each), registered with this plugin
 pytest_plugins = [
@@ -287,7 +287,7 @@ def _backend_fixture(name: str) -> Any:
 
 
 # plugin manager -> backends that have their <name>_backend fixture there (pytester runs nest)
-_FIXTURES_MADE: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+_FIXTURES_MADE: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: pytest.PytestPluginManager) -> None:

@@ -10,17 +10,18 @@ Settings are resolved in layers, the first one set wins: ``@pytest.mark.ipcbench
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pytest
 
 from ..backends.base import MODES, backend_names, parse_wait
-from ..core.options import MAX_RANKS, Option
 from ..core.group import DEFAULT_TIMEOUT
-from ..core.units import SizeTooLarge, size_label
+from ..core.options import MAX_RANKS, Option
 from ..core.payloads import parse_size, payload_kinds
+from ..core.units import SizeTooLarge, size_label
 
 DEFAULT_SIZES = "1KB,1MB"
 DEFAULT_LOCAL_RANKS = "2,4"

@@ -7,7 +7,8 @@ source was missing here (the reasons are listed under the table).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..core.counters import COUNTERS, DEEP_COUNTERS, CounterAbsent, Counters
 from ..core.units import format_count, size_label

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..core.csvfile import write_csv  # noqa: F401 (its older home; the report writes with it)
 from ..results.results import Result
 from ..results.stats import summarize
+from .common import (
+    STAT_FIELDS,
+    backend_order,
+    by_scenario,
+    copy_bandwidth_by_size,
+    efficiency,
+    kind_order,
+    median_of,
+    nearest,
+    process_model,
+)
 from .counters import counter_rows
-from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, efficiency, process_model
 
 
 def _stats(r: Result, metric: str, prefix: str = "") -> dict[str, Any]:

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
 from ..core.envinfo import describe as describe_env
 from ..core.units import format_bytes, format_percent, format_rate, format_time
 from ..results.results import Result, ResultSet
+from .common import (
+    WIDE_SPREAD,
+    backend_order,
+    by_scenario,
+    copy_bandwidth_by_size,
+    efficiency,
+    is_wide,
+    kind_order,
+    median_of,
+    mixed_models_note,
+    percentiles_of,
+    process_model,
+    size_of,
+    table,
+    wide_note,
+)
 from .counters import cost_section
-from .common import (WIDE_SPREAD, kind_order, backend_order, median_of, percentiles_of, size_of, table, by_scenario,
-                     copy_bandwidth_by_size, efficiency, is_wide, mixed_models_note, process_model, wide_note)
 
 
 def test_of(result: Result) -> str:

@@ -16,16 +16,16 @@ configurations, shapes and method names come from :mod:`pytest_ipcbench.mpi_meth
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from ..core.units import format_bytes, format_ratio, format_time
-from ..results.results import Result
 from ..mpi_methods.configs import CONFIG_ORDER, SCENARIO, SHAPE_OF_PAYLOAD, SHAPE_TITLES, config_of_size
 from ..mpi_methods.methods import METHOD_NAMES, METHODS
+from ..results.results import Result
 
 # The C++ benchmark (README, "Credits"; its "Performance Results"): C++ with Google
 # Benchmark, GCC -O3, 4 processes, average time per operation, converted here to microseconds.

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from ..core.units import format_bytes, format_time
 from ..results.results import Result
-from .common import (kind_order, backend_order, median_of, percentiles_of, by_scenario, copy_bandwidth_by_size, efficiency,
-                     process_model)
+from .common import (
+    backend_order,
+    by_scenario,
+    copy_bandwidth_by_size,
+    efficiency,
+    kind_order,
+    median_of,
+    percentiles_of,
+    process_model,
+)
 
 Colours = dict[str, int]  # backend -> its place in the report's palette
 
@@ -237,9 +246,7 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
 
 def _log_labels(axis: Any, formatter: Any, lim: tuple[float, float]) -> None:
     """Our labels on a log axis: major ticks, and minor ones too when it spans under a decade."""
-    from matplotlib.ticker import NullFormatter
-
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     axis.set_major_formatter(formatter)
     lo, hi = sorted(lim)

@@ -5,8 +5,9 @@ of ``ipcbench selfcheck`` (rows from :func:`~..harness.refcheck.run_refchecks`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..core.csvfile import write_csv
 from ..core.units import format_count, format_time, size_label

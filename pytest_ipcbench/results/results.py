@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from ..core.errors import FileMissing
 from ..core.counters import CounterAbsent, Counters
+from ..core.errors import FileMissing
 from .stats import Summary, summarize
 from .validation import MalformedResults, check_env, check_record, describe_value, read_regular_file
 
@@ -138,7 +139,7 @@ class Result:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Result":
+    def from_dict(cls, d: dict[str, Any]) -> Result:
         """A result from its JSON form, schema 2 or 1 (whose ``extra`` keys become fields)."""
         d = {OLD_FIELDS.get(k, k): v for k, v in d.items()}
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
@@ -200,7 +201,7 @@ class ResultSet:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "ResultSet":
+    def load(cls, path: str | os.PathLike[str]) -> ResultSet:
         """Read and check a results file: every problem is MalformedResults (a ValueError) naming
         the file, the record and the field; memory and time stay bounded (MAX_FILE_BYTES,
         MAX_SAMPLES, MAX_DEPTH) and a FIFO, folder or device is refused, never read."""

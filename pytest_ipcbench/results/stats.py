@@ -8,9 +8,9 @@ is reproducible for the same samples).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 

@@ -75,9 +75,9 @@ def config_path() -> Path | None:
 
 def declared_keys(path: Path | None = None) -> list[str]:
     """The result keys of the declared matrix (what ``ipcbench run --config`` would record)."""
-    from ..harness.measure import PAIR_SCENARIOS
-    from ..core.units import duration_label
     from ..core.project import read_config
+    from ..core.units import duration_label
+    from ..harness.measure import PAIR_SCENARIOS
     from .job import RunOptions
     from .matrix import build_matrix
 

@@ -28,34 +28,36 @@ import fnmatch
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..backends.base import BACKENDS, MODES, backend_names, parse_wait, set_default_wait
-from ..core.payloads import PAYLOADS
-from ..core.errors import UsageError
+from ..comparison.compare_notes import host_state_change
+from ..core.cpu_pair import NBYTES as CROSS_CPU_BYTES, cross_cpu_copy
 from ..core.envinfo import INJECT_ENV, describe as describe_env
+from ..core.errors import UsageError
 from ..core.group import MPIGroup, in_mpi_job
+from ..core.injection import injected
 from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
-from ..core.cpu_pair import NBYTES as CROSS_CPU_BYTES, cross_cpu_copy
+from ..core.payloads import PAYLOADS
 from ..core.procs import has_module
-from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
-                               pipe_pingpong_result, quiet_barrier)
-from ..core.injection import injected
+from ..harness.inrun import PIPE_REFERENCE_SIZES, copy_result, pipe_pingpong_result
+from ..harness.payload import payload_bytes
 from ..harness.physics import below_physics, judge
-from ..comparison.compare_notes import host_state_change
+from ..harness.scenarios import PAIR_SCENARIOS, SCENARIOS, quiet_barrier
+from ..report import headline, write_report
 from ..results.record import RunRecord
 from ..results.results import Result, ResultSet
-from ..report import headline, write_report
 from ..shared.experiment import run_experiment
 from .deep_phase import deep_phase
-from .shared_arrays import experiment_results
 from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, load_problem, needs_mpi
-from .progress import Progress, summary_note
 from .mpijob import MpiPhase
+from .progress import Progress, summary_note
+from .shared_arrays import experiment_results
 from .worker import case_unavailable, error_text, noop, run_case_local
 
 

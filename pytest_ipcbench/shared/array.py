@@ -29,15 +29,16 @@ import contextlib
 import contextvars
 import marshal
 import math
-from typing import Any, Iterator, Literal, SupportsIndex, cast
+from collections.abc import Iterator
+from typing import Any, Literal, SupportsIndex, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from . import segment as _segment
 from ..core import nodes as _nodes
 from ..core.errors import IpcbenchError
 from ..core.nodes import this_node
+from . import segment as _segment
 from .segment import Segment
 
 #: Arrays with fewer bytes than this are kept in process memory and pickled by value.

@@ -15,7 +15,8 @@ import json
 import multiprocessing
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -129,7 +130,7 @@ def measure(array: np.ndarray, paths: Sequence[str] = PATHS, repeats: int = 5,
             for p in paths:
                 samples[p].append(run(p))  # arrays are freed by refcounting: no gc pass here
     finally:
-        premade = None  # noqa: F841  (drop our reference before the pool closes)
+        premade = None  # drop our reference before the pool closes
         pool.close()
         if own_consumer:
             consumer.close()

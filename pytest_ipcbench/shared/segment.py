@@ -88,9 +88,9 @@ import struct
 import threading
 import time
 import weakref
-from pathlib import Path
-from typing import Callable, Iterable
 from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses: atomic under the GIL
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from ..core import names as _names
 from ..core.errors import IpcbenchError
@@ -704,7 +704,7 @@ def _map_existing(name: str, generation: int | None = None) -> Segment:
 
 
 def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | None = None,
-                    dry_run: bool = False, judge: "Callable[[str, int], bool] | None" = None,
+                    dry_run: bool = False, judge: Callable[[str, int], bool] | None = None,
                     skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Unlink our segments that no live process holds; return their names.
 

@@ -10,10 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import advice_support  # tests/ is on sys.path (rootdir conftest, no package)
 import numpy as np
 import pytest
-
-import advice_support  # tests/ is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench import Advice, advise
 from pytest_ipcbench.advice import advise_described, features

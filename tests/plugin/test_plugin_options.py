@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from pytest_ipcbench.backends.base import backend_names
-from pytest_ipcbench.plugin.session import backend_fixtures, IpcSession, payload_specs
-from pytest_ipcbench.plugin.settings import Settings, default_ranks, parse_backends, parse_bool, parse_modes, parse_payloads, parse_ranks, parse_sizes, parse_timeout
+from pytest_ipcbench.plugin.session import IpcSession, backend_fixtures, payload_specs
+from pytest_ipcbench.plugin.settings import (
+    Settings,
+    default_ranks,
+    parse_backends,
+    parse_bool,
+    parse_modes,
+    parse_payloads,
+    parse_ranks,
+    parse_sizes,
+    parse_timeout,
+)
 
 # ------------------------------------------------------------------------------- parse_*
 

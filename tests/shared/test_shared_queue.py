@@ -128,8 +128,7 @@ def test_a_handle_received_again_is_parsed_once_but_checked_and_counted_every_ti
     same bytes).  A kept entry skips marshal and the dtype, never the node check, the
     generation check or the reference each handle carries; the table stays bounded."""
     from pytest_ipcbench.core import nodes
-    from pytest_ipcbench.shared import OtherNodeError
-    from pytest_ipcbench.shared import array as array_mod
+    from pytest_ipcbench.shared import OtherNodeError, array as array_mod
 
     array_mod._wire_memo.clear()
     arr = SharedNDArray.from_numpy_array(np.arange(N, dtype="<i8"), inline_below=0)
