@@ -201,7 +201,7 @@ def _transfer_job(args: argparse.Namespace, world: Any = None, out: _Out | None 
                         # a backend that does not need MPI may still run between local processes
                         out(case=key, skip=reason, local=not _needs_mpi(b))
                         continue
-                    _one(out, key, lambda: measure.bench(sub, BackendSpec(b, m), payload(k, s), "broadcast", settings),
+                    _one(out, key, lambda: measure.bench(sub, BackendSpec(b, m), payload(k, s), "broadcast", settings),  # noqa: B023 (_one calls it at once)
                          sub.rank == 0)
             _quiet_barrier(world, measure)
         if own:
@@ -231,7 +231,7 @@ def _local_transfer(args: argparse.Namespace, cases: list[tuple[str, str, str, s
                     if reason:
                         out(case=key, skip=reason)
                         continue
-                    _one(out, key, lambda: measure.run_bench(group, BackendSpec(b, m), payload(k, s),
+                    _one(out, key, lambda: measure.run_bench(group, BackendSpec(b, m), payload(k, s),  # noqa: B023 (_one calls it at once)
                                                              "broadcast", settings), True)
         out(done=True)
     finally:

@@ -233,10 +233,10 @@ class Backend(ABC):
     def readers(self) -> list[int]:
         return [r for r in range(self.group.size) if r != self.root]
 
-    def setup(self) -> None:
+    def setup(self) -> None:  # noqa: B027 (an optional hook: not every backend has resources)
         """Collective: create (root) or attach (others) the resources."""
 
-    def prepare(self, objs: Sequence[Any]) -> None:
+    def prepare(self, objs: Sequence[Any]) -> None:  # noqa: B027 (an optional hook)
         """Collective, untimed, optional: the objects the harness's broadcast will send.
 
         Iteration ``i`` writes ``objs[i % len(objs)]`` (on the readers, ``objs`` are the expected
@@ -286,7 +286,7 @@ class Backend(ABC):
             raise RuntimeError(f"{self.name}: setup failed after the writer could {what}: {where}")
         return info[1]
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook: not every backend holds anything)
         """Collective: release everything this rank holds; the owner removes OS resources."""
 
     def timeout_error(self, what: str) -> TimeoutError:

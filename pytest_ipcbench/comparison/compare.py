@@ -377,7 +377,7 @@ def _case_spread(old: dict[str, Result], new: dict[str, Result],
     not a shift, so a slowdown of every case does not read as noise, while two runs whose cases
     each moved their own way do."""
     logs = []
-    for key, _m, a, b in todo:
+    for _key, _m, a, b in todo:
         r = _median_ratio(a, b)
         if r:
             logs.append(math.log(r))

@@ -606,7 +606,7 @@ class LocalWorld:
 
     def close(self) -> None:
         """Stop every worker (politely, then by force) and drop the pipes."""
-        for rank, conn in self._links.items():
+        for conn in self._links.values():
             try:
                 conn.send((_STOP, None))
             except OSError:

@@ -389,5 +389,5 @@ def warm_up(sides: dict[str, Side], scratch: Path, log: Path, timeout: float) ->
         assert side.venv is not None
         code = "import numpy, mpi4py, pytest_ipcbench.runner.job, pytest_ipcbench.harness.measure"
         if side.decl is not None:
-            code += "; import importlib.metadata as m; m.distribution(%r)" % side.decl.name
+            code += f"; import importlib.metadata as m; m.distribution({side.decl.name!r})"
         _run_logged([side.bin / "python", "-c", code], log, min(timeout, 300), cwd=scratch, env=_side_env(side.venv))

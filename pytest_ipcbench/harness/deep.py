@@ -300,7 +300,7 @@ def _one_run(case: DeepCase, tool: str, iterations: int, messages: int, waits: i
         except subprocess.TimeoutExpired:
             kill_group(proc)
             proc.communicate()
-            raise RuntimeError(f"deep {tool} run of {case.label} did not end within {timeout:g} s")
+            raise RuntimeError(f"deep {tool} run of {case.label} did not end within {timeout:g} s") from None
         except BaseException:
             kill_group(proc)
             proc.wait()
@@ -351,8 +351,8 @@ def deep_counters(case: DeepCase, iterations: int = ITERATIONS, repeats: int = R
     for tool in tools:
         runs = [_one_run(case, tool, iterations, k * iterations, (repeats + 1 - k) * iterations, timeout)
                 for k in range(1, repeats + 2)]
-        for rank, (_, role_, per, _) in runs[0].items():
-            roles[rank] = role_
+        for rank, (_, role_, per_rank, _) in runs[0].items():
+            roles[rank], per = role_, per_rank
             for name in runs[0][rank][3]:
                 totals.setdefault(rank, {})[name] = [b[rank][3][name] - a[rank][3][name]
                                                      for a, b in zip(runs, runs[1:])]

@@ -77,8 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if refuse_ranks_without_mpi(_mpi_mode(config)):
         try:
             from mpi4py import MPI
-        except ImportError:
-            raise pytest.UsageError("--with-mpi: the ipcbench plugin needs mpi4py (pip install 'pytest-ipcbench[mpi]')")
+        except ImportError as exc:
+            raise pytest.UsageError(
+                "--with-mpi: the ipcbench plugin needs mpi4py (pip install 'pytest-ipcbench[mpi]')") from exc
         comm = MPI.COMM_WORLD
     rank = comm.Get_rank() if comm is not None else 0
     if comm is not None:

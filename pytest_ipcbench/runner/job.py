@@ -240,7 +240,8 @@ class Runner:
         cases = build_matrix(opts.level, opts.ranks if world is None else world.size, opts.backends, opts.modes,
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
         have_mpi = has_module("mpi4py")
-        self.unloadable = {n: why for n in dict.fromkeys(c.backend for c in cases) if (why := load_problem(n))}  # no mpi4py...
+        # no mpi4py...
+        self.unloadable = {n: why for n in dict.fromkeys(c.backend for c in cases) if (why := load_problem(n))}
         mpi_cases = [c for c in cases if c.phase == "mpi" and have_mpi and not opts.no_mpi]
         local_cases = [c for c in cases if c not in mpi_cases and c.backend not in self.unloadable and (c.phase == "local" or not needs_mpi(c.backend))]
         dropped = [c for c in cases if c not in mpi_cases and c not in local_cases]
@@ -311,7 +312,8 @@ class Runner:
         opts = self.options
         if rank0:
             self.run_record = RunRecord.start(ranks, group_kind="mpi+local", extra={"level": opts.level},
-                                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
+                                              # else: from the MPI job
+                                              node_sizes=world.node_sizes if world is not None else None)
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")
                   + (", shared-array experiment" if shared_arrays else "") + f" -> {self.out}")
