@@ -267,7 +267,9 @@ class BackendConformance:
                                           conformance_backend: BackendSpec) -> None:
         """The path a user's benchmark takes (``ipc_bench``: plan, timed rounds, verification)."""
         result = ipc_bench(conformance_backend, PayloadSpec("ndarray", 1000), time_budget=0.05, count=False)
-        assert result.verified is not None and result.verified.checked > 0, f"{conformance_backend.id}: nothing verified"
+        assert result.verified is not None and result.verified.checked > 0, (
+            f"{conformance_backend.id}: nothing verified"
+        )
         assert result.verified.failed == 0, f"{conformance_backend.id}: {result.verified.failed} transfers differed"
 
     def test_leaves_nothing_behind(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:

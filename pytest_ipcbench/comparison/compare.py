@@ -34,16 +34,9 @@ from ..results.stats import (
     round_ratio_halfwidth,
     rounds_ratio_interval,
 )
+from . import compare_notes as notes
 from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
 from .calibration_summary import JUDGEMENTS, rounds_to_detect
-from .compare_notes import (
-    across_runs_note,
-    calibration_load_note,
-    calibration_warning,
-    env_warnings,
-    load_warning,
-    spell_warning,
-)
 from .counters import counter_verdict
 from .normalise import is_reference, reference_factor
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
@@ -131,8 +124,8 @@ def _either(by_median: CaseVerdict, by_tail: CaseVerdict, what: str = "runs") ->
         return by_median
     if by_median.status == "inconclusive":
         return by_tail
-    return replace(by_median, status="inconclusive",
-                   note=f"{by_median.note}; the {what}' medians say {by_median.status}, their fast tails {by_tail.status}")
+    return replace(by_median, status="inconclusive", note=f"{by_median.note}; the {what}' medians say "
+                   f"{by_median.status}, their fast tails {by_tail.status}")
 
 
 def _compare_sets(
@@ -182,7 +175,7 @@ def _compare_sets(
     across_runs = not one_experiment
     from_gate = from_gate_rounds(base, head)
     one_round_cases = 0
-    warnings = env_warnings(base, head)
+    warnings = notes.env_warnings(base, head)
     # sides of several separate runs that alternated: their own spread bounds the between-run noise
     why_not_runs = overlap_problem(base, head) if across_runs else "one experiment"
     runs_a_side = why_not_runs is None
@@ -195,12 +188,13 @@ def _compare_sets(
     norm = reference_factor(old, new) if not paired else None
     if paired and across_runs:
         warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "
-                        "run id): they are not normalised, but the between-run noise still applies (docs/method.md rule 19)")
-    cal_note = calibration_warning(calibration, base, head)
+                        "run id): they are not normalised, but the between-run noise still applies "
+                        "(docs/method.md rule 19)")
+    cal_note = notes.calibration_warning(calibration, base, head)
     if cal_note:
         warnings.append(cal_note)
         calibration = None
-    regime = calibration_load_note(calibration, base, head)
+    regime = notes.calibration_load_note(calibration, base, head)
     if regime:
         warnings.append(regime)
     held_out = calibration.held_out_note() if calibration is not None and across_runs and not runs_a_side else None
@@ -345,9 +339,9 @@ def _compare_sets(
                else "intervals assume the uncalibrated between-run noise and get no time verdict "
                     "('looks slower' / 'looks faster' in their notes); run 2 or more rounds (--rounds) or calibrate"))
     if across_runs:
-        comparison.warnings.append(across_runs_note(norm, calibration, spread, (len(runs_of(base)), len(runs_of(head)))
-                                                     if runs_a_side else None))
-        for note in (load_warning(base, head), spell_warning(base, head)):
+        sides = (len(runs_of(base)), len(runs_of(head))) if runs_a_side else None
+        comparison.warnings.append(notes.across_runs_note(norm, calibration, spread, sides))
+        for note in (notes.load_warning(base, head), notes.spell_warning(base, head)):
             if note:
                 comparison.warnings.append(note)
     noisy = round_noise(old, new, metric)

@@ -28,8 +28,10 @@ def load_warning(base: ResultSet, head: ResultSet) -> str | None:
     if abs(a - b) > max(LOAD_GAP, 0.25 * max(a, b)):
         cores = base.env.get("cores") or head.env.get("cores")
         on = f" on {cores} cores" if cores else ""
-        return (f"the machine's load differed between the runs (1-minute load average: base {a:.1f}, head {b:.1f}{on}): "
-                f"the in-run references divide out a uniform slow-down, not one that hits some cases more")
+        return (
+            f"the machine's load differed between the runs (1-minute load average: base {a:.1f}, head {b:.1f}{on}): "
+            f"the in-run references divide out a uniform slow-down, not one that hits some cases more"
+        )
     return None
 
 

@@ -8,7 +8,8 @@ thread) changes only when the two spreads lie apart by more than the wider of th
 the larger value; it is a note, never a verdict. The counters driven by timing
 (:data:`TIMING_COUNTERS`: context switches, waits, futex calls, and the totals that hold them)
 are not compared across runs at all: between runs of identical code they moved by 1.2x to
-7919x (A/A, docs/counters.md), so no spread of three repeats within a run bounds them. :func:`explain` turns the changes of a case into one line per rank, e.g.
+7919x (A/A, docs/counters.md), so no spread of three repeats within a run bounds them. :func:`explain` turns the changes
+of a case into one line per rank, e.g.
 ``reader: +1 copy of 1.05 MB per message (+1,048,688 B allocated, +256 minor faults)``.
 """
 
@@ -23,9 +24,15 @@ from ..results.results import Result
 #: a change in words: (singular, plural) of what is counted, per message
 _WORDS: dict[str, tuple[str, str]] = {
     "syscalls.total": ("system call", "system calls"),
-    "syscalls.data": ("data system call (read/write/send/recv family)", "data system calls (read/write/send/recv family)"),
+    "syscalls.data": (
+        "data system call (read/write/send/recv family)",
+        "data system calls (read/write/send/recv family)",
+    ),
     "syscalls.sync": ("futex call", "futex calls"),
-    "syscalls.mapping": ("mapping system call (mmap/munmap/ftruncate...)", "mapping system calls (mmap/munmap/ftruncate...)"),
+    "syscalls.mapping": (
+        "mapping system call (mmap/munmap/ftruncate...)",
+        "mapping system calls (mmap/munmap/ftruncate...)",
+    ),
     "syscalls.waiting": ("waiting system call (poll/sleep/yield)", "waiting system calls (poll/sleep/yield)"),
     "syscalls.other": ("other system call", "other system calls"),
     "io.rchar": ("B read through the kernel", "B read through the kernel"),

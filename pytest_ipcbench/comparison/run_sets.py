@@ -2,7 +2,8 @@
 folder or a glob on a side).
 
 Two single runs of the same code can move several-fold for some cases (a host that moves the
-guest's CPUs, ranks that share a core: docs/method.md rules 19 and 24), so a verdict between two single runs needs a change
+guest's CPUs, ranks that share a core: docs/method.md rules 19 and 24), so a verdict between two single runs needs a
+change
 larger than any such jump (comparison/calibration.py). Several runs a side show that spread
 themselves: each side's runs are merged as rounds (comparison/rounds.py), and compare bounds a
 case's between-run noise by how far its runs moved (a t interval of the runs' log ratios, its

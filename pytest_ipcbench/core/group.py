@@ -4,7 +4,8 @@ Two implementations share one interface:
 
 * :class:`MPIGroup` wraps an mpi4py communicator (every rank runs the same program, SPMD);
 * :class:`~.local.LocalGroup` (in ``core/local.py``) joins the calling process (rank 0) with worker
-  processes started by :class:`~.local.LocalWorld` (spawn), so backends that do not need MPI are tested with several ranks
+  processes started by :class:`~.local.LocalWorld` (spawn), so backends that do not need MPI are tested with several
+  ranks
   by plain ``pytest`` too. Rank 0 is the hub; collectives go through one pipe per worker.
   Before a run, rank 0 sends the workers its run-time registrations of backends and payload
   kinds (a conftest.py's ``register_backend``), which a spawned process would not have.

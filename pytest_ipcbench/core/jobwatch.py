@@ -89,7 +89,9 @@ _BAD_PID = re.compile(r"^=\s+PID (\d+) RUNNING AT")
 _BAD_CODE = re.compile(r"^=\s+(?:EXIT CODE|KILLED BY SIGNAL): (\d+)")
 _EXIT_STRING = re.compile(r"EXIT STRING: (.*\(signal (\d+)\))")
 #: a rank's own reaper (core/reaper.py) read the same zombie: whichever of the two got it says how
-_REAPER_SAYS = re.compile(r"^ipcbench: rank \d+ \(pid (\d+)\)(?: first)? (was killed by signal \d+ \(\w+\)|exited with code \d+)")
+_REAPER_SAYS = re.compile(
+    r"^ipcbench: rank \d+ \(pid (\d+)\)(?: first)? (was killed by signal \d+ \(\w+\)|exited with code \d+)"
+)
 
 
 def _pmi_rank(pid: int) -> int | None:

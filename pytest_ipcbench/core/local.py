@@ -508,8 +508,10 @@ class LocalWorld:
         try:
             hooks = pickle.dumps(before_ranks_hooks())
         except Exception as exc:
-            raise GroupError(f"{label or 'rank 0'}: its before_ranks hooks cannot reach a process of their own "
-                             f"(define the backend class at the top level of a module): {describe_failure(exc)}") from exc
+            raise GroupError(
+                f"{label or 'rank 0'}: its before_ranks hooks cannot reach a process of their own "
+                f"(define the backend class at the top level of a module): {describe_failure(exc)}"
+            ) from exc
         host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path, hooks,
                                                                    probe_there, hint),
                                  name="ipcbench-rank0", daemon=False)  # it starts workers of its own
@@ -554,7 +556,9 @@ class LocalWorld:
                 raise GroupError(f"{label}: rank 0 (pid {host.pid}) {text}{f'; {hint}' if hint else ''}")
             with open(fault_path, errors="replace") as f:
                 step = _crash_step(f.read())
-            how = f"was killed by signal {-code} ({procs.signal_name(-code)})" if code < 0 else f"exited with code {code}"
+            how = (
+                f"was killed by signal {-code} ({procs.signal_name(-code)})" if code < 0 else f"exited with code {code}"
+            )
             raise GroupError(f"{label}: rank 0 (pid {host.pid}) {how}{f' in {step}' if step else ''}; "
                              "the session goes on")
         finally:

@@ -71,7 +71,11 @@ def check_links(folder: Path) -> None:
             raise _oserror(Path(nxt), exc) from None
         if stat.S_ISLNK(st.st_mode):
             if st.st_uid != me and (final or st.st_uid != 0):
-                raise _not_yours(Path(nxt), st.st_uid, f"is a symlink that {'points to ' + os.readlink(nxt) + ' and ' if final else ''}")
+                raise _not_yours(
+                    Path(nxt),
+                    st.st_uid,
+                    f"is a symlink that {'points to ' + os.readlink(nxt) + ' and ' if final else ''}",
+                )
             hops += 1
             if hops > 40:
                 raise OutputFolderError(f"{folder}: too many levels of symbolic links")

@@ -57,7 +57,9 @@ def check_size(nbytes: int, text: Any = None) -> int:
     """
     memory = machine_memory()
     if memory and nbytes > memory:
-        shown = f"{text!r} ({Decimal(nbytes):.3g} bytes)" if text is not None and str(text) != str(nbytes) else f"{nbytes}"
+        shown = (
+            f"{text!r} ({Decimal(nbytes):.3g} bytes)" if text is not None and str(text) != str(nbytes) else f"{nbytes}"
+        )
         raise SizeTooLarge(
             f"size {shown} is more than this machine's memory ({memory / 1e9:.3g} GB): a payload must fit in it"
         )

@@ -199,5 +199,17 @@ class Backoff:
         return True
 
 
-__all__ = ["WAITS", "WAIT_ENV", "Backoff", "Spin", "default_wait", "pacer", "parse_wait", "precise_sleeps", "resolve_wait",
-           "restore_wait_state", "set_default_wait", "wait_state"]
+__all__ = [
+    "WAITS",
+    "WAIT_ENV",
+    "Backoff",
+    "Spin",
+    "default_wait",
+    "pacer",
+    "parse_wait",
+    "precise_sleeps",
+    "resolve_wait",
+    "restore_wait_state",
+    "set_default_wait",
+    "wait_state",
+]

@@ -216,7 +216,9 @@ def write_files(root: Path, workflow: str | None, install: str, python: str = DE
         gate_path = root / workflow
         todo.append((gate_path, texts.pop("gate"), "perf gate workflow (pull_request)"))
         for name, text in texts.items():
-            what = "its pull request comment (workflow_run)" if "comment" in name else "asv history to GitHub Pages (push)"
+            what = (
+                "its pull request comment (workflow_run)" if "comment" in name else "asv history to GitHub Pages (push)"
+            )
             todo.append((gate_path.with_name(name), text, what))
     if asv:
         conf = dict(ASV_CONF, project=_project_name(pyproject) or project.name)

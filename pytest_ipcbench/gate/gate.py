@@ -281,7 +281,9 @@ def run_gate(opts: GateOptions) -> int:
 
     injected = {INJECT_ENV: format_injection(opts.inject)} if opts.inject else {}
     if injected:
-        print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)", flush=True)
+        print(
+            f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)", flush=True
+        )
 
     latest: dict[str, ResultSet] = {}  # the sides merged from every round so far
 

@@ -9,7 +9,8 @@ and keeps phase 1 minus phase 2 per counter: the messages' cost, not the harness
 (a local group's barrier is pipe reads and writes; an MPI one may sleep). A counter is exact when
 every repeat gave the same total; else it is statistical with its spread. Then a pass of its own
 with tracemalloc (tracing slows every allocation, so it never shares a pass with the others)
-takes each iteration's bytes allocated and allocation peak above its start (core/probes.AllocProbe). Timed samples are never touched.
+takes each iteration's bytes allocated and allocation peak above its start (core/probes.AllocProbe). Timed samples are
+never touched.
 """
 
 from __future__ import annotations

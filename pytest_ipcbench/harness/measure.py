@@ -176,7 +176,9 @@ def _finish(cases: list[_Case], plans: list[Plan], group: Group,
     return results
 
 
-def _count_cases(cases: list[_Case], plans: list[Plan], group: Group, settings: BenchSettings) -> list[Counters | str | None]:
+def _count_cases(
+    cases: list[_Case], plans: list[Plan], group: Group, settings: BenchSettings
+) -> list[Counters | str | None]:
     """Collective: the counting pass of every case (harness/count.py), after all timed rounds.
 
     Rank 0 gets each case's Counters, or the reason it has none; the others get Nones.
@@ -312,7 +314,9 @@ def _bench_pinned(group: Group, backends: Sequence[BackendSpec], payload: Payloa
     return results
 
 
-def _bench_rank0(group: Group, backend: BackendSpec, payload: Payload, scenario: str, settings: BenchSettings | None) -> Result | None:
+def _bench_rank0(
+    group: Group, backend: BackendSpec, payload: Payload, scenario: str, settings: BenchSettings | None
+) -> Result | None:
     return bench(group, backend, payload, scenario, settings)
 
 

@@ -3,7 +3,8 @@
 For each backend, mode, scenario and size, :func:`compare_on` times the backend and its
 reference (:mod:`.references`) with the same harness, interleaved (``bench_interleaved``: A B A
 B ..., docs/method.md rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks`` (default 2), and keeps
-the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth = bytes / latency) and
+the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth =
+bytes / latency) and
 ``stream`` (time per delivered message, channels only).
 
 **The target** (docs/method.md rule 17): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at
@@ -374,5 +375,15 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["REF_COUNTERS", "RefRow", "SIZES", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on",
-           "run_refchecks"]
+__all__ = [
+    "REF_COUNTERS",
+    "RefRow",
+    "SIZES",
+    "missing_reference",
+    "stream_modes",
+    "stream_notes",
+    "TARGET_FACTOR",
+    "TARGET_SLACK",
+    "compare_on",
+    "run_refchecks",
+]

@@ -60,8 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="every configuration, up to XXXLarge (440 MB)")
     p.add_argument("--methods", default="all", help=f"comma list of {', '.join(METHOD_NAMES)}")
     p.add_argument("--shapes", default="1d,2d")
-    p.add_argument("--out", default=None, help="results JSON file (written by rank 0); `ipcbench report FILE` makes the tables")
-    p.add_argument("--case-time", type=float, default=DEFAULT_CASE_TIME, help="seconds of timed transfers per case, all rounds")
+    p.add_argument(
+        "--out", default=None, help="results JSON file (written by rank 0); `ipcbench report FILE` makes the tables"
+    )
+    p.add_argument(
+        "--case-time", type=float, default=DEFAULT_CASE_TIME, help="seconds of timed transfers per case, all rounds"
+    )
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="interleaved rounds per case")
     p.add_argument("--quiet-waits", action="store_true",
                    help="the harness's barriers sleep instead of waiting in MPI (docs/method.md rule 18; "

@@ -49,7 +49,9 @@ DEFAULT_CASE_TIME = 1.5
 MAX_TRANSFERS = 1_000
 
 
-def matrix_settings(case_time: float = DEFAULT_CASE_TIME, rounds: int = DEFAULT_ROUNDS, **changes: Any) -> BenchSettings:
+def matrix_settings(
+    case_time: float = DEFAULT_CASE_TIME, rounds: int = DEFAULT_ROUNDS, **changes: Any
+) -> BenchSettings:
     """The harness settings of one round: ``case_time`` shared among the ``rounds``."""
     if case_time <= 0:
         raise ValueError(f"case_time must be positive, got {case_time}")
@@ -139,9 +141,14 @@ def _pooled(results: list[Result | None], method: str, **extra: Any) -> Result:
         scenario=SCENARIO,
         backend=method,
         samples=samples,
-        extra={**first.extra, "timing": "harness broadcast: per transfer, max over every rank (root included)", **extra},
-        verified=Verified(sum(r.verified.checked for r in got if r.verified),
-                          sum(r.verified.failed for r in got if r.verified)),
+        extra={
+            **first.extra,
+            "timing": "harness broadcast: per transfer, max over every rank (root included)",
+            **extra,
+        },
+        verified=Verified(
+            sum(r.verified.checked for r in got if r.verified), sum(r.verified.failed for r in got if r.verified)
+        ),
         plan={"rounds": [r.plan for r in got]},
     )
 

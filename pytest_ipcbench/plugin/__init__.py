@@ -31,13 +31,9 @@ from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixt
 from .settings import add_pytest_options, describe, marker_kwargs, resolve_settings
 
 # fixtures and hooks written in their own modules (one concern each), registered with this plugin
-pytest_plugins = [
-    "pytest_ipcbench.plugin.fixtures.shared",
-    "pytest_ipcbench.plugin.fixtures.bench",
-    "pytest_ipcbench.plugin.fixtures.mpi_methods",
-    "pytest_ipcbench.plugin.fixtures.conformance",
-    "pytest_ipcbench.plugin.terminate",  # SIGTERM and SIGHUP end a plain run like a Ctrl-C
-]
+# (terminate: SIGTERM and SIGHUP end a plain run like a Ctrl-C)
+pytest_plugins = [*(f"pytest_ipcbench.plugin.fixtures.{m}" for m in ("shared", "bench", "mpi_methods", "conformance")),
+                  "pytest_ipcbench.plugin.terminate"]
 
 IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode"})
 MARKER_HELP = (
@@ -78,8 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             from mpi4py import MPI
         except ImportError as exc:
-            raise pytest.UsageError(
-                "--with-mpi: the ipcbench plugin needs mpi4py (pip install 'pytest-ipcbench[mpi]')") from exc
+            raise pytest.UsageError("--with-mpi: the ipcbench plugin needs mpi4py "
+                                    "(pip install 'pytest-ipcbench[mpi]')") from exc
         comm = MPI.COMM_WORLD
     rank = comm.Get_rank() if comm is not None else 0
     if comm is not None:
@@ -282,7 +278,8 @@ def _backend_fixture(name: str) -> Any:
     def fixture(request: pytest.FixtureRequest, ipc_mode: str) -> BackendSpec:
         return _backend_spec(request, name, ipc_mode)
 
-    fixture.__doc__ = f"A BackendSpec of the {name} backend in ``ipc_mode`` (skipped with the reason where it cannot run)."
+    fixture.__doc__ = (f"A BackendSpec of the {name} backend in ``ipc_mode`` "
+                       "(skipped with the reason where it cannot run).")
     fixture.__name__ = backend_fixture_name(name)
     return pytest.fixture(name=fixture.__name__)(fixture)
 

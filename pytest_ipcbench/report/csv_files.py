@@ -102,7 +102,9 @@ def csv_rows(results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
             "send_MB_per_s": r.nbytes / send / 1e6 if send else None,
             "delivered_MB_per_s": r.nbytes / deliv / 1e6 if deliv else None,
         })
-    for r in sorted(by_scenario(results, "granularity"), key=lambda r: (backend_order(r.backend), r.mode, r.extra.get("work_s", 0))):
+    for r in sorted(
+        by_scenario(results, "granularity"), key=lambda r: (backend_order(r.backend), r.mode, r.extra.get("work_s", 0))
+    ):
         rt, work, over = median_of(r, "roundtrip"), median_of(r, "work"), median_of(r, "overhead")
         out["granularity_summary.csv"].append({
             **_case(r), "work_s": r.extra.get("work_s"), "roundtrip_median_s": rt,

@@ -201,7 +201,9 @@ def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d
             for config in configs:
                 rows = groups[(ranks, shape, config)]
                 best = rows[0].median
-                parts.append(f"#### {_size_label(config, rows[0].nbytes)} (C++ benchmark: {CPP_SIZE_LABELS.get(config, '?')})")
+                parts.append(
+                    f"#### {_size_label(config, rows[0].nbytes)} (C++ benchmark: {CPP_SIZE_LABELS.get(config, '?')})"
+                )
                 parts.append(
                     _table(
                         ("Rank", "Method", "Time", "vs best", "IQR / median", "samples"),
@@ -409,7 +411,9 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_cpp: boo
         for j, shape in enumerate(shapes):
             ax = axes[i][j]
             for m in methods:
-                pts = sorted((r.nbytes, r.median) for r in rows if r.ranks == ranks and r.shape == shape and r.method == m)
+                pts = sorted(
+                    (r.nbytes, r.median) for r in rows if r.ranks == ranks and r.shape == shape and r.method == m
+                )
                 if pts:
                     x, y = zip(*pts)
                     ax.plot(x, y, marker="o", ms=3.5, lw=1.4, label=m, color=colors[m])

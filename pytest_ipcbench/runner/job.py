@@ -45,8 +45,7 @@ from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
 from ..core.payloads import PAYLOADS
 from ..core.procs import has_module
-from ..harness.inrun import PIPE_REFERENCE_SIZES, copy_result, pipe_pingpong_result
-from ..harness.payload import payload_bytes
+from ..harness.measure import PIPE_REFERENCE_SIZES, copy_result, payload_bytes, pipe_pingpong_result
 from ..harness.physics import below_physics, judge
 from ..harness.scenarios import PAIR_SCENARIOS, SCENARIOS, quiet_barrier
 from ..report import headline, write_report
@@ -84,8 +83,7 @@ class RunOptions:
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
     pin: str | None = None  # none | core (core/affinity.py); None: BenchSettings' default
     results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
-    # the counting pass (harness/count.py): off unless asked for (--count): it added 60-130% to a
-    # run's wall time on a loaded 2-core machine (docs/counters.md, "Cost")
+    # the counting pass (harness/count.py): off unless asked for (--count), it lengthens a run (docs/counters.md, "Cost")
     count: bool | None = None
     # deep mode (harness/deep.py): labels matching these patterns get valgrind's counters after the run
     deep: Sequence[str] = ()
@@ -239,8 +237,7 @@ class Runner:
         rank0 = world is None or world.rank == 0
         cases = build_matrix(opts.level, opts.ranks if world is None else world.size, opts.backends, opts.modes,
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
-        have_mpi = has_module("mpi4py")
-        # no mpi4py...
+        have_mpi = has_module("mpi4py")  # and below, the backends that do not load here (no mpi4py...)
         self.unloadable = {n: why for n in dict.fromkeys(c.backend for c in cases) if (why := load_problem(n))}
         mpi_cases = [c for c in cases if c.phase == "mpi" and have_mpi and not opts.no_mpi]
         local_cases = [c for c in cases if c not in mpi_cases and c.backend not in self.unloadable and (c.phase == "local" or not needs_mpi(c.backend))]
@@ -312,7 +309,6 @@ class Runner:
         opts = self.options
         if rank0:
             self.run_record = RunRecord.start(ranks, group_kind="mpi+local", extra={"level": opts.level},
-                                              # else: from the MPI job
                                               node_sizes=world.node_sizes if world is not None else None)
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")

@@ -294,10 +294,12 @@ def _format_sweep(sweep: dict[str, Any], rounds: int) -> str:
     lines = [f"handle only vs None through the same queue, {rounds} interleaved rounds (medians):"]
     for label, med in sweep["median"].items():
         p10 = sweep.get("p10", {}).get(label, {})
-        lines.append(f"  {label:>6s}  handle {med['handle'] * 1e6:8.1f} us   ping {med['ping'] * 1e6:8.1f} us"
-                     f"   handle/ping {sweep['ratio'][label]:.2f}x   paired {sweep['paired'][label]:.2f}x"
-                     + (f"   (10th percentiles {p10['handle'] * 1e6:.1f} / {p10['ping'] * 1e6:.1f} us)" if p10 else "")
-                     + (f"   release {sweep['release'][label] * 1e6:.1f} us" if label in sweep.get("release", {}) else ""))
+        lines.append(
+            f"  {label:>6s}  handle {med['handle'] * 1e6:8.1f} us   ping {med['ping'] * 1e6:8.1f} us"
+            f"   handle/ping {sweep['ratio'][label]:.2f}x   paired {sweep['paired'][label]:.2f}x"
+            + (f"   (10th percentiles {p10['handle'] * 1e6:.1f} / {p10['ping'] * 1e6:.1f} us)" if p10 else "")
+            + (f"   release {sweep['release'][label] * 1e6:.1f} us" if label in sweep.get("release", {}) else "")
+        )
     for label, why in sweep["skipped"].items():
         lines.append(f"  {label:>6s}  skipped: {why}")
     return "\n".join(lines)
