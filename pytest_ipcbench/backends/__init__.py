@@ -1,8 +1,9 @@
 """IPC backends: one module each, declared as entry points (see base.py for the protocol)."""
 
 # Loaded with the package, so base.py need not import them (each builds on base's Backend):
-# hierarchy sets how a node-local store opens across nodes; references registers ref-<backend>.
-from . import hierarchy, references  # noqa: F401
+# hierarchy sets how a node-local store opens across nodes; references registers ref-<backend>;
+# null is the harness's own floor (a channel that moves nothing).
+from . import hierarchy, null, references  # noqa: F401
 from .base import (
     MODES,
     Backend,

@@ -1,4 +1,4 @@
-"""Seed 004's package keeps to the layout: small modules, no import of the report, one harness."""
+"""The MPI methods' package keeps to the layout: small modules, no import of the report, one harness."""
 
 from __future__ import annotations
 

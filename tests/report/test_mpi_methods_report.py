@@ -134,7 +134,7 @@ def test_seed_comparison_only_for_the_seeds_rank_count(results: list[Result]) ->
 
 
 def test_seed_data_matches_the_seed_tables() -> None:
-    # spot checks against seed 004's tables, and the fastest per size (its 1D-vs-2D table)
+    # spot checks against the C++ benchmark's tables, and the fastest per size (its 1D-vs-2D table)
     assert rep.CPP_FIGURES_US["2d"]["XXXLarge"]["RDMA MPI"] == 3_428_000
     assert rep.CPP_FIGURES_US["1d"]["XXLarge"]["Raw MPI 1D"] == 52_800
     best = {c: min(t, key=t.get) for c, t in rep.CPP_FIGURES_US["2d"].items()}
@@ -191,7 +191,7 @@ def test_pivot_table(results: list[Result]) -> None:
 
 
 def test_rows_use_the_primary_metric_of_harness_results() -> None:
-    """Results of seed 004 on the harness: primary ``transfer`` (max over every rank), not the
+    """Results of the MPI methods on the harness: primary ``transfer`` (max over every rank), not the
     readers' ``completion``; configurations recognised by size when ``extra`` lacks them."""
     r = Result(
         scenario="mpi-method", backend="p2p", mode="native", payload="array1d", size=SIZES["Medium"], ranks=4,

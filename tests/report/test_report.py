@@ -29,12 +29,12 @@ def synthetic() -> ResultSet:
     for (backend, k), mode, kind, size in itertools.product(BACKENDS.items(), ("bytes", "native"),
                                                             ("dict", "ndarray"), (1_000, 100_000, 10_000_000)):
         t = k * (1e-5 + size / 1e9) * (0.5 if mode == "native" else 1.0)
-        kind_of = "channel" if backend != "shm" else "store"
+        delivery = "channel" if backend != "shm" else "store"
         samples = {"write": _samples(t / 3), "read_avg": _samples(t / 2), "read_min": _samples(t / 2.5),
                    "read_max": _samples(t / 1.5), "touched_avg": _samples(t / 1.8), "touched_max": _samples(t / 1.4),
                    "completion": _samples(t), "completion_touched": _samples(t * 1.1)}
         rs.add(Result("broadcast", backend, mode, kind, size, 4, samples, nbytes=size,
-                      kind=kind_of, readers=3, verified=Verified(12, 0)))
+                      delivery=delivery, readers=3, verified=Verified(12, 0)))
     for backend, size in itertools.product(BACKENDS, (1, 1024, 1_000_000)):
         lat = BACKENDS[backend] * (2e-6 + size / 5e9)
         rs.add(Result("pingpong", backend, "native", "buffer", size, 2,
@@ -103,18 +103,18 @@ def test_plots_are_pngs_with_content(written):
         assert img[..., :3].std() > 0.05, name  # not a blank canvas
 
 
-def test_markdown_has_the_seed_tables(written):
+def test_markdown_has_the_tables_people_expect(written):
     out, summary = written
     text = summary.read_text()
     assert "# pytest-ipcbench results" in text
     assert "MPI: MPICH 4.3.0" in text and "oversubscribed: yes" in text and "MB = 10^6" in text
-    assert "| Backend | Mode | Kind | Ranks | Processes | Median write | Median read | Completion p10 | p50 | p90 | p99 |" in text
+    assert "| Backend | Mode | Delivery | Ranks | Processes | Median write | Median read | Completion p10 | p50 | p90 | p99 |" in text
     assert "| Backend | Mode | Ranks | " in text  # tables by size: a row per backend, mode and rank count
     assert "baseline (1.00x)" in text and "x slower" in text
     assert "## Write time against size" in text and "seed 00" not in text.lower() and "## Read time against size" in text
     assert "## Ping-pong latency" in text and "## Stream" in text and "## Granularity" in text
     assert "## Cases that failed" in text and "boom" in text
-    assert "(1000 entries)" in text  # dict sizes are shown as entries too (seed 001)
+    assert "(1000 entries)" in text  # dict sizes are shown as entries too
     assert "## Shared arrays: a 602 MB array" in text
     assert "handle against None" in text and "1.20x" in text and "4.5 µs" in text  # the release
     width = None
