@@ -227,7 +227,8 @@ class Backend(ABC):
             if group.is_mpi:
                 return (f"{cls.name} needs objects made before the ranks start (before_ranks), which mpiexec "
                         "ranks cannot inherit: it runs in local worker processes (plain pytest)")
-        if cls.delivery == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
+        if (cls.delivery == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None
+                and getattr(group, "nodes", 1) > 1):
             from ..core.nodes import layout_of
 
             return (f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)} "

@@ -244,7 +244,8 @@ class LMDBBackend(Backend):
             st = os.statvfs(self.path)
             raise OSError(
                 exc.errno,
-                f"lmdb: cannot reserve {format_bytes(need_end - start)} in {self.path} for a value of {format_bytes(value)}: "
+                f"lmdb: cannot reserve {format_bytes(need_end - start)} in {self.path} for a value of "
+                f"{format_bytes(value)}: "
                 f"{format_bytes(st.f_bavail * st.f_frsize)} free of {format_bytes(st.f_blocks * st.f_frsize)} on its "
                 f"filesystem ({exc.strerror}); set TMPDIR to a folder with more space or use a smaller payload",
             ) from None

@@ -49,8 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None,
                         help="report folder: base.json, head.json, compare.txt, compare.md, gate.log, rounds/ "
                              "(default CACHE/report)")
-    parser.add_argument("--cache-dir", default=None,
-                        help="where the gate keeps its environments (default .ipcbench-gate at the top of the repository)")
+    parser.add_argument("--cache-dir", default=None, help="where the gate keeps its environments "
+                        "(default .ipcbench-gate at the top of the repository)")
     parser.add_argument("--isolated", action="store_true",
                         help="bare environments (default: they share the gate's own packages, so both sides "
                              "run on the same numpy, mpi4py and MPI)")
@@ -59,9 +59,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", action="store_true",
                         help="run each round with its counting pass (ipcbench run --count): the exact counters "
                              "of every case are compared exactly and one that grew fails the gate (exit 1) "
-                             "whatever the times say (docs/counters.md, 'Counter verdicts'); it makes each round longer")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="check the refs and the declared matrices, say what would run, install and measure nothing")
+                             "whatever the times say (docs/counters.md, 'Counter verdicts'); it makes each round "
+                             "longer")
+    parser.add_argument("--dry-run", action="store_true", help="check the refs and the declared matrices, "
+                        "say what would run, install and measure nothing")
     add_decision_options(parser)
 
 
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ipcbench gate: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    opts = GateOptions(inject=inject, base=args.base, head=args.head, rounds=args.rounds, confirm_rounds=args.confirm_rounds,
+    opts = GateOptions(inject=inject, base=args.base, head=args.head, rounds=args.rounds,
+                       confirm_rounds=args.confirm_rounds,
                        budget=args.budget * 60,
                        run_args=args.run_args, out=args.out, cache_dir=args.cache_dir, isolated=args.isolated,
                        timeout=args.timeout, decision=decision(args), skip_unadopted_base=args.skip_unadopted_base,

@@ -87,8 +87,9 @@ SELFCHECK: tuple[Option, ...] = (
     Option("modes", _among(MODES, "mode"), "bytes,native (default native)", flag="--modes", group=REF,
            default=["native"]),
     Option("sizes", sizes, "default 1B,1KB,64KiB,1MB,16MiB", flag="--sizes", group=REF, default=list(SIZES)),
-    Option("scenarios", _among(SCENARIOS, "scenario"), "pingpong,stream,broadcast (default all; broadcast: 1 B - 1 KB, checked against physics)", flag="--scenarios",
-           group=REF, default=list(SCENARIOS)),
+    Option("scenarios", _among(SCENARIOS, "scenario"),
+           "pingpong,stream,broadcast (default all; broadcast: 1 B - 1 KB, checked against physics)",
+           flag="--scenarios", group=REF, default=list(SCENARIOS)),
     Option("time_budget", seconds(), f"seconds of timed iterations per case and side (default {DEFAULT_TIME_BUDGET})",
            flag="--time-budget", group=REF, default=DEFAULT_TIME_BUDGET),
     Option("ref_rounds", whole(1, 10_000), f"interleaved rounds per backend/reference case (default {DEFAULT_ROUNDS})",
@@ -111,7 +112,8 @@ def floor_lines(rows: Sequence[Any]) -> list[str]:
     for r in rows:
         if r.is_floor:
             by_group.setdefault(r.extra.get("group", "?"), []).append(r)
-    return [f"harness floor ({'MPI ranks' if group == 'mpi' else 'local workers'}, the null channel: nothing moved, 1 B): "
+    return [f"harness floor ({'MPI ranks' if group == 'mpi' else 'local workers'}, the null channel: "
+            "nothing moved, 1 B): "
             + ", ".join(f"{r.scenario} {format_time(r.ours)}" for r in rs)
             + " per message; no case can show a change smaller than this" for group, rs in by_group.items()]
 

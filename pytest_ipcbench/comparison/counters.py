@@ -277,7 +277,8 @@ def _calls(parts: dict[str, CounterChange]) -> str:
     dumps, loads = parts.get("pickle.dumps"), parts.get("pickle.loads")
     if dumps is not None and loads is not None and dumps.delta == loads.delta:
         k = dumps.delta
-        return f"{format_count(k, signed=True)} pickle round {'trip' if abs(k) == 1 else 'trips'} (dumps and loads) per message"
+        trips = "trip" if abs(k) == 1 else "trips"
+        return f"{format_count(k, signed=True)} pickle round {trips} (dumps and loads) per message"
     for io, what in ((syscw, "write"), (syscr, "read")):
         if data is not None and io is not None and data.delta == io.delta:
             k = data.delta

@@ -260,7 +260,8 @@ def _serve(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float
                 registry.replay(pickle.loads(payload))
                 replay_error = ""
             except Exception as exc:
-                replay_error = f"could not make rank 0's registrations (register_backend/register_payload) here: {describe_failure(exc)}"
+                replay_error = ("could not make rank 0's registrations (register_backend/register_payload) here: "
+                                + describe_failure(exc))
             continue
         if tag != _RUN:
             continue  # a stray collective message after an abort

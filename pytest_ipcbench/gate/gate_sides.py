@@ -44,7 +44,8 @@ def resolve_commit(repo: Path, ref: str) -> str:
     )
     if proc.returncode != 0 or not proc.stdout.strip():
         shallow = git(repo, "rev-parse", "--is-shallow-repository", check=False) == "true"
-        hint = " (this clone is shallow: fetch the full history, e.g. actions/checkout with fetch-depth: 0)" if shallow else ""
+        hint = (" (this clone is shallow: fetch the full history, e.g. actions/checkout with fetch-depth: 0)"
+                if shallow else "")
         raise GateError(f"cannot resolve {ref!r} to a commit{hint}")
     return proc.stdout.strip()
 
@@ -314,7 +315,8 @@ def run_help(side: Side, scratch: Path, timeout: float) -> str:
     may predate one)."""
     if not side.run_help:
         assert side.venv is not None
-        cmd = [*consumer.run_command(side.bin / "python")] if side.config is not None else [str(side.bin / "ipcbench"), "run"]
+        cmd = ([*consumer.run_command(side.bin / "python")] if side.config is not None
+               else [str(side.bin / "ipcbench"), "run"])
         proc = subprocess.run([*cmd, "--help"], capture_output=True, text=True, cwd=scratch,
                               env=_side_env(side.venv), timeout=min(timeout, 300))
         side.run_help = proc.stdout or " "

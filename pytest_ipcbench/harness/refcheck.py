@@ -5,7 +5,8 @@ One cohesive thing: the reference checks of ``ipcbench selfcheck``, their cases,
 For each backend, mode, scenario and size, :func:`compare_on` times the backend and its
 reference (:mod:`.references`) with the same harness, interleaved (``bench_interleaved``: A B A
 B ..., docs/method.md rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks`` (default 2), and keeps
-the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth = bytes / latency) and
+the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth =
+bytes / latency) and
 ``stream`` (time per delivered message, channels only).
 
 **The target** (docs/method.md rule 17): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at

@@ -201,7 +201,11 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
 
             def cell(r: Result) -> str:
                 eff = efficiency(r, copies)
-                return f"{format_rate(r.bandwidth())} ({format_percent(eff)})" if eff is not None else format_rate(r.bandwidth())
+                return (
+                    f"{format_rate(r.bandwidth())} ({format_percent(eff)})"
+                    if eff is not None
+                    else format_rate(r.bandwidth())
+                )
 
             out += [f"### {kind}", "", _by_size_table(of_kind, cell), ""]
     pp = by_scenario(results, "pingpong")

@@ -92,7 +92,9 @@ def _series(results: Iterable[Result], value: Callable[[Result], float | None]
         v = value(r)
         if v is not None and math.isfinite(v) and v > 0:
             lines[(r.backend, r.mode, r.group)].append((max(r.nbytes, 1), v))
-    return {k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2]))}
+    return {
+        k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2]))
+    }
 
 
 def _band(results: Iterable[Result], metric: str) -> list[tuple[int, float, float]]:
@@ -192,7 +194,9 @@ def plot_granularity(results: Sequence[Result], path: Path, colours: Colours | N
     groups: dict[tuple[str, str, str], list[Result]] = defaultdict(list)
     for r in res:
         groups[(r.backend, r.mode, r.group)].append(r)
-    for (backend, mode, group), rs in sorted(groups.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2])):
+    for (backend, mode, group), rs in sorted(
+        groups.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2])
+    ):
         rs.sort(key=lambda r: r.extra.get("work_s", 0))
         work = [max(r.extra.get("work_s", 0), 1e-6) for r in rs]
         over = [median_of(r, "overhead") for r in rs]
@@ -225,11 +229,16 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
     Figure, Canvas = _mpl()
     fig = Figure(figsize=(13.5, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
-    for metric, ax, what in (("delivered", ax1, "delivered (acknowledged)"), ("send", ax2, "send-only (write() returned)")):
+    for metric, ax, what in (
+        ("delivered", ax1, "delivered (acknowledged)"),
+        ("send", ax2, "send-only (write() returned)"),
+    ):
         for (backend, mode, group), pts in _series(
                 res, lambda r, m=metric: (r.nbytes / median_of(r, m)) if median_of(r, m) else None).items():
             xs, ys = zip(*pts)
-            ax.plot(xs, ys, label=series_label(backend, mode, group), **_style(backend, mode, colours or colour_order(res)))
+            ax.plot(
+                xs, ys, label=series_label(backend, mode, group), **_style(backend, mode, colours or colour_order(res))
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"stream to every reader: {what}")
