@@ -400,7 +400,8 @@ def run_refchecks(
     rows = [r for r in rows if not r.extra.get("error")]
     check_physics(rows)
     order = {name: i for i, name in enumerate(backends)}
-    rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), -1 if r.is_floor else order.get(r.backend, 99), MODES.index(r.mode), r.size))
+    rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), -1 if r.is_floor else order.get(r.backend, 99),
+                             MODES.index(r.mode), r.size))
     return rows, problems
 
 
@@ -449,5 +450,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["REF_COUNTERS", "RefRow", "SIZES", "beyond_largest", "skipped_cases", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on",
-           "run_refchecks"]
+__all__ = ["REF_COUNTERS", "RefRow", "SIZES", "beyond_largest", "skipped_cases", "missing_reference", "stream_modes",
+           "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on", "run_refchecks"]

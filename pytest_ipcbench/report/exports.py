@@ -149,7 +149,8 @@ def pytest_benchmark(rs: ResultSet) -> dict[str, Any]:
     system, _, release = str(env.get("platform", platform.platform())).partition("-")
     return {
         "machine_info": {"node": str(env.get("host", "")), "processor": str(env.get("cpu", "")),
-                         "machine": platform.machine(), "python_implementation": str(env.get("python", "")).split(" ")[0],
+                         "machine": platform.machine(),
+                         "python_implementation": str(env.get("python", "")).split(" ")[0],
                          "python_version": str(env.get("python", "")).split(" ")[-1], "system": system,
                          "release": release, "cpu": {"brand_raw": str(env.get("cpu", "")), "count": env.get("cores")}},
         "commit_info": {"id": str(git.get("commit") or ""), "dirty": bool(git.get("dirty", False)), "project": "",

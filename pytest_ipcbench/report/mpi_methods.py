@@ -1,4 +1,5 @@
-"""Report of the MPI method matrix (scenario ``mpi-method``): the original C++ benchmark's tables, a plot, a C++ comparison.
+"""Report of the MPI method matrix (scenario ``mpi-method``): the original C++ benchmark's tables, a plot,
+a C++ comparison.
 
 One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows.
 
@@ -123,6 +124,12 @@ class Row:
     q1: float
     q3: float
     n: int
+
+
+def _cpp_name(method: str) -> str:
+    """The C++ benchmark's name for ``method`` (the shortest of its names there)."""
+    return ", ".join(sorted({CPP_EQUIVALENT[s][method] for s in CPP_EQUIVALENT if method in CPP_EQUIVALENT[s]},
+                            key=len)[:1])
 
 
 def method_results(results: Iterable[Result]) -> list[Result]:
@@ -344,8 +351,7 @@ def cpp_comparison_table(results: Iterable[Result], ranks: int | None = CPP_RANK
     for c in comps:
         cells[(c.ranks, c.shape, c.config)][c.method] = c
     header = ["Config", "Shape", "Ranks"] + [
-        f"{m} (C++ {', '.join(sorted({CPP_EQUIVALENT[s][m] for s in CPP_EQUIVALENT if m in CPP_EQUIVALENT[s]}, key=len)[:1])})"
-        for m in methods
+        f"{m} (C++ {_cpp_name(m)})" for m in methods
     ]
     rows = []
     for (r, shape, config), by_method in cells.items():
@@ -468,8 +474,8 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
     parts = [
         "# MPI transfer methods: 1D and ragged 2D int32 data",
         "Median time per transfer from rank 0 to every rank; each sample is one transfer timed by "
-        "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. C++ figures: the C++ MPI "
-        f"benchmark these methods come from, {CPP_RANKS} processes.",
+        "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. "
+        f"C++ figures: the C++ MPI benchmark these methods come from, {CPP_RANKS} processes.",
     ]
     if plot_name:
         parts.append(f"![time vs size]({plot_name})")

@@ -92,8 +92,8 @@ def table(rows: Sequence[RefRow]) -> str:
     for r in rows:
         alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
         lines.append(
-            f"{r.scenario:<8} {r.ranks:>1} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7} {format_time(r.ours):>9} "
-            f"{format_time(r.ref):>9} {_ratio_cells(r)} "
+            f"{r.scenario:<8} {r.ranks:>1} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7} "
+            f"{format_time(r.ours):>9} {format_time(r.ref):>9} {_ratio_cells(r)} "
             f"{_bw(r, r.ours):>10} {_bw(r, r.ref):>7} {alloc:>6}  {r.verdict:<7} {r.reference or '(none)'}"
         )
     lines.append(
@@ -112,14 +112,16 @@ def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
     if env:
         out += [", ".join(f"{k}: {v}" for k, v in env.items()), ""]
     out += [
-        "| scenario | backend | mode | size | ours | reference | overhead | ratio (95% CI) | alloc | target | reference |",
+        "| scenario | backend | mode | size | ours | reference | overhead | ratio (95% CI) | alloc | target "
+        "| reference |",
         "|---|---|---|---:|---:|---:|---:|---|---:|---|---|",
     ]
     for r in rows:
         alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
         out.append(
             f"| {r.scenario} | {r.backend} | {r.mode} | {size_label(r.size)} | {format_time(r.ours)} | "
-            f"{format_time(r.ref)} | {format_time(r.overhead) if r.overhead >= 0 else '-' + format_time(-r.overhead)} | "
+            f"{format_time(r.ref)} | "
+            f"{format_time(r.overhead) if r.overhead >= 0 else '-' + format_time(-r.overhead)} | "
             f"{f'{r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f})' if r.has_reference else '-'} | {alloc} | {r.verdict} | "
             f"{r.reference or '(none)'} |"
         )

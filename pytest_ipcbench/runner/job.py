@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import BACKENDS, MODES, backend_names, parse_wait, set_default_wait
+from ..backends.base import BACKENDS, MODES, backend_names, holds_payload_in_shm, parse_wait, set_default_wait
 from ..comparison.compare_notes import host_state_change
 from ..core.cpu_pair import NBYTES as CROSS_CPU_BYTES, cross_cpu_copy
 from ..core.envinfo import INJECT_ENV, describe as describe_env
@@ -42,6 +42,7 @@ from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
 from ..core.payloads import PAYLOADS
 from ..core.procs import has_module
+from ..core.units import admit_sizes
 from ..harness.measure import PIPE_REFERENCE_SIZES, copy_result, payload_bytes, pipe_pingpong_result
 from ..harness.physics import below_physics, judge
 from ..harness.scenarios import PAIR_SCENARIOS, SCENARIOS, quiet_barrier
@@ -80,7 +81,7 @@ class RunOptions:
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
     pin: str | None = None  # none | core (core/affinity.py); None: BenchSettings' default
     results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
-    # the counting pass (harness/count.py): off unless asked for (--count), it lengthens a run (docs/counters.md, "Cost")
+    # the counting pass (harness/count.py): off unless asked for (--count): it lengthens a run (docs/counters.md)
     count: bool | None = None
     # deep mode (harness/deep.py): labels matching these patterns get valgrind's counters after the run
     deep: Sequence[str] = ()
@@ -229,16 +230,15 @@ class Runner:
         opts = self.options
         if opts.wait is not None:
             set_default_wait(opts.wait)  # exported: the mpiexec job and local workers follow it
-        world = None
-        if in_mpi_job():
-            world = MPIGroup.world()
+        world = MPIGroup.world() if in_mpi_job() else None
         rank0 = world is None or world.rank == 0
         cases = build_matrix(opts.level, opts.ranks if world is None else world.size, opts.backends, opts.modes,
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
         have_mpi = has_module("mpi4py")  # and below, the backends that do not load here (no mpi4py...)
         self.unloadable = {n: why for n in dict.fromkeys(c.backend for c in cases) if (why := load_problem(n))}
         mpi_cases = [c for c in cases if c.phase == "mpi" and have_mpi and not opts.no_mpi]
-        local_cases = [c for c in cases if c not in mpi_cases and c.backend not in self.unloadable and (c.phase == "local" or not needs_mpi(c.backend))]
+        local_cases = [c for c in cases if c not in mpi_cases and c.backend not in self.unloadable
+                       and (c.phase == "local" or not needs_mpi(c.backend))]
         dropped = [c for c in cases if c not in mpi_cases and c not in local_cases]
         methods = None
         if extra_selected(opts, METHODS_BLOCK) and have_mpi and not opts.no_mpi:
@@ -259,8 +259,8 @@ class Runner:
                 for block, on in ((METHODS_BLOCK, methods), (SHARED_ARRAYS_BLOCK, shared_arrays)):
                     if on:
                         print(f"extra {block}")
-                print(f"{len(mpi_cases) + len(local_cases)} cases"
-                      + (" + MPI transfer methods" if methods else "") + (" + shared-array experiment" if shared_arrays else ""))
+                print(f"{len(mpi_cases) + len(local_cases)} cases" + (" + MPI transfer methods" if methods else "")
+                      + (" + shared-array experiment" if shared_arrays else ""))
             return 0
         # deep mode runs after the timed run, from the launching command (it starts mpiexec under valgrind)
         self.deep_cases = [c for c in mpi_cases + local_cases if c.scenario in ("broadcast", "pingpong", "stream")
@@ -271,12 +271,10 @@ class Runner:
                       "itself)", file=sys.stderr)
             self.deep_cases = []
         elif opts.deep and not self.deep_cases:
-            raise UsageError(f"--deep {','.join(opts.deep)} matches no broadcast, ping-pong or stream case (see --list)")
+            raise UsageError(f"--deep {','.join(opts.deep)} matches no broadcast, ping-pong or stream case "
+                             "(see --list)")
         ranks = opts.ranks if world is None else world.size
         if world is None:  # the launching command: sizes that cannot fit are refused before any rank starts
-            from ..backends import holds_payload_in_shm
-            from ..core.units import admit_sizes
-
             for c in mpi_cases + local_cases:
                 admit_sizes(c.size, c.ranks, f"{c.label}: size", in_shm=holds_payload_in_shm(c.backend))
         self.claim_folder(world)
@@ -307,7 +305,8 @@ class Runner:
         opts = self.options
         if rank0:
             self.run_record = RunRecord.start(ranks, group_kind="mpi+local", extra={"level": opts.level},
-                                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
+                                              # None: the MPI job's, later
+                                              node_sizes=world.node_sizes if world is not None else None)
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")
                   + (", shared-array experiment" if shared_arrays else "") + f" -> {self.out}")
@@ -323,7 +322,8 @@ class Runner:
                 self.log(f"skipped {c.label}: {text}")
                 skipped.setdefault(text if c.backend not in self.unloadable else "unload", set()).add(c.backend)
         for text, names in skipped.items() if rank0 else ():  # the backends that do not load: one line, one example
-            print(f"  skipped: the cases of {', '.join(sorted(names))}: " + (text if text != "unload" else f"they do not load here (run.log: each); {self.unloadable[min(names)]}"))
+            print(f"  skipped: the cases of {', '.join(sorted(names))}: " + (text if text != "unload" else
+                  f"they do not load here (run.log: each); {self.unloadable[min(names)]}"))
         total = 1 + len(mpi_cases) + len(local_cases) + (1 if methods else 0) + (1 if shared_arrays else 0)
         progress = Progress(total, opts.progress if rank0 else "none")
         t0 = time.monotonic()
@@ -340,7 +340,6 @@ class Runner:
                 self.local_phase(local_cases, progress)
                 if shared_arrays:
                     self.shared_arrays_phase(progress)
-            if rank0:
                 copies = self.copy_phase(mpi_cases + local_cases, None)  # again: the faster one counts
             if world is not None:
                 quiet_barrier(world)
@@ -357,8 +356,9 @@ class Runner:
         env: dict[str, Any] = {}
         if self.mpi.mpi_env.get("mpi"):
             env["mpi"] = self.mpi.mpi_env["mpi"]
-        if self.mpi.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
-            env["nodes"], env["ranks_per_node"] = len(self.mpi.mpi_env["ranks_per_node"]), self.mpi.mpi_env["ranks_per_node"]
+        per_node = self.mpi.mpi_env.get("ranks_per_node")
+        if per_node:  # the MPI job's node layout (the launcher sees one host)
+            env["nodes"], env["ranks_per_node"] = len(per_node), per_node
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
