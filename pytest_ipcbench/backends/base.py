@@ -329,11 +329,12 @@ class Backend(ABC):
 def _check_backend(name: str, obj: Any, where: str) -> type[Backend]:
     if not (isinstance(obj, type) and issubclass(obj, Backend)):
         raise ExtensionError(f"backend {name!r} from {where}: expected a subclass of Backend, got {obj!r}")
-    if not hasattr(obj, "delivery") and getattr(obj, "kind", None) in DELIVERIES:
+    kind = getattr(obj, "kind", None)
+    if not hasattr(obj, "delivery") and kind in DELIVERIES:
         # a plugin written before 0.2 said ``kind = "store"``; its file keeps working
         warnings.warn(f"backend {name!r} ({obj.__qualname__}): `kind` is now `delivery` (a store or a channel)",
                       DeprecationWarning, stacklevel=2)
-        obj.delivery = obj.kind
+        obj.delivery = kind
     if getattr(obj, "delivery", None) not in DELIVERIES:
         raise ExtensionError(
             f"backend {name!r} ({obj.__qualname__}): delivery must be 'store' or 'channel', "

@@ -162,7 +162,7 @@ class MPIPkl5Backend(_MPIBackend):
         self._pkl5 = pkl5.Intracomm(self.comm)
 
     def close(self) -> None:
-        self._pkl5 = None
+        self.__dict__.pop("_pkl5", None)  # the wrapper of self.comm goes with it
         super().close()
 
     def write(self, obj: Any) -> None:
@@ -279,7 +279,7 @@ class _BufferBackend(_MPIBackend):
         # blocking and nonblocking collectives do not match: every rank takes the root's strategy
         self.wait = self.comm.bcast(self.wait, root=self.root)
         self._head = np.zeros(max(self.HEAD_MAX, self.HEAD_CAP), dtype=np.uint8)
-        self._head_view = memoryview(self._head)
+        self._head_view = self._head.data
         self._head_size = self.HEAD_MAX  # both sides: the size of the next head
         self._meta_cache: dict[Any, bytes] = {}  # writer: array spec -> pickled meta
         self._desc_cache: dict[bytes, Any] = {}  # reader: meta -> description
@@ -520,6 +520,7 @@ class MPIP2PBackend(_BufferBackend):
 
     def _recv_head(self) -> None:
         request = self._head_request
+        assert request is not None, "read() after setup()"
         request.Start()
         self._wait(request, "the head message (Irecv)", cancel=True)
 
