@@ -403,6 +403,7 @@ class LocalWorld:
                 daemon=True,
             )
             proc.start()
+            assert proc.pid is not None  # started
             self.pids.append(proc.pid)
             there.close()
             probe.close()

@@ -320,7 +320,8 @@ def _tree_cpu_ticks() -> int:
             ticks[int(entry)] = sum(int(x) for x in fields[11:15])
         except (OSError, ValueError, IndexError):
             continue
-    below, frontier = set(), {os.getpid()}
+    below: set[int] = set()
+    frontier = {os.getpid()}
     while frontier:
         frontier = {c for c, parent in parent_of.items() if parent in frontier} - below
         below |= frontier

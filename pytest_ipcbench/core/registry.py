@@ -258,7 +258,7 @@ def _describe_ep(ep: importlib.metadata.EntryPoint) -> str:
 def _reference(name: str, obj: Any, origin: Any, what: str) -> Reference:
     module_name = origin.__name__ if isinstance(origin, types.ModuleType) else getattr(origin, "__module__", None)
     module = sys.modules.get(module_name or "")
-    if module is None:
+    if module is None or not module_name:
         raise ExtensionError(f"cannot register {what} {name!r}: the module of {origin!r} is not known")
     file = getattr(module, "__file__", None)
     qualname = getattr(obj, "__qualname__", None) if isinstance(obj, (type, types.FunctionType)) else None

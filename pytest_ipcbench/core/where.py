@@ -51,7 +51,7 @@ def locate(frame: FrameType | None) -> tuple[str, str]:
     while frame is not None:
         name = frame.f_code.co_name
         if name in STEPS:
-            owner = frame.f_locals.get("self")
+            owner: Any = frame.f_locals.get("self")
             if _is_backend(owner):
                 step = f"{type(owner).name}'s {STEPS[name]}"
                 break

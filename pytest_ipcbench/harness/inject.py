@@ -130,6 +130,7 @@ class DeliveryStretch:
             if mapped is not None:
                 mapped.close()
             return None
+        assert mapped is not None  # every rank mapped it
         slot = readers.index(group.rank) if group.rank in readers else -1
         return cls(mapped, factor, slot, len(readers))
 

@@ -82,7 +82,8 @@ def _over(seg: Segment, offset: int, shape: tuple[int, ...], strides: tuple[int,
 
     numpy checks that the items stay inside the segment (ValueError otherwise).
     """
-    arr = _new_array(cls or SharedNDArray, shape, dtype, seg.anchor(), offset, strides)
+    # a ctypes array is a buffer (numpy's stubs declare the buffer protocol from Python 3.12 on only)
+    arr = _new_array(cls or SharedNDArray, shape, dtype, seg.anchor(), offset, strides)  # type: ignore[arg-type]
     arr._ipcb_seg = seg
     arr._ipcb_off = offset  # the data pointer of an array never moves: pickling needs no lookup
     if readonly:  # as sent; like any read-only view of writable memory, it may be made writable
@@ -215,9 +216,9 @@ class SharedNDArray(np.ndarray):
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
         args = self._send_args()
         if args is not None:
-            sent = _sent.get()
-            if sent is not None:
-                sent.append(self._ipcb_seg)
+            sent, seg = _sent.get(), self._ipcb_seg
+            if sent is not None and seg is not None:  # args: it has a segment
+                sent.append(seg)
             cls = type(self)
             return (_rebuild, args if cls is SharedNDArray else args + (cls,))
         return (_by_value, (self.view(np.ndarray), type(self)))

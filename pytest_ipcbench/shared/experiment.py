@@ -175,11 +175,14 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
                 out["skipped"][label] = str(exc)
                 continue
             out["sizes"].append(int(n))
-        got = {label: {"handle": [], "ping": []} for label in arrays}
+        got: dict[str, dict[str, list[float]]] = {label: {"handle": [], "ping": []} for label in arrays}
         release: dict[str, list[float]] = {label: [] for label in arrays}
         for i in range(max(2, int(rounds)) + 1):
             for label, arr in arrays.items():
-                h = consumer.transfer("q", lambda a=arr: consumer.q.put(a))
+                def put(a: Any = arr) -> Any:  # bound now, called within the timed transfer
+                    return consumer.q.put(a)
+
+                h = consumer.transfer("q", put)
                 dropped = consumer.release_times[-1]
                 p = consumer.transfer("q", lambda: consumer.q.put(None))
                 if i:  # the first round warms both paths (and makes the consumer's mappings)
@@ -268,8 +271,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     paths = PATHS if args.paths is None else tuple(p for p in args.paths.split(",") if p)
     if args.handle_sizes is not None and args.paths is None:
-        sizes = [parse_size(x) for x in args.handle_sizes.split(",") if x]
-        sweep = handle_sweep(sizes, args.repeats)
+        sweep = handle_sweep([parse_size(x) for x in args.handle_sizes.split(",") if x], args.repeats)
         print(json.dumps(sweep, indent=2) if args.json else _format_sweep(sweep, args.repeats))
         return
     if args.handle_sizes is None:  # the sweep by default only when every path runs
