@@ -48,6 +48,7 @@ from typing import Any
 import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily)
 import numpy as np
 
+from ..core.group import comm_of
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
@@ -91,7 +92,7 @@ class _MPIBackend(Backend):
         from mpi4py import MPI
 
         self.MPI = MPI
-        self.comm = self.group.comm  # type: ignore[attr-defined]
+        self.comm = comm_of(self.group)
 
     def close(self) -> None:
         self.comm = None

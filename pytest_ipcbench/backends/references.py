@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import names
+from ..core.group import comm_of
 from .base import Backend, BackendUnavailable, PayloadError, register
 
 _TAG = 0x1CBF
@@ -85,7 +86,7 @@ class _MPIReference(_Reference):
         from mpi4py import MPI
 
         self.MPI = MPI
-        self.comm = self.group.comm  # type: ignore[attr-defined]
+        self.comm = comm_of(self.group)
         self._buf: np.ndarray | None = None
         # blocking and nonblocking collectives do not match: every rank takes the root's strategy
         self.wait = self.comm.bcast(self.wait, root=self.root)

@@ -320,6 +320,13 @@ class MPIGroup(Group):
         return self.comm == MPI.COMM_WORLD
 
 
+def comm_of(group: Group) -> Any:
+    """The mpi4py communicator of ``group``: the backends that need MPI run on an :class:`MPIGroup`."""
+    if not isinstance(group, MPIGroup):
+        raise TypeError(f"an MPI backend runs on an MPIGroup, not on a {type(group).__name__}")
+    return group.comm
+
+
 def in_mpi_job() -> bool:
     """True when this process was started by an MPI launcher (Hydra or Open MPI)."""
     keys = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
@@ -341,6 +348,7 @@ __all__ = [
     "Group",
     "GroupError",
     "MPIGroup",
+    "comm_of",
     "in_mpi_job",
     "launcher_rank_size",
 ]

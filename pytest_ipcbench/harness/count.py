@@ -16,7 +16,6 @@ never touched.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..core.counters import Counters, RankCounters
 from ..core.group import Group
@@ -139,7 +138,7 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
             totals.setdefault("alloc.net_bytes", []).append(nets * n // n_alloc)
     case.record.warm_times.clear()  # the untimed iterations appended there
     mine = RankCounters(group.rank, role(case), totals, n * per, absent)
-    everyone: list[Any] = group.gather(mine)
-    if group.rank != 0:
+    everyone = group.gather(mine)
+    if everyone is None:  # not the root
         return None
     return Counters(list(everyone), n, per, settings.count_repeats)

@@ -170,7 +170,7 @@ def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: 
     try:
         case.open()
         if barrier is not None:
-            group.barrier = barrier  # type: ignore[method-assign]  # this group's barrier from now on
+            group.barrier = barrier  # this group's barrier from now on
         never = lambda i: False  # noqa: E731 - unverified, as the counting pass
         case.block(0, WARMUP, False, never)
         harness = _harness_waits(case, settings)
@@ -305,7 +305,7 @@ def _one_run(case: DeepCase, tool: str, iterations: int, messages: int, waits: i
             kill_group(proc)
             proc.wait()
             raise
-        recs = [record(ln, MARK) for ln in out.splitlines() if ln.startswith(MARK)]
+        recs = [r for ln in out.splitlines() if ln.startswith(MARK) and (r := record(ln, MARK)) is not None]
         if proc.returncode != 0 or not recs:
             tail = "\n".join(err.strip().splitlines()[-15:])
             raise RuntimeError(f"deep {tool} run of {case.label} failed (exit {proc.returncode}): {tail}")

@@ -113,7 +113,7 @@ def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
     case.block(0, 1, False, lambda i: True)
     first = perf_counter() - t0
     firsts = group.gather(first)
-    if group.rank == 0:
+    if firsts is not None:  # rank 0
         more = static.warmup - 1
         if settings.warmup is None:
             more = min(more, int(WARMUP_SHARE * settings.time_budget / max(max(firsts), 1e-9)))
@@ -132,7 +132,7 @@ def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
     verify_cost = verify_per_iteration(rec.verify_times[first_checks:] if later else rec.verify_times,
                                        static.warmup - 1 if later else 1)
     costs = group.gather((wall, verify_cost))
-    if group.rank == 0:
+    if costs is not None:  # rank 0
         per_iteration = max(c[0] for c in costs)
         worst_verify = max(c[1] for c in costs)
         plan = timed_plan(static, per_iteration, worst_verify, settings)
@@ -157,7 +157,7 @@ def _finish(cases: list[_Case], plans: list[Plan], group: Group,
     problems: list[str] = []
     for case, plan, counters in zip(cases, plans, counted):
         records = group.gather(case.record)
-        if group.rank == 0:
+        if records is not None:  # rank 0
             case.counted = counters
             result = case.result(records, plan)
             results.append(result)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
+from ..backends.base import MODES, Backend, BackendSpec, BackendUnavailable, backend_names, get_backend
 from ..backends.references import reference_of
 from ..core import launcher
 from ..core.errors import UsageError
@@ -163,7 +163,7 @@ def missing_reference(name: str) -> str | None:
     return None
 
 
-def stream_modes(cls: type, modes: Sequence[str]) -> list[str]:
+def stream_modes(cls: type[Backend], modes: Sequence[str]) -> list[str]:
     """The modes the stream scenario checks ``cls`` in: a backend whose native values are views that
     the next write overwrites (``native_views_until_next_write``, mpi-shm-win) cannot keep the
     scenario's window of values, so its native stream case is timed in bytes mode instead (once)."""
@@ -202,10 +202,10 @@ def skipped_cases(backends: Sequence[str], sizes: Sequence[int]) -> list[str]:
             cls = get_backend(name)
         except (ValueError, BackendUnavailable):
             continue
-        beyond = [s for s in sizes if beyond_largest(cls, s)]
-        if beyond:
+        beyond, largest = [s for s in sizes if beyond_largest(cls, s)], cls.max_message_bytes
+        if beyond and largest is not None:
             lines.append(f"skipped: {name} at {', '.join(size_label(s) for s in beyond)}: above the largest message it "
-                         f"takes ({size_label(cls.max_message_bytes)}, its max_message_bytes)")
+                         f"takes ({size_label(largest)}, its max_message_bytes)")
     return lines
 
 
@@ -316,7 +316,8 @@ def compare_on(
 
 def _split(backends: Sequence[str]) -> tuple[list[str], list[str]]:
     """(backends that need MPI, the others): the first run under mpiexec, the others locally."""
-    mpi, local = [], []
+    mpi: list[str] = []
+    local: list[str] = []
     for name in backends:
         try:
             needs_mpi = get_backend(name).needs_mpi
@@ -356,8 +357,8 @@ def run_refchecks(
     for s in scenarios:
         if s not in SCENARIOS:
             raise UsageError(f"unknown scenario {s!r} for the reference checks; choose from {', '.join(SCENARIOS)}")
-    kwargs = dict(modes=list(modes), sizes=list(sizes), scenarios=list(scenarios), time_budget=time_budget,
-                  rounds=rounds, wait=wait, floor=True)
+    kwargs: dict[str, Any] = dict(modes=list(modes), sizes=list(sizes), scenarios=list(scenarios),
+                                  time_budget=time_budget, rounds=rounds, wait=wait, floor=True)
     mpi, local = _split(backends)
     rows: list[RefRow] = []
     problems: list[str] = []
@@ -388,11 +389,11 @@ def run_refchecks(
                                     f"{job.stderr.strip()[-2000:]}")
     if local:
         try:
-            with LocalWorld(ranks) as world:
+            with LocalWorld(ranks) as local_world:
                 for scenario in scenarios:  # a local group is exactly the ranks a scenario runs on
                     n = 2 if scenario == "pingpong" else ranks
                     args = {**kwargs, "backends": local, "scenarios": [scenario]}
-                    rows.extend(world.run(_local_rank0, args, ranks=n)[0])
+                    rows.extend(local_world.run(_local_rank0, args, ranks=n)[0])
         except Exception as exc:
             problems.append(f"the local reference checks failed: {type(exc).__name__}: {exc}")
     problems += [f"{r.backend} {r.mode} {r.scenario} {size_label(r.size)} failed (the other cases still ran): "

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import BackendSpec
+from ..backends.base import Backend, BackendSpec
 from ..core.counters import Counters
 from ..core.envinfo import cores as _cores
 from ..core.errors import IpcbenchError
@@ -102,6 +102,7 @@ class _Case:
 
     scenario = ""
     primary = "completion"
+    live_backend: Backend  # the opened backend (open())
 
     def __init__(self, group: Group, spec: BackendSpec, payload: Payload, settings: BenchSettings) -> None:
         self.group = group

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ..backends.base import Backend, BackendSpec, register
-from ..core.group import MPIGroup
+from ..core.group import MPIGroup, comm_of
 from ..harness.measure import BenchSettings, VerificationError, bench
 from ..results.results import Result
 from ..results.stats import Summary
@@ -69,7 +69,7 @@ class MethodBackend(Backend):
         info = ShapeInfo.of(sources[0])  # what the receivers know beforehand (configs.ShapeInfo)
         method = self.method_class()
         data = (sources[0] if len(sources) == 1 else sources) if self.group.rank == self.root else None
-        method.prepare(self.group.comm, data, info, self.root, slots=len(sources))
+        method.prepare(comm_of(self.group), data, info, self.root, slots=len(sources))
         self.method, self._sources, self._reads = method, sources, 0
 
     def _prepared(self) -> Method:
