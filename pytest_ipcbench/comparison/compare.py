@@ -253,7 +253,7 @@ def _compare_sets(
             split_a, split_b = round_split(new[key], m), round_split(old[key], m)
             rounds = bool(split_a and split_b and (len(split_a) > 1 or len(split_b) > 1))
             h_rounds = None
-            if rounds:
+            if rounds and split_a and split_b:
                 interval = rounds_ratio_interval(chunks(a, split_a), chunks(b, split_b), per_case, resamples,
                                                  quantile=quantile)
                 h_rounds = moderated.get(key) or round_ratio_halfwidth(chunks(a, split_a), chunks(b, split_b),
@@ -273,15 +273,16 @@ def _compare_sets(
         k = min(_rounds_of(new[key], m), _rounds_of(old[key], m))
         noise = calibration.noise(key) if calibration is not None else None
         own_spread = runs_a_side and h_rounds is not None
-        if own_spread:  # several alternated runs a side: how far they moved, at least the calibrated noise
+        if own_spread and h_rounds is not None:  # several runs a side: how far they moved, at least calibrated noise
             floor = z * noise[0] / math.sqrt(k) if noise is not None else 0.0
-            h_between = max(h_rounds, floor)  # type: ignore[arg-type]
+            h_between = max(h_rounds, floor)
             source = (f"spread of {_rounds_of(old[key], m)} base and {_rounds_of(new[key], m)} head runs' "
                       + ("medians" if quantile == 0.5 else f"{quantile:.0%} quantiles")
-                      + ("; calibrated floor" if floor > h_rounds else ""))  # type: ignore[operator]
-        elif noise is not None and (across_runs or one_round):
+                      + ("; calibrated floor" if floor > h_rounds else ""))
+        elif (across_runs or one_round) and calibration is not None \
+                and (between := calibration.between_runs(key, z, k)) is not None:  # the case has its noise
             # separate runs: the calibration's rule, its group's largest A/A jump a floor (rounds bound their own)
-            h_between, source = calibration.between_runs(key, z, k)  # type: ignore[union-attr,misc]
+            h_between, source = between
         else:
             if noise is not None:
                 sigma, source = noise
@@ -341,9 +342,9 @@ def _compare_sets(
     if across_runs:
         sides = (len(runs_of(base)), len(runs_of(head))) if runs_a_side else None
         comparison.warnings.append(notes.across_runs_note(norm, calibration, spread, sides))
-        for note in (notes.load_warning(base, head), notes.spell_warning(base, head)):
-            if note:
-                comparison.warnings.append(note)
+        for warning in (notes.load_warning(base, head), notes.spell_warning(base, head)):
+            if warning:
+                comparison.warnings.append(warning)
     noisy = round_noise(old, new, metric)
     if noisy is not None and noisy > 1 + threshold:
         comparison.warnings.append(
@@ -352,10 +353,10 @@ def _compare_sets(
         )
     if not comparison.compared:
         undecided = [c for c in comparison.with_status("inconclusive")]
-        why = f"; e.g. {undecided[0].key}: {undecided[0].note}" if undecided else ""
+        example = f"; e.g. {undecided[0].key}: {undecided[0].note}" if undecided else ""
         raise ValueError(
             f"nothing to compare: base has {len(old)} cases, head {len(new)}, "
-            f"{len(old.keys() & new.keys())} in common, none with enough samples{why}"
+            f"{len(old.keys() & new.keys())} in common, none with enough samples{example}"
         )
     return comparison
 

@@ -15,8 +15,7 @@ from .verdict import LOAD_GAP
 
 def load_of(rs: ResultSet) -> float | None:
     """The 1-minute load a run (or a side's runs, on average) met: the mean of its start and end."""
-    xs = [rs.env.get(k) for k in ("load_start", "load_end")]
-    xs = [float(x) for x in xs if isinstance(x, (int, float))]
+    xs = [float(x) for k in ("load_start", "load_end") if isinstance(x := rs.env.get(k), (int, float))]
     return sum(xs) / len(xs) if xs else None
 
 

@@ -135,7 +135,7 @@ def readers_mean(ranks: list[RankCounters]) -> RankCounters:
 def _pairs(base: Counters, head: Counters) -> list[tuple[RankCounters, RankCounters, int]]:
     """(base, head, readers): the writer, and the readers as their mean (:func:`readers_mean`);
     ``readers`` is how many readers the mean is of (0 for the writer)."""
-    out = []
+    out: list[tuple[RankCounters, RankCounters, int]] = []
     for role in ("writer", "reader"):
         b = [r for r in base.ranks if r.role == role]
         h = [r for r in head.ranks if r.role == role]
@@ -240,11 +240,11 @@ def explain(changes: list[CounterChange], nbytes: int) -> list[str]:
         parts = {c.counter: c for c in group}
         head = ""
         for name in _COPY_EVIDENCE:
-            c = parts.get(name)
-            if c is None or not nbytes or name == "faults.minor":
+            change = parts.get(name)
+            if change is None or not nbytes or name == "faults.minor":
                 continue
-            k = round(c.delta / nbytes)
-            if k and abs(c.delta - k * nbytes) <= max(COPY_TOLERANCE * abs(k) * nbytes, COPY_SLACK):
+            k = round(change.delta / nbytes)
+            if k and abs(change.delta - k * nbytes) <= max(COPY_TOLERANCE * abs(k) * nbytes, COPY_SLACK):
                 what = "copy" if abs(k) == 1 else "copies"
                 head = f"{format_count(k, signed=True)} {what} of {payload_size(nbytes)} per message"
                 break
