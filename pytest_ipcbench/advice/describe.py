@@ -75,8 +75,8 @@ def described(text: str) -> Any:
         if name == "bytes":
             return bytes(size)
         if name == "strings":
-            items = ["x" * size for _ in range(n)]
-            return tuple(items) if g["box"] == "tuple" else items
+            texts = ["x" * size for _ in range(n)]
+            return tuple(texts) if g["box"] == "tuple" else texts
         value: Any = 0 if g["what"].startswith("int") else 0.0
         return {f"k{i}": value for i in range(n)} if g["box"] == "dict" else [value] * n
     raise UsageError(f"--describe {text!r}: not a description this reads; say one of {HELP}")
