@@ -89,7 +89,7 @@ def run(options: MatrixOptions, comm: object, say: Callable[[str], None] | None)
     results = run_matrix(group, options.configs, options.methods, options.shapes,
                          progress=say, settings=settings, rounds=options.rounds)
     peaks = group.gather(_peak_rss_bytes())
-    if record is None:
+    if record is None or peaks is None:  # not rank 0
         return None
     wall = round(time.perf_counter() - t0, 1)
     if say:

@@ -94,8 +94,9 @@ class MethodBackend(Backend):
         return method.result()
 
     def close(self) -> None:
-        if getattr(self, "method", None) is not None:
-            self.method.free()  # type: ignore[union-attr]
+        method = getattr(self, "method", None)
+        if method is not None:
+            method.free()
             self.method = None
 
 
