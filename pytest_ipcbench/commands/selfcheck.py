@@ -35,6 +35,7 @@ from ..harness.refcheck import (
     DEFAULT_TIME_BUDGET,
     SCENARIOS,
     SIZES,
+    RefRow,
     missing_reference,
     run_refchecks,
     skipped_cases,
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         return 0  # a non-zero rank under MPI
     print("ipcbench selfcheck: the harness against outside references, same session, interleaved")
     print(table(figures, args.tolerance))
-    rows = []
+    rows: list[RefRow] = []
     backends = list(backend_names()) if args.backends is None else args.backends
     if backends:
         wait = args.wait or default_wait()
@@ -142,8 +143,8 @@ def run(args: argparse.Namespace) -> int:
         floors = floor_lines(rows)
         for line in floors:
             print(line)
-        for note in stream_notes(backends, args.modes, args.scenarios):
-            print(f"note: {note}")
+        for stream_note in stream_notes(backends, args.modes, args.scenarios):
+            print(f"note: {stream_note}")
         for line in skipped_cases(backends, args.sizes):
             print(line)
         for name in backends:

@@ -286,7 +286,7 @@ def default_ranks(mpi_world_size: int | None) -> tuple[int, ...]:
 
 def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -> Settings:
     """Apply the layers command line > environment > ini > default; raise UsageError on bad input."""
-    parsers = {o.field: o.check for o in PYTEST_OPTIONS}
+    parsers = {o.field: o.check for o in PYTEST_OPTIONS if o.check is not None}
     # the defaults known only now (the registries, the MPI world); the others are the table's
     defaults: dict[str, Any] = {o.field: o.default for o in PYTEST_OPTIONS}
     defaults.update(backends=backend_names(), sizes=parse_sizes(DEFAULT_SIZES, "default"),

@@ -357,8 +357,9 @@ def cpp_comparison_table(results: Iterable[Result], ranks: int | None = CPP_RANK
     for (r, shape, config), by_method in cells.items():
         row = [config, shape.upper(), str(r)]
         for m in methods:
-            c = by_method.get(m)
-            row.append(f"{format_time(c.python)} vs {format_time(c.cpp)}: **{format_ratio(c.ratio)}**" if c else "")
+            pair = by_method.get(m)
+            row.append(f"{format_time(pair.python)} vs {format_time(pair.cpp)}: **{format_ratio(pair.ratio)}**"
+                       if pair else "")
         rows.append(row)
     return _table(header, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
 

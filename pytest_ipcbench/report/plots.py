@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -54,8 +55,7 @@ def _palette() -> list[Any]:
     import matplotlib
 
     # 27 colours of three qualitative maps; beyond them the marker still tells the lines apart
-    return [*matplotlib.colormaps["tab10"].colors, *matplotlib.colormaps["Dark2"].colors,
-            *matplotlib.colormaps["Set1"].colors]
+    return [colour for name in ("tab10", "Dark2", "Set1") for colour in matplotlib.color_sequences[name]]
 
 
 def series_label(backend: str, mode: str, group: str) -> str:
@@ -82,6 +82,12 @@ def _style(backend: str, mode: str, colours: Colours | None = None) -> dict[str,
 def _panels(kinds: Sequence[str]) -> tuple[int, int]:
     n = len(kinds)
     return (1, n) if n <= 2 else (2, (n + 1) // 2)
+
+
+def _throughput(r: Result, metric: str) -> float | None:
+    """Bytes per second of ``r``'s median ``metric`` time (None without one)."""
+    t = median_of(r, metric)
+    return r.nbytes / t if t else None
 
 
 def _series(results: Iterable[Result], value: Callable[[Result], float | None]
@@ -153,8 +159,8 @@ def plot_by_kind(
                 spread = _band([r for r in results if r.payload == kind
                                 and (r.backend, r.mode, r.group) == (backend, mode, group)], band)
                 if spread:
-                    bx, lo, hi = zip(*spread)
-                    ax.fill_between(bx, [v * scale for v in lo], [v * scale for v in hi], color=h.get_color(),
+                    bx, band_lo, band_hi = zip(*spread)
+                    ax.fill_between(bx, [v * scale for v in band_lo], [v * scale for v in band_hi], color=h.get_color(),
                                     alpha=0.15, linewidth=0)
         if reference:
             lo = min((r.nbytes for r in results if r.payload == kind), default=1)
@@ -233,8 +239,7 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
         ("delivered", ax1, "delivered (acknowledged)"),
         ("send", ax2, "send-only (write() returned)"),
     ):
-        for (backend, mode, group), pts in _series(
-                res, lambda r, m=metric: (r.nbytes / median_of(r, m)) if median_of(r, m) else None).items():
+        for (backend, mode, group), pts in _series(res, functools.partial(_throughput, metric=metric)).items():
             xs, ys = zip(*pts)
             ax.plot(
                 xs, ys, label=series_label(backend, mode, group), **_style(backend, mode, colours or colour_order(res))

@@ -134,7 +134,7 @@ class Runner:
         settings = self.level.settings
         if opts.time_budget is not None:
             settings = replace(settings, time_budget=opts.time_budget)
-        settings = replace(settings, count=bool(opts.count), **({"pin": opts.pin} if opts.pin else {}))
+        settings = replace(settings, count=bool(opts.count), pin=opts.pin or settings.pin)
         self.settings = settings
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
