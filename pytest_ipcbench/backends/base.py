@@ -383,6 +383,12 @@ def get_backend(name: str) -> type[Backend]:
     return BACKENDS.get(name)
 
 
+def mailboxes_of(group: Any) -> Sequence[Any]:
+    """A local group's queues, one per rank (:class:`~.core.local.LocalGroup`): not part of :class:`Group`, so the
+    backends that use them (mp-queue, its reference) refuse the groups without them in ``unavailable()``."""
+    return group.mailboxes
+
+
 def holds_payload_in_shm(backends: str | Sequence[str]) -> bool:
     """Does one of ``backends`` hold its payload in /dev/shm? (unknown or unloadable ones: no)"""
     for name in [backends] if isinstance(backends, str) else backends:

@@ -34,20 +34,13 @@ import pickle
 import queue
 import secrets
 import time
-from collections.abc import Sequence
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from .base import Backend, PayloadError, dumps, loads
+from .base import Backend, PayloadError, dumps, loads, mailboxes_of
 
 _BYTES, _NATIVE, _ERROR = "B", "N", "E"
 
-
-
-def _mailboxes(group: Any) -> Sequence[Any]:
-    """A local group's queues, one per rank: not part of :class:`Group` (unavailable() refused the groups
-    without them)."""
-    return group.mailboxes
 
 class _NullSink:
     def write(self, data: Any) -> int:
@@ -99,9 +92,9 @@ class MPQueueBackend(Backend):
         self._token = group.bcast(secrets.token_hex(8) if group.rank == self.root else None, root=self.root)
         self._seq = 0
         if group.rank == self.root:
-            self._boxes = [_mailboxes(group)[rank] for rank in self.readers]
+            self._boxes = [mailboxes_of(group)[rank] for rank in self.readers]
         else:
-            box = _mailboxes(group)[group.rank]
+            box = mailboxes_of(group)[group.rank]
             try:  # drop what an earlier instance left behind
                 while True:
                     box.get_nowait()
@@ -134,7 +127,7 @@ class MPQueueBackend(Backend):
     def read(self) -> Any:
         if self.group.rank == self.root:
             raise RuntimeError("mp-queue: read() is for the readers")
-        box = _mailboxes(self.group)[self.group.rank]
+        box = mailboxes_of(self.group)[self.group.rank]
         deadline = _Deadline(self.timeout)
         while True:
             try:

@@ -49,7 +49,7 @@ import numpy as np
 
 from ..core import names
 from ..core.group import comm_of
-from .base import Backend, BackendUnavailable, PayloadError, register
+from .base import Backend, BackendUnavailable, PayloadError, mailboxes_of, register
 
 _TAG = 0x1CBF
 
@@ -499,11 +499,11 @@ class RefMPQueue(_Reference):
     def write(self, obj: Any) -> None:
         msg = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if self.mode == "bytes" else obj
         for reader in self.readers:
-            self.group.mailboxes[reader].put(msg)  # type: ignore[attr-defined]
+            mailboxes_of(self.group)[reader].put(msg)
 
     def read(self) -> Any:
         try:
-            got = self.group.mailboxes[self.group.rank].get(timeout=self.timeout)  # type: ignore[attr-defined]
+            got = mailboxes_of(self.group)[self.group.rank].get(timeout=self.timeout)
         except queue.Empty:
             raise self.timeout_error("a message in its mailbox") from None
         return pickle.loads(got) if self.mode == "bytes" else got

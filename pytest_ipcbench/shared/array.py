@@ -298,10 +298,10 @@ def to_wire(arr: Any) -> tuple[bytes, Segment] | None:
     an array that travels by value.  The caller gives the reference back if the send fails."""
     if type(arr) is not SharedNDArray or not _plain(arr.dtype):
         return None
-    args = arr._send_args(True)
-    if args is None:
+    args, seg = arr._send_args(True), arr._ipcb_seg
+    if args is None or seg is None:  # (a handle always has its segment)
         return None
-    return _WIRE_PREFIX + marshal.dumps(args, 4), arr._ipcb_seg  # type: ignore[return-value]
+    return _WIRE_PREFIX + marshal.dumps(args, 4), seg
 
 
 #: Bare handles already parsed here, by their bytes (the handle, dtype object, node checked).

@@ -511,7 +511,8 @@ def _cache_check(st: _State, now: float) -> bool:
     the holders still counted are dead, and we unlink it as their last drop would have.
     """
     try:
-        if os.fstat(st.fd).st_nlink == 0:  # type: ignore[arg-type]
+        assert st.fd is not None  # only a mapping with its descriptor is cached
+        if os.fstat(st.fd).st_nlink == 0:
             return True  # unlinked: unmap now, our mapping alone keeps its pages allocated
         if st.probe_due:
             st.probe_due = False
