@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.outdir import write_text
 from ..results.results import OLD_SCENARIOS, Result, ResultSet, current_key
 from .normalise import is_reference, reference_factor
 
@@ -139,20 +140,17 @@ class Calibration:
         h = z * sigma / math.sqrt(max(1, rounds))
         tail = self.tails.get(group_of_key(key))
         if tail is not None and tail.jump > h:
-            h, source = (
-                tail.jump,
-                f"{source}; its group's runs of identical code moved up to {math.exp(tail.jump):.2f}x",
-            )
+            h = tail.jump
+            source = f"{source}; its group's runs of identical code moved up to {math.exp(tail.jump):.2f}x"
         return h, source
 
     def describe(self) -> str:
         when = str(self.env.get("created", "?"))[:16].replace("T", " ")
         load = self.env.get("load")
         load_text = f", load {load[0]:.1f}-{load[1]:.1f}" if isinstance(load, list) and len(load) == 2 else ""
-        return (
-            f"calibration {self.path or '(in memory)'}: {self.runs} runs of identical code, {len(self.cases)} cases, "
-            f"{when}{load_text} on {self.env.get('host', '?')} ({self.env.get('cores', '?')} cores)"
-        )
+        return (f"calibration {self.path or '(in memory)'}: {self.runs} runs of identical code, "
+                f"{len(self.cases)} cases, {when}{load_text} on {self.env.get('host', '?')} "
+                f"({self.env.get('cores', '?')} cores)")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -167,7 +165,7 @@ class Calibration:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        write_text(path, json.dumps(self.to_dict(), indent=1) + "\n", "calibration")
         self.path = str(path)
         return path
 

@@ -35,8 +35,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from .checks import OptionError
 from .errors import FileMissing, UsageError
-from .options import RUN, TABLE, OptionError, table_values, toml_text
+from .options import RUN, TABLE, table_values, toml_text
 
 
 class ProjectFileError(UsageError):

@@ -28,18 +28,20 @@ from ..core.local import LocalGroup
 from ..core.payloads import PayloadSpec
 from .hygiene import MpiHygiene, item_timeout, rank_temproot, refuse_ranks_without_mpi, timeout_hint
 from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixtures, get_session
-from .settings import add_pytest_options, describe, marker_kwargs, resolve_settings
+from .settings import MARKER_KEYS, add_pytest_options, describe, marker_kwargs, resolve_settings
 
 # fixtures and hooks written in their own modules (one concern each), registered with this plugin
-# (terminate: SIGTERM and SIGHUP end a plain run like a Ctrl-C)
-pytest_plugins = [*(f"pytest_ipcbench.plugin.fixtures.{m}" for m in ("shared", "bench", "mpi_methods", "conformance")),
-                  "pytest_ipcbench.plugin.terminate"]
+pytest_plugins = [
+    "pytest_ipcbench.plugin.fixtures.shared",
+    "pytest_ipcbench.plugin.fixtures.bench",
+    "pytest_ipcbench.plugin.fixtures.mpi_methods",
+    "pytest_ipcbench.plugin.fixtures.conformance",
+    "pytest_ipcbench.plugin.terminate",  # SIGTERM and SIGHUP end a plain run like a Ctrl-C
+]
 
 IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode"})
-MARKER_HELP = (
-    "ipcbench(backends=, modes=, payloads=, sizes=, ranks=, timeout=): restrict (backends, modes, "
-    "payloads) or set (sizes, ranks, timeout in s) what this test runs over"
-)
+MARKER_HELP = (f"ipcbench({', '.join(k + '=' for k in MARKER_KEYS)}): restrict (backends, modes, payloads) or set "
+               "(sizes, ranks, timeout in s) what this test runs over, each checked as its --ipc-* option")
 
 
 # ----------------------------------------------------------------------------------- options

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import UsageError
+from ..core.outdir import write_output
 from ..harness.inrun import REFERENCE_SCENARIOS
 from ..results.results import Result, ResultSet
 from ..results.stats import median_interval
@@ -176,9 +177,5 @@ def export(rs: ResultSet, fmt: str) -> str:
 
 
 def write_export(rs: ResultSet, fmt: str, out: Path) -> Path:
-    """Write the export at ``out`` whole or not at all (a temporary file renamed)."""
-    text = export(rs, fmt)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
-    return out
+    """Write the export at ``out`` whole or not at all, checked as every output (core/outdir.py)."""
+    return write_output(out, export(rs, fmt), "--out")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.outdir import atomic_output
 from ..core.units import format_bytes, format_time
 from ..results.results import Result
 from .common import (
@@ -115,7 +116,8 @@ def _band(results: Iterable[Result], metric: str) -> list[tuple[int, float, floa
 
 def _save(fig: Any, canvas_cls: Any, path: Path) -> Path:
     canvas_cls(fig)
-    fig.savefig(path, dpi=100)
+    with atomic_output(path, "plot") as tmp:  # a full disk: no half image, an error naming it
+        fig.savefig(tmp, dpi=100)
     return path
 
 

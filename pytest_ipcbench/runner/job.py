@@ -39,7 +39,7 @@ from ..core.errors import UsageError
 from ..core.group import MPIGroup, in_mpi_job
 from ..core.injection import injected
 from ..core.local import LocalWorld
-from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
+from ..core.outdir import FolderLock, OutputFolderError, claim, save_or_keep, write_text
 from ..core.payloads import PAYLOADS
 from ..core.procs import has_module
 from ..core.units import admit_sizes
@@ -81,7 +81,7 @@ class RunOptions:
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
     pin: str | None = None  # none | core (core/affinity.py); None: BenchSettings' default
     results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
-    # the counting pass (harness/count.py): off unless asked for (--count): it lengthens a run (docs/counters.md)
+    # the counting pass (harness/count.py): off unless asked for (--count); its cost: docs/counters.md
     count: bool | None = None
     # deep mode (harness/deep.py): labels matching these patterns get valgrind's counters after the run
     deep: Sequence[str] = ()
@@ -100,12 +100,9 @@ class RunOptions:
         for k in self.kinds or ():
             if k != BUFFER and k not in PAYLOADS:
                 raise ValueError(f"unknown payload kind {k!r}; choose from {', '.join(PAYLOADS.names())}, or {BUFFER}")
-        for m in self.modes:
-            if m not in MODES:
-                raise ValueError(f"unknown mode {m!r}; choose bytes or native")
-        for s in self.scenarios:
-            if s not in SCENARIOS:
-                raise ValueError(f"unknown scenario {s!r}; choose from {', '.join(SCENARIOS)}")
+        for what, given, known in (("mode", self.modes, MODES), ("scenario", self.scenarios, SCENARIOS)):
+            if unknown := [x for x in given if x not in known]:
+                raise ValueError(f"unknown {what} {unknown[0]!r}; choose from {', '.join(known)}")
         if self.ranks < 2:
             raise ValueError("--ranks must be at least 2 (1 writer + readers)")
 
@@ -303,9 +300,8 @@ class Runner:
     def _run(self, world: MPIGroup | None, rank0: bool, ranks: int, mpi_cases: list[Case], local_cases: list[Case],
              dropped: list[Case], methods: dict[str, Any] | None, shared_arrays: bool) -> int:
         opts = self.options
-        if rank0:
+        if rank0:  # node_sizes None: the MPI job's, later
             self.run_record = RunRecord.start(ranks, group_kind="mpi+local", extra={"level": opts.level},
-                                              # None: the MPI job's, later
                                               node_sizes=world.node_sizes if world is not None else None)
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")
@@ -385,7 +381,11 @@ class Runner:
                         *(self.references[n] for n in sorted(self.references))],
             copy_bandwidth=copy_bandwidth, notes=notes, counters=deep, **env, wall_s=round(wall, 1), cases=n_cases,
             failures=self.failures, settings=asdict(self.settings), case_timeout_s=self.case_timeout)
-        path = self.results.save(self.out / "results.json")
+        path, lost = save_or_keep(self.results.save, self.out / "results.json")  # a full disk: kept elsewhere
+        if lost:
+            self.out = path.parent
+            self.failures.append(lost)
+            print(f"ipcbench run: {lost}", file=sys.stderr)
         summary = self.out / "run.log" if self.options.results_only else write_report(self.results, self.out)
         write_text(self.out / "run.log", "\n".join(self.log_lines) + "\n")
         print(f"\n{headline(self.results.results) or '(no results)'}\n")
