@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..core.errors import IpcbenchError
+from ..results.stats import DEFAULT_CONFIDENCE, RatioInterval
 from .calibration import Calibration
 from .normalise import Normalisation
-from ..results.stats import DEFAULT_CONFIDENCE, RatioInterval
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1

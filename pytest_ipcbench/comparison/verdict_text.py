@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..core.units import format_ratio, format_time
 from .counters import regression_line
 from .verdict import STATUS_ORDER, CaseVerdict, Comparison, _pct, decide_summary
+
 
 def _row(case: CaseVerdict) -> list[str]:
     iv = case.interval

@@ -9,9 +9,9 @@ is reproducible for the same samples).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
@@ -181,7 +181,7 @@ def round_statistic(samples: Sequence[float], quantile: float = 0.5) -> float:
     return float(np.median(samples)) if quantile == 0.5 else float(np.quantile(samples, quantile))
 
 
-def _resampled_medians(rounds: Sequence[Sequence[float]], picks: np.ndarray, rng: np.random.Generator,
+def _resampled_medians(rounds: Sequence[Sequence[float] | np.ndarray], picks: np.ndarray, rng: np.random.Generator,
                        quantile: float = 0.5) -> np.ndarray:
     """The statistic of each resample: the median, over the drawn rounds, of each drawn round's
     median (or ``quantile``) after resampling that round's samples with replacement.

@@ -16,9 +16,15 @@ import numpy as np
 import pytest
 
 from pytest_ipcbench.commands import main
-from pytest_ipcbench.comparison import calibration as cal
-from pytest_ipcbench.comparison import calibration_summary as tell
-from pytest_ipcbench.comparison import compare, compare_notes, run_sets, verdict, verdict_text
+from pytest_ipcbench.comparison import (
+    calibration as cal,
+    calibration_summary as tell,
+    compare,
+    compare_notes,
+    run_sets,
+    verdict,
+    verdict_text,
+)
 from pytest_ipcbench.results.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from pytest_ipcbench.comparison.counters import CounterChange, counter_changes, explain
 from pytest_ipcbench.core.counters import CounterAbsent, Counters, RankCounters
 from pytest_ipcbench.core.units import format_count
-from pytest_ipcbench.comparison.counters import CounterChange, counter_changes, explain
 from pytest_ipcbench.results.results import Result, ResultSet
 
 MIB = 2**20

@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from pytest_ipcbench.core.syscalls import syscall_unavailable
 
 CONSUMER = Path(__file__).resolve().parents[1] / "data" / "counter_consumer"

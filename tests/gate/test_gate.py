@@ -16,14 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_ipcbench.commands import compare as compare_command
+from pytest_ipcbench.commands import compare as compare_command, main
 from pytest_ipcbench.comparison import compare, rounds, verdict_text
-from pytest_ipcbench.gate import gate, gate_sides
-from pytest_ipcbench.results import stats
-from pytest_ipcbench.commands import main
+from pytest_ipcbench.comparison.calibration import Calibration, CaseNoise
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import BUSY_SHARE
-from pytest_ipcbench.comparison.calibration import Calibration, CaseNoise
+from pytest_ipcbench.gate import gate, gate_sides
+from pytest_ipcbench.results import stats
 from pytest_ipcbench.results.results import Result, ResultSet
 
 BACKENDS = ("lmdb", "shm", "zmq", "mpi-bcast", "mpi-pkl5", "mpi-buffer", "mpi-p2p", "mp-queue")
