@@ -1,4 +1,4 @@
-"""``ipcbench``: run | report | selfcheck | compare | gate | calibrate | comment | init-ci | clean | advise.
+"""``ipcbench``: run | report | selfcheck | compare | gate | calibrate | comment | export | init-ci | clean | advise.
 
 One module per command (as asv's ``commands/``), each with ``HELP``, ``configure(parser)`` and
 ``run(args) -> exit code``; ``run`` turns the parsed arguments into typed options and calls the
@@ -13,7 +13,9 @@ import signal
 import sys
 from typing import Sequence
 
+from ..core import names
 from ..core.errors import IpcbenchError
+from ..core.nodes import check_node_env
 from ..core.terminate import AsInterrupt, Terminated
 
 #: command name -> module, in the order ``ipcbench --help`` lists them
@@ -25,6 +27,7 @@ COMMANDS = {
     "gate": "gate",
     "calibrate": "calibrate",
     "comment": "comment",
+    "export": "export",
     "init-ci": "init_ci",
     "clean": "clean",
     "advise": "advise",
@@ -56,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # the commands' modules are imported here: a Ctrl-C in the first second lands in them
         args = build_parser().parse_args(argv)
+        check_node_env()
         return int(args._run(args) or 0)
     except Terminated as exc:
         print("ipcbench: terminated", file=sys.stderr)
@@ -68,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         term.restore()
+        names.remove_dead_parents()  # started by a command of ours that was killed: its scratch folder
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..core.errors import FileMissing
+from ..core.outdir import atomic_output
 from ..core.counters import CounterAbsent, Counters
 from .stats import Summary, summarize
 from .validation import MalformedResults, check_env, check_record, describe_value, read_regular_file
@@ -26,11 +26,21 @@ SCHEMA = "pytest-ipcbench/2"
 READABLE_SCHEMAS = ("pytest-ipcbench/1", SCHEMA)
 PRIMARY_METRIC = "completion"
 #: fields that schema 1 kept in ``extra`` under these keys
-_V1_EXTRA_FIELDS = {"kind": "kind", "readers": "readers", "group": "group", "oversubscribed": "oversubscribed",
+_V1_EXTRA_FIELDS = {"kind": "delivery", "readers": "readers", "group": "group", "oversubscribed": "oversubscribed",
                     "plan": "plan", "copy_bandwidth_Bps": "copy_bandwidth", "verified": "verified",
                     "wait": "wait"}
 #: schema 1 stored these derived values apart from the samples; now they are computed
 _V1_DERIVED = ("efficiency", "bandwidth_Bps", "bandwidth_metric")
+#: names of before 0.2 that results files already written hold: field ``kind`` is now ``delivery``,
+#: the shared-array experiment's scenarios were named after the seed paper that proposed it
+OLD_FIELDS = {"kind": "delivery"}
+OLD_SCENARIOS = {"seed002": "shared-array", "seed002-handle": "shared-array-handle"}
+
+
+def current_key(key: str) -> str:
+    """A case key of a file written before 0.2, as this version names the case."""
+    scenario, sep, rest = key.partition("/")
+    return OLD_SCENARIOS.get(scenario, scenario) + sep + rest
 
 
 @dataclass
@@ -57,7 +67,7 @@ class Result:
     # scenario; empty for most cases, and then absent from the key (older files stay valid)
     variant: str = ""
     verified: Verified | None = None
-    kind: str = ""  # the backend's kind: "store" or "channel"
+    delivery: str = ""  # the backend's delivery (Backend.delivery): "store" or "channel"
     readers: int = 0
     group: str = ""  # "mpi" or "local"
     oversubscribed: bool | None = None  # more ranks than cores
@@ -130,7 +140,10 @@ class Result:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":
         """A result from its JSON form, schema 2 or 1 (whose ``extra`` keys become fields)."""
+        d = {OLD_FIELDS.get(k, k): v for k, v in d.items()}
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        if fields.get("scenario") in OLD_SCENARIOS:
+            fields["scenario"] = OLD_SCENARIOS[fields["scenario"]]
         extra = dict(fields.get("extra") or {})
         for old, new in _V1_EXTRA_FIELDS.items():
             if old in extra and fields.get(new) is None:
@@ -169,13 +182,13 @@ class ResultSet:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write atomically (a reader never sees half a file)."""
+        """Write atomically (a reader never sees half a file; on an error, no file and no temporary
+        one: :func:`~..core.outdir.atomic_output`)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ipcbench-", suffix=".json", dir=path.parent)
         data = self.to_dict()
         results = data.pop("results")
-        with os.fdopen(fd, "w") as f:
+        with atomic_output(path, "results") as tmp, open(tmp, "w") as f:
             # the header indented for a reader; one compact line per result: a gate's merged file
             # holds millions of samples, one per line made it 2x larger and slower to write
             head = json.dumps(data, indent=1)
@@ -183,7 +196,6 @@ class ResultSet:
             for i, r in enumerate(results):
                 f.write(("\n  " if i == 0 else ",\n  ") + json.dumps(r, separators=(",", ":")))
             f.write("\n ]\n}\n")
-        os.replace(tmp, path)
         return path
 
     @classmethod
@@ -220,8 +232,10 @@ class ResultSet:
             if isinstance(record, dict) and isinstance(record.get("key"), str):
                 where += f" ({record['key'][:100]})"
             check_record(record, where, PRIMARY_METRIC)
-        return cls(
-            env=data.get("env", {}),
-            results=[Result.from_dict(r) for r in data.get("results", [])],
-            created=data.get("created", ""),
-        )
+        results = [Result.from_dict(r) for r in records]
+        first: dict[str, int] = {}
+        for i, r in enumerate(results):  # one case twice: which one would a verdict be on?
+            if first.setdefault(r.key, i) != i:
+                raise MalformedResults(f"{path}: results[{i}] repeats the case {r.key[:100]} of results[{first[r.key]}]; "
+                                       "a case may be recorded once")
+        return cls(env=data.get("env", {}), results=results, created=data.get("created", ""))

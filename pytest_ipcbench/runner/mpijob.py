@@ -65,7 +65,14 @@ class MpiPhase:
                     "mpi_methods": methods}
             path = self.runner.out / ".cases.json"
             write_text(path, json.dumps(spec))
-            cmd = launcher.command(self.runner.options.ranks, "pytest_ipcbench.runner.worker", [str(path)], exe)
+            try:
+                cmd = launcher.command(self.runner.options.ranks, "pytest_ipcbench.runner.worker", [str(path)], exe)
+            except launcher.ShmFull as exc:
+                if start == 0:
+                    raise  # before the first job: exit 2, nothing measured yet
+                for c in cases[start:]:  # filled while the matrix ran: the rest fail, what ran is kept
+                    self.runner.fail(c.label, str(exc))
+                return
             progress.start(f"starting mpiexec -n {self.runner.options.ranks}")
             next_start, finished, methods_done = self._run_job(cmd, cases, start, progress)
             if methods_done:
@@ -95,6 +102,8 @@ class MpiPhase:
         handler(progress, **fields)
 
     def event_env(self, progress: Progress, **env: Any) -> None:
+        if env.get("harness_floor") is None and self.mpi_env.get("harness_floor"):  # a resumed job: the first's
+            env["harness_floor"] = self.mpi_env["harness_floor"]
         self.mpi_env = env
 
     def event_start(self, progress: Progress, index: int, label: str) -> None:
@@ -119,7 +128,7 @@ class MpiPhase:
         progress.finish(label, message[:160], ok=False)
         if index >= 0:
             self._job["resume"] = index + 1
-        else:  # seed 004's methods (index -1)
+        else:  # the MPI methods (index -1)
             self._job["methods_done"] = True
         self._job.update(current=None, label="")
 

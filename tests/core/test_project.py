@@ -52,7 +52,9 @@ def test_table_becomes_run_options(tmp_path: Path) -> None:
     ({"ranks": "two"}, '[tool.ipcbench] ranks = "two" in'),
     ({"payloads": ["a"], "kinds": ["b"]}, "both payloads and kinds"),
     ({"backends": []}, "the list is empty"),
-    ({"extras": "yes"}, "must be true or false"),
+    ({"extras": "maybe"}, "must be true or false"),
+    ({"sizes": list(range(1, 100_000))}, "99999 sizes: at most 64 (each multiplies the matrix)"),
+    ({"ranks": "１０"}, "which holds characters other than ASCII"),
 ])
 def test_bad_table_names_file_and_key(tmp_path: Path, table: dict, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)) as info:
@@ -84,7 +86,7 @@ def test_run_lists_the_declared_matrix_and_the_command_line_overrides_it(tmp_pat
     assert any("pingpong" in ln and "buffer-1KB r2" in ln for ln in lines)
     assert any("broadcast" in ln and "ndarray-2MB r2" in ln for ln in lines)
     assert not any("granularity" in ln or "stream" in ln for ln in lines)
-    assert "seed 002" not in declared.stdout  # extras are off under a table
+    assert "extra " not in declared.stdout  # extras (mpi-methods, shared-arrays) are off under a table
     override = _list(tmp_path, "--backends", "zmq", "--scenarios", "pingpong")
     lines = [ln for ln in override.stdout.splitlines() if ln.startswith(("mpi ", "local "))]
     assert lines and all(" zmq/bytes " in ln and "pingpong" in ln for ln in lines), override.stdout
