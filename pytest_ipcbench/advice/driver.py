@@ -71,7 +71,7 @@ def pairs(group: Group | None, scenario: str, backends: Sequence[str] | None = N
         if cls.internal:
             continue
         why = cls.unavailable(group)
-        if why is None and scenario == "stream" and cls.kind != "channel":
+        if why is None and scenario == "stream" and cls.delivery != "channel":
             why = "a store keeps only the newest value: the stream scenario needs a channel"
         for mode in MODES:
             reason = why
