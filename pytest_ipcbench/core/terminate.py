@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Callable, NoReturn, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 GRACE_S = 5.0  # a plain run's interrupt path takes about a second (its workers stopped, its resources removed)
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -115,22 +116,22 @@ def unlink_queue_names(queues: Sequence[Any]) -> None:
     tracker too, and every queue's three names stayed. Their finalizers and the tracker's entries
     go with the names (they would unlink them again). Python's own attributes: a version without
     them keeps the tracker's way."""
-    import _multiprocessing
     from multiprocessing import resource_tracker, synchronize, util
 
-    try:
+    try:  # private names, read as such: a Python without them keeps the tracker's way
         locks = [lock._semlock for q in queues for lock in (q._rlock, q._wlock, q._sem) if lock is not None]
-        cleanup = synchronize.SemLock._cleanup
-        finalizers = [f for f in list(util._finalizer_registry.values()) if getattr(f, "_callback", None) is cleanup]
+        cleanup = getattr(synchronize.SemLock, "_cleanup")  # noqa: B009
+        unlink = getattr(synchronize, "sem_unlink")  # noqa: B009
+        registry = getattr(util, "_finalizer_registry")  # noqa: B009
     except AttributeError:
         return
     names = {lock.name for lock in locks if getattr(lock, "name", None)}
-    for f in finalizers:
-        if f._args and f._args[0] in names:
+    for f in list(registry.values()):
+        if getattr(f, "_callback", None) is cleanup and f._args and f._args[0] in names:
             f.cancel()
     for name in names:
         try:
-            _multiprocessing.sem_unlink(name)
+            unlink(name)
         except OSError:
             pass
         resource_tracker.unregister(name, "semaphore")
@@ -148,7 +149,8 @@ def fail_early_exit(rank: int) -> Callable[[], None]:
     """
     real, me = os._exit, os.getpid()
 
-    def guarded(code: int) -> NoReturn:
+    def guarded(status: int) -> NoReturn:  # os._exit's own signature
+        code = status
         if code == 0 and os.getpid() == me:
             os.write(2, f"ipcbench: rank {rank} called os._exit(0) before its pytest session ended; "
                         "exit 1 instead: the run did not finish\n".encode())

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..backends.base import declared_resources
 from ..core.local import LocalWorld
