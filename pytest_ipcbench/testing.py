@@ -79,7 +79,7 @@ def writer_error_program(group: Group, spec: BackendSpec) -> tuple[str, str, lis
     patterns = spec.cls.resources
     before = _ours(patterns)
     with spec.open(group) as live:
-        store = live.kind == "store"
+        store = live.delivery == "store"
         group.barrier()
         first = "no error"
         if group.rank == live.root:

@@ -5,12 +5,12 @@ needs (docs/extending.md).
 
 A backend moves one object from a writer (rank ``root``) to every other rank of a group:
 
-* a **store** (``kind = "store"``, e.g. LMDB, shared memory) is written once and read by every
+* a **store** (``delivery = "store"``, e.g. LMDB, shared memory) is written once and read by every
   reader; ``read()`` waits until a value newer than the last one read is there;
-* a **channel** (``kind = "channel"``, e.g. ZeroMQ, mp.Queue, MPI) delivers one message per
+* a **channel** (``delivery = "channel"``, e.g. ZeroMQ, mp.Queue, MPI) delivers one message per
   reader per round; ``write()`` sends to every reader.
 
-Two modes: ``bytes`` (seed 000's fair protocol: pickle at write, move bytes, unpickle at read)
+Two modes: ``bytes`` (the fair protocol: pickle at write, move bytes, unpickle at read)
 and ``native`` (the backend's best path: buffers, pickle-5 out-of-band, zero-copy views).
 
 Backends are extensions: the built-in ones are entry points of the group
@@ -30,9 +30,10 @@ Life cycle, collective on every rank of the group::
 from __future__ import annotations
 
 import pickle
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Sequence, get_args
 
 from ..core import names
 from ..core.errors import IpcbenchError
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from ..core.group import Group
 
 MODES = ("bytes", "native")
+#: how a backend delivers: a store is written once and read by every reader, a channel carries one
+#: message per reader (the module docstring); not to be confused with a payload's kind
+Delivery = Literal["store", "channel"]
+DELIVERIES: tuple[str, ...] = get_args(Delivery)
 DEFAULT_READ_TIMEOUT = 120.0
 
 
@@ -108,7 +113,7 @@ class Backend(ABC):
     """One backend bound to a group; see the module docstring for the protocol."""
 
     name: ClassVar[str]
-    kind: ClassVar[str]  # "store" or "channel"
+    delivery: ClassVar[Delivery]
     needs_mpi: ClassVar[bool] = False
     # its resources live on one host (files, shared memory, ipc sockets); None: unless it needs MPI.
     # Across nodes a node-local store (or MPI channel) runs once per node, fed over MPI
@@ -202,7 +207,7 @@ class Backend(ABC):
             if group.is_mpi:
                 return (f"{cls.name} needs objects made before the ranks start (before_ranks), which mpiexec "
                         "ranks cannot inherit: it runs in local worker processes (plain pytest)")
-        if cls.kind == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
+        if cls.delivery == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
             from ..core.nodes import layout_of
 
             return (f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)} "
@@ -225,7 +230,7 @@ class Backend(ABC):
 
         Iteration ``i`` writes ``objs[i % len(objs)]`` (on the readers, ``objs`` are the expected
         values, built locally). For a backend that must expose the writer's memory beforehand,
-        e.g. an RMA window per object (seed 004's methods); most backends ignore it.
+        e.g. an RMA window per object (the MPI methods); most backends ignore it.
         """
 
     @abstractmethod
@@ -303,9 +308,15 @@ class Backend(ABC):
 def _check_backend(name: str, obj: Any, where: str) -> type[Backend]:
     if not (isinstance(obj, type) and issubclass(obj, Backend)):
         raise ExtensionError(f"backend {name!r} from {where}: expected a subclass of Backend, got {obj!r}")
-    if getattr(obj, "kind", None) not in ("store", "channel"):
+    if not hasattr(obj, "delivery") and getattr(obj, "kind", None) in DELIVERIES:
+        # a plugin written before 0.2 said ``kind = "store"``; its file keeps working
+        warnings.warn(f"backend {name!r} ({obj.__qualname__}): `kind` is now `delivery` (a store or a channel)",
+                      DeprecationWarning, stacklevel=2)
+        obj.delivery = obj.kind
+    if getattr(obj, "delivery", None) not in DELIVERIES:
         raise ExtensionError(
-            f"backend {name!r} ({obj.__qualname__}): kind must be 'store' or 'channel', not {getattr(obj, 'kind', None)!r}"
+            f"backend {name!r} ({obj.__qualname__}): delivery must be 'store' or 'channel', "
+            f"not {getattr(obj, 'delivery', None)!r}"
         )
     if getattr(obj, "name", name) != name:
         raise ExtensionError(f"backend {name!r} from {where}: its class says name = {obj.name!r}; make them equal")

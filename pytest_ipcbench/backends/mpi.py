@@ -80,7 +80,7 @@ class _Mark:
 
 
 class _MPIBackend(Backend):
-    kind = "channel"
+    delivery = "channel"
     needs_mpi = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

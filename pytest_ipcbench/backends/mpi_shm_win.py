@@ -58,7 +58,7 @@ class MPIShmWinBackend(Backend):
 
     name = "mpi-shm-win"
     payload_in_shm = True  # admitted against /dev/shm's free space too
-    kind = "channel"
+    delivery = "channel"
     needs_mpi = True
     node_local = True  # the windows live on one node: across nodes, one per node (hierarchy.py)
     #: data bytes of the first data window; a bigger payload makes a bigger one

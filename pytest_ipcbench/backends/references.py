@@ -77,7 +77,7 @@ class _Reference(Backend):
 
 
 class _MPIReference(_Reference):
-    kind = "channel"
+    delivery = "channel"
     needs_mpi = True
 
     def setup(self) -> None:
@@ -241,7 +241,7 @@ class RefZMQ(_Reference):
     """One PAIR socket per reader over ``ipc://``; blocking ``recv`` with a receive timeout."""
 
     name = "ref-zmq"
-    kind = "channel"
+    delivery = "channel"
 
     def setup(self) -> None:
         import zmq
@@ -313,7 +313,7 @@ class RefSharedMemory(_Reference):
     """
 
     name = "ref-shm"
-    kind = "store"
+    delivery = "store"
     capacity: ClassVar[int] = 1 << 26
     DATA = 64
 
@@ -398,7 +398,7 @@ class RefLMDB(_Reference):
     and take ``data`` from the same snapshot (native: a view, kept until the next read)."""
 
     name = "ref-lmdb"
-    kind = "store"
+    delivery = "store"
     map_size: ClassVar[int] = 1 << 30
 
     def setup(self) -> None:
@@ -471,7 +471,7 @@ class RefMPQueue(_Reference):
     """``Queue.put(obj)`` into each reader's mailbox, ``get()`` from one's own."""
 
     name = "ref-mp-queue"
-    kind = "channel"
+    delivery = "channel"
     local_only = True
 
     @classmethod

@@ -143,7 +143,7 @@ class SharedMemoryBackend(Backend):
     name = "shm"
     payload_in_shm = True  # admitted against /dev/shm's free space too
     run_in = "mpi"  # ipcbench run: measured among MPI ranks, as it always was (its history continues)
-    kind = "store"
+    delivery = "store"
     reference = "ref-shm"
     #: data bytes of the first data segment; a bigger payload makes a bigger one
     initial_capacity = 1 << 20

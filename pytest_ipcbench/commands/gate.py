@@ -59,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", action="store_true",
                         help="run each round with its counting pass (ipcbench run --count): the exact counters "
                              "of every case are compared exactly and one that grew fails the gate (exit 1) "
-                             "whatever the times say (README 'Counter verdicts'); it adds 45-130%% to a round")
+                             "whatever the times say (docs/counters.md, 'Counter verdicts'); it makes each round longer")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the refs and the declared matrices, say what would run, install and measure nothing")
     add_decision_options(parser)

@@ -126,9 +126,8 @@ class Spin:
 
 
 #: The timer slack a polling process asks for, in ns. Linux lets a sleep end up to the slack late
-#: (50 µs by default): ``time.sleep(20e-6)`` then takes ~85 µs, and a reader that polls in short
-#: sleeps notices a message a random 0-65 µs late, which moves its figures from run to run.
-#: With 1 µs it takes ~36 µs (measured here, 2000 sleeps, median).
+#: (50 µs by default), so a reader that polls in short sleeps notices a message a random part of
+#: that late, which moves its figures from run to run (docs/method.md rule 18).
 TIMER_SLACK_NS = 1000
 _PR_SET_TIMERSLACK = 29
 _slack_set = False

@@ -6,7 +6,7 @@ B ..., docs/method.md rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks``
 the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth = bytes / latency) and
 ``stream`` (time per delivered message, channels only).
 
-**The target** (issue 11): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at
+**The target** (docs/method.md rule 17): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at
 least 0.8x the reference's), stream at least 0.8x the reference's messages per second.
 
 **Receive buffers.** The native MPI point-to-point and Bcast references receive into one reused
@@ -170,7 +170,7 @@ def stream_notes(backends: Sequence[str], modes: Sequence[str], scenarios: Seque
             cls = get_backend(name)
         except (ValueError, BackendUnavailable):
             continue
-        if cls.kind == "channel" and cls.native_views_until_next_write:
+        if cls.delivery == "channel" and cls.native_views_until_next_write:
             notes.append(f"{name}: stream timed in bytes mode (its native values are views that the next write "
                          "overwrites, so the scenario's window of them cannot be kept)")
     return notes
@@ -195,7 +195,7 @@ def compare_on(
         ref = "" if missing_reference(name) else reference_of(name)  # none: the backend's figures alone
         fresh = _fresh_variant(ref) if ref else None
         for scenario in scenarios:
-            if scenario in ("stream", "broadcast") and cls.kind != "channel":
+            if scenario in ("stream", "broadcast") and cls.delivery != "channel":
                 continue
             for mode in stream_modes(cls, modes) if scenario == "stream" else modes:
                 for size in sizes:

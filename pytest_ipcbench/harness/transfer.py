@@ -50,13 +50,13 @@ def deliver(group: Group, backend: BackendSpec, payload: PayloadSpec, rounds: in
                     # a failed write left an error record in the store: still meet the readers
                     # at the barrier so they read it and raise too, instead of hanging here (not
                     # on Ctrl-C: it must stop the run, and the readers may be gone already)
-                    if live.kind == "store":
+                    if live.delivery == "store":
                         group.barrier()
                     raise
-                if live.kind == "store":
+                if live.delivery == "store":
                     group.barrier()
             else:
-                if live.kind == "store":
+                if live.delivery == "store":
                     group.barrier()
                 got = live.read()
                 if payload.equal(got, expected):

@@ -30,7 +30,7 @@ def _case(r: Result) -> dict[str, Any]:
         "nbytes": r.nbytes,
         "ranks": r.ranks,
         "variant": r.variant,
-        "kind": r.kind,
+        "delivery": r.delivery,
         "group": r.group,
         "processes": process_model(r),  # MPI ranks or local workers: never one population
         "nodes": r.nodes,

@@ -48,7 +48,7 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
         ver = r.verified
         p10, _, p90, p99 = percentiles_of(r, "completion") or (None,) * 4
         lines.append([
-            r.backend, r.mode, r.kind, str(r.ranks), process_model(r), format_time(median_of(r, "write")),
+            r.backend, r.mode, r.delivery, str(r.ranks), process_model(r), format_time(median_of(r, "write")),
             format_time(median_of(r, "read_avg")), format_time(p10), format_time(c) + (" (wide)" if is_wide(r, "completion") else ""),
             format_time(p90), format_time(p99), format_time(median_of(r, "completion_touched")), rel,
             format_percent(eff),
@@ -60,7 +60,7 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
             notes.append(note)
     mixed = mixed_models_note(rows)
     return table(
-        ["Backend", "Mode", "Kind", "Ranks", "Processes", "Median write", "Median read", "Completion p10", "p50", "p90",
+        ["Backend", "Mode", "Delivery", "Ranks", "Processes", "Median write", "Median read", "Completion p10", "p50", "p90",
          "p99", "Completion p50, touched", "Relative speed", "Copy eff.", "Verified", *(["Test"] if tests else [])],
         lines, "lllrl" + "r" * 10 + ("l" if tests else ""),
     ) + _notes(([mixed] if mixed else []) + notes)
@@ -134,7 +134,7 @@ def _idle_section(idle: Sequence[Result]) -> list[str]:
         rows.append([r.backend, r.mode, format_bytes(r.nbytes), format_time(r.extra.get("gap_s")),
                      *[format_time(v) for v in p], str(len(r.samples.get("latency", ())))])
     notes = [n for n in (wide_note(r, "latency", "latency") for r in idle) if n]
-    return ["## Latency after an idle gap (one message after a quiet spell; round trip / 2)", "",
+    return ["## Latency after an idle gap (one message after both ranks sat idle; round trip / 2)", "",
             "Both ranks idle for the gap, then one round trip is timed: how fast a waiting reader wakes.", "",
             table(["Backend", "Mode", "Size", "Gap", "Latency p10", "p50", "p90", "p99", "Samples"], rows, "llrrrrrrr")
             + _notes(notes), ""]
@@ -229,16 +229,16 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                 ""]
     if any(r.scenario == "mpi-method" for r in results):
         out += ["## MPI transfer methods (1D and ragged 2D int32 data)", "", "See [mpi-methods.md](mpi-methods.md).", ""]
-    s2 = sorted(by_scenario(results, "seed002"), key=lambda r: median_of(r, r.primary) or 0)
+    s2 = sorted(by_scenario(results, "shared-array"), key=lambda r: median_of(r, r.primary) or 0)
     if s2:
         copy = next((median_of(r, r.primary) for r in s2 if r.backend == "copy"), None)
         out += [f"## Shared arrays: a {format_bytes(s2[0].nbytes)} array from one process to another", "",
-                "From the put until the consumer holds the array (see seed002.json).", "",
+                "From the put until the consumer holds the array (see shared-arrays.json).", "",
                 table(["Path", "Median", "Samples", "x one copy"],
                        [[r.backend, format_time(median_of(r, r.primary)), len(r.samples[r.primary]),
                          f"{(median_of(r, r.primary) or 0) / copy:.2f}x" if copy else "-"] for r in s2], "lrrr"), ""]
     handle: dict[int, dict[str, float]] = {}
-    for r in by_scenario(results, "seed002-handle"):
+    for r in by_scenario(results, "shared-array-handle"):
         m = median_of(r, r.primary)
         if m:
             handle.setdefault(r.nbytes, {})[r.backend] = m
@@ -264,8 +264,8 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                         format_bytes(r.nbytes), format_time(median_of(r, r.primary)), len(r.samples.get(r.primary, ()))]
                        for r in sorted(refs, key=lambda r: (r.backend, r.size))], "lrrr"), ""]
     other = sorted({r.scenario for r in results}
-                   - {"broadcast", "pingpong", "idle", "stream", "granularity", "copy", "reference", "mpi-method", "seed002",
-                      "seed002-handle"})
+                   - {"broadcast", "pingpong", "idle", "stream", "granularity", "copy", "reference", "mpi-method", "shared-array",
+                      "shared-array-handle"})
     if other:
         out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]
     failures = rs.env.get("failures") if rs.env else None

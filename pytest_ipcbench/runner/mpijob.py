@@ -119,7 +119,7 @@ class MpiPhase:
         progress.finish(label, message[:160], ok=False)
         if index >= 0:
             self._job["resume"] = index + 1
-        else:  # seed 004's methods (index -1)
+        else:  # the MPI methods (index -1)
             self._job["methods_done"] = True
         self._job.update(current=None, label="")
 

@@ -70,7 +70,7 @@ def worker_main(cases_file: str) -> int:
 
 def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | None,
                   watchdog: Any = None, case_timeout: float = 0.0) -> None:
-    """Collective over ``world``: the cases of ``spec`` from ``spec["start"]``, then seed 004's
+    """Collective over ``world``: the cases of ``spec`` from ``spec["start"]``, then the MPI methods'
     methods if asked; ``emit(event, **fields)`` on rank 0 reports (None elsewhere)."""
     settings = BenchSettings(**spec["settings"])
     cases = [Case(**c) for c in spec["cases"]]
@@ -113,7 +113,7 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
 
 
 def _run_mpi_methods(world: Any, opts: dict[str, Any], say: Callable[..., None]) -> None:
-    """The hook for seed 004's MPI method matrix: :func:`pytest_ipcbench.mpi_methods.run_matrix`
+    """The hook for the MPI method matrix: :func:`pytest_ipcbench.mpi_methods.run_matrix`
     (collective; Result records on rank 0)."""
     from .. import mpi_methods
 

@@ -17,7 +17,7 @@ from pytest_ipcbench.results.results import Result, ResultSet
 
 def _bcast(backend: str, group: str, t: float, size: int = 1_000_000) -> Result:
     samples = {m: list(t * (1 + 0.01 * np.linspace(-1, 1, 9))) for m in ("write", "read_avg", "completion")}
-    return Result("broadcast", backend, "bytes", "ndarray", size, 4, samples, nbytes=size, kind="channel",
+    return Result("broadcast", backend, "bytes", "ndarray", size, 4, samples, nbytes=size, delivery="channel",
                   readers=3, group=group)
 
 

@@ -30,7 +30,7 @@ class PipeBackend(Backend):
     """See the module docstring."""
 
     name = "pipe"
-    kind = "channel"
+    delivery = "channel"
 
     @classmethod
     def before_ranks(cls, size: int) -> list[tuple[Any, Any]]:
