@@ -163,6 +163,10 @@ class Backend(ABC):
     reference: ClassVar[str | None] = None
     #: True for references and other harness-internal backends: usable by name, never offered to users
     internal: ClassVar[bool] = False
+    #: the largest message (payload bytes) this backend takes, or None for no limit of its own (e.g. a
+    #: transport with a fixed slot): ``ipcbench selfcheck`` and ``ipcbench run`` skip larger cases
+    #: with this reason instead of failing them (issue 39)
+    max_message_bytes: ClassVar[int | None] = None
     #: True when a native value read is a view that the next write overwrites (mpi-shm-win's
     #: windows): the stream scenario, which keeps a window of values, runs it in bytes mode only.
     #: Not a ClassVar: a HierarchicalStore takes its inner backend's.
@@ -195,8 +199,13 @@ class Backend(ABC):
         self.wait = resolve_wait(wait, group.size)
 
     def pacer(self) -> "Spin | Backoff":
-        """Pacing for one polling wait of a reader, by this backend's wait strategy."""
-        return pacer(self.wait, self.timeout)
+        """Pacing for one polling wait of a reader, by this backend's wait strategy: one object per
+        backend, restarted for each wait (no allocation per message)."""
+        pace = self.__dict__.get("_pace")
+        if pace is None or pace.strategy != self.wait or pace.timeout != self.timeout:
+            pace = self._pace = pacer(self.wait, self.timeout)
+            return pace
+        return pace.restart()
 
     @classmethod
     def unavailable(cls, group: "Group | None" = None) -> str | None:

@@ -96,6 +96,13 @@ class _MPIReference(_Reference):
             if not pace.wait():
                 raise self.timeout_error(what)
 
+    def _message(self, obj: Any) -> Any:
+        """What Send/Bcast take: a C-contiguous array as ``[array, BYTE]`` (its bytes, no view made
+        per message, as mpi4py.bench hands over its buffer), else the bytes (or pickle) of _dump."""
+        if self.mode == "native" and type(obj) is np.ndarray and obj.flags.c_contiguous:
+            return [obj, self.MPI.BYTE]
+        return self._dump(obj)
+
     def _buffer(self, n: int) -> np.ndarray:
         if self.reuse and self._buf is not None and self._buf.nbytes == n:
             return self._buf
@@ -116,7 +123,7 @@ class RefMPIP2P(_MPIReference):
         self._size = -1  # native: the size of every message, from the first one
 
     def write(self, obj: Any) -> None:
-        data = self._dump(obj)
+        data = self._message(obj)
         for reader in self.readers:
             self.comm.Send(data, dest=reader, tag=_TAG)
 
@@ -172,9 +179,10 @@ class RefMPIBuffer(_MPIReference):
             self._complete(self.comm.Ibcast(buf, root=self.root), what)
 
     def write(self, obj: Any) -> None:
-        data = self._dump(obj)
+        data = self._message(obj)
         if self.mode == "bytes" or self._size[0] < 0:
-            self._size[0] = data.nbytes if isinstance(data, memoryview) else len(data)
+            self._size[0] = (obj.nbytes if isinstance(data, list) else data.nbytes if isinstance(data, memoryview)
+                             else len(data))
             self._bcast(self._size, "the size")
         self._bcast(data, "the data")
 

@@ -114,6 +114,7 @@ _ENV_KEYS: dict[str, tuple[Any, str]] = {
                  "null or a list of strings"),
     "mpi": (_opt(_known({"packages": (_opt(_obj), "")})), "null or an object (its 'packages' an object)"),
     "packages": (_opt(_obj), "null or an object"), "wait": (_opt(_obj), "null or an object"),
+    "harness_floor": (_opt(_obj), "null or an object"),
     "git": (_opt(_known({"commit": (_opt(_str), "")})), "null or an object (its 'commit' a string)"),
     "ranks_per_node": (_opt(lambda v: isinstance(v, list)), "null or a list"),
 }

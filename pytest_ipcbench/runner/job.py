@@ -2,14 +2,11 @@
 
 Phases (one results folder, one JSON file):
 
-1. **copy**: this machine's numpy copy bandwidth at every payload size of the matrix (the
-   reference for efficiency), in this process;
+1. **copy**: this machine's numpy copy bandwidth at every payload size (efficiency's reference);
 2. **mpi**: every case of a backend that can run over MPI ranks (lmdb, shm, zmq, mpi-*), in one
-   ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here when
-   ``ipcbench run`` is not itself under MPI; mpiexec is looked for next to ``sys.executable``
-   first, then on PATH); then the MPI method matrix (:mod:`..mpi_methods`) in the same job;
-3. **local**: mp-queue (it cannot cross mpiexec ranks) over a :class:`~..core.local.LocalWorld` of
-   RANKS processes, in this process; also every other non-MPI backend when MPI is missing;
+   ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here unless ``ipcbench
+   run`` is under MPI; mpiexec next to ``sys.executable``, then on PATH); then the MPI methods;
+3. **local**: mp-queue and every backend that runs in local workers, over a LocalWorld of RANKS;
 4. **shared arrays**: the shared-array experiment (:func:`..shared.experiment.run_experiment`).
 
 The worker reports each case as it ends (a line on stdout), so a case that hangs costs only its
@@ -17,9 +14,9 @@ timeout: the job is killed (its whole process group, which this process started)
 recorded as failed and a new job resumes after it (:mod:`.mpijob`). Rank 0 alone reports; the
 progress (case, how many are left, elapsed) is shown here.
 
-Folder (default ``ipcbench-results/<YYYYmmdd-HHMMSS>/``, or ``--out``): ``results.json``,
-``summary.md``, the CSVs and PNGs of :mod:`..report`, ``run.log`` (what the jobs wrote on stderr
-and every failure).
+Folder (default ``ipcbench-results/<YYYYmmdd-HHMMSS>/``, or ``--out``): ``results.json`` (its env
+holds the harness's floor per process model: harness/floor.py), ``summary.md``, the CSVs and PNGs
+of :mod:`..report`, ``run.log`` (what the jobs wrote on stderr and every failure).
 """
 
 from __future__ import annotations
@@ -56,7 +53,7 @@ from .shared_arrays import experiment_results
 from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, load_problem, needs_mpi
 from .progress import Progress, summary_note
 from .mpijob import MpiPhase
-from .worker import case_unavailable, error_text, noop, run_case_local
+from .worker import case_unavailable, error_text, harness_floor, noop, run_case_local
 
 
 @dataclass
@@ -190,6 +187,7 @@ class Runner:
             return
         with LocalWorld(self.options.ranks, timeout=self.case_timeout) as world:
             world.run(noop)  # start the workers: their mailboxes exist from now on
+            self.local_floor = world.run(harness_floor, ranks=2)[0]  # beside the MPI job's (harness/floor.py)
             for case in cases:
                 group = world.group(2 if case.scenario in PAIR_SCENARIOS else case.ranks)
                 reason = case_unavailable(case, group)
@@ -365,6 +363,8 @@ class Runner:
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
         env.update(cross_cpu_copy_s=self.cross_cpu, cross_cpu_copy_bytes=CROSS_CPU_BYTES)  # None: not measured
+        env["harness_floor"] = {"mpi": self.mpi.mpi_env.get("harness_floor"),  # None: not measured
+                                "local": getattr(self, "local_floor", None)}
         notes: dict[str, dict[str, Any]] = {}
         violations = below_physics(self.run_record.results)
         others = self.run_record.others_cpu_share() if violations else None

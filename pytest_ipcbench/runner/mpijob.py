@@ -95,6 +95,8 @@ class MpiPhase:
         handler(progress, **fields)
 
     def event_env(self, progress: Progress, **env: Any) -> None:
+        if env.get("harness_floor") is None and self.mpi_env.get("harness_floor"):  # a resumed job: the first's
+            env["harness_floor"] = self.mpi_env["harness_floor"]
         self.mpi_env = env
 
     def event_start(self, progress: Progress, index: int, label: str) -> None:
