@@ -27,7 +27,7 @@ class InheritedShmBackend(Backend):
     """See the module docstring."""
 
     name = "ishm"
-    kind = "store"
+    delivery = "store"
 
     @classmethod
     def before_ranks(cls, size: int) -> str:

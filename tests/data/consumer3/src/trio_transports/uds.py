@@ -27,7 +27,7 @@ class UdsBackend(Backend):
     """See the module docstring."""
 
     name = "uds"
-    kind = "channel"
+    delivery = "channel"
 
     def setup(self) -> None:
         self._socks: dict[int, socket.socket] = {}
