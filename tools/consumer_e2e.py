@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,11 +36,25 @@ PROJECT = ROOT / "tests" / "data" / "consumer3"
 STEP_TIMEOUT = 1200  # seconds: a step that takes longer hangs
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def ours() -> set[str]:
-    """Our resources now: ipcb-* in /dev/shm and the temp folder."""
+    """Leftovers now: ipcb-<pid>-* in /dev/shm and the temp folder whose owner is gone (another
+    job's live resources on a shared machine are not ours to count)."""
     found = set()
     for folder in (Path("/dev/shm"), Path(tempfile.gettempdir())):
-        found |= {str(p) for p in folder.glob("ipcb-*")}
+        for path in folder.glob("ipcb-*"):
+            owner = re.match(r"ipcb-(\d+)", path.name)
+            if owner and not _alive(int(owner.group(1))):
+                found.add(str(path))
     return found
 
 
