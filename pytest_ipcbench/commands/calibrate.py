@@ -16,61 +16,47 @@ import math
 import sys
 from pathlib import Path
 
-from ..core import names
-from ..core.project import find_pyproject
-from ..core.units import format_percent, format_ratio
-from ..comparison import calibration as cal
-from ..comparison import calibration_summary as tell
+from ..comparison import calibration as cal, calibration_summary as tell
 from ..comparison.run_sets import load_results
 from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
+from ..core import names
+from ..core.checks import arguments, path, seconds, text, whole
+from ..core.options import Option, add_arguments
+from ..core.outdir import check_output_file, write_text
+from ..core.project import find_pyproject
+from ..core.units import format_percent, format_ratio
 from ..gate.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
-from ..results.stats import DEFAULT_CONFIDENCE
 from ..report.calibration import plot_calibration
 from ..report.common import table
-from .compare import parse_threshold
+from ..results.stats import DEFAULT_CONFIDENCE
+from .compare import DECISION
 
 HELP = "run identical code repeatedly (A/A) and measure each case's noise; write the file compare and gate read"
 DEFAULT_BUDGET = 240.0
 
 
-def parse_budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad budget {text!r}: expected seconds, e.g. 240") from None
-    if not 0 < value < 86400 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"budget {text!r} out of range: expected 0 < seconds < 86400")
-    return value
-
-
-def parse_runs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad number of runs {text!r}: expected an integer >= 3") from None
-    if value < 3:
-        raise argparse.ArgumentTypeError(f"a calibration needs at least 3 runs, got {value}")
-    return value
+#: ``ipcbench calibrate``'s options (core/options.py says how a table is read)
+CALIBRATE: tuple[Option, ...] = (
+    Option("budget", seconds(86400), f"seconds to spend on A/A runs (default {DEFAULT_BUDGET:g}; at least 3 runs are "
+           "made)", flag="--budget", default=DEFAULT_BUDGET),
+    Option("runs", whole(3, 10_000), "exactly this many A/A runs (>= 3), whatever the budget", flag="--runs"),
+    Option("run_args", arguments, "arguments of each `ipcbench run` (default: the gate's: '--quick --ranks N' here, "
+           "the declared [tool.ipcbench] matrix in another project)", flag="--run-args"),
+    Option("from_files", text, "calibrate from these results files of runs of identical code (>= 3) instead of running",
+           flag="--from", nargs="+", metavar="RESULTS"),
+    Option("out", path, f"the calibration file to write (default {cal.DEFAULT_PATH})", flag="--out",
+           default=cal.DEFAULT_PATH),
+    Option("threshold", DECISION[0].check,
+           "the threshold the false-alarm rates are given at (default 0.10, the gate's)",
+           flag="--threshold", default=DEFAULT_THRESHOLD),
+    Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),
+    Option("plot", text, "the plot of each case's noise and what compare and the gate can detect (default: beside "
+           "--out, with .png; 'none': no plot)", flag="--plot", metavar="FILE"),
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--budget", type=parse_budget, default=DEFAULT_BUDGET,
-                        help=f"seconds to spend on A/A runs (default {DEFAULT_BUDGET:g}; at least 3 runs are made)")
-    parser.add_argument("--runs", type=parse_runs, default=None,
-                        help="exactly this many A/A runs (>= 3), whatever the budget")
-    parser.add_argument("--run-args", default=None,
-                        help="arguments of each `ipcbench run` (default: the gate's: '--quick --ranks N' here, "
-                             "the declared [tool.ipcbench] matrix in another project)")
-    parser.add_argument("--from", dest="from_files", nargs="+", metavar="RESULTS", default=None,
-                        help="calibrate from these results files of runs of identical code (>= 3) instead of running")
-    parser.add_argument("--out", default=cal.DEFAULT_PATH,
-                        help=f"the calibration file to write (default {cal.DEFAULT_PATH})")
-    parser.add_argument("--threshold", type=parse_threshold, default=DEFAULT_THRESHOLD,
-                        help="the threshold the false-alarm rates are given at (default 0.10, the gate's)")
-    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
-    parser.add_argument("--plot", metavar="FILE", default=None,
-                        help="the plot of each case's noise and what compare and the gate can detect "
-                             "(default: beside --out, with .png; 'none': no plot)")
+    add_arguments(parser, CALIBRATE)
 
 
 def _gate_run_args() -> str:
@@ -87,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
     import shlex
 
     try:
+        # every output checked before the A/A runs (an hour's work lost to a FIFO or a full disk)
+        out = check_output_file(args.out, "--out")
+        markdown = check_output_file(args.markdown, "--markdown") if args.markdown else None
+        plot = None if args.plot == "none" else check_output_file(args.plot or out.with_suffix(".png"), "--plot")
         if args.from_files:
             sets = [load_results(path, f"run {i + 1}") for i, path in enumerate(args.from_files)]
             loads = [x for rs in sets for x in (rs.env.get("load_start"), rs.env.get("load_end"))
@@ -108,15 +98,13 @@ def run(args: argparse.Namespace) -> int:
     except (GateError, ValueError) as exc:
         print(f"ipcbench calibrate: {exc}", file=sys.stderr)
         return 2
-    path = calibration.save(args.out)
+    path = calibration.save(out)
     text = format_calibration(calibration, args.threshold)
     print(text)
     print(f"[calibrate] written: {path} (read by `ipcbench compare` and `ipcbench gate`)")
-    if args.markdown:
-        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.markdown).write_text(text + "\n")
-    if args.plot != "none":
-        plot = Path(args.plot) if args.plot else Path(path).with_suffix(".png")
+    if markdown:
+        write_text(markdown, text + "\n", "--markdown")
+    if plot:
         rounds = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS
         summaries = tell.summarise(calibration, args.threshold, rounds, _z(calibration),
                                    z_rounds=_z(calibration, tell.JUDGEMENTS))
@@ -140,7 +128,8 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
     for g in tell.summarise(calibration, threshold, rounds, z, z_rounds=_z(calibration, tell.JUDGEMENTS)):
         held = calibration.held_out.get(g.group)
         rows.append([
-            g.group, g.cases, f"±{format_percent(math.exp(g.sigma_median) - 1)} (max ±{format_percent(math.exp(g.sigma_max) - 1)})",
+            g.group, g.cases,
+            f"±{format_percent(math.exp(g.sigma_median) - 1)} (max ±{format_percent(math.exp(g.sigma_max) - 1)})",
             f"{format_percent(g.bare_predicted)} / {format_percent(g.bare_observed)} of {g.pairs}",
             format_ratio(g.tail),
             f"≤ {g.verdict_promised:.1e} / " + (f"{held[0] / held[1]:.1e} ({held[0]:.0f} of {held[1]:.0f})"
@@ -164,7 +153,8 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
              f"decided as slower (median case; a gate's rounds judged by their medians and their fast tails "
              f"(10% quantiles, which other jobs reach least), each at half the error rate)")
     note = calibration.held_out_note()
-    return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1)) + (f"\n\nwarning: {note}" if note else "")
+    return (intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1))
+            + (f"\n\nwarning: {note}" if note else ""))
 
 
 def _pct(x: float) -> str:

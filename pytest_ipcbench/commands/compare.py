@@ -1,84 +1,56 @@
-"""``ipcbench compare BASE.json HEAD.json``: case by case, exit 1 on a confident regression."""
+"""``ipcbench compare BASE.json HEAD.json``: case by case; the last line and the exit code say
+REGRESSION (1), INCONCLUSIVE (3, or 0 with ``--inconclusive pass``) or OK (0); errors exit 2."""
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
+from ..core.checks import choice, name, number, path, text
+from ..core.options import Option, add_arguments
+from ..core.outdir import check_output_file, write_output
 from ..comparison.calibration import DEFAULT_PATH, find_calibration
 from ..comparison.compare import compare_sets
 from ..comparison.run_sets import load_side
 from ..comparison.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
+from ..comparison.verdict_json import write_json
 from ..comparison.verdict_text import format_markdown, format_table
 from ..results.stats import DEFAULT_CONFIDENCE
 
-HELP = "compare two results files case by case on a confidence interval of the ratio; exit 1 on a regression"
+HELP = ("compare two results files case by case on a confidence interval of the ratio; exit 1 REGRESSION, "
+        "3 INCONCLUSIVE, 0 OK")
 
 
-def parse_threshold(text: str) -> float:
-    """``0.10``, ``10%`` -> 0.10; must be >= 0 and < 10."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad threshold {text!r}: expected e.g. 0.10 or 10%") from None
-    if not 0 <= value < 10 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"threshold {text!r} out of range: expected 0 <= t < 10 (0.10 = 10%)")
-    return value
-
-
-def parse_confidence(text: str) -> float:
-    """``0.95`` or ``95%``, strictly between 0 and 1."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad confidence {text!r}: expected e.g. 0.95 or 95%") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"confidence {text!r} out of range: expected 0 < c < 1 (e.g. 0.95)")
-    return value
-
-
-def parse_rounds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad number of rounds {text!r}: expected an integer >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"rounds must be at least 1, got {value}")
-    return value
+#: the decision's options, shared by compare and gate (core/options.py says how a table is read)
+DECISION: tuple[Option, ...] = (
+    Option("threshold", number(0, 10, percent=True, high_open=True), "slowdown tolerated before a case counts as "
+           "slower: 0.10 or 10%% (default 0.10)", flag="--threshold", default=DEFAULT_THRESHOLD),
+    Option("confidence", number(0, 1, percent=True, low_open=True, high_open=True),
+           "confidence of the bootstrap interval of the ratio (default 0.95)", flag="--confidence",
+           default=DEFAULT_CONFIDENCE),
+    Option("metric", name, "metric to compare (default: each case's primary metric, 'completion')", flag="--metric"),
+    Option("per_case", None, "take --confidence per case (default: family-wise over all cases, Bonferroni)",
+           flag="--per-case", action="store_true"),
+    Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),
+    Option("calibration", text, f"the between-run noise per case measured by `ipcbench calibrate` (default "
+           f"{DEFAULT_PATH} when it exists; 'none': no calibration, a conservative noise is assumed)",
+           flag="--calibration", metavar="FILE"),
+    Option("json_out", path, "also write the verdicts as JSON to FILE (docs/verdicts-json.md)", flag="--json",
+           metavar="FILE"),
+    Option("inconclusive", choice("fail", "pass"), "the exit code when some cases could not be decided (the last "
+           "line says INCONCLUSIVE): fail: 3 (default); pass: 0, the last line still says INCONCLUSIVE",
+           flag="--inconclusive", default="fail"),
+)
 
 
 def add_decision_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--threshold", type=parse_threshold, default=DEFAULT_THRESHOLD,
-        help="slowdown tolerated before a case counts as slower: 0.10 or 10%% (default 0.10)",
-    )
-    parser.add_argument(
-        "--confidence", type=parse_confidence, default=DEFAULT_CONFIDENCE,
-        help="confidence of the bootstrap interval of the ratio (default 0.95)",
-    )
-    parser.add_argument(
-        "--metric", default=None,
-        help="metric to compare (default: each case's primary metric, 'completion')",
-    )
-    parser.add_argument(
-        "--per-case", action="store_true",
-        help="take --confidence per case (default: family-wise over all cases, Bonferroni)",
-    )
-    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
-    parser.add_argument(
-        "--calibration", metavar="FILE", default=None,
-        help=f"the between-run noise per case measured by `ipcbench calibrate` (default {DEFAULT_PATH} when it "
-             f"exists; 'none': no calibration, a conservative noise is assumed)",
-    )
+    add_arguments(parser, DECISION)
 
 
 def decision(args: argparse.Namespace) -> Decision:
     return Decision(args.threshold, args.confidence, args.metric, not args.per_case, args.markdown,
-                    args.calibration)
+                    args.calibration, str(args.json_out) if args.json_out else None, args.inconclusive == "pass")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -120,6 +92,9 @@ def check_calibration_file(path: str | None) -> None:
 
 def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | None = None) -> int:
     try:
+        for given, flag in ((how.markdown, "--markdown"), (how.json, "--json")):
+            if given:
+                check_output_file(given, flag)
         base = load_side(base_path, "base")
         head = load_side(head_path, "head")
         check_calibration_file(how.calibration)
@@ -131,7 +106,8 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
         return EXIT_ERROR
     print(format_table(comparison))
     if how.markdown:
-        Path(how.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(how.markdown).write_text(
-            format_markdown(comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"))
-    return comparison.exit_code
+        write_output(how.markdown, format_markdown(
+            comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"), "--markdown")
+    if how.json:
+        write_json(how.json, comparison, "compare", how.inconclusive_pass)
+    return how.exit_code(comparison)

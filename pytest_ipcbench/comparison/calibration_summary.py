@@ -6,16 +6,16 @@ gate's budget cannot decide. The calibration itself and compare's rule are :mod:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
+from ..results.results import ResultSet
 from .calibration import Calibration, CaseNoise, busier_than_calibrated, calibrate_sets, group_of_key, others_share
 from .normalise import is_reference, reference_factor
-from ..results.results import ResultSet
 
 
 def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dict[str, list[float]]:
@@ -93,7 +93,9 @@ def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: in
     import sys
     import time
 
-    from ..core.procs import load_average  # core: below comparison
+    from ..core.launcher import ended_with_us  # core: below comparison
+    from ..core.names import child_env
+    from ..core.procs import load_average
 
     sets: list[ResultSet] = []
     loads: list[float] = []
@@ -114,7 +116,9 @@ def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: in
             loads.append(la)
         t0 = time.monotonic()
         with open(log or (scratch / "calibrate.log"), "a") as sink:
-            proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout)
+            # SIGTERM to the run when calibrate dies, SIGKILL'd included: it ends its job the orderly way
+            proc = subprocess.run(ended_with_us(cmd), stdout=sink, stderr=subprocess.STDOUT, timeout=timeout,
+                                  env=child_env(scratch))
         if proc.returncode not in (0, 1) or not (out / "results.json").is_file():
             raise ValueError(f"run {i + 1} of identical code (`{' '.join(cmd[1:])}`) exited {proc.returncode}; see "
                              f"{log or scratch / 'calibrate.log'}")
@@ -155,8 +159,9 @@ def summarise(calibration: Calibration, threshold: float, rounds: int, z: float,
         by_group.setdefault(c.group, []).append((key, c))
     out = []
     for group, items in sorted(by_group.items()):
-        used = [calibration.noise(k)[0] for k, _ in items]  # type: ignore[index]
-        across = [calibration.between_runs(k, z)[0] for k, _ in items]  # type: ignore[index]
+        # every calibrated case has its noise (None is for the cases the calibration never saw)
+        used = [noise[0] for k, _ in items if (noise := calibration.noise(k)) is not None]
+        across = [between[0] for k, _ in items if (between := calibration.between_runs(k, z)) is not None]
         sigmas = [c.sigma for _, c in items]
         ratios = [r for _, c in items for r in c.ratios]
         flagged = sum(1 for r in ratios if r > 1 + threshold or r < 1 / (1 + threshold))

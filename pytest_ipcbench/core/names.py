@@ -18,9 +18,9 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from . import procs
 
@@ -71,6 +71,25 @@ def private_dir(kind: str = "", pid: int | None = None) -> Path:
     return path
 
 
+#: the scratch folder of the command of ours that started this one (calibrate's runs, a gate's rounds)
+PARENT_SCRATCH_ENV = "IPCBENCH_PARENT_SCRATCH"
+
+
+def child_env(scratch: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a command of ours started in ``scratch`` (see :func:`remove_dead_parents`)."""
+    return {**(os.environ if env is None else env), PARENT_SCRATCH_ENV: str(scratch)}
+
+
+def remove_dead_parents() -> None:
+    """At the end of a command started by another of ours: when that one was killed (SIGKILL runs
+    no cleanup; this command got SIGTERM from it, core/launcher.py ``ended_with_us``), remove the
+    scratch folder it had named after itself, which nobody else would."""
+    scratch = os.environ.get(PARENT_SCRATCH_ENV, "")
+    owner = owner_pid(scratch) if scratch else None
+    if owner is not None and procs.owner_state(owner, owner_ns(scratch)) == "dead":  # a zombie is dead
+        remove(Path(scratch))
+
+
 @dataclass(frozen=True)
 class Leftover:
     path: Path
@@ -92,7 +111,7 @@ def _expand(pattern: str) -> str:
     return pattern.replace("{tmp}", tempfile.gettempdir()).replace("{shm}", str(SHM_DIR))
 
 
-def check_patterns(patterns: tuple[str, ...] | list[str]) -> None:
+def check_patterns(patterns: Sequence[str]) -> None:
     """ValueError unless every pattern is absolute (after {tmp}/{shm}) with {pid} in its last part."""
     if isinstance(patterns, str):
         raise ValueError(f"expected a tuple of patterns, got the string {patterns!r}")
@@ -107,7 +126,7 @@ def check_patterns(patterns: tuple[str, ...] | list[str]) -> None:
             raise ValueError(f"bad resource pattern {pattern!r}: only {{pid}}, {{tmp}} and {{shm}} are placeholders")
 
 
-def _declared(patterns: tuple[str, ...] | list[str], pid: int | None) -> list[tuple[Path, int]]:
+def _declared(patterns: Sequence[str], pid: int | None) -> list[tuple[Path, int]]:
     """(path, owner pid) of every entry matching a declared pattern (of one owner if ``pid``)."""
     found = []
     for pattern in patterns:
@@ -124,7 +143,7 @@ def _declared(patterns: tuple[str, ...] | list[str], pid: int | None) -> list[tu
     return found
 
 
-def find_ours(pid: int | None = None, patterns: tuple[str, ...] | list[str] = ()) -> list[Leftover]:
+def find_ours(pid: int | None = None, patterns: Sequence[str] = ()) -> list[Leftover]:
     """Every resource of ours in /dev/shm and the temp dir (optionally of one owner pid), and
     every entry matching a declared pattern (``Backend.resources``)."""
     found: dict[Path, Leftover] = {}

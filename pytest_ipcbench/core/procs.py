@@ -7,6 +7,7 @@ measurement records.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -14,9 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 
 @dataclass(frozen=True)
@@ -249,12 +250,20 @@ def zombie_status(pid: int) -> str:
 
 
 def mapped_paths(exclude: int | None = None) -> set[str]:
-    """Every file path some live process maps (from /proc/*/maps; unreadable processes skipped),
-    ``exclude`` (a pid) left out."""
+    """Every path some live process maps (/proc/*/maps), holds open or works in (its fds, its cwd: a
+    folder an orphaned run still writes into is in use); unreadable processes skipped, ``exclude``
+    (a pid) left out."""
     found: set[str] = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == exclude:
             continue
+        try:
+            found.add(os.readlink(f"/proc/{entry}/cwd"))
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    found.add(os.readlink(f"/proc/{entry}/fd/{fd}"))
+        except OSError:
+            pass
         try:
             with open(f"/proc/{entry}/maps", "rb") as f:
                 for line in f:
@@ -320,7 +329,8 @@ def _tree_cpu_ticks() -> int:
             ticks[int(entry)] = sum(int(x) for x in fields[11:15])
         except (OSError, ValueError, IndexError):
             continue
-    below, frontier = set(), {os.getpid()}
+    below: set[int] = set()
+    frontier = {os.getpid()}
     while frontier:
         frontier = {c for c, parent in parent_of.items() if parent in frontier} - below
         below |= frontier

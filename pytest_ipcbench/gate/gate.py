@@ -19,7 +19,6 @@ and head, and keeps pytest-ipcbench the same on both sides (:mod:`.consumer`).
 from __future__ import annotations
 
 import shlex
-import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Sequence
 from ..core import names
 from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
+from ..core.outdir import check_output_file, clear_own, write_output, write_text
 from ..core.project import find_pyproject
 from . import consumer
 from ..comparison.calibration import Calibration, find_calibration
@@ -38,6 +38,7 @@ from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, 
                          no_run_message, repo_top, resolve_commit, run_round, side_args, tree_has_run, warm_up)
 from ..comparison.rounds import merge_rounds
 from ..comparison.verdict import Comparison, Decision, GateError
+from ..comparison.verdict_json import write_json
 from ..comparison.verdict_text import format_markdown, format_table
 from ..results.results import ResultSet
 
@@ -85,15 +86,20 @@ EXTRA_LABELS = {"mpi-method": "seed004", "shared-array": "seed002", "shared-arra
                 "seed002": "seed002", "seed002-handle": "seed002"}
 
 
-def doubtful(comparison: Comparison, head: ResultSet, threshold: float) -> list[str] | None:
-    """The ``--only`` labels of the cases still in doubt (:data:`IN_DOUBT`). None when a doubtful
-    case cannot be selected alone (results of a version that does not record its case label):
-    then the whole matrix runs again."""
+def doubtful(comparison: Comparison, head: ResultSet, reachable: int | None = None) -> list[str] | None:
+    """The ``--only`` labels of the cases the next confirming round measures: of the cases in doubt
+    (:data:`IN_DOUBT`), those that look slower (or are slower, to confirm it) while there are any,
+    since they decide the outcome; then the others. A case that would need more rounds than
+    ``reachable`` (what the budget still allows) is left out while others can still be decided.
+    None when a chosen case cannot be selected alone (results of a version that does not record its
+    case label): then the whole matrix runs again."""
     by_key = head.by_key()
+    cases = [c for c in comparison.cases if c.interval is not None and c.status in IN_DOUBT and c.waiver is None]
+    decidable = [c for c in cases if reachable is None or c.rounds_needed is None or c.rounds_needed <= reachable]
+    cases = decidable or cases
+    first = [c for c in cases if c.status == "slower" or (c.status == "inconclusive" and c.looks_slower)]
     labels: list[str] = []
-    for case in comparison.cases:
-        if case.interval is None or case.status not in IN_DOUBT:
-            continue
+    for case in first or cases:
         r = by_key.get(case.key)
         label = (r.extra or {}).get("case") if r is not None else None
         label = label or (EXTRA_LABELS.get(r.scenario) if r is not None else None)
@@ -191,14 +197,22 @@ def budget_notice(calibration: Calibration, opts: GateOptions, effect: float = 1
             f"e.g. {shown}. --rounds/--confirm-rounds/--budget set the budget"]
 
 
+#: what the gate writes into its report folder (--out), and the file that says it made the folder:
+#: the only names a later gate removes there
+REPORT_NAMES = ("base.json", "head.json", "compare.txt", "compare.md", "gate.log", "rounds", "environment.json",
+                "base.pyproject.toml", "head.pyproject.toml")
+REPORT_MARK = ".ipcbench-gate-report"
+
+
 def run_gate(opts: GateOptions) -> int:
     """Install, run interleaved, compare, write the report; the exit code of the comparison."""
-    if opts.confirm_rounds < 0:
-        raise GateError(f"--confirm-rounds must not be negative, got {opts.confirm_rounds}")
     started = time.monotonic()
     repo = repo_top()
     cache = Path(opts.cache_dir).resolve() if opts.cache_dir else repo / ".ipcbench-gate"
-    out = Path(opts.out).resolve() if opts.out else cache / "report"
+    out = Path(opts.out) if opts.out else cache / "report"
+    for given, flag in ((opts.decision.markdown, "--markdown"), (opts.decision.json, "--json")):
+        if given:  # checked before an hour of rounds, as the report folder is
+            check_output_file(given, flag)
     try:
         base, head = _sides(repo, opts)
     except Unadopted as exc:
@@ -206,12 +220,10 @@ def run_gate(opts: GateOptions) -> int:
             raise
         notice = f"ipcbench gate: not gated: {exc}"
         print(notice)
-        out.mkdir(parents=True, exist_ok=True)
         md = f"## Perf gate: head vs {opts.base}\n\n:information_source: {notice}\n"
-        (out / "compare.md").write_text(md)
+        write_text(clear_own(out, REPORT_MARK, REPORT_NAMES) / "compare.md", md)
         if opts.decision.markdown:
-            Path(opts.decision.markdown).parent.mkdir(parents=True, exist_ok=True)
-            Path(opts.decision.markdown).write_text(md)
+            write_output(opts.decision.markdown, md, "--markdown")
         return 0
     project = head.decl is not None
     if project and opts.isolated:
@@ -227,9 +239,8 @@ def run_gate(opts: GateOptions) -> int:
               f"({opts.rounds} rounds per side, then up to {opts.confirm_rounds} for cases in doubt while the "
               f"{opts.budget / 60:.1f} min budget lasts) and report to {out}")
         return 0
-    if out.exists():
-        shutil.rmtree(out)
-    (out / "rounds").mkdir(parents=True)
+    clear_own(out, REPORT_MARK, REPORT_NAMES)
+    (out / "rounds").mkdir()
     log = out / "gate.log"
     run_args = shlex.split(run_text)
     print(f"[gate] base: {base.label}\n[gate] head: {head.label}\n[gate] log: {log}", flush=True)
@@ -237,7 +248,7 @@ def run_gate(opts: GateOptions) -> int:
         for side in (base, head):
             assert side.decl is not None and side.decl.config is not None and side.decl.text is not None
             side.config = out / f"{side.name}.pyproject.toml"
-            side.config.write_text(side.decl.text)
+            write_text(side.config, side.decl.text)
             print(f"[gate] {side.name} declares {side.decl.config.describe()}", flush=True)
     try:
         calibration = find_calibration(opts.decision.calibration)
@@ -309,10 +320,12 @@ def run_gate(opts: GateOptions) -> int:
         # left, the rounds are spent or the budget would be; every verdict is taken on all the
         # rounds a case has
         while confirmed < opts.confirm_rounds:
-            only = doubtful(comparison, merged_head, opts.decision.threshold)
+            elapsed = time.monotonic() - started
+            per_round = last_round_s(sets)
+            left = min(opts.confirm_rounds - confirmed, int((opts.budget - elapsed) / per_round) if per_round else 0)
+            only = doubtful(comparison, merged_head, len(sets["base"]) + max(left, 1))
             if only == []:
                 break
-            elapsed = time.monotonic() - started
             if elapsed + last_round_s(sets) > opts.budget:
                 stopped = (f"the budget ({opts.budget / 60:.1f} min) ended the confirming rounds with "
                            f"{'every case' if only is None else f'{len(only)} case(s)'} still in doubt")
@@ -341,13 +354,15 @@ def run_gate(opts: GateOptions) -> int:
         f"; {(time.monotonic() - started) / 60:.1f} min"
     )
     table = format_table(comparison)
-    (out / "compare.txt").write_text(intro + "\n" + table + "\n")
+    write_text(out / "compare.txt", intro + "\n" + table + "\n")
     md = format_markdown(comparison, f"Perf gate: head vs {opts.base}") + f"\n{intro}.\n"
-    (out / "compare.md").write_text(md)
+    write_text(out / "compare.md", md)
     if opts.decision.markdown:
-        Path(opts.decision.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(opts.decision.markdown).write_text(md)
-    print(intro)
-    print(table)
+        write_output(opts.decision.markdown, md, "--markdown")
+    if opts.decision.json:
+        write_json(opts.decision.json, comparison, "gate", opts.decision.inconclusive_pass)
+    write_json(out / "verdicts.json", comparison, "gate", opts.decision.inconclusive_pass, checked=False)
     print(f"[gate] report: {out}")
-    return comparison.exit_code
+    print(intro)
+    print(table)  # its last line is the verdict's
+    return opts.decision.exit_code(comparison)

@@ -9,17 +9,22 @@ import hashlib
 import os
 import sys
 import tempfile
+import time
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any, Generator
+from typing import Any
 
 import pytest
 
 from ..core.group import launcher_rank_size, observe, unobserve
-from ..core.watchdog import Watchdog
+from ..core.terminate import fail_early_exit
+from ..core.watchdog import INTERRUPTED_EXIT_CODE, Watchdog
 from .fixtures.conformance import conformance_deadline, deadline_hint
 from .session import IpcSession, get_session
 from .settings import marker_kwargs
 from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
+
+INTERRUPT_SETTLE_S = 2.0  # rank 0 prints the summary of a run every rank was interrupted in
 
 
 def rank_temproot(rank: int) -> Path:
@@ -66,30 +71,30 @@ def item_ranks(item: pytest.Item) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _conformance_class(item: pytest.Item) -> type | None | bool:
-    """The kit's class of a conformance case without a marker timeout (False for any other test)."""
+def _conformance_class(item: pytest.Item) -> tuple[type | None] | None:
+    """(the kit's class,) of a conformance case without a marker timeout (None for any other test)."""
     if "conformance_backend" not in getattr(item, "fixturenames", ()):
-        return False
+        return None
     if marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout") is not None:
-        return False
-    return getattr(item, "cls", None)
+        return None
+    return (getattr(item, "cls", None),)
 
 
 def item_timeout(item: pytest.Item) -> float:
     """The deadline of one test: its marker's ``timeout``, else the conformance kit's (a case of
     ``BackendConformance``), else the session's (0: no deadline)."""
     session = get_session(item.config)
-    cls = _conformance_class(item)
-    if cls is not False and session.settings.timeout:
-        return conformance_deadline(cls)  # type: ignore[arg-type]
+    kit = _conformance_class(item)
+    if kit is not None and session.settings.timeout:
+        return conformance_deadline(kit[0])
     return session.timeout_for(marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout"))
 
 
 def timeout_hint(item: pytest.Item) -> str:
     """How to raise :func:`item_timeout`, said with a hang."""
-    cls = _conformance_class(item)
-    if cls is not False and get_session(item.config).settings.timeout:
-        return deadline_hint(cls)  # type: ignore[arg-type]
+    kit = _conformance_class(item)
+    if kit is not None and get_session(item.config).settings.timeout:
+        return deadline_hint(kit[0])
     return "raise it with --ipc-timeout SECONDS or @pytest.mark.ipcbench(timeout=SECONDS) if it is only slow"
 
 
@@ -113,6 +118,7 @@ class MpiHygiene:
         from ..core import reaper
 
         self.reaper = reaper.start(self.rank)
+        self.undo_exit = fail_early_exit(self.rank)  # os._exit(0) mid-session: the job fails, not exit 0
         self.watchdog = Watchdog(self.rank, comm.Abort)
         self.watchdog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
         observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
@@ -120,6 +126,7 @@ class MpiHygiene:
         self.channel = WorldChannel.open(comm)
         self.watchdog.disarm()
         self._pending: dict[str, str] = {}  # idle rank: call failures of others, shown at teardown
+        self.interrupted = False
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -197,6 +204,7 @@ class MpiHygiene:
     def finish(self, session: pytest.Session, leftovers: list[str]) -> list[str]:
         """Session end: everyone's leftovers and exit status, known on every rank."""
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.interrupted = True  # ended at unconfigure (see there)
             return leftovers  # the ranks may be at different places: no more exchanges
         self.watchdog.arm("session end", self.session.settings.timeout, "session end")
         try:
@@ -219,6 +227,15 @@ class MpiHygiene:
         from ..core import reaper
 
         reaper.release(self.reaper)
+        self.undo_exit()
+        if self.interrupted and self.size > 1:
+            # Ctrl-C on one rank only: the others wait for it in a collective until their watchdog
+            # (minutes), and this rank's MPI_Finalize for them, where no thread of ours runs any
+            # more. End the job now, with pytest's exit code for an interrupted run; the other
+            # ranks give rank 0 a moment to finish its summary when all were interrupted.
+            time.sleep(0 if self.rank == 0 else INTERRUPT_SETTLE_S)
+            self.watchdog.end_job(f"ipcbench: rank {self.rank} was interrupted: ending the MPI job\n",
+                                  INTERRUPTED_EXIT_CODE)
         unobserve(self.watchdog)
         self.watchdog.close()
         self.channel.close()

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from ..core.errors import FileMissing
 from ..core.counters import CounterAbsent, Counters
+from ..core.errors import FileMissing
+from ..core.outdir import atomic_output
 from .stats import Summary, summarize
 from .validation import MalformedResults, check_env, check_record, describe_value, read_regular_file
 
@@ -138,7 +139,7 @@ class Result:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Result":
+    def from_dict(cls, d: dict[str, Any]) -> Result:
         """A result from its JSON form, schema 2 or 1 (whose ``extra`` keys become fields)."""
         d = {OLD_FIELDS.get(k, k): v for k, v in d.items()}
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
@@ -182,13 +183,13 @@ class ResultSet:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write atomically (a reader never sees half a file)."""
+        """Write atomically (a reader never sees half a file; on an error, no file and no temporary
+        one: :func:`~..core.outdir.atomic_output`)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ipcbench-", suffix=".json", dir=path.parent)
         data = self.to_dict()
         results = data.pop("results")
-        with os.fdopen(fd, "w") as f:
+        with atomic_output(path, "results") as tmp, open(tmp, "w") as f:
             # the header indented for a reader; one compact line per result: a gate's merged file
             # holds millions of samples, one per line made it 2x larger and slower to write
             head = json.dumps(data, indent=1)
@@ -196,11 +197,10 @@ class ResultSet:
             for i, r in enumerate(results):
                 f.write(("\n  " if i == 0 else ",\n  ") + json.dumps(r, separators=(",", ":")))
             f.write("\n ]\n}\n")
-        os.replace(tmp, path)
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "ResultSet":
+    def load(cls, path: str | os.PathLike[str]) -> ResultSet:
         """Read and check a results file: every problem is MalformedResults (a ValueError) naming
         the file, the record and the field; memory and time stay bounded (MAX_FILE_BYTES,
         MAX_SAMPLES, MAX_DEPTH) and a FIFO, folder or device is refused, never read."""
@@ -233,8 +233,10 @@ class ResultSet:
             if isinstance(record, dict) and isinstance(record.get("key"), str):
                 where += f" ({record['key'][:100]})"
             check_record(record, where, PRIMARY_METRIC)
-        return cls(
-            env=data.get("env", {}),
-            results=[Result.from_dict(r) for r in data.get("results", [])],
-            created=data.get("created", ""),
-        )
+        results = [Result.from_dict(r) for r in records]
+        first: dict[str, int] = {}
+        for i, r in enumerate(results):  # one case twice: which one would a verdict be on?
+            if first.setdefault(r.key, i) != i:
+                raise MalformedResults(f"{path}: results[{i}] repeats the case {r.key[:100]} of "
+                                       f"results[{first[r.key]}]; a case may be recorded once")
+        return cls(env=data.get("env", {}), results=results, created=data.get("created", ""))

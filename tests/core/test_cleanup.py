@@ -16,8 +16,8 @@ import pytest
 from pytest_ipcbench.commands import main as ipcbench
 from pytest_ipcbench.core import cleanup, names
 from pytest_ipcbench.core.cleanup import stale_mpich_segments
-from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.shared import segment
 
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -126,6 +126,26 @@ def test_a_dead_owner_of_this_namespace_is_reclaimed_at_once_unless_something_ma
         del view
     code, out = clean_here(capsys)
     assert f"removed {held}" in out and not held.exists()
+
+
+def test_a_dead_owner_s_folder_that_a_live_orphan_still_writes_into_is_kept(sandbox: Path, capsys) -> None:
+    """calibrate SIGKILL'd: its orphaned run child kept writing into calibrate's scratch folder, which
+    `clean` removed (the child made it again with mode 0755)."""
+    scratch = names.private_dir("calibrate", pid=_dead_pid())
+    (scratch / "aa-01").mkdir()
+    orphan = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1], 'w'); print(1, flush=True); "
+                               "time.sleep(60)", str(scratch / "aa-01" / ".ipcbench.lock")], stdout=subprocess.PIPE)
+    try:
+        assert orphan.stdout.readline().strip() == b"1"
+        code, out = clean_here(capsys, "--dry-run")
+        assert str(scratch) not in out
+        code, out = clean_here(capsys)
+        assert scratch.exists() and str(scratch) not in out
+    finally:
+        orphan.kill()
+        orphan.wait()
+    code, out = clean_here(capsys)
+    assert f"removed {scratch}" in out and not scratch.exists()
 
 
 NAMESPACES = textwrap.dedent("""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_ipcbench.results.stats import RatioInterval, ratio_interval, summarize, verdict
+from pytest_ipcbench.comparison.compare import compare_sets, decide
+from pytest_ipcbench.results.results import ResultSet
+from pytest_ipcbench.results.stats import RatioInterval, ratio_interval, summarize
 
 
 def test_summarize():
@@ -50,16 +52,20 @@ def test_ratio_interval_rejects_bad_input():
         ratio_interval([1.0], [1.0], confidence=1.5)
 
 
-def test_verdict_needs_the_whole_interval_past_the_threshold():
+def test_the_rule_needs_the_whole_interval_past_the_threshold_to_decide():
+    """compare's one rule (history/compare.py decide): slower or faster only when the whole
+    interval is past the threshold, unchanged only when it lies within it, else inconclusive."""
     def iv(low: float, high: float) -> RatioInterval:
         return RatioInterval((low + high) / 2, low, high, 0.95, 1.0, 1.0)
 
-    assert verdict(iv(1.2, 1.4), 0.1) == "slower"
-    assert verdict(iv(1.05, 1.4), 0.1) == "unchanged"  # could be within 10%
-    assert verdict(iv(0.7, 0.85), 0.1) == "faster"
-    assert verdict(iv(0.7, 0.95), 0.1) == "unchanged"
-    with pytest.raises(ValueError):
-        verdict(iv(1, 1), -0.1)
+    assert decide(iv(1.2, 1.4), 0.1) == "slower"
+    assert decide(iv(1.05, 1.4), 0.1) == "inconclusive"  # could be within 10%, or past it
+    assert decide(iv(0.7, 0.85), 0.1) == "faster"
+    assert decide(iv(0.7, 0.95), 0.1) == "inconclusive"
+    assert decide(iv(0.95, 1.05), 0.1) == "unchanged"
+    assert decide(iv(1.0, 1.1), 0.1) == "unchanged"  # the boundary itself is within
+    with pytest.raises(ValueError, match="threshold must not be negative"):
+        compare_sets(ResultSet(env={}, results=[]), ResultSet(env={}, results=[]), threshold=-0.1)
 
 
 def test_results_of_schema_1_still_load(tmp_path) -> None:
@@ -99,6 +105,34 @@ def test_round_halfwidth_is_wide_for_few_rounds_and_none_for_one():
     two = round_ratio_halfwidth(rounds[0], rounds[1], 0.95)
     assert two is not None and two > 0.5  # 2 rounds that disagree by 30%: t with 1 dof
     assert round_ratio_halfwidth(rounds[0][:1], rounds[1][:1], 0.95) is None
+
+
+def test_the_bootstrap_of_a_huge_side_draws_one_value_per_resample_not_every_sample() -> None:
+    """350,000 samples a case: drawing every sample of every resample made compare run past 10 minutes."""
+    import numpy as np
+
+    from pytest_ipcbench.results import stats
+
+    class Counting:
+        def __init__(self) -> None:
+            self.rng, self.drawn = np.random.default_rng(0), 0
+
+        def integers(self, low, high, size):
+            self.drawn += int(np.prod(size))
+            return self.rng.integers(low, high, size)
+
+        def beta(self, a, b, size):
+            self.drawn += int(size)
+            return self.rng.beta(a, b, size)
+
+    x = np.linspace(1.0, 2.0, 350_000)
+    rng = Counting()
+    medians = stats._bootstrap_medians(x, 2000, rng)  # type: ignore[arg-type]
+    assert rng.drawn == 2000 and medians.shape == (2000,)
+    assert abs(float(np.median(medians)) - 1.5) < 0.01
+    small = Counting()
+    stats._bootstrap_medians(np.linspace(1.0, 2.0, 100), 2000, small)  # type: ignore[arg-type]
+    assert small.drawn == 2000 * 100  # small sides as before: the verdicts of every file ever made stand
 
 
 def test_results_and_calibrations_written_before_the_renames_still_load(tmp_path) -> None:
