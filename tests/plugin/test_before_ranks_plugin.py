@@ -18,6 +18,7 @@ import before_ranks_support  # tests/ is on sys.path (rootdir conftest, no packa
 import pytest
 
 from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.names import owner_pid, pid_alive
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="runs pytest in a subprocess: not inside an MPI job")
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -44,7 +45,8 @@ KIT = "from pytest_ipcbench.testing import BackendConformance\n\nclass TestInshm
 
 
 def _segments() -> set[str]:
-    return {p.name for p in Path("/dev/shm").glob("ipcb-*-ishm")}
+    """ishm segments whose owner is gone: left behind (a live one is another run's, on a shared machine)."""
+    return {p.name for p in Path("/dev/shm").glob("ipcb-*-ishm") if not pid_alive(owner_pid(p.name) or 0)}
 
 
 def _installed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, source: str | None = None) -> None:
