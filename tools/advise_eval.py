@@ -35,9 +35,9 @@ import numpy as np
 
 from pytest_ipcbench.advice import advise, features
 from pytest_ipcbench.advice.cases import FAMILIES, cases
-from pytest_ipcbench.advice.payload import ObjectPayload
-from pytest_ipcbench.advice.prior import TABLE_FILE, bucket, load_table, ranked
 from pytest_ipcbench.advice.decision import counts_of
+from pytest_ipcbench.advice.payload import ObjectPayload
+from pytest_ipcbench.advice.prior import TABLE_FILE, bucket, ranked
 from pytest_ipcbench.advice.race import COUNT_REPEATS, METRICS, Standing, split_rounds
 from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.local import LocalWorld

@@ -49,6 +49,7 @@ from typing import Any
 import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily)
 import numpy as np
 
+from ..core.group import comm_of
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
@@ -92,7 +93,7 @@ class _MPIBackend(Backend):
         from mpi4py import MPI
 
         self.MPI = MPI
-        self.comm = self.group.comm  # type: ignore[attr-defined]
+        self.comm = comm_of(self.group)
 
     def close(self) -> None:
         self.comm = None
@@ -163,7 +164,7 @@ class MPIPkl5Backend(_MPIBackend):
         self._pkl5 = pkl5.Intracomm(self.comm)
 
     def close(self) -> None:
-        self._pkl5 = None
+        self.__dict__.pop("_pkl5", None)  # the wrapper of self.comm goes with it
         super().close()
 
     def write(self, obj: Any) -> None:
@@ -280,7 +281,7 @@ class _BufferBackend(_MPIBackend):
         # blocking and nonblocking collectives do not match: every rank takes the root's strategy
         self.wait = self.comm.bcast(self.wait, root=self.root)
         self._head = np.zeros(max(self.HEAD_MAX, self.HEAD_CAP), dtype=np.uint8)
-        self._head_view = memoryview(self._head)
+        self._head_view = self._head.data
         self._head_size = self.HEAD_MAX  # both sides: the size of the next head
         self._meta_cache: dict[Any, bytes] = {}  # writer: array spec -> pickled meta
         self._desc_cache: dict[bytes, Any] = {}  # reader: meta -> description
@@ -524,6 +525,7 @@ class MPIP2PBackend(_BufferBackend):
 
     def _recv_head(self) -> None:
         request = self._head_request
+        assert request is not None, "read() after setup()"
         request.Start()
         if self.wait == "block":
             request.Wait()  # MPI's own wait, the fastest with a core per rank (method.md rule 18)

@@ -104,7 +104,7 @@ class RankCounters:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RankCounters":
+    def from_dict(cls, d: dict[str, Any]) -> RankCounters:
         return cls(int(d["rank"]), str(d["role"]), {k: [int(x) for x in v] for k, v in d["totals"].items()},
                    int(d["messages"]), dict(d.get("absent") or {}), int(d.get("deep_messages") or 0))
 
@@ -178,6 +178,6 @@ class Counters:
                 "repeats": self.repeats, "ranks": [r.to_dict() for r in self.ranks]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Counters":
+    def from_dict(cls, d: dict[str, Any]) -> Counters:
         return cls([RankCounters.from_dict(r) for r in d["ranks"]], int(d["iterations"]),
                    int(d["messages_per_iteration"]), int(d["repeats"]))

@@ -10,16 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import advice_support  # tests/ is on sys.path (rootdir conftest, no package)
 import numpy as np
 import pytest
-
-import advice_support  # tests/ is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench import Advice, advise
 from pytest_ipcbench.advice import advise_described, features
 from pytest_ipcbench.advice.cases import FAMILIES, cases
 from pytest_ipcbench.advice.decision import Candidate
 from pytest_ipcbench.advice.describe import described
+from pytest_ipcbench.advice.driver import pairs
 from pytest_ipcbench.advice.prior import shortlist
 from pytest_ipcbench.backends.base import BACKENDS, register_backend
 from pytest_ipcbench.core.errors import UsageError
@@ -107,6 +107,13 @@ def _advice() -> Advice:
                                "group": "local"},
                   prior={"source": "s", "bucket": "tiny/buffers", "order": ["shm/native"], "shortlist": ["shm/native"]},
                   race={"stages": 2, "stopped": "the budget", "rounds": 12}, notes=["n"])
+
+
+def test_the_stream_scenario_offers_channels_only() -> None:
+    """A store keeps only the newest value: streamed, it would lose messages (no group: this machine)."""
+    ok, why = pairs(None, "stream", ["shm", "zmq"])
+    assert {s.name for s in ok} == {"zmq"}
+    assert all("needs a channel" in why[f"shm/{mode}"] for mode in ("bytes", "native"))
 
 
 def test_the_decision_round_trips_through_json(tmp_path: Path) -> None:

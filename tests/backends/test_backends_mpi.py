@@ -11,18 +11,18 @@ of its group. mpi4py is imported only inside fixtures: collecting this file does
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
+import support as progs  # tests/ is on sys.path (rootdir conftest, no package)
 
-from pytest_ipcbench.core import names
 from pytest_ipcbench.backends import BackendSpec
 from pytest_ipcbench.backends.base import unavailable_reason
+from pytest_ipcbench.core import names
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness.transfer import assert_delivered, deliver
-
-import support as progs  # tests/ is on sys.path (rootdir conftest, no package)
 
 pytestmark = pytest.mark.mpi
 

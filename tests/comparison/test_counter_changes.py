@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from pytest_ipcbench.comparison.counters import CounterChange, counter_changes, explain
 from pytest_ipcbench.core.counters import CounterAbsent, Counters, RankCounters
 from pytest_ipcbench.core.units import format_count
-from pytest_ipcbench.comparison.counters import CounterChange, counter_changes, explain
 from pytest_ipcbench.results.results import Result, ResultSet
 
 MIB = 2**20
@@ -291,7 +291,7 @@ def test_compare_exits_1_on_a_counter_regression_even_when_the_time_is_unchanged
     assert case.status == "unchanged" and comparison.costlier == [case]
     assert comparison.exit_code == EXIT_REGRESSION
     text = format_table(comparison)
-    assert "COUNTER REGRESSION: 1 case(s) cost more per message" in text
+    assert "REGRESSION: 1 case(s) cost more per message" in text
     assert "writer: +1 data system call" in text.splitlines()[-1]
     assert ":x:" in format_markdown(comparison)
     # one pickle fewer: cheaper, not a regression

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ipcbench.runner.matrix import is_channel
-from pytest_ipcbench.runner.progress import Progress
 from pytest_ipcbench.backends.base import BACKENDS, unavailable_reason
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import find_mpiexec
-from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix
-from pytest_ipcbench.runner.shared_arrays import experiment_results
 from pytest_ipcbench.results.results import SCHEMA, ResultSet
+from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix
+from pytest_ipcbench.runner.matrix import is_channel
+from pytest_ipcbench.runner.progress import Progress
+from pytest_ipcbench.runner.shared_arrays import experiment_results
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
 MPIEXEC = find_mpiexec()
