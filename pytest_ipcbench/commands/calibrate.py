@@ -5,8 +5,8 @@ It runs the code at hand again and again (A/A: ``ipcbench run``, one run after a
 between-run noise, prints per group the noise, the false-alarm rate a bare threshold would have
 (predicted and observed), the false verdicts ``compare`` is expected to give, the smallest
 slowdown ``compare`` and the gate can detect, and the rounds that decide a 1.5x slowdown; and
-writes the file that ``ipcbench compare`` and ``ipcbench gate`` read (``--calibration``, by
-default :data:`~pytest_ipcbench.history.calibration.DEFAULT_PATH`).
+stores it where ``ipcbench compare`` and ``ipcbench gate`` find it for this machine and matrix
+(:mod:`~pytest_ipcbench.history.calibration_store`; ``--out FILE``: a copy there too).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..core import names
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
 from ..history import calibration as cal
+from ..history import calibration_store as store
 from ..history import calibration_summary as tell
 from ..history.run_sets import load_results
 from ..history.verdict import DEFAULT_THRESHOLD, GateError
@@ -63,14 +64,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "the declared [tool.ipcbench] matrix in another project)")
     parser.add_argument("--from", dest="from_files", nargs="+", metavar="RESULTS", default=None,
                         help="calibrate from these results files of runs of identical code (>= 3) instead of running")
-    parser.add_argument("--out", default=cal.DEFAULT_PATH,
-                        help=f"the calibration file to write (default {cal.DEFAULT_PATH})")
+    parser.add_argument("--out", default=None,
+                        help="also write the calibration to this file (it is always stored in the per-user cache, "
+                             f"{store.cache_root()}, where compare and the gate find it for this machine and matrix)")
     parser.add_argument("--threshold", type=parse_threshold, default=DEFAULT_THRESHOLD,
                         help="the threshold the false-alarm rates are given at (default 0.10, the gate's)")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
     parser.add_argument("--plot", metavar="FILE", default=None,
                         help="the plot of each case's noise and what compare and the gate can detect "
-                             "(default: beside --out, with .png; 'none': no plot)")
+                             "(default: beside --out, else beside the stored calibration, with .png; 'none': no plot)")
 
 
 def _gate_run_args() -> str:
@@ -104,18 +106,24 @@ def run(args: argparse.Namespace) -> int:
                "cores": sets[0].env.get("cores"), "host": sets[0].env.get("host") or sets[0].env.get("hostname")}
         calibration = cal.calibrate_sets(sets, args.threshold, env)
         calibration.held_out = tell.held_out_false(sets, args.threshold, _z(calibration))
+        path = store.save(calibration, sets[0])
+        if args.out:
+            copy = cal.Calibration.load(path)
+            copy.save(args.out)
     except (GateError, ValueError) as exc:
         print(f"ipcbench calibrate: {exc}", file=sys.stderr)
         return 2
-    path = calibration.save(args.out)
     text = format_calibration(calibration, args.threshold)
     print(text)
-    print(f"[calibrate] written: {path} (read by `ipcbench compare` and `ipcbench gate`)")
+    print(f"[calibrate] stored: {path} (found by `ipcbench compare` and `ipcbench gate` on this machine "
+          f"({calibration.env.get('machine')}) for this matrix ({calibration.env.get('matrix_cases')} cases))")
+    if args.out:
+        print(f"[calibrate] copy written: {args.out}")
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(text + "\n")
     if args.plot != "none":
-        plot = Path(args.plot) if args.plot else Path(path).with_suffix(".png")
+        plot = Path(args.plot) if args.plot else Path(args.out or path).with_suffix(".png")
         rounds = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS
         summaries = tell.summarise(calibration, args.threshold, rounds, _z(calibration),
                                    z_rounds=_z(calibration, tell.JUDGEMENTS))

@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..history.calibration import DEFAULT_PATH, find_calibration
+from ..history.calibration_store import cache_root, find_calibration
 from ..history.compare import compare_sets
 from ..history.run_sets import load_side
 from ..history.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
@@ -71,8 +71,9 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
     parser.add_argument(
         "--calibration", metavar="FILE", default=None,
-        help=f"the between-run noise per case measured by `ipcbench calibrate` (default {DEFAULT_PATH} when it "
-             f"exists; 'none': no calibration, a conservative noise is assumed)",
+        help=f"the between-run noise per case measured by `ipcbench calibrate` (default: the one it stored in "
+             f"{cache_root()} for this machine and matrix, when there is one; 'none': no calibration, a "
+             f"conservative noise is assumed)",
     )
 
 
@@ -123,7 +124,7 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
         base = load_side(base_path, "base")
         head = load_side(head_path, "head")
         check_calibration_file(how.calibration)
-        calibration = find_calibration(how.calibration)
+        calibration = find_calibration(how.calibration, head, base)
         comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired,
                                   calibration)
     except (GateError, ValueError) as exc:

@@ -31,7 +31,8 @@ from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
 from ..core.project import find_pyproject
 from . import consumer
-from .calibration import Calibration, find_calibration
+from .calibration import Calibration
+from .calibration_store import describe_use, find_calibration
 from .calibration_summary import JUDGEMENTS, decision_z, undecidable
 from .compare import compare_sets
 from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, default_run_args, git, install_sides,
@@ -236,18 +237,28 @@ def run_gate(opts: GateOptions) -> int:
             side.config = out / f"{side.name}.pyproject.toml"
             side.config.write_text(side.decl.text)
             print(f"[gate] {side.name} declares {side.decl.config.describe()}", flush=True)
+    # a file named by --calibration is read now (a bad one stops the gate before it installs
+    # anything); the stored one of this machine is looked up by the sides' matrices after the first rounds
+    explicit = opts.decision.calibration is not None
     try:
-        calibration = find_calibration(opts.decision.calibration)
+        calibration = find_calibration(opts.decision.calibration) if explicit else None
     except ValueError as exc:
         raise GateError(str(exc)) from None
     install_sides(repo, (base, head), cache, log, opts.timeout, opts.isolated)
     env_notes = check_sides_equal(base, head, out, cache)
-    if calibration is not None:
-        print(f"[gate] {calibration.describe()}", flush=True)
-        budget_lines = budget_notice(calibration, opts)
-        for line in budget_lines:
-            print(f"[gate] {line}", flush=True)
-        env_notes = env_notes + [calibration.describe()] + budget_lines[:1]
+
+    def use_calibration(found: Calibration | None) -> None:
+        nonlocal calibration, env_notes
+        calibration = found
+        print(f"[gate] {describe_use(calibration, opts.decision.calibration)}", flush=True)
+        if calibration is not None:
+            budget_lines = budget_notice(calibration, opts)
+            for line in budget_lines:
+                print(f"[gate] {line}", flush=True)
+            env_notes = env_notes + budget_lines[:1]
+
+    if explicit:
+        use_calibration(calibration)
 
     sides = {"base": base, "head": head}
     sets: dict[str, list[ResultSet]] = {"base": [], "head": []}
@@ -284,6 +295,11 @@ def run_gate(opts: GateOptions) -> int:
             rs.env["gate_side"] = sides[name].label
             rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
         latest.update(merged)
+        if not explicit and len(sets["base"]) == opts.rounds:  # the first rounds: every case, both matrices known
+            try:
+                use_calibration(find_calibration(None, merged["head"], merged["base"]))
+            except ValueError as exc:
+                raise GateError(str(exc)) from None
         try:
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
                                       opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,

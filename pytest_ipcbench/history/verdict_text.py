@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core.units import format_ratio, format_time
+from .calibration_store import describe_use
 from .counters import regression_line
 from .verdict import STATUS_ORDER, CaseVerdict, Comparison, _pct
 
@@ -98,7 +99,8 @@ def format_table(comparison: Comparison) -> str:
     lines.insert(1, "-" * max(len(line) for line in lines))
     metric = comparison.metric or "each case's primary metric (completion)"
     intro = f"head / base median time of {metric}; {_decision_note(comparison)}"
-    out = [intro, *lines, "", *(f"warning: {w}" for w in comparison.warnings), _headline(comparison)]
+    out = [intro, *lines, "", describe_use(comparison.calibration), *(f"warning: {w}" for w in comparison.warnings),
+           _headline(comparison)]
     return "\n".join(out)
 
 
@@ -107,6 +109,7 @@ def format_markdown(comparison: Comparison, title: str = "ipcbench performance c
     mark = ":x:" if comparison.exit_code else ":white_check_mark:"
     head, verdict_line = _headline(comparison).split("\n")
     out = [f"## {title}", "", f"{mark} **{verdict_line}**", "", f"Cases: {head}.", ""]
+    out += [f"> {describe_use(comparison.calibration)}", ""]
     out += [f"> warning: {w}" for w in comparison.warnings]
     cols = _columns(comparison)
     out.append("| " + " | ".join(cols) + " |")
