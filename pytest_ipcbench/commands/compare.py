@@ -7,6 +7,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..core.project import declared_rules
 from ..history.calibration_store import cache_root, find_calibration
 from ..history.compare import compare_sets
 from ..history.run_sets import load_side
@@ -125,8 +126,9 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
         head = load_side(head_path, "head")
         check_calibration_file(how.calibration)
         calibration = find_calibration(how.calibration, head, base)
+        rules = declared_rules()  # [tool.ipcbench] thresholds and waivers of the project here
         comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired,
-                                  calibration)
+                                  calibration, rules=rules)
     except (GateError, ValueError) as exc:
         print(f"ipcbench compare: {exc}", file=sys.stderr)
         return EXIT_ERROR

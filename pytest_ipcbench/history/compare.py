@@ -25,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..core.case_rules import CaseRules
 from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
 from .calibration_summary import JUDGEMENTS, rounds_to_detect
 from .normalise import is_reference, reference_factor
@@ -88,6 +89,7 @@ def compare_sets(
     paired: bool | None = None,
     calibration: Calibration | None = None,
     fast_tail: float | None = RUN_QUANTILE,
+    rules: CaseRules | None = None,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base`` (``metric``: each case's primary).
 
@@ -97,7 +99,7 @@ def compare_sets(
     alone), which other jobs move least; a case takes the verdict that decides, and is
     inconclusive when both decide, differently. Otherwise see :func:`_compare_sets`.
     """
-    args = (base, head, threshold, confidence, metric, family_wise, paired, calibration)
+    args = (base, head, threshold, confidence, metric, family_wise, paired, calibration, rules)
     gate = from_gate_rounds(base, head) and min(base.env["gate_rounds"], head.env["gate_rounds"]) > 1
     runs = not same_experiment(base, head) and overlap_problem(base, head) is None
     if fast_tail is None or not (gate or runs):
@@ -132,6 +134,7 @@ def _compare_sets(
     family_wise: bool = True,
     paired: bool | None = None,
     calibration: Calibration | None = None,
+    rules: CaseRules | None = None,
     quantile: float = 0.5,
     tests: int = 1,
 ) -> Comparison:
@@ -156,6 +159,8 @@ def _compare_sets(
     the wider of its rounds' bootstrap and the calibrated noise. A gate's case with one round on a
     side is judged as two runs are (calibrated noise, else no time verdict), but not normalised.
 
+    ``rules`` ([tool.ipcbench], core/case_rules.py): a case's own threshold; its waiver, carried.
+
     Raises ValueError when the two sets have no case in common that can be compared: a gate that
     compared nothing must not pass.
     """
@@ -163,6 +168,7 @@ def _compare_sets(
         raise ValueError(f"threshold must not be negative, got {threshold}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    rules = rules or CaseRules()
     old, new = base.by_key(), head.by_key()
     one_experiment = same_experiment(base, head)
     if paired is None:
@@ -299,7 +305,8 @@ def _compare_sets(
         if h == h_within and not across_runs:  # the bootstrap's own (asymmetric) interval
             low, high = interval.low / factor, interval.high / factor
         final = RatioInterval(ratio, low, high, per_case, interval.median_a, interval.median_b)
-        status = decide(final, threshold)
+        t = rules.threshold_for(key, threshold)
+        status = decide(final, t)
         guessed = (across_runs or one_round) and not own_spread and (noise is None or shared is not None) \
             and status != "inconclusive"
         if guessed:  # no measured between-run noise: two runs are no paired experiment (docs/method.md rule 19)
@@ -315,14 +322,15 @@ def _compare_sets(
                           else "the noise of a run that shared the machine")
             note = (note + "; " if note else "") + f"looks {looks}, but {unmeasured} was not measured"
         elif status == "inconclusive":
-            note = (note + "; " if note else "") + f"noise too large to decide at ±{threshold:.0%}"
+            note = (note + "; " if note else "") + f"noise too large to decide at ±{t:.0%}"
             if own_spread:  # how many runs would: the half-width shrinks as 1 / sqrt(runs)
-                need = rounds_to_detect(h * math.sqrt(k), DECIDE_EFFECT, threshold, 1.0)
+                need = rounds_to_detect(h * math.sqrt(k), DECIDE_EFFECT, t, 1.0)
                 if need is not None:
                     note += f"; {DECIDE_EFFECT:g}x would need about {max(need, MIN_RUNS)} runs a side"
         cases.append(CaseVerdict(key, status, m, final, len(b), len(a), note, h,
-                                 (1 + threshold) * math.exp(h), source))
-    cases = sorted((_with_counters(c, old, new) for c in cases), key=lambda c: c.key)
+                                 (1 + t) * math.exp(h), source))
+    cases = sorted((replace(_with_counters(c, old, new), threshold=rules.threshold_for(c.key, threshold),
+                            waiver=rules.waiver_for(c.key)) for c in cases), key=lambda c: c.key)
     comparison = Comparison(cases, threshold, confidence, metric, warnings, per_case, paired=paired,
                             normalisation=norm, calibration=calibration)
     if one_round_cases:

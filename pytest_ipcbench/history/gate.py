@@ -29,7 +29,7 @@ from typing import Sequence
 from ..core import names
 from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
-from ..core.project import find_pyproject
+from ..core.project import declared_rules, find_pyproject
 from . import consumer
 from .calibration import Calibration
 from .calibration_store import describe_use, find_calibration
@@ -212,6 +212,10 @@ def run_gate(opts: GateOptions) -> int:
             Path(opts.decision.markdown).write_text(md)
         return 0
     project = head.decl is not None
+    # the head's thresholds and waivers (a pull request may add a waiver: its reviewers see it); an
+    # expired one stops the gate before anything is installed
+    rules = head.decl.config.rules if project and head.decl.config is not None else declared_rules(head.source)
+    rules.check_expiry()
     if project and opts.isolated:
         raise GateError("--isolated is for pytest-ipcbench's own repository: in another project both sides "
                         "share the gate's pytest-ipcbench, numpy, mpi4py and MPI")
@@ -303,7 +307,7 @@ def run_gate(opts: GateOptions) -> int:
         try:
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
                                       opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
-                                      paired=True, calibration=calibration)
+                                      paired=True, calibration=calibration, rules=rules)
         except ValueError as exc:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.case_rules import Waiver
 from ..core.errors import IpcbenchError
 from .calibration import Calibration
 from .normalise import Normalisation
@@ -67,6 +68,8 @@ class CaseVerdict:
     explanations: list[str] = field(default_factory=list)
     counter_changes: int | None = None  # counters that changed per message; None: not counted on both sides
     counter_regressions: list[str] = field(default_factory=list)  # exact counters that grew: exit 1
+    threshold: float = DEFAULT_THRESHOLD  # the slowdown tolerated for this case ([tool.ipcbench.thresholds])
+    waiver: Waiver | None = None  # a waiver of [tool.ipcbench]: the status stands, it never makes REGRESSION
 
 
 @dataclass
@@ -98,7 +101,13 @@ class Comparison:
 
     @property
     def regressions(self) -> list[CaseVerdict]:
-        return self.with_status("slower")
+        """Slower cases that no waiver covers."""
+        return [c for c in self.with_status("slower") if c.waiver is None]
+
+    @property
+    def waived(self) -> list[CaseVerdict]:
+        """Cases a waiver covers (listed in every report, whatever their status)."""
+        return [c for c in self.cases if c.waiver is not None]
 
     @property
     def compared(self) -> int:
@@ -108,7 +117,7 @@ class Comparison:
     @property
     def costlier(self) -> list[CaseVerdict]:
         """Cases whose exact counters grew (history/counters.py): a regression whatever the times say."""
-        return [c for c in self.cases if c.counter_regressions]
+        return [c for c in self.cases if c.counter_regressions and c.waiver is None]
 
     @property
     def exit_code(self) -> int:
