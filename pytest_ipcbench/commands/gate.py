@@ -56,10 +56,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "run on the same numpy, mpi4py and MPI)")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds allowed to one install or one run of one side (default 1800)")
-    parser.add_argument("--count", action="store_true",
-                        help="run each round with its counting pass (ipcbench run --count): the exact counters "
-                             "of every case are compared exactly and one that grew fails the gate (exit 1) "
-                             "whatever the times say (README 'Counter verdicts'); it adds 45-130%% to a round")
+    parser.add_argument("--no-count", dest="count", action="store_false", default=True,
+                        help="no counting pass (by default each side's first round counts what each message costs; "
+                             "an exact counter that grew fails the gate, exit 1, whatever the times say: "
+                             "docs/counters.md)")
+    parser.add_argument("--count", dest="count", action="store_true",
+                        help="the default (kept for scripts that asked for it)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the refs and the declared matrices, say what would run, install and measure nothing")
     add_decision_options(parser)

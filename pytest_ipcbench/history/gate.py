@@ -73,7 +73,7 @@ class GateOptions:
     skip_unadopted_base: bool = False  # another project: a base without [tool.ipcbench] exits 0, not 2
     inject: dict[str, Slowdown] = field(default_factory=dict)  # head only: backend -> slowdown (harness/inject.py)
     dry_run: bool = False  # say what would be installed and measured, then stop (exit 0)
-    count: bool = False  # each run with its counting pass: exact counters compared exactly (exit 1 when one grew)
+    count: bool = True  # each side's first round counts: exact counters compared exactly (exit 1 when one grew)
 
 
 class Unadopted(GateError):
@@ -288,7 +288,9 @@ def run_gate(opts: GateOptions) -> int:
             what = f"{len(only)} case(s) in doubt" if only is not None else "every case"
             print(f"[gate] round {i + 1}: {name}, {what}", flush=True)
             dest = out / "rounds" / f"{i + 1}-{name}"
-            args = side_args(sides[name], run_args, only, scratch, opts.timeout, opts.count)
+            # exact counters need one counting pass a side, not one a round (docs/counters.md, "Cost"):
+            # each side's first round counts; merge_rounds keeps a case's counters from it
+            args = side_args(sides[name], run_args, only, scratch, opts.timeout, opts.count and i == 0)
             rs, warning = run_round(sides[name], dest, args, scratch, log, opts.timeout,
                                     env=injected if name == "head" else None)
             sets[name].append(rs)
@@ -354,7 +356,7 @@ def run_gate(opts: GateOptions) -> int:
         f"{' over the matrix each side declares in [tool.ipcbench]' if project else ''} per side"
         f"{f', then {confirmed} more of the cases in doubt' if confirmed else ''}, in this job, on this machine"
         f"{f'; head slowed on purpose ({injected[INJECT_ENV]})' if injected else ''}"
-        f"{'; with the counting pass (--count)' if opts.count else ''}"
+        f"{'; counted once a side (its first round)' if opts.count else '; not counted (--no-count)'}"
         f"; {(time.monotonic() - started) / 60:.1f} min"
     )
     table = format_table(comparison)

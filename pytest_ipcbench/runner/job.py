@@ -82,8 +82,8 @@ class RunOptions:
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
     pin: str | None = None  # none | core (core/affinity.py); None: BenchSettings' default
     results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
-    # the counting pass (harness/count.py): off unless asked for (--count): it added 60-130% to a
-    # run's wall time on a loaded 2-core machine (docs/counters.md, "Cost")
+    # the counting pass (harness/count.py): on unless turned off (--no-count, count = false); its
+    # share of the wall time is measured in docs/counters.md, "Cost"
     count: bool | None = None
     # deep mode (harness/deep.py): labels matching these patterns get valgrind's counters after the run
     deep: Sequence[str] = ()
@@ -136,7 +136,7 @@ class Runner:
         settings = self.level.settings
         if opts.time_budget is not None:
             settings = replace(settings, time_budget=opts.time_budget)
-        settings = replace(settings, count=bool(opts.count), **({"pin": opts.pin} if opts.pin else {}))
+        settings = replace(settings, count=opts.count is not False, **({"pin": opts.pin} if opts.pin else {}))
         self.settings = settings
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
