@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                "cores": sets[0].env.get("cores"), "host": sets[0].env.get("host") or sets[0].env.get("hostname")}
         calibration = cal.calibrate_sets(sets, args.threshold, env)
         calibration.held_out = tell.held_out_false(sets, args.threshold, _z(calibration))
-        path = store.save(calibration, sets[0])
+        path = store.save(calibration, sets)
         if args.out:
             copy = cal.Calibration.load(path)
             copy.save(args.out)

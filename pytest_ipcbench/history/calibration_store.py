@@ -20,7 +20,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..core.outdir import write_text
 from .calibration import Calibration
@@ -105,13 +105,16 @@ def store_path(env: dict[str, Any], keys: Iterable[str]) -> Path:
     return cache_root() / store_name(env, keys)
 
 
-def save(calibration: Calibration, runs: ResultSet) -> Path:
-    """Keep ``calibration`` (made from runs like ``runs``) where compare and the gate look for it."""
+def save(calibration: Calibration, runs: Sequence[ResultSet]) -> Path:
+    """Keep ``calibration`` where compare and the gate look for it: named by the first run's machine
+    and every case of the runs (a case that failed in one run is still the matrix's, as a gate's
+    rounds merged)."""
     folder = private_folder(create=True)
     assert folder is not None
-    keys = matrix_keys(runs)
-    calibration.env.update(machine=machine(runs.env), matrix_cases=len(keys))
-    path = folder / store_name(runs.env, keys)
+    keys = sorted({k for rs in runs for k in matrix_keys(rs)})
+    env = runs[0].env
+    calibration.env.update(machine=machine(env), matrix_cases=len(keys))
+    path = folder / store_name(env, keys)
     try:
         write_text(path, json.dumps(calibration.to_dict(), indent=1) + "\n")
     except OSError as exc:
