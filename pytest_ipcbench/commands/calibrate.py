@@ -99,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
             scratch = names.private_dir("calibrate")
             try:
                 print(f"[calibrate] A/A runs of `ipcbench run {run_text}` within {args.budget:g} s", flush=True)
-                sets, loads = tell.measure_runs(shlex.split(run_text), args.budget, scratch, args.runs)
+                run_args = shlex.split(run_text)
+                if not {"--count", "--no-count"} & set(run_args):  # A/A runs measure time: no counting pass
+                    run_args.append("--no-count")  # (as the gate's rounds after each side's first)
+                sets, loads = tell.measure_runs(run_args, args.budget, scratch, args.runs)
             finally:
                 names.remove(scratch)
         env = {"run_args": run_text, "load": [min(loads), max(loads)] if loads else None,

@@ -149,3 +149,21 @@ def test_a_stored_file_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
     path.symlink_to(real)
     with pytest.raises(CalibrationError, match="symlink"):
         store.find(run_set(1))
+
+
+def test_calibrate_runs_time_only_and_stores_its_runs_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The A/A runs measure time: no counting pass (as the gate's rounds after each side's first),
+    unless the run arguments say otherwise; the file is found by the runs' machine and matrix."""
+    from pytest_ipcbench.history import calibration_summary as tell
+
+    asked: list[list[str]] = []
+
+    def fake(run_args: list[str], budget: float, scratch: Path, runs: int | None = None):
+        asked.append(list(run_args))
+        return [run_set(600 + i, scatter=0.05) for i in range(3)], [1.0, 1.2]
+
+    monkeypatch.setattr(tell, "measure_runs", fake)
+    assert main(["calibrate", "--run-args", "--quick --ranks 2", "--plot", "none"]) == 0
+    assert main(["calibrate", "--run-args", "--quick --count", "--plot", "none"]) == 0
+    assert asked == [["--quick", "--ranks", "2", "--no-count"], ["--quick", "--count"]]
+    assert store.find(run_set(1)) is not None
