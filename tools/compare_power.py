@@ -35,11 +35,11 @@ from pathlib import Path
 from statistics import NormalDist
 
 from pytest_ipcbench.core.injection import Slowdown, parse_injection
-from pytest_ipcbench.history.calibration import Calibration
-from pytest_ipcbench.history.compare import compare_sets
-from pytest_ipcbench.history.results import ResultSet
-from pytest_ipcbench.history.run_sets import RUN_QUANTILE, merge_runs
-from pytest_ipcbench.history.verdict import CaseVerdict
+from pytest_ipcbench.comparison.calibration import Calibration
+from pytest_ipcbench.comparison.compare import compare_sets
+from pytest_ipcbench.results.results import ResultSet
+from pytest_ipcbench.comparison.run_sets import RUN_QUANTILE, merge_runs
+from pytest_ipcbench.comparison.verdict import CaseVerdict
 
 STATUSES = ("slower", "faster", "unchanged", "inconclusive")
 

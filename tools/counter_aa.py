@@ -5,7 +5,7 @@
 
 With ``--runs N``, N runs of ``ipcbench run --count --results-only`` one after the other (default
 run arguments: ``--quick --no-extras --backends shm,mpi-p2p,mpi-buffer,zmq,lmdb,mp-queue``), then
-every pair of them compared with history/counters.counter_verdict, as compare and the gate do.
+every pair of them compared with comparison/counters.counter_verdict, as compare and the gate do.
 Prints each counter verdict (an exact counter that changed: it would fail the gate) and each
 statistical change (a note), then: pairs, case comparisons, verdicts, notes by counter, and the
 load the runs met. Exit 1 when there was a verdict.
@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 from statistics import median
 
-from pytest_ipcbench.history.counters import counter_changes
-from pytest_ipcbench.history.results import ResultSet
+from pytest_ipcbench.comparison.counters import counter_changes
+from pytest_ipcbench.results.results import ResultSet
 
 DEFAULT_RUN = ["--quick", "--no-extras", "--backends", "shm,mpi-p2p,mpi-buffer,zmq,lmdb,mp-queue"]
 

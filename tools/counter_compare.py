@@ -1,4 +1,4 @@
-"""Compare the counters of two results files case by case (history/counters.counter_changes).
+"""Compare the counters of two results files case by case (comparison/counters.counter_changes).
 
     .venv/bin/python tools/counter_compare.py BASE/results.json HEAD/results.json
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pytest_ipcbench.history.counters import counter_changes, explain
-from pytest_ipcbench.history.results import ResultSet
+from pytest_ipcbench.comparison.counters import counter_changes, explain
+from pytest_ipcbench.results.results import ResultSet
 
 
 def main() -> int:

@@ -31,9 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_ipcbench.history.consumer import share_packages
-from pytest_ipcbench.history.counters import counter_verdict
-from pytest_ipcbench.history.results import ResultSet
+from pytest_ipcbench.gate.consumer import share_packages
+from pytest_ipcbench.comparison.counters import counter_verdict
+from pytest_ipcbench.results.results import ResultSet
 
 REPO = Path(__file__).resolve().parents[1]
 CONSUMER = REPO / "tests" / "data" / "counter_consumer"
@@ -119,7 +119,7 @@ SHOWN = ("alloc.bytes", "alloc.peak_bytes", "faults.minor", "syscalls.mapping", 
 
 def side_by_side(base: Path, head: Path) -> None:
     """Per affected case and role: each of SHOWN per message, base -> head (the readers: their mean)."""
-    from pytest_ipcbench.history.counters import readers_mean
+    from pytest_ipcbench.comparison.counters import readers_mean
 
     old, new = ResultSet.load(base).by_key(), ResultSet.load(head).by_key()
     for key in sorted(old.keys() & new.keys()):

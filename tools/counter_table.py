@@ -47,7 +47,7 @@ def role_cell(c: Counters, role: str, name: str) -> str:
 
 def from_results(path: str) -> tuple[list[str], bool]:
     """Rows of every counted broadcast case of a results.json, and whether deep mode ran on some."""
-    from pytest_ipcbench.history.results import ResultSet
+    from pytest_ipcbench.results.results import ResultSet
 
     results = [r for r in ResultSet.load(path).results if r.counters is not None and r.scenario == "broadcast"]
     deep = any(n in x.totals or n in x.absent for r in results for x in r.counters.ranks for n in DEEP_COUNTERS)

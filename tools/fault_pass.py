@@ -212,7 +212,7 @@ def run_case(name: str, group: str, cmd: list[str], *, bound: float, expected: s
 
 
 def good_results(path: Path) -> Path:
-    from pytest_ipcbench.history.results import Result, ResultSet
+    from pytest_ipcbench.results.results import Result, ResultSet
 
     rs = ResultSet(env={"python": "3"})
     for size in (1000, 10**6):

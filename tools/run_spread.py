@@ -18,7 +18,7 @@ import statistics
 import sys
 
 from pytest_ipcbench.core.units import format_time
-from pytest_ipcbench.history.results import ResultSet
+from pytest_ipcbench.results.results import ResultSet
 
 
 def main(argv: list[str] | None = None) -> int:

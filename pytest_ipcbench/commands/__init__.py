@@ -1,4 +1,4 @@
-"""``ipcbench``: run | report | selfcheck | compare | gate | calibrate | init-ci | clean.
+"""``ipcbench``: run | report | selfcheck | compare | gate | calibrate | comment | init-ci | clean.
 
 One module per command (as asv's ``commands/``), each with ``HELP``, ``configure(parser)`` and
 ``run(args) -> exit code``; ``run`` turns the parsed arguments into typed options and calls the
@@ -24,6 +24,7 @@ COMMANDS = {
     "compare": "compare",
     "gate": "gate",
     "calibrate": "calibrate",
+    "comment": "comment",
     "init-ci": "init_ci",
     "clean": "clean",
 }

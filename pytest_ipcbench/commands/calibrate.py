@@ -6,7 +6,7 @@ between-run noise, prints per group the noise, the false-alarm rate a bare thres
 (predicted and observed), the false verdicts ``compare`` is expected to give, the smallest
 slowdown ``compare`` and the gate can detect, and the rounds that decide a 1.5x slowdown; and
 stores it where ``ipcbench compare`` and ``ipcbench gate`` find it for this machine and matrix
-(:mod:`~pytest_ipcbench.history.calibration_store`; ``--out FILE``: a copy there too).
+(:mod:`~pytest_ipcbench.comparison.calibration_store`; ``--out FILE``: a copy there too).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from pathlib import Path
 from ..core import names
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
-from ..history import calibration as cal
-from ..history import calibration_store as store
-from ..history import calibration_summary as tell
-from ..history.run_sets import load_results
-from ..history.verdict import DEFAULT_THRESHOLD, GateError
-from ..history.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
-from ..history.stats import DEFAULT_CONFIDENCE
+from ..comparison import calibration as cal
+from ..comparison import calibration_store as store
+from ..comparison import calibration_summary as tell
+from ..comparison.run_sets import load_results
+from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
+from ..gate.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
+from ..results.stats import DEFAULT_CONFIDENCE
 from ..report.calibration import plot_calibration
 from ..report.common import table
 from .compare import parse_threshold
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _z(calibration: cal.Calibration, tests: int = 1) -> float:
     """The normal quantile of each case's family-wise share of the default confidence (``tests``:
-    the ways each case is judged; a gate's rounds two, :data:`~..history.calibration_summary.JUDGEMENTS`)."""
+    the ways each case is judged; a gate's rounds two, :data:`~..comparison.calibration_summary.JUDGEMENTS`)."""
     return tell.decision_z(DEFAULT_CONFIDENCE, len(calibration.cases), tests=tests)
 
 

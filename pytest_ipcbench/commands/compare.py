@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 from ..core.project import declared_rules
-from ..history.calibration_store import cache_root, find_calibration
-from ..history.compare import compare_sets
-from ..history.run_sets import load_side
-from ..history.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
-from ..history.verdict_text import format_markdown, format_table
-from ..history.stats import DEFAULT_CONFIDENCE
+from ..comparison.calibration_store import cache_root, find_calibration
+from ..comparison.compare import compare_sets
+from ..comparison.run_sets import load_side
+from ..comparison.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
+from ..comparison.verdict_text import format_markdown, format_table
+from ..results.stats import DEFAULT_CONFIDENCE
 
 HELP = "compare two results files case by case on a confidence interval of the ratio; exit 1 on a regression"
 
@@ -106,7 +106,7 @@ def check_calibration_file(path: str | None) -> None:
     if path is not None and path.strip().lower() not in ("", "none", "off"):
         import json
 
-        from ..history.results import MalformedResults, read_regular_file
+        from ..results.results import MalformedResults, read_regular_file
 
         try:
             data = read_regular_file(Path(path))

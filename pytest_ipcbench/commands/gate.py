@@ -7,8 +7,8 @@ import math
 import sys
 
 from ..core.injection import parse_injection
-from ..history.verdict import EXIT_ERROR, GateError
-from ..history.gate import DEFAULT_BUDGET, DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
+from ..comparison.verdict import EXIT_ERROR, GateError
+from ..gate.gate import DEFAULT_BUDGET, DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
 from .compare import add_decision_options, decision, parse_rounds
 
 HELP = "install base and head, run them interleaved on this machine, compare; exit 1 on a regression"

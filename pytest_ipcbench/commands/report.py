@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..core.outdir import FolderLock, check_folder
-from ..history.results import ResultSet
+from ..results.results import ResultSet
 from ..report import headline, write_report
 
 HELP = "write CSV, PNG plots and markdown tables from a results JSON file"

@@ -1,6 +1,6 @@
 """Slowdowns injected on purpose (``$IPCBENCH_INJECT``, ``ipcbench gate --inject``): their spelling.
 
-Core, since the gate (history) passes them to the head's runs and the harness applies them
+Core, since the gate passes them to the head's runs and the harness applies them
 (harness/inject.py says how).
 """
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..history.results import Result
+from ..results.results import Result
 
 perf_counter = time.perf_counter
 

@@ -67,7 +67,7 @@ from ..core.affinity import pinned
 from ..core.counters import Counters
 from ..core.group import Group, MPIGroup
 from ..core.heap import steady_heap
-from ..history.results import Result
+from ..results.results import Result
 from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, copy_result, copy_samples,
                     pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
 from .count import count_case, not_counted

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core.procs import BUSY_SHARE
 from ..core.units import format_time
-from ..history.results import Result
+from ..results.results import Result
 
 T = TypeVar("T")
 

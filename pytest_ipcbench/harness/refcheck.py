@@ -37,7 +37,7 @@ from ..core.errors import UsageError
 from ..core.group import Group, MPIGroup, in_mpi_job
 from ..core.local import LocalWorld
 from ..core.units import format_time, size_label
-from ..history.stats import ratio_interval
+from ..results.stats import ratio_interval
 from .measure import BenchSettings, BufferPayload, bench_interleaved
 from .physics import FAST_END_PERCENTILE, PHYSICS_SHARE, SMALL_BYTES, crossing_floor
 from ..backends.references import reference_of

@@ -3,7 +3,7 @@
 One cohesive thing: the scenario classes, each a variant of one life cycle (:class:`_Case`).
 
 Each is a class with ``open`` (backends, payloads), ``iteration(i, timed, verify)`` and
-``result`` (one :class:`~..history.results.Result` on rank 0); :mod:`.measure` drives them.
+``result`` (one :class:`~..results.results.Result` on rank 0); :mod:`.measure` drives them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..core.envinfo import cores as _cores
 from ..core.units import duration_label
 from ..core.group import Group
 from ..core.counters import Counters
-from ..history.results import Result, Verified
+from ..results.results import Result, Verified
 from ..core.errors import IpcbenchError
 from .clock import SHARED, rank_clocks
 from .inject import DeliveryStretch, slowdown_for, stretcher

@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 
 from ..core.errors import IpcbenchError
 from ..core.units import format_time
-from ..history.stats import DEFAULT_CONFIDENCE, RatioInterval, ratio_interval
+from ..results.stats import DEFAULT_CONFIDENCE, RatioInterval, ratio_interval
 
 DEFAULT_ROUNDS = 21
 MIN_SAMPLE_TIME = 2e-3  # seconds per sample: inner loop long enough for the clock and the noise

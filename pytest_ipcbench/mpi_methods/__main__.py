@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..core.envinfo import collect, describe
-from ..history.record import RunRecord
-from ..history.results import ResultSet
+from ..results.record import RunRecord
+from ..results.results import ResultSet
 from .configs import DEFAULT_CONFIGS, FULL_CONFIGS, MODE, parse_configs, parse_shapes
 from .matrix import DEFAULT_CASE_TIME, DEFAULT_ROUNDS, _peak_rss_bytes, matrix_settings, run_matrix
 from .methods import METHOD_NAMES, parse_methods

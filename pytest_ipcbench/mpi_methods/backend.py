@@ -29,8 +29,8 @@ from typing import Any, ClassVar, Sequence
 from ..backends.base import Backend, BackendSpec, register
 from ..core.group import MPIGroup
 from ..harness.measure import BenchSettings, VerificationError, bench
-from ..history.results import Result
-from ..history.stats import Summary
+from ..results.results import Result
+from ..results.stats import Summary
 from .configs import PAYLOAD_KINDS, Data, ShapeInfo, data_equal, data_nbytes, flipped
 from .methods import METHODS, Method, get_method
 

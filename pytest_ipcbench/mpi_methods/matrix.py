@@ -4,7 +4,7 @@
 interleaved rounds (round ``r`` visits the methods in an order rotated by ``r``), each round one
 :func:`~pytest_ipcbench.harness.measure.bench` call (its own warm-up, plan and verification),
 so that a burst of load from another job hits every method alike. The samples of every round are
-pooled into one :class:`~pytest_ipcbench.history.results.Result` per case, labelled
+pooled into one :class:`~pytest_ipcbench.results.results.Result` per case, labelled
 ``scenario="mpi-method"``, ``backend=<method>``, ``payload="array1d"|"ragged2d"``: what
 ``ipcbench run`` stores and :mod:`pytest_ipcbench.report.mpi_methods` reads.
 """
@@ -21,7 +21,7 @@ from ..backends.base import BackendSpec
 from ..core.procs import load_average
 from ..core.units import format_time
 from ..harness.measure import BenchSettings, bench
-from ..history.results import Result, Verified
+from ..results.results import Result, Verified
 from .backend import DEFAULT_SETTINGS, group_of, backend_name, with_transfer_metric
 from .configs import (
     DEFAULT_CONFIGS,

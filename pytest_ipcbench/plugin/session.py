@@ -19,8 +19,8 @@ from ..core.group import DEFAULT_TIMEOUT, Group, MPIGroup
 from ..core.local import LocalGroup, LocalWorld
 from ..core.names import find_ours, remove
 from ..core.payloads import PayloadSpec, get_kind
-from ..history.record import RunRecord
-from ..history.results import Result
+from ..results.record import RunRecord
+from ..results.results import Result
 from .settings import Settings
 
 
@@ -169,7 +169,7 @@ class IpcSession:
 
     def record(self, result: Result) -> None:
         """Keep a result for the report (rank 0 keeps them; other ranks drop theirs). The first
-        one starts the run record: the environment (``history/record.RunRecord.start``), then every
+        one starts the run record: the environment (``results/record.RunRecord.start``), then every
         ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
         if self.rank != 0:
             return

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..history.results import ResultSet
+from ..results.results import ResultSet
 from .csv_files import csv_rows, write_csv
 from .markdown import headline, markdown
 from .plots import write_plots

@@ -1,9 +1,11 @@
 """The history an asv suite recorded, drawn with each commit's interval (asv's own site draws none).
 
 Reads ``.asv/results/<machine>/*.json`` (asv 0.6's format: one file per commit and environment,
-``result_columns`` naming each benchmark's columns) and draws one panel per case of one
-benchmark (by default ``track_median`` of :mod:`..runner.asv_suite`): each commit's median, its
-99% interval (asv's ``ci_99``) as an error bar, commits in date order.
+``result_columns`` naming each benchmark's columns) of one benchmark (by default ``track_median``
+of :mod:`..runner.asv_suite`) and draws one column per scenario (the first part of a case key),
+whatever the number of cases: on top each case's median per commit with its 99% interval (asv's
+``ci_99``) in time units, below the same as a ratio to the case's first commit, medians only (a
+flat line at 1 is no change; a step is one). One line per case, one colour per backend.
 """
 
 from __future__ import annotations
@@ -68,32 +70,69 @@ def _product(params: list[list[str]]) -> list[tuple[str, ...]]:
     return out if params else []
 
 
-def plot_history(history: dict[str, list[Point]], path: Path, columns: int = 3) -> Path:
-    """One panel per case: median per commit with its interval. UsageError with nothing to draw."""
+def _parts(case: str) -> tuple[str, str]:
+    """(panel, colour group) of a case: a key ``scenario/backend/...`` gives its scenario and
+    backend; several parameters ``a / b / ...`` give one panel and the first parameter."""
+    if " / " in case:
+        return "all cases", case.split(" / ")[0]
+    parts = case.split("/")
+    return parts[0], parts[1] if len(parts) > 1 else parts[0]
+
+
+def plot_history(history: dict[str, list[Point]], path: Path) -> Path:
+    """The history's picture (see module). UsageError with nothing to draw."""
     if not history:
         raise UsageError("no asv results with intervals to plot (run `asv run` first; is the results folder right?)")
+    from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import LogLocator
 
-    cases = sorted(history)
-    rows = -(-len(cases) // columns)
-    fig = Figure(figsize=(4.2 * min(columns, len(cases)), 2.6 * rows))
-    axes = fig.subplots(rows, min(columns, len(cases)), squeeze=False)
-    for ax, case in zip(axes.flat, cases):
-        points = history[case]
-        x = range(len(points))
-        ax.errorbar(x, [p.median for p in points],
-                    yerr=[[p.median - p.low for p in points], [p.high - p.median for p in points]],
-                    fmt="o-", capsize=3, markersize=4)
-        ax.set_title(case, fontsize=8)
-        ax.set_xticks(list(x), [p.commit[:7] for p in points], rotation=45, fontsize=7)
-        ax.yaxis.set_major_formatter(lambda v, _: format_time(v))
-        ax.tick_params(axis="y", labelsize=7)
-        ax.set_yscale("log")  # intervals of 3-5 runs on a busy machine span decades
-        ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(cases):]:
-        ax.set_visible(False)
-    fig.suptitle("median over the runs of each commit, with its 99% interval (asv ci_99)", fontsize=9)
-    fig.tight_layout()
+    commits: dict[str, int] = {}
+    for points in history.values():
+        for p in points:
+            commits[p.commit] = min(p.date, commits.get(p.commit, p.date))
+    order = sorted(commits, key=lambda c: (commits[c], c))
+    x_of = {c: i for i, c in enumerate(order)}
+    panels = sorted({_parts(c)[0] for c in history})
+    groups = sorted({_parts(c)[1] for c in history})
+    palette = colormaps["tab10" if len(groups) <= 10 else "tab20"]
+    colour = {g: palette(i % palette.N) for i, g in enumerate(groups)}
+    width = max(5.0, 1.0 + 0.45 * len(order))
+    fig = Figure(figsize=(width * len(panels), 7.2), layout="constrained")
+    axes = fig.subplots(2, len(panels), squeeze=False, sharex=True)
+    for col, panel in enumerate(panels):
+        top, bottom = axes[0][col], axes[1][col]
+        cases = sorted(c for c in history if _parts(c)[0] == panel)
+        for case in cases:
+            points = history[case]
+            x = [x_of[p.commit] for p in points]
+            first = points[0].median
+            kw = dict(color=colour[_parts(case)[1]], alpha=0.8, linewidth=1.2, markersize=3, capsize=2)
+            top.errorbar(x, [p.median for p in points],
+                         yerr=[[p.median - p.low for p in points], [p.high - p.median for p in points]], fmt="o-", **kw)
+            if first > 0:  # the medians only: the intervals are above, here a step must read at a glance
+                bottom.plot(x, [p.median / first for p in points], "o-", color=kw["color"], alpha=0.8,
+                            linewidth=1.2, markersize=3)
+        top.set_title(f"{panel} ({len(cases)} case{'s' if len(cases) != 1 else ''})", fontsize=10)
+        top.set_yscale("log")
+        top.yaxis.set_major_formatter(lambda v, _: format_time(v))
+        top.yaxis.set_minor_formatter(lambda v, _: "")
+        bottom.set_yscale("log")
+        bottom.axhline(1.0, color="black", linewidth=0.8)
+        bottom.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        bottom.yaxis.set_major_formatter(lambda v, _: f"{v:g}x")
+        bottom.yaxis.set_minor_formatter(lambda v, _: "")
+        bottom.set_xticks(range(len(order)), [c[:7] for c in order], rotation=45, fontsize=8)
+        bottom.set_xlabel("commit (oldest first)", fontsize=9)
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3, which="both")
+            ax.tick_params(axis="y", labelsize=8)
+        if col == 0:
+            top.set_ylabel("median per commit (99% interval)", fontsize=9)
+            bottom.set_ylabel("ratio to the case's first commit", fontsize=9)
+    handles = [Line2D([], [], color=colour[g], marker="o", markersize=4, label=g) for g in groups]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="backend", title_fontsize=8)
     FigureCanvasAgg(fig).print_png(str(path))
     return path

@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from ..history.calibration import Calibration
-from ..history.calibration_summary import GroupSummary
+from ..comparison.calibration import Calibration
+from ..comparison.calibration_summary import GroupSummary
 
 
 def plot_calibration(calibration: Calibration, summaries: Sequence[GroupSummary], rounds: int,

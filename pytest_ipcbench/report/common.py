@@ -10,7 +10,7 @@ import numpy as np
 
 from ..backends.base import backend_names
 from ..core.units import size_label
-from ..history.results import Result
+from ..results.results import Result
 
 
 KIND_ORDER = ("dict", "ndarray", "array1d", "ragged2d", "buffer", "tiny")

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..core.counters import COUNTERS, DEEP_COUNTERS, CounterAbsent, Counters
 from ..core.units import format_count, size_label
-from ..history.results import Result
+from ..results.results import Result
 from .common import backend_order, kind_order, table
 
 #: the table's columns: (heading, counter)

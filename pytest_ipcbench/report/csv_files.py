@@ -6,8 +6,8 @@ from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 from ..core.csvfile import write_csv  # noqa: F401 (its older home; the report writes with it)
-from ..history.results import Result
-from ..history.stats import summarize
+from ..results.results import Result
+from ..results.stats import summarize
 from .counters import counter_rows
 from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, efficiency
 

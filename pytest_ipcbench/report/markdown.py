@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.envinfo import describe as describe_env
 from ..core.units import format_bytes, format_percent, format_rate, format_time
-from ..history.results import Result, ResultSet
+from ..results.results import Result, ResultSet
 from .counters import cost_section
 from .common import (WIDE_SPREAD, kind_order, backend_order, median_of, percentiles_of, size_of, table, by_scenario,
                      copy_bandwidth_by_size, efficiency, is_wide, wide_note)

@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.units import format_bytes, format_ratio, format_time
-from ..history.results import Result
+from ..results.results import Result
 from ..mpi_methods.configs import CONFIG_ORDER, SCENARIO, SHAPE_OF_PAYLOAD, SHAPE_TITLES, config_of_size
 from ..mpi_methods.methods import METHOD_NAMES, METHODS
 

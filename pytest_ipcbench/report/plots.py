@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..core.units import format_bytes, format_time
-from ..history.results import Result
+from ..results.results import Result
 from .common import kind_order, backend_order, median_of, percentiles_of, by_scenario, copy_bandwidth_by_size, efficiency
 
 

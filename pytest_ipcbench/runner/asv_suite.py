@@ -4,7 +4,7 @@ A project adopts it with one module in its asv ``benchmarks/`` folder (``ipcbenc
 writes it, and asv.conf.json)::
 
     # benchmarks/bench_ipcbench.py
-    from pytest_ipcbench.history.asv_suite import *  # noqa: F401,F403
+    from pytest_ipcbench.runner.asv_suite import *  # noqa: F401,F403
 
 ``setup_cache`` runs ``python -m pytest_ipcbench run --config PYPROJECT`` several times per
 commit (``$IPCBENCH_ASV_REPEATS``, default 3: the same harness, MPI launch and in-run references
@@ -12,11 +12,15 @@ as ``ipcbench run``). ``Declared.track_median`` hands asv each case's median of 
 (completion for a broadcast, one-way latency for a ping-pong; seconds) of every run as asv's
 samples, so asv records the median over the runs with its 99% interval (``ci_99``; with 3-5
 samples it is asv's posterior interval, wider than the runs' range) and quartiles, ``asv show``
-prints it as median±half the quartile spread, ``asv compare`` and ``asv continuous`` weigh it, and
-``python -m pytest_ipcbench.runner.asv_suite plot`` draws every case's history with it (asv's own
-site draws no intervals). ``track_low`` and ``track_high`` are the lowest and highest run's. One
-run per commit made the history noise: the same code moved several-fold from run to run on a
-busy machine. The parameters are the case keys of the declared matrix as the *current*
+prints it as median±half the quartile spread, ``asv compare`` and ``asv continuous`` weigh it
+(one benchmark per case: the runs' lowest and highest as benchmarks of their own made ``asv
+compare`` flag the tails' noise as changes), and ``python -m pytest_ipcbench.runner.asv_suite
+plot`` draws the history with it (asv's own site draws no intervals). One run per commit made the
+history noise: the same code moved several-fold from run to run on a busy machine.
+
+``DeclaredCounters`` (each case's counters per message) exists only where they are measured: the
+declared matrix counts (``count`` of ``[tool.ipcbench]``, ``ipcbench run``'s default) and, for the
+system call counters, this machine can count them; never a benchmark that is all n/a. The parameters are the case keys of the declared matrix as the *current*
 pyproject.toml declares it (asv's suite is fixed over history); a commit that cannot run it
 (before the adoption, or without a backend) skips those cases.
 
@@ -33,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Declared", "DeclaredCounters", "setup_cache", "declared_keys", "config_path"]
+__all__ = ["Declared", "setup_cache", "declared_keys", "config_path"]
 
 #: the counters asv tracks per case, as "role counter" (per message; the largest over readers)
 TRACKED_COUNTERS = ("writer syscalls.data", "reader syscalls.data", "writer syscalls.total", "reader syscalls.total",
@@ -94,6 +98,21 @@ def declared_keys(path: Path | None = None) -> list[str]:
     return keys
 
 
+def tracked_counters(path: Path | None = None) -> list[str]:
+    """The counters asv tracks for the declared matrix here: none when it does not count, no
+    system call counter when this machine cannot count them (their reason is in the results)."""
+    from ..core.project import read_config
+    from ..core.syscalls import syscall_unavailable
+    from .job import RunOptions
+
+    path = path or config_path()
+    config = read_config(path) if path is not None else None
+    if config is None or RunOptions(**config.options).count is False:  # not given: on
+        return []
+    syscalls = syscall_unavailable() is None
+    return [c for c in TRACKED_COUNTERS if syscalls or " syscalls." not in c]
+
+
 def setup_cache() -> dict[str, Any]:
     """``repeats()`` runs of the declared matrix: {case key: [median seconds of each run], or "skip: why"};
     each case's counters from the first run (they are counts: exact ones do not move between runs)."""
@@ -147,7 +166,7 @@ setup_cache.timeout = (RUN_TIMEOUT + 60) * DEFAULT_REPEATS  # type: ignore[attr-
 
 class Declared:
     """Each case of the declared matrix: median of its primary metric, in seconds; each commit's
-    point is the median over ``repeats()`` runs, with the lowest and highest run as its interval."""
+    point is the median over ``repeats()`` runs, with asv's interval over them."""
 
     params = [declared_keys() or ["(no [tool.ipcbench] table)"]]
     param_names = ["case"]
@@ -161,15 +180,7 @@ class Declared:
         (asv reads a result with ``samples`` and ``number`` as a timing's; ``number`` is unused)."""
         return {"samples": self._value(cache, case), "number": 1}
 
-    def track_low(self, cache: dict[str, Any], case: str) -> float:
-        """The lowest run's median: the bottom of the commit's interval."""
-        return min(self._value(cache, case))
-
-    def track_high(self, cache: dict[str, Any], case: str) -> float:
-        """The highest run's median: the top of the commit's interval."""
-        return max(self._value(cache, case))
-
-    track_median.unit = track_low.unit = track_high.unit = "seconds"  # type: ignore[attr-defined]
+    track_median.unit = "seconds"  # type: ignore[attr-defined]
 
     @staticmethod
     def _value(cache: dict[str, Any], case: str) -> list[float]:
@@ -179,11 +190,15 @@ class Declared:
         return [float(x) for x in (value if isinstance(value, list) else [value])]
 
 
+_COUNTERS = tracked_counters()
+
+
 class DeclaredCounters:
     """Each case's counters per message (harness/count.py): exact ones give flat lines in the
-    history, and a step is a changed cost (one more system call, one more copy)."""
+    history, and a step is a changed cost (one more system call, one more copy). Exported only
+    when :func:`tracked_counters` names some."""
 
-    params = [Declared.params[0], list(TRACKED_COUNTERS)]
+    params = [Declared.params[0], _COUNTERS or list(TRACKED_COUNTERS)]
     param_names = ["case", "counter"]
     timeout = RUN_TIMEOUT + 60
 
@@ -206,6 +221,10 @@ class DeclaredCounters:
         return value
 
 
+if _COUNTERS:
+    __all__.append("DeclaredCounters")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m pytest_ipcbench.runner.asv_suite plot [RESULTS] [--out PNG]``: every case's
     history with each commit's interval (report/asv_history.py)."""
@@ -219,9 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     plot = sub.add_parser("plot", help="draw each case's median per commit with its 99%% interval")
     plot.add_argument("results", nargs="?", default=".asv/results", help="asv's results folder (default .asv/results)")
     plot.add_argument("--out", default="asv-history.png", help="the PNG to write (default asv-history.png)")
+    plot.add_argument("--benchmark", default="track_median",
+                      help="the benchmarks drawn: those whose name ends so (default track_median, this suite's)")
     args = parser.parse_args(argv)
     try:
-        history = load_history(Path(args.results))
+        history = load_history(Path(args.results), args.benchmark)
         path = plot_history(history, Path(args.out))
     except IpcbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 from ..core.counters import Counters
 from ..harness.deep import DeepCase, deep_counters, merge as merge_deep
 from ..harness.measure import PAIR_SCENARIOS
-from ..history.results import Result
+from ..results.results import Result
 from .matrix import Case
 
 

@@ -46,9 +46,9 @@ from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, 
                                pipe_pingpong_result, quiet_barrier)
 from ..core.injection import injected
 from ..harness.physics import below_physics, judge
-from ..history.compare_notes import spell_change
-from ..history.record import RunRecord
-from ..history.results import Result, ResultSet
+from ..comparison.compare_notes import spell_change
+from ..results.record import RunRecord
+from ..results.results import Result, ResultSet
 from ..report import headline, write_report
 from ..shared.experiment import run_seed002
 from .deep_phase import deep_phase

@@ -19,8 +19,8 @@ from ..core.jobwatch import JobReaper, reap_job
 from ..core.outdir import write_text
 from ..core.procs import kill_group
 from ..harness.plan import BenchSettings
-from ..history.record import RunRecord
-from ..history.results import Result
+from ..results.record import RunRecord
+from ..results.results import Result
 from .matrix import Case
 from .progress import Progress, summary_note
 from .worker import MARK, run_mpi_cases

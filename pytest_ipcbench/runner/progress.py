@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from ..core.units import format_time
-from ..history.results import Result
+from ..results.results import Result
 from ..report.counters import run_note
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..history.results import Result, ResultSet
+from ..results.results import Result, ResultSet
 
 
 def seed002_results(got: Any) -> list[Result]:

@@ -20,7 +20,7 @@ from ..core.envinfo import mpi_info
 from ..core.group import Group, MPIGroup
 from ..core.local import LocalWorld
 from ..harness.measure import PAIR_SCENARIOS, BenchSettings, bench, quiet_barrier
-from ..history.results import Result
+from ..results.results import Result
 from .matrix import Case
 
 MARK = "@@ipcbench "
@@ -100,7 +100,7 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
         finally:
             if watchdog is not None:
                 watchdog.disarm()
-        if result is not None:  # the Runner adds the wall time to the result's record (history/record.py)
+        if result is not None:  # the Runner adds the wall time to the result's record (results/record.py)
             say("result", index=index, label=case.label, result=result.to_dict(),
                 wall_s=round(time.perf_counter() - t0, 3))
     if spec.get("mpi_methods"):

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_ipcbench.commands import main as ipcbench
 from pytest_ipcbench.core.options import OptionError, seconds
-from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.results.results import Result, ResultSet
 
 
 def good(path: Path) -> Path:

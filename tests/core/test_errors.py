@@ -46,7 +46,7 @@ def test_every_public_exception_class_is_an_ipcbench_error() -> None:
 def test_they_stay_what_users_catch_today() -> None:
     from pytest_ipcbench.backends.base import BackendUnavailable, PayloadError
     from pytest_ipcbench.harness.scenarios import VerificationError
-    from pytest_ipcbench.history.results import MalformedResults
+    from pytest_ipcbench.results.results import MalformedResults
     from pytest_ipcbench.shared.segment import SegmentGone
 
     assert issubclass(PayloadError, ValueError) and issubclass(MalformedResults, ValueError)

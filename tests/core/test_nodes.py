@@ -10,7 +10,7 @@ from pytest_ipcbench.backends.base import get_backend, unavailable_reason
 from pytest_ipcbench.backends.hierarchy import HierarchicalStore, needs_hierarchy
 from pytest_ipcbench.core.envinfo import collect, describe as describe_env
 from pytest_ipcbench.core.nodes import describe, this_node
-from pytest_ipcbench.history.results import Result
+from pytest_ipcbench.results.results import Result
 
 
 class TwoNodes:

@@ -14,7 +14,7 @@ import pytest
 from pytest_ipcbench.commands import main as ipcbench
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.outdir import OutputFolderError, claim
-from pytest_ipcbench.history.results import Result, ResultSet
+from pytest_ipcbench.results.results import Result, ResultSet
 
 # they start ipcbench or pytest processes of their own (an MPI job's environment would make
 # those MPI singletons): never nested inside an MPI job

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pytest_ipcbench.harness.physics import below_physics, judge
-from pytest_ipcbench.history.results import Result
+from pytest_ipcbench.results.results import Result
 
 
 def _result(scenario, backend, size, metric, median, kind="channel", mode="bytes", n=400):

@@ -16,7 +16,7 @@ from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness.measure import BenchSettings, run_interleaved
 from pytest_ipcbench.core.payloads import PayloadSpec
-from pytest_ipcbench.history.results import Result
+from pytest_ipcbench.results.results import Result
 from pytest_ipcbench.harness.speed import SpeedAssertionError, assert_faster, assert_not_slower, assert_ratio, compare
 
 # CPU-bound claims are timed in CPU time: a machine shared with other jobs slices wall time

@@ -236,7 +236,7 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
     monkeypatch.setitem(sys.modules, "pytest_ipcbench.report", fake)
     pytester.makepyfile(
         """
-        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.results.results import Result
         from pytest_ipcbench.plugin.session import get_session
 
         def test_records(request):
@@ -263,7 +263,7 @@ def test_results_go_to_the_report_hook_only_when_recorded(pytester: pytest.Pytes
 def test_ipc_report_onto_a_file_is_a_clear_failure(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
-        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.results.results import Result
         from pytest_ipcbench.plugin.session import get_session
 
         def test_records(request):
@@ -325,7 +325,7 @@ def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> N
     )
     pytester.makepyfile(
         """
-        from pytest_ipcbench.history.results import Result
+        from pytest_ipcbench.results.results import Result
         from pytest_ipcbench.plugin.session import get_session
 
         def test_records(request):

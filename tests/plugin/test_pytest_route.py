@@ -12,7 +12,7 @@ import pytest
 
 from pytest_ipcbench.backends.base import unavailable_reason
 from pytest_ipcbench.commands import main
-from pytest_ipcbench.history.results import ResultSet
+from pytest_ipcbench.results.results import ResultSet
 
 TWO_CALLS = """
     import pytest

@@ -21,9 +21,9 @@ TOP = PACKAGE.name
 #: Subpackages on one floor do not import each other. "" is the package's own __init__ (the API).
 LADDER: list[set[str]] = [
     {"core"},
-    {"backends", "shared", "history"},
-    {"harness"},
-    {"", "mpi_methods"},
+    {"backends", "shared", "results"},
+    {"harness", "comparison"},
+    {"", "mpi_methods", "gate"},
     {"report"},
     {"runner", "plugin"},
     {"commands", "testing"},
@@ -34,7 +34,7 @@ FLOOR = {part: i for i, floor in enumerate(LADDER) for part in floor}
 #: Old public paths kept for user code: a module that only re-exports a module now higher up
 #: (users' asv suites import it by this name), or runs a renamed module's ``main`` under its old
 #: ``python -m`` name (the README's). Nothing in the package may import one.
-FACADES = {f"{TOP}.history.asv_suite", f"{TOP}.seed004"}
+FACADES = {f"{TOP}.seed004"}
 
 #: A module longer than this is split by what its parts do, or says at the top of its docstring
 #: (its first two paragraphs) why it is one thing: "One cohesive thing: ...".

@@ -61,3 +61,19 @@ def test_nothing_to_plot_is_a_usage_error(tmp_path: Path, capsys: pytest.Capture
         plot_history(load_history(tmp_path), tmp_path / "x.png")
     assert main(["plot", str(tmp_path), "--out", str(tmp_path / "x.png")]) == 2
     assert "no asv results" in capsys.readouterr().err and not (tmp_path / "x.png").exists()
+
+
+def test_the_picture_is_one_column_per_scenario_whatever_the_number_of_cases(tmp_path: Path) -> None:
+    """Issue 39 item 10: 72 cases made a 1260x6240 column of 72 panels; now a grid that reads at a glance."""
+    from PIL import Image
+
+    from pytest_ipcbench.report.asv_history import Point
+
+    def history(n: int) -> dict[str, list[Point]]:
+        return {f"{sc}/b{i % 4}/bytes/ndarray/{i}/r2": [Point(f"c{j}" * 4, j, 1e-5 * (j + 1), 0.9e-5, 1.2e-5 * (j + 1), 3)
+                                                       for j in range(4)]
+                for sc in ("broadcast", "pingpong") for i in range(n // 2)}
+
+    small = Image.open(plot_history(history(4), tmp_path / "small.png")).size
+    large = Image.open(plot_history(history(72), tmp_path / "large.png")).size
+    assert small == large and large[0] <= 1400 and large[1] <= 800, large

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.report import mpi_methods as rep
-from pytest_ipcbench.history.results import Result
+from pytest_ipcbench.results.results import Result
 
 SIZES = {"Small": 11_000, "Medium": 110_000, "Large": 1_100_000}
 

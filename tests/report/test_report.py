@@ -12,7 +12,7 @@ from pytest_ipcbench import report
 from pytest_ipcbench.report.common import copy_bandwidth_by_size
 from pytest_ipcbench.report.markdown import relative_speed_table
 from pytest_ipcbench.commands import main as cli_main
-from pytest_ipcbench.history.results import Result, ResultSet, Verified
+from pytest_ipcbench.results.results import Result, ResultSet, Verified
 
 BACKENDS = {"shm": 1.0, "zmq": 1.5, "mp-queue": 4.0}
 
@@ -154,7 +154,7 @@ def test_empty_results_still_make_a_summary(tmp_path):
 
 def test_a_wide_distribution_is_shown_and_named(tmp_path) -> None:
     """The issue: shm at 1 KB had p10 4.2 us and median 160 us, and nothing showed it."""
-    from pytest_ipcbench.history.results import ResultSet as RS
+    from pytest_ipcbench.results.results import ResultSet as RS
 
     rng = np.random.default_rng(0)
     fast, slow = rng.uniform(4.0e-6, 4.4e-6, 30), rng.uniform(150e-6, 170e-6, 40)

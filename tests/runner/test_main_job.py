@@ -19,7 +19,7 @@ from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import find_mpiexec
 from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix
 from pytest_ipcbench.runner.shared_arrays import seed002_results
-from pytest_ipcbench.history.results import SCHEMA, ResultSet
+from pytest_ipcbench.results.results import SCHEMA, ResultSet
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
 MPIEXEC = find_mpiexec()
@@ -84,7 +84,7 @@ def test_find_mpiexec_prefers_the_one_next_to_python():
 
 FAKE_JOB = """
     import json, sys, time
-    from pytest_ipcbench.history.results import Result
+    from pytest_ipcbench.results.results import Result
     start = int(sys.argv[1])
     def emit(**ev):
         print("@@ipcbench " + json.dumps(ev), flush=True)

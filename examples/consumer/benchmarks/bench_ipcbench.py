@@ -4,4 +4,4 @@ asv installs this project at each commit; pytest-ipcbench comes from the "matrix
 (a git URL or a wheel: it is not on PyPI). `asv run`, `asv continuous main HEAD`, `asv publish`.
 """
 
-from pytest_ipcbench.history.asv_suite import *  # noqa: F401,F403 (TimeDeclared, MemDeclared...)
+from pytest_ipcbench.runner.asv_suite import *  # noqa: F401,F403 (Declared: one benchmark per declared case, setup_cache)

@@ -1,0 +1,1 @@
+"""Comparison of two sides: noise models, intervals, verdicts and their words."""

@@ -1,0 +1,1 @@
+"""The perf gate (base and head measured interleaved) and the CI files that run it."""

@@ -1,0 +1,372 @@
+"""``ipcbench gate``: measure base and head here, interleaved, and compare them.
+
+It installs base and head into virtual environments of their own and runs them in turn, round
+after round (base head, head base, ...: the order alternates so that a drift of the machine does
+not favour one side): first every case (``rounds``, by default ``ipcbench run --quick`` at as many
+ranks as cores), then, one round at a time, only the cases still in doubt (head / base above 1 +
+half the threshold), until none is or ``confirm_rounds`` are spent. Each side's samples are kept
+round by round and compared (:mod:`.compare`) on a two-level bootstrap (rounds, then samples
+within a round): samples of one round share the state of the machine at that moment and are not
+independent draws. A real regression only gathers evidence in the confirming rounds, a fluke
+rarely survives them, and a clearly unchanged case costs nothing after the first rounds. Nothing
+is tied to a machine's identity or to yesterday's number on another runner (docs/method.md rule 16).
+
+In another project (its pyproject.toml names another project than pytest-ipcbench) the gate
+measures what that project declares in ``[tool.ipcbench]``, installs the project itself at base
+and head, and keeps pytest-ipcbench the same on both sides (:mod:`.consumer`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..core import names
+from ..core.envinfo import INJECT_ENV
+from ..core.injection import Slowdown, format_injection
+from ..core.project import declared_rules, find_pyproject
+from . import consumer
+from ..comparison.calibration import Calibration
+from ..comparison.calibration_store import describe_use, find_calibration
+from ..comparison.calibration_summary import JUDGEMENTS, decision_z, undecidable
+from ..comparison.compare import compare_sets
+from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, default_run_args, git, install_sides,
+                         no_run_message, repo_top, resolve_commit, run_round, side_args, tree_has_run, warm_up)
+from ..comparison.rounds import merge_rounds
+from ..comparison.verdict import Comparison, Decision, GateError
+from ..comparison.verdict_text import format_markdown, format_table
+from ..results.results import ResultSet
+
+DEFAULT_ROUNDS = 2
+#: At most this many confirming rounds; the budget usually ends them first. Under load (a second
+#: test suite beside the gate) 12 decided 4 of 6 cases slowed 2x in 5 min, 30 decided 6 of 6 in 6.9.
+DEFAULT_CONFIRM_ROUNDS = 30
+#: No confirming round starts once the gate has run this long (seconds, from its start, the
+#: installs included) or would pass it with one more round pair of the last one's length.
+DEFAULT_BUDGET = 420.0
+#: After the first rounds a case stays in doubt while its verdict is not "unchanged": only such
+#: cases get the confirming rounds. A clearly unchanged case cannot turn into a regression by more
+#: measuring; a real change only gathers evidence, and a case that flips between two modes from
+#: run to run (4 ranks on 2 cores) shows it, instead of a verdict from two rounds that happened to
+#: land in different modes.
+IN_DOUBT = ("inconclusive", "slower", "faster")
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    base: str
+    head: str = "."
+    rounds: int = DEFAULT_ROUNDS
+    confirm_rounds: int = DEFAULT_CONFIRM_ROUNDS
+    budget: float = DEFAULT_BUDGET  # seconds: no confirming round starts past it
+    run_args: str | None = None  # None: default_run_args() here, the declared matrix as it is in another project
+    out: str | None = None
+    cache_dir: str | None = None
+    isolated: bool = False
+    timeout: float = 1800.0
+    decision: Decision = field(default_factory=Decision)
+    skip_unadopted_base: bool = False  # another project: a base without [tool.ipcbench] exits 0, not 2
+    inject: dict[str, Slowdown] = field(default_factory=dict)  # head only: backend -> slowdown (harness/inject.py)
+    dry_run: bool = False  # say what would be installed and measured, then stop (exit 0)
+    count: bool = True  # each side's first round counts: exact counters compared exactly (exit 1 when one grew)
+
+
+class Unadopted(GateError):
+    """The base predates the project's adoption of pytest-ipcbench: nothing to compare with."""
+
+
+EXTRA_LABELS = {"mpi-method": "seed004", "seed002": "seed002", "seed002-handle": "seed002"}
+
+
+def doubtful(comparison: Comparison, head: ResultSet, threshold: float) -> list[str] | None:
+    """The ``--only`` labels of the cases still in doubt (:data:`IN_DOUBT`). None when a doubtful
+    case cannot be selected alone (results of a version that does not record its case label):
+    then the whole matrix runs again."""
+    by_key = head.by_key()
+    labels: list[str] = []
+    for case in comparison.cases:
+        if case.interval is None or case.status not in IN_DOUBT:
+            continue
+        r = by_key.get(case.key)
+        label = (r.extra or {}).get("case") if r is not None else None
+        label = label or (EXTRA_LABELS.get(r.scenario) if r is not None else None)
+        if not label:
+            return None
+        if label not in labels:
+            labels.append(label)
+    return labels
+
+
+def last_round_s(sets: dict[str, list[ResultSet]]) -> float:
+    """Seconds the last round of both sides took (what one more confirming round will cost)."""
+    total = 0.0
+    for rounds in sets.values():
+        if rounds:
+            total += float(rounds[-1].env.get("gate_round_s") or 0.0)
+    return total
+
+
+def round_order(rounds: int, first: int = 0) -> list[tuple[int, str]]:
+    """(round, side) in run order: base head, head base, base head, ... (ABBA: drift cancels)."""
+    order: list[tuple[int, str]] = []
+    for i in range(first, first + rounds):
+        pair = ("base", "head") if i % 2 == 0 else ("head", "base")
+        order += [(i, s) for s in pair]
+    return order
+
+
+def _sides(repo: Path, opts: GateOptions) -> tuple[Side, Side]:
+    base_commit = resolve_commit(repo, opts.base)
+    base = Side("base", f"{opts.base} ({base_commit[:12]})", base_commit)
+    head_path = Path(opts.head)
+    if head_path.is_dir() and (head_path / "pyproject.toml").is_file():
+        head_path = head_path.resolve()
+        at = git(head_path, "rev-parse", "--short=12", "HEAD", check=False) or "?"
+        dirty = git(head_path, "status", "--porcelain", "--untracked-files=no", check=False)
+        label = f"working tree {head_path} (at {at}{' + uncommitted changes' if dirty else ''})"
+        head = Side("head", label, None, head_path)
+    else:
+        head_commit = resolve_commit(repo, opts.head)
+        head = Side("head", f"{opts.head} ({head_commit[:12]})", head_commit)
+    # the project's folder in the repository: the head's working folder, or the nearest pyproject.toml
+    pyproject = find_pyproject(head.source or Path.cwd())
+    prefix = ""
+    folder = head.source if head.source is not None else (pyproject.parent if pyproject is not None else None)
+    if folder is not None and folder.resolve().is_relative_to(repo.resolve()):
+        rel = folder.resolve().relative_to(repo.resolve()).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+    head_decl = consumer.read_declared(repo, prefix, head.commit, head.source, "head")
+    if head_decl.text is not None and not head_decl.is_self:  # another project: its declared matrix
+        if head_decl.config is None:
+            raise GateError(consumer.no_matrix_message(head.label, prefix))
+        base_decl = consumer.read_declared(repo, prefix, base.commit, None, "base")
+        if base_decl.config is None:
+            raise Unadopted(consumer.unadopted_message("base", base.label, prefix))
+        for side, decl in ((base, base_decl), (head, head_decl)):
+            side.decl, side.prefix = decl, prefix
+        return base, head
+    for side in (base, head):
+        has_run = tree_has_run(side.source) if side.source else commit_has_run(repo, side.commit or "")
+        if not has_run:
+            raise GateError(no_run_message(side))
+    return base, head
+
+
+def load_imbalance(base: Sequence[ResultSet], head: Sequence[ResultSet], share: float = 0.25) -> str | None:
+    """A warning when one side's rounds met a clearly higher load than the other's (the 1-minute
+    load average at the start and end of each run): alternating the order cancels a steady drift,
+    not a burst of other work that lands on one side's rounds (docs/method.md rule 22)."""
+    def mean_load(sets: Sequence[ResultSet]) -> float | None:
+        xs = [float(x) for rs in sets for x in (rs.env.get("load_start"), rs.env.get("load_end"))
+              if isinstance(x, (int, float))]
+        return sum(xs) / len(xs) if xs else None
+
+    a, b = mean_load(base), mean_load(head)
+    if a is None or b is None or max(a, b) < 1.0 or abs(a - b) <= share * max(a, b):
+        return None
+    return (f"the sides met different loads: base's rounds at a mean 1-minute load of {a:.1f}, head's at {b:.1f}; "
+            f"other work landed on one side's rounds, and a ratio that follows the load is not the code's")
+
+
+def budget_notice(calibration: Calibration, opts: GateOptions, effect: float = 1.5) -> list[str]:
+    """Up front: the cases whose calibrated noise cannot decide ``effect`` within the gate's
+    budget of rounds, and the rounds that would (docs/method.md rule 21)."""
+    rounds = opts.rounds + opts.confirm_rounds
+    z = decision_z(opts.decision.confidence, len(calibration.cases), opts.decision.family_wise, JUDGEMENTS)
+    cannot = undecidable(calibration, None, opts.decision.threshold, rounds, z, effect)
+    if not cannot:
+        return [f"every calibrated case can decide a {effect:g}x slowdown within {rounds} rounds per side"]
+    worst = sorted(cannot, key=lambda c: c[2] or 10 ** 9, reverse=True)
+    shown = "; ".join(f"{k} (detects {x:.3g}x, needs {n if n is not None else 'inf'} rounds)"
+                      for k, x, n in worst[:3])
+    return [f"{len(cannot)} of {len(calibration.cases)} calibrated cases cannot decide a {effect:g}x slowdown "
+            f"within this budget ({rounds} rounds per side): their verdict will be inconclusive, not unchanged; "
+            f"e.g. {shown}. --rounds/--confirm-rounds/--budget set the budget"]
+
+
+def run_gate(opts: GateOptions) -> int:
+    """Install, run interleaved, compare, write the report; the exit code of the comparison."""
+    if opts.confirm_rounds < 0:
+        raise GateError(f"--confirm-rounds must not be negative, got {opts.confirm_rounds}")
+    started = time.monotonic()
+    repo = repo_top()
+    cache = Path(opts.cache_dir).resolve() if opts.cache_dir else repo / ".ipcbench-gate"
+    out = Path(opts.out).resolve() if opts.out else cache / "report"
+    try:
+        base, head = _sides(repo, opts)
+    except Unadopted as exc:
+        if not opts.skip_unadopted_base:
+            raise
+        notice = f"ipcbench gate: not gated: {exc}"
+        print(notice)
+        out.mkdir(parents=True, exist_ok=True)
+        md = f"## Perf gate: head vs {opts.base}\n\n:information_source: {notice}\n"
+        (out / "compare.md").write_text(md)
+        if opts.decision.markdown:
+            Path(opts.decision.markdown).parent.mkdir(parents=True, exist_ok=True)
+            Path(opts.decision.markdown).write_text(md)
+        return 0
+    project = head.decl is not None
+    # the head's thresholds and waivers (a pull request may add a waiver: its reviewers see it); an
+    # expired one stops the gate before anything is installed
+    rules = head.decl.config.rules if project and head.decl.config is not None else declared_rules(head.source)
+    rules.check_expiry()
+    if project and opts.isolated:
+        raise GateError("--isolated is for pytest-ipcbench's own repository: in another project both sides "
+                        "share the gate's pytest-ipcbench, numpy, mpi4py and MPI")
+    run_text = opts.run_args if opts.run_args is not None else ("" if project else default_run_args())
+    if opts.dry_run:
+        print(f"[gate] dry run\n[gate] base: {base.label}\n[gate] head: {head.label}")
+        for side in (base, head):
+            if side.decl is not None and side.decl.config is not None:
+                print(f"[gate] {side.name} declares {side.decl.config.describe()}")
+        print(f"[gate] would install both sides into {cache}, run `ipcbench run {run_text}` interleaved "
+              f"({opts.rounds} rounds per side, then up to {opts.confirm_rounds} for cases in doubt while the "
+              f"{opts.budget / 60:.1f} min budget lasts) and report to {out}")
+        return 0
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "rounds").mkdir(parents=True)
+    log = out / "gate.log"
+    run_args = shlex.split(run_text)
+    print(f"[gate] base: {base.label}\n[gate] head: {head.label}\n[gate] log: {log}", flush=True)
+    if project:
+        for side in (base, head):
+            assert side.decl is not None and side.decl.config is not None and side.decl.text is not None
+            side.config = out / f"{side.name}.pyproject.toml"
+            side.config.write_text(side.decl.text)
+            print(f"[gate] {side.name} declares {side.decl.config.describe()}", flush=True)
+    # a file named by --calibration is read now (a bad one stops the gate before it installs
+    # anything); the stored one of this machine is looked up by the sides' matrices after the first rounds
+    explicit = opts.decision.calibration is not None
+    try:
+        calibration = find_calibration(opts.decision.calibration) if explicit else None
+    except ValueError as exc:
+        raise GateError(str(exc)) from None
+    install_sides(repo, (base, head), cache, log, opts.timeout, opts.isolated)
+    env_notes = check_sides_equal(base, head, out, cache)
+
+    def use_calibration(found: Calibration | None) -> None:
+        nonlocal calibration, env_notes
+        calibration = found
+        print(f"[gate] {describe_use(calibration, opts.decision.calibration)}", flush=True)
+        if calibration is not None:
+            budget_lines = budget_notice(calibration, opts)
+            for line in budget_lines:
+                print(f"[gate] {line}", flush=True)
+            env_notes = env_notes + budget_lines[:1]
+
+    if explicit:
+        use_calibration(calibration)
+
+    sides = {"base": base, "head": head}
+    sets: dict[str, list[ResultSet]] = {"base": [], "head": []}
+    warnings: list[str] = []
+    scratch = names.private_dir("gate-run")
+    job = uuid.uuid4().hex
+    if project:
+        try:
+            for side in (base, head):
+                print(f"[gate] {side.name}: {check_matrix(side, scratch, opts.timeout)} cases declared", flush=True)
+        except BaseException:
+            names.remove(scratch)
+            raise
+
+    injected = {INJECT_ENV: format_injection(opts.inject)} if opts.inject else {}
+    if injected:
+        print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)", flush=True)
+
+    latest: dict[str, ResultSet] = {}  # the sides merged from every round so far
+
+    def run_rounds(count: int, only: list[str] | None) -> tuple[Comparison, ResultSet]:
+        for i, name in round_order(count, first=len(sets["base"])):
+            what = f"{len(only)} case(s) in doubt" if only is not None else "every case"
+            print(f"[gate] round {i + 1}: {name}, {what}", flush=True)
+            dest = out / "rounds" / f"{i + 1}-{name}"
+            # exact counters need one counting pass a side, not one a round (docs/counters.md, "Cost"):
+            # each side's first round counts; merge_rounds keeps a case's counters from it
+            args = side_args(sides[name], run_args, only, scratch, opts.timeout, opts.count and i == 0)
+            rs, warning = run_round(sides[name], dest, args, scratch, log, opts.timeout,
+                                    env=injected if name == "head" else None)
+            sets[name].append(rs)
+            if warning:
+                warnings.append(warning)
+        merged = {name: merge_rounds(s) for name, s in sets.items()}
+        for name, rs in merged.items():
+            rs.env["gate_side"] = sides[name].label
+            rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
+        latest.update(merged)
+        if not explicit and len(sets["base"]) == opts.rounds:  # the first rounds: every case, both matrices known
+            try:
+                use_calibration(find_calibration(None, merged["head"], merged["base"]))
+            except ValueError as exc:
+                raise GateError(str(exc)) from None
+        try:
+            comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
+                                      opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
+                                      paired=True, calibration=calibration, rules=rules)
+        except ValueError as exc:
+            raise GateError(str(exc)) from None
+        comparison.warnings.extend(warnings)
+        comparison.warnings.extend(env_notes)
+        imbalance = load_imbalance(sets["base"], sets["head"])
+        if imbalance:
+            comparison.warnings.append(imbalance)
+        return comparison, merged["head"]
+
+    confirmed = 0
+    stopped = ""
+    try:
+        warm_up(sides, scratch, log, opts.timeout)
+        comparison, merged_head = run_rounds(opts.rounds, None)
+        # the confirming rounds measure only the cases in doubt, one round at a time, until none is
+        # left, the rounds are spent or the budget would be; every verdict is taken on all the
+        # rounds a case has
+        while confirmed < opts.confirm_rounds:
+            only = doubtful(comparison, merged_head, opts.decision.threshold)
+            if only == []:
+                break
+            elapsed = time.monotonic() - started
+            if elapsed + last_round_s(sets) > opts.budget:
+                stopped = (f"the budget ({opts.budget / 60:.1f} min) ended the confirming rounds with "
+                           f"{'every case' if only is None else f'{len(only)} case(s)'} still in doubt")
+                print(f"[gate] {stopped}", flush=True)
+                break
+            print(f"[gate] {'every case' if only is None else f'{len(only)} case(s)'} in doubt (not unchanged): "
+                  f"confirming round {confirmed + 1} of at most {opts.confirm_rounds}", flush=True)
+            comparison, merged_head = run_rounds(1, only)
+            confirmed += 1
+    finally:
+        names.remove(scratch)
+    if stopped:
+        comparison.warnings.append(stopped + " (--budget, --confirm-rounds)")
+    # written once, after the last round: a merged side can hold millions of samples (on this
+    # repository's matrix both sides were rewritten after every round, 17 s each at the end)
+    for name, rs in latest.items():
+        rs.save(out / f"{name}.json")
+
+    intro = (
+        f"ipcbench gate: head {head.label} vs base {base.label}; {opts.rounds} interleaved rounds of "
+        f"`ipcbench run{' ' + run_text if run_text else ''}`"
+        f"{' over the matrix each side declares in [tool.ipcbench]' if project else ''} per side"
+        f"{f', then {confirmed} more of the cases in doubt' if confirmed else ''}, in this job, on this machine"
+        f"{f'; head slowed on purpose ({injected[INJECT_ENV]})' if injected else ''}"
+        f"{'; counted once a side (its first round)' if opts.count else '; not counted (--no-count)'}"
+        f"; {(time.monotonic() - started) / 60:.1f} min"
+    )
+    table = format_table(comparison)
+    (out / "compare.txt").write_text(intro + "\n" + table + "\n")
+    md = format_markdown(comparison, f"Perf gate: head vs {opts.base}") + f"\n{intro}.\n"
+    (out / "compare.md").write_text(md)
+    if opts.decision.markdown:
+        Path(opts.decision.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(opts.decision.markdown).write_text(md)
+    print(intro)
+    print(table)
+    print(f"[gate] report: {out}")
+    return comparison.exit_code
