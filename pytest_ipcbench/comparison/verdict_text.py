@@ -70,6 +70,10 @@ def _headline(comparison: Comparison) -> str:
     line = regression_line([(c.key, c.counter_regressions) for c in comparison.costlier])
     if line:
         verdict_line = f"{line}; {verdict_line}" if not comparison.regressions else f"{verdict_line}; {line}"
+    waived = comparison.waived
+    if waived:  # never silent: the verdict line says how many a waiver took out, and which were slower
+        slow = sum(c.status == "slower" or bool(c.counter_regressions) for c in waived)
+        verdict_line += f"; {len(waived)} case(s) waived ([tool.ipcbench] waivers, listed above), {slow} of them slower"
     return f"{parts}\n{verdict_line}"
 
 
