@@ -539,7 +539,7 @@ def test_gate_catches_an_injected_slowdown_and_confirms_only_cases_in_doubt(tmp_
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "IPCBENCH_INJECT")}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_ipcbench", "gate", "--base", "HEAD", "--rounds", "2", "--confirm-rounds", "2",
-         "--inject", "shm=3",
+         "--inject", "shm=3", "--budget", "15",  # minutes: under load the installs alone took 6 of the default 7
          "--run-args", "--quick --ranks 2 --backends shm,zmq --scenarios pingpong --no-extras --no-config",
          "--cache-dir", str(tmp_path / "cache"), "--out", str(report)],
         cwd=REPO, capture_output=True, text=True, env=env, timeout=1100,
