@@ -116,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
     except (GateError, ValueError) as exc:
         print(f"ipcbench calibrate: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # --out not writable (read-only, full, a name too long): the stored one stands
+        print(f"ipcbench calibrate: cannot write --out {args.out}: {exc.strerror or exc} (the calibration is "
+              f"stored all the same)", file=sys.stderr)
+        return 2
     text = format_calibration(calibration, args.threshold)
     print(text)
     print(f"[calibrate] stored: {path} (found by `ipcbench compare` and `ipcbench gate` on this machine "

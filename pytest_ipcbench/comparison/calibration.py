@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 from statistics import NormalDist
 
+from ..core.outdir import write_text
 from .calibration_check import check_calibration, read_json
 from .normalise import is_reference, reference_factor
 from ..results.results import Result, ResultSet
@@ -160,7 +161,7 @@ class Calibration:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")  # a new file renamed: never through a symlink
         self.path = str(path)
         return path
 

@@ -167,3 +167,14 @@ def test_calibrate_runs_time_only_and_stores_its_runs_matrix(tmp_path: Path, mon
     assert main(["calibrate", "--run-args", "--quick --count", "--plot", "none"]) == 0
     assert asked == [["--quick", "--ranks", "2", "--no-count"], ["--quick", "--count"]]
     assert store.find(run_set(1)) is not None
+
+
+def test_out_is_a_copy_written_by_rename_never_through_a_symlink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "copy.json"
+    link.symlink_to(victim)
+    assert main(["calibrate", "--from", *_runs(tmp_path), "--plot", "none", "--out", str(link)]) == 0
+    assert victim.read_text() == "keep me" and not link.is_symlink() and cal.Calibration.load(link).runs == 4
+    assert main(["calibrate", "--from", *_runs(tmp_path), "--plot", "none", "--out", "/proc/nope/c.json"]) == 2
+    assert "cannot write --out" in capsys.readouterr().err
