@@ -16,6 +16,14 @@ BASE ?= HEAD~1
 GATE_ARGS ?=
 # the MPI phase on 2 simulated nodes (ranks {0,1} and {2,3})
 SIMULATED_NODES := MPIR_CVAR_NUM_CLIQUES=2 MPIR_CVAR_CLIQUES_BY_BLOCK=1 UCX_LOG_LEVEL=error
+# A test runs once unless what it checks depends on the launcher: every mpi-marked test runs under
+# -n 4; with 2 ranks (one reader, a ping-pong world) the groups, backends, conformance kit and shared
+# arrays run again; across 2 simulated nodes, what places data by node (groups, backends and their
+# stores per node, shared arrays, the harness's per-node clocks and counters). The timing and MPI
+# method tests do not change with the world's size and stay in the -n 4 phase.
+MPI2_TESTS ?= tests/core tests/backends tests/shared
+NODES_TESTS ?= tests/core tests/backends tests/shared tests/harness/test_measure_mpi.py \
+	tests/harness/test_counters_mpi.py tests/harness/test_inject_mpi.py
 EXAMPLE_VENV ?= .venv-example
 # what test-example installs as pytest-ipcbench: this checkout (non-editable), or e.g. a built wheel
 EXAMPLE_INSTALL ?= .[mpi]
@@ -50,13 +58,13 @@ counters-setup:
 	else echo "counters: valgrind not found: deep mode's counters will be absent (apt-get install valgrind)"; fi
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
-	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi
+	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi $(MPI2_TESTS)
 	@# across (simulated) nodes MPICH talks through UCX; the timeout tests leave a reader's Ibcast
 	@# that MPI cannot cancel, which UCX reports at exit ('UCX WARN ... was not returned to mpool
 	@# ucp_requests'): expected, harmless, so only UCX errors are shown (docs/nodes.md)
-	$(SIMULATED_NODES) timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
+	$(SIMULATED_NODES) timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi $(NODES_TESTS)
 	$(BIN)/ipcbench clean --dry-run
 	$(MAKE) test-example
 

@@ -2,14 +2,14 @@
 
 asv runs each benchmark in a process that cannot be an MPI rank, so the MPI cases of the suite
 are measured here, under ``mpiexec -n 4`` started from :func:`setup_cache` -- one launch for
-*every* MPI case of a commit (the broadcast matrix of ``bench_transfer`` and seed 004's methods of
+*every* MPI case of a commit (the broadcast matrix of ``bench_transfer`` and the MPI methods of
 ``bench_mpi_methods``: both modules import this one function, so asv runs it once and shares its
 cache). The job times inside itself with the project's harness, and the figure asv records is
 the median over iterations of the max over readers -- mpiexec start-up is never part of it.
 Cases of 2 ranks run on a sub-group of the first two ranks of the same launch.
 
 The default suite is small on purpose (a few minutes a commit): one latency case and three 1 MB
-shapes of data per backend and mode at 4 ranks, seed 004's Small and Large configurations.
+shapes of data per backend and mode at 4 ranks, the MPI methods' Small and Large configurations.
 ``IPCBENCH_ASV_FULL=1`` (set when running asv) selects the full matrix: every payload kind and
 size, 2 and 4 ranks, every configuration. Cases outside the selected suite show as skipped.
 
@@ -62,7 +62,7 @@ JOB_TIMEOUT = 1500.0
 # The default suite: what each case adds (the full matrix repeats most of it).  (kind, size):
 # tiny = latency; ndarray = one buffer (bandwidth); dict and ragged2d = many objects per message,
 # the serialization-bound shapes -- at 1 MB, where backends differ most.  4 ranks (fan-out);
-# seed 004's Small (11 KB) and Large (1.1 MB) configurations, both shapes.
+# the MPI methods' Small (11 KB) and Large (1.1 MB) configurations, both shapes.
 DEFAULT_CASES = (("tiny", "1KB"), ("ndarray", "1MB"), ("dict", "1MB"), ("ragged2d", "1MB"))
 DEFAULT_RANKS = (4,)
 DEFAULT_METHOD_CONFIGS = ("Small", "Large")
@@ -268,23 +268,23 @@ def _quiet_barrier(world: Any, measure: Any) -> None:
 
 
 def _methods_job(args: argparse.Namespace, world: Any = None, out: _Out | None = None) -> int:
-    """Seed 004's methods; given ``world`` and ``out`` (the ``all`` job), no final done line."""
+    """The MPI methods; given ``world`` and ``out`` (the ``all`` job), no final done line."""
     try:
         try:
             from pytest_ipcbench import mpi_methods as mm
         except ImportError:  # commits before seed004/ was renamed mpi_methods/
             from pytest_ipcbench import seed004 as mm
         from pytest_ipcbench.core.group import MPIGroup
-        if hasattr(mm, "matrix_settings"):  # seed 004 on the harness: 0.2 s of transfers per case
+        if hasattr(mm, "matrix_settings"):  # the MPI methods on the harness: 0.2 s of transfers per case
             timing: dict[str, Any] = {"settings": mm.matrix_settings(case_time=0.2, rounds=1), "rounds": 1}
-        else:  # commits with seed 004's own timing loop (all before the rename)
+        else:  # commits with the MPI methods' own timing loop (all before the rename)
             from pytest_ipcbench.seed004 import methods as mm
             timing = {"plan": mm.Plan(sample_time=0.02, case_time=0.2, min_samples=5, max_samples=7)}
     except ImportError as exc:
         if out is not None:
-            out(error=f"this commit has no seed 004 methods: {exc}", part="methods")
+            out(error=f"this commit has no MPI methods: {exc}", part="methods")
         else:
-            print(json.dumps({"error": f"this commit has no seed 004 methods: {exc}"}), file=_stream(args))
+            print(json.dumps({"error": f"this commit has no MPI methods: {exc}"}), file=_stream(args))
         return 0
     own = out is None
     if world is None:
@@ -316,7 +316,7 @@ def _methods_job(args: argparse.Namespace, world: Any = None, out: _Out | None =
 
 
 def _all_job(args: argparse.Namespace) -> int:
-    """Every MPI case of the suite in one launch: the broadcast matrix, then seed 004's methods."""
+    """Every MPI case of the suite in one launch: the broadcast matrix, then the MPI methods."""
     try:
         from pytest_ipcbench.core.group import MPIGroup
     except ImportError as exc:
@@ -353,7 +353,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="benchmarks/_job.py", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="job", required=True)
     t = sub.add_parser("transfer", help="broadcast: every backend x mode x payload kind x size x ranks")
-    m = sub.add_parser("methods", help="seed 004: every MPI method x configuration x shape x ranks")
+    m = sub.add_parser("methods", help="the MPI methods: every MPI method x configuration x shape x ranks")
     a = sub.add_parser("all", help="both, in one launch (the selected suite by default)")
     for q in (t, a):
         q.add_argument("--backends", type=_csv, default=list(BACKENDS))

@@ -1,4 +1,4 @@
-"""Seed 004's MPI methods: method x configuration x shape (1d, 2d) x ranks.
+"""The MPI methods: method x configuration x shape (1d, 2d) x ranks.
 
 The commit's one ``mpiexec -n 4`` launch (:func:`_job.setup_cache`, shared with
 ``bench_transfer``) runs ``pytest_ipcbench.mpi_methods.methods`` on sub-groups of the selected rank
@@ -18,7 +18,7 @@ METHODS = ("p2p", "bcast", "ibcast", "pack", "datatype", "rma-fence", "rma-lock"
 
 
 class MPIMethods:
-    """Rank 0 sends seed 004's int32 data (contiguous 1D, ragged 2D) to every rank."""
+    """Rank 0 sends the MPI methods' int32 data (contiguous 1D, ragged 2D) to every rank."""
 
     params = [list(METHODS), list(_job.SUITE_METHOD_CONFIGS), list(_job.SHAPES), list(_job.SUITE_RANKS)]
     param_names = ["method", "config", "shape", "ranks"]

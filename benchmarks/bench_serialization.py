@@ -1,6 +1,6 @@
 """In-process: what the ``bytes`` mode pays on each side, pickling and unpickling each payload kind.
 
-``inband`` is pickle protocol 5 with the data inside the bytes (the fair protocol of seed 000);
+``inband`` is pickle protocol 5 with the data inside the bytes (the fair protocol);
 ``oob`` keeps numpy buffers out of band (the ``native`` mode's path: no copy into the pickle).
 """
 

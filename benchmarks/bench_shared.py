@@ -1,9 +1,9 @@
-"""Seed 002's shared-array paths: SharedNDArray, SharedNumpyPool and the handle that travels.
+"""The shared-array paths: SharedNDArray, SharedNumpyPool and the handle that travels.
 
 In-process ``time_*`` / ``peakmem_*`` benchmarks of the sender's side (make a shared copy in a
-fresh segment, in a pooled one, pickle the handle), and ``track_*`` figures of seed 002's
+fresh segment, in a pooled one, pickle the handle), and ``track_*`` figures of the shared-array experiment's
 two-process experiment (``pytest_ipcbench.shared.experiment``) when the commit has it:
-``Seed002Experiment`` (the five paths) and ``HandlePath`` (handle-only round trip against
+``SharedArrayExperiment`` (the five paths) and ``HandlePath`` (handle-only round trip against
 ``None``, and their ratio, at 1 MB and 1 GiB).
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _job
 
-# float32 rows x 602 columns (seed 002's GNN batch) of about these sizes (the default suite
+# float32 rows x 602 columns (a GNN training batch) of about these sizes (the default suite
 # keeps the large one: the copies are bandwidth-bound there, pickling a handle costs the same)
 SIZES = ("1MB", "100MB") if _job.FULL else ("100MB",)
 COLS = 602
@@ -67,7 +67,7 @@ class SharedArray:
         x.release()
 
     def time_pooled_copy(self, size: str) -> None:
-        """A pooled, already touched segment and one copy (seed 002's fast path: one memcpy)."""
+        """A pooled, already touched segment and one copy (the fast path: one memcpy)."""
         x = self.pool.from_numpy_array(self.a)
         x.release()
 
@@ -81,7 +81,7 @@ class SharedArray:
         x.release()
 
 
-# seed 002's batch: ROWS x 602 float32 (25000 rows: 60 MB; 250000 rows: the seed's 602 MB)
+# the experiment's batch: ROWS x 602 float32 (25000 rows: 60 MB; 250000 rows: 602 MB)
 EXPERIMENT_ROWS_ALL = {"60MB": 25_000, "602MB": 250_000}
 EXPERIMENT_ROWS = EXPERIMENT_ROWS_ALL if _job.FULL else {"60MB": 25_000}
 EXPERIMENT_PATHS = ("mpqueue", "fresh", "pool", "handle", "ping", "copy")
@@ -89,7 +89,7 @@ HANDLE_SIZES = ("1MB", "1GiB")  # the handle path should not depend on the array
 
 
 def _experiment_cache() -> dict[str, Any]:
-    """Seed 002's experiment (one spawned consumer per size); it ends with the handle sweep
+    """The shared-array experiment (one spawned consumer per size); it ends with the handle sweep
     (handle vs None at 1 MB and 1 GiB) on commits that have it.  Shared by the two classes
     below (asv keys a cache by its function's module and line)."""
     cache: dict[str, Any] = {}
@@ -115,8 +115,8 @@ def _experiment_cache() -> dict[str, Any]:
 _experiment_cache.timeout = 1300  # type: ignore[attr-defined]
 
 
-class Seed002Experiment:
-    """Seed 002's producer -> consumer transfer of one batch, timed by the experiment itself.
+class SharedArrayExperiment:
+    """The experiment's producer -> consumer transfer of one batch, timed by the experiment itself.
 
     From just before the put until the consumer holds the array and acknowledged it: through
     multiprocessing.Queue, a fresh segment, a pooled segment, a premade array's handle, ``None``

@@ -18,7 +18,7 @@ from ._job import setup_cache  # noqa: F401  (one MPI launch per commit, shared:
 
 
 class Broadcast:
-    """Rank 0 writes, every other rank reads and verifies (seeds 000 and 001).
+    """Rank 0 writes, every other rank reads and verifies.
 
     ``payload``: kind and size (``ndarray-1MB``; ``tiny-64B`` is the latency case).
     """

@@ -1,5 +1,6 @@
 """pytest-ipcbench: fixtures, harness and reports for IPC regression benchmarking."""
 
+from .advice import Advice, advise
 from .backends import MODES, Backend, BackendSpec, BackendUnavailable, PayloadError, backend_names, register_backend
 from .core.errors import IpcbenchError
 from .core.group import Group, GroupError, MPIGroup
@@ -13,6 +14,7 @@ from .harness.transfer import Delivery, assert_delivered, deliver
 __version__ = "0.1.0"
 
 __all__ = [
+    "Advice",
     "MODES",
     "Backend",
     "BackendSpec",
@@ -29,6 +31,7 @@ __all__ = [
     "MPIGroup",
     "PayloadError",
     "PayloadSpec",
+    "advise",
     "assert_delivered",
     "backend_names",
     "deliver",

@@ -21,7 +21,10 @@ runs it over local worker processes at 2 and 4 ranks, ``mpiexec -n 4 python -m p
   ``no_read_timeout``: a read inside an MPI collective cannot be abandoned);
 * **nothing left behind**: after a transfer, and after an exception inside ``with``, no rank still
   has a resource of ours (``ipcb-<pid>-*`` names, and the backend's declared ``resources``);
-* **objects made before the ranks** (a backend with a ``before_ranks`` hook): every rank inherited them.
+* **objects made before the ranks** (a backend with a ``before_ranks`` hook): every rank inherited them,
+  and its ``after_ranks`` released them once the ranks ended;
+* **the paths users take**: an installed plugin's backend runs where ``ipc_group`` runs it (rank 0 in
+  a process of its own, whose world runs the ``before_ranks`` hooks too), and through ``ipc_bench``.
 
 Where the backend cannot run (``Backend.unavailable``) every test is skipped with its reason.
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -75,7 +79,7 @@ def writer_error_program(group: Group, spec: BackendSpec) -> tuple[str, str, lis
     patterns = spec.cls.resources
     before = _ours(patterns)
     with spec.open(group) as live:
-        store = live.kind == "store"
+        store = live.delivery == "store"
         group.barrier()
         first = "no error"
         if group.rank == live.root:
@@ -237,6 +241,34 @@ class BackendConformance:
         missing = [rank for rank, what in enumerate(got) if what == "nothing"]
         assert not missing, f"{conformance_backend.name}: ranks {missing} did not inherit the before_ranks objects"
         assert len(set(got)) == 1, f"{conformance_backend.name}: the ranks inherited different things: {got}"
+
+    def test_releases_what_it_made_before_the_ranks(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:
+        """A backend with a ``before_ranks`` hook: once a world of processes ends, its ``after_ranks``
+        released what the hook made (the session's leak check comes after that, and fails otherwise)."""
+        cls = conformance_backend.cls
+        if cls.before_ranks is None:
+            pytest.skip(f"{conformance_backend.name} makes nothing before the ranks start (no before_ranks hook)")
+        from .core.local import LocalWorld
+
+        before = _ours(cls.resources)
+        with LocalWorld(ipc_group.size, timeout=ipc_group.timeout) as world:
+            got = world.run(inherited_program, conformance_backend)
+        assert "nothing" not in got, f"{conformance_backend.name}: ranks inherited {got} from a world of their own"
+        assert not world.release_problems, "; ".join(world.release_problems)
+        left = sorted(_ours(cls.resources) - before)
+        for path in left:
+            names.remove(Path(path))
+        assert not left, (
+            f"{conformance_backend.name}: what before_ranks made is still there after the ranks ended: {left}; "
+            "release it in a classmethod after_ranks(cls, made), which runs once the workers stopped "
+            "(docs/extending.md)")
+
+    def test_benchmarks_through_ipc_bench(self, ipc_bench: Any, ipc_group: Group,
+                                          conformance_backend: BackendSpec) -> None:
+        """The path a user's benchmark takes (``ipc_bench``: plan, timed rounds, verification)."""
+        result = ipc_bench(conformance_backend, PayloadSpec("ndarray", 1000), time_budget=0.05, count=False)
+        assert result.verified is not None and result.verified.checked > 0, f"{conformance_backend.id}: nothing verified"
+        assert result.verified.failed == 0, f"{conformance_backend.id}: {result.verified.failed} transfers differed"
 
     def test_leaves_nothing_behind(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:
         results = ipc_group.run(cleanup_program, conformance_backend)

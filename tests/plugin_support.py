@@ -25,7 +25,7 @@ class FileStore(Backend):
     """A store in a file: the writer replaces it atomically; readers poll for a newer number."""
 
     name = "test-filestore"
-    kind = "store"
+    delivery = "store"
 
     def setup(self) -> None:
         self.path: Path | None = None

@@ -45,7 +45,7 @@ def roundtrip(group: Group, spec: BackendSpec, objects: Sequence[Any]) -> list[s
     """Send each object in turn; a reader reports "ok" or what was wrong, the writer "sent"."""
     out = []
     with spec.open(group) as live:
-        store = live.kind == "store"
+        store = live.delivery == "store"
         for obj in objects:
             group.barrier()
             if group.rank == live.root:
@@ -88,7 +88,7 @@ def unpicklable(group: Group, spec: BackendSpec) -> tuple[str, str]:
     bad = {"fine": np.arange(10), "bad": lambda: None}
     good = [np.arange(5, dtype=np.int32), {"x": 1}]
     with spec.open(group) as live:
-        store = live.kind == "store"
+        store = live.delivery == "store"
         group.barrier()
         first = "no error"
         if group.rank == live.root:

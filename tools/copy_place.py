@@ -9,7 +9,7 @@ broadcast's readers do); pipes order the two. Each round times 20 copies per dis
 4 not kept), distances interleaved, the two sources alternating. Prints each distance's median
 and quartiles of the copy, in µs. On this project's machine a distance of 16-48 bytes copied 1 MB
 3-5x slower while the host ran the two vCPUs far apart (tools/line_roundtrip.c) and no slower
-while it ran them near (core/aliasing.py; README, issue 26).
+while it ran them near (core/aliasing.py; docs/measurements/2026-11-harness.md).
 """
 
 from __future__ import annotations

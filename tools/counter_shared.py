@@ -1,10 +1,10 @@
 """The shared-array handle path in counts: a premade SharedNDArray through our Queue against
-``None`` through the same queue (seed 002's ``handle`` and ``ping`` paths), per message, on the
+``None`` through the same queue (the experiment's ``handle`` and ``ping`` paths), per message, on the
 sender and on the consumer, counted as the counting pass counts (core/probes.CounterProbe).
 
     .venv/bin/python tools/counter_shared.py [--size 1MB] [--messages 200] [--repeats 3]
 
-Each message is acknowledged over a pipe on both paths, as in seed 002's experiment: the
+Each message is acknowledged over a pipe on both paths, as in the shared-array experiment: the
 acknowledgement costs the same on both, so handle minus None is what the handle adds. Kinds
 alternate (handle, None, handle, ...) per repeat. A value is the median repeat's per message,
 ``a..b`` when the repeats differed (min..max).
@@ -39,7 +39,7 @@ def _consumer(conn: Any, q: Queue) -> None:
             for _ in range(n):
                 x = q.get()
                 if x is not None:
-                    x.flat[0]  # touch, as seed 002's consumer does
+                    x.flat[0]  # touch, as the experiment's consumer does
                 conn.send_bytes(b"a")
                 del x
             s1 = probe.snapshot()

@@ -1,4 +1,4 @@
-"""Print a Markdown table of per-message counters of every built-in backend (README "Counters").
+"""Print a Markdown table of per-message counters of every built-in backend (docs/measurements/2026-11-counters.md keeps one).
 
     .venv/bin/python tools/counter_table.py                      # local backends, 2 local ranks
     .venv/bin/mpiexec -n 2 .venv/bin/python tools/counter_table.py   # MPI backends (and the rest)

@@ -1,13 +1,12 @@
-// How far apart the first two CPUs are: the round trip of one cache line between them (issue 26).
+// How far apart the first two CPUs are: the round trip of one cache line between them.
 //
 //     gcc -O2 -pthread -o /tmp/line_roundtrip tools/line_roundtrip.c && /tmp/line_roundtrip
 //
 // Two threads pinned to CPU 0 and CPU 1 bounce a counter through two cache lines, 2,000 round
 // trips a burst, 200 bursts; prints the min, p10 and median of a burst's mean round trip in ns.
-// On this project's KVM guest the fastest burst read 98-110 ns in some spells and 494-514 ns in
-// others (the guest's CPUs stayed put: the host moved its vCPUs apart); the far spells are the
-// ones where a 1 MB store write slowed down (tools/copy_place.py; README, issue 26). Python is
-// too slow to see it.
+// On a virtual machine the host may place the guest's CPUs near or far apart for minutes at a
+// time, and a far placement slows every copy between them (docs/method.md rule 24; figures:
+// docs/measurements/2026-11-harness.md). Python is too slow to see it.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>

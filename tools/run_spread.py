@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("need at least two runs")
     for f, rs in zip(args.files, runs):
         cross = rs.env.get("cross_cpu_copy_s") or []
-        spell = f"; 1 MiB from another CPU's cache {' / '.join(format_time(x) for x in cross if x)}" if cross else ""
-        print(f"{f}: load {rs.env.get('load_start', '?')} at start, {rs.env.get('load_end', '?')} at the end{spell}")
+        host = f"; 1 MiB from another CPU's cache {' / '.join(format_time(x) for x in cross if x)}" if cross else ""
+        print(f"{f}: load {rs.env.get('load_start', '?')} at start, {rs.env.get('load_end', '?')} at the end{host}")
     medians: dict[str, list[float]] = {}
     for rs in runs:
         for key, r in rs.by_key().items():

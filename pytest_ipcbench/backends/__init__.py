@@ -16,8 +16,9 @@ from .base import (
 )
 
 # Loaded with the package, so base.py need not import them (each builds on base's Backend):
-# hierarchy sets how a node-local store opens across nodes; references registers ref-<backend>.
-from . import hierarchy, references  # noqa: E402,F401
+# hierarchy sets how a node-local store opens across nodes; references registers ref-<backend>;
+# null is the harness's own floor (a channel that moves nothing).
+from . import hierarchy, null, references  # noqa: E402,F401
 
 __all__ = [
     "MODES",

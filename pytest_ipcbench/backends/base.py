@@ -5,12 +5,12 @@ needs (docs/extending.md).
 
 A backend moves one object from a writer (rank ``root``) to every other rank of a group:
 
-* a **store** (``kind = "store"``, e.g. LMDB, shared memory) is written once and read by every
+* a **store** (``delivery = "store"``, e.g. LMDB, shared memory) is written once and read by every
   reader; ``read()`` waits until a value newer than the last one read is there;
-* a **channel** (``kind = "channel"``, e.g. ZeroMQ, mp.Queue, MPI) delivers one message per
+* a **channel** (``delivery = "channel"``, e.g. ZeroMQ, mp.Queue, MPI) delivers one message per
   reader per round; ``write()`` sends to every reader.
 
-Two modes: ``bytes`` (seed 000's fair protocol: pickle at write, move bytes, unpickle at read)
+Two modes: ``bytes`` (the fair protocol: pickle at write, move bytes, unpickle at read)
 and ``native`` (the backend's best path: buffers, pickle-5 out-of-band, zero-copy views).
 
 Backends are extensions: the built-in ones are entry points of the group
@@ -30,9 +30,10 @@ Life cycle, collective on every rank of the group::
 from __future__ import annotations
 
 import pickle
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Sequence, get_args
 
 from ..core import names
 from ..core.errors import IpcbenchError
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from ..core.group import Group
 
 MODES = ("bytes", "native")
+#: how a backend delivers: a store is written once and read by every reader, a channel carries one
+#: message per reader (the module docstring); not to be confused with a payload's kind
+Delivery = Literal["store", "channel"]
+DELIVERIES: tuple[str, ...] = get_args(Delivery)
 DEFAULT_READ_TIMEOUT = 120.0
 
 
@@ -108,7 +113,7 @@ class Backend(ABC):
     """One backend bound to a group; see the module docstring for the protocol."""
 
     name: ClassVar[str]
-    kind: ClassVar[str]  # "store" or "channel"
+    delivery: ClassVar[Delivery]
     needs_mpi: ClassVar[bool] = False
     # its resources live on one host (files, shared memory, ipc sockets); None: unless it needs MPI.
     # Across nodes a node-local store (or MPI channel) runs once per node, fed over MPI
@@ -128,13 +133,17 @@ class Backend(ABC):
     #: later). It runs in the parent before a local world starts its ``size - 1`` workers; every rank
     #: finds its result as ``self.inherited``. Such a backend runs in local workers only.
     before_ranks: ClassVar[Callable[[int], Any] | None] = None
+    #: a classmethod ``after_ranks(cls, made)``: releases what ``before_ranks`` made (a segment, a
+    #: folder), in the parent, once the world's workers stopped (the session's end, before its leak
+    #: check; a restart after a failure; the end of ``ipcbench run``'s local phase)
+    after_ranks: ClassVar[Callable[[Any], None] | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.before_ranks is not None and isinstance(cls.__dict__.get("name"), str):
             from ..core.local import register_before_ranks
 
-            register_before_ranks(cls.name, cls.before_ranks)
+            register_before_ranks(cls.name, cls.before_ranks, cls.after_ranks)
 
     @property
     def inherited(self) -> Any:
@@ -154,6 +163,10 @@ class Backend(ABC):
     reference: ClassVar[str | None] = None
     #: True for references and other harness-internal backends: usable by name, never offered to users
     internal: ClassVar[bool] = False
+    #: the largest message (payload bytes) this backend takes, or None for no limit of its own (e.g. a
+    #: transport with a fixed slot): ``ipcbench selfcheck`` and ``ipcbench run`` skip larger cases
+    #: with this reason instead of failing them (issue 39)
+    max_message_bytes: ClassVar[int | None] = None
     #: True when a native value read is a view that the next write overwrites (mpi-shm-win's
     #: windows): the stream scenario, which keeps a window of values, runs it in bytes mode only.
     #: Not a ClassVar: a HierarchicalStore takes its inner backend's.
@@ -186,8 +199,13 @@ class Backend(ABC):
         self.wait = resolve_wait(wait, group.size)
 
     def pacer(self) -> "Spin | Backoff":
-        """Pacing for one polling wait of a reader, by this backend's wait strategy."""
-        return pacer(self.wait, self.timeout)
+        """Pacing for one polling wait of a reader, by this backend's wait strategy: one object per
+        backend, restarted for each wait (no allocation per message)."""
+        pace = self.__dict__.get("_pace")
+        if pace is None or pace.strategy != self.wait or pace.timeout != self.timeout:
+            pace = self._pace = pacer(self.wait, self.timeout)
+            return pace
+        return pace.restart()
 
     @classmethod
     def unavailable(cls, group: "Group | None" = None) -> str | None:
@@ -198,7 +216,7 @@ class Backend(ABC):
             if group.is_mpi:
                 return (f"{cls.name} needs objects made before the ranks start (before_ranks), which mpiexec "
                         "ranks cannot inherit: it runs in local worker processes (plain pytest)")
-        if cls.kind == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
+        if cls.delivery == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
             from ..core.nodes import layout_of
 
             return (f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)} "
@@ -221,7 +239,7 @@ class Backend(ABC):
 
         Iteration ``i`` writes ``objs[i % len(objs)]`` (on the readers, ``objs`` are the expected
         values, built locally). For a backend that must expose the writer's memory beforehand,
-        e.g. an RMA window per object (seed 004's methods); most backends ignore it.
+        e.g. an RMA window per object (the MPI methods); most backends ignore it.
         """
 
     @abstractmethod
@@ -299,9 +317,15 @@ class Backend(ABC):
 def _check_backend(name: str, obj: Any, where: str) -> type[Backend]:
     if not (isinstance(obj, type) and issubclass(obj, Backend)):
         raise ExtensionError(f"backend {name!r} from {where}: expected a subclass of Backend, got {obj!r}")
-    if getattr(obj, "kind", None) not in ("store", "channel"):
+    if not hasattr(obj, "delivery") and getattr(obj, "kind", None) in DELIVERIES:
+        # a plugin written before 0.2 said ``kind = "store"``; its file keeps working
+        warnings.warn(f"backend {name!r} ({obj.__qualname__}): `kind` is now `delivery` (a store or a channel)",
+                      DeprecationWarning, stacklevel=2)
+        obj.delivery = obj.kind
+    if getattr(obj, "delivery", None) not in DELIVERIES:
         raise ExtensionError(
-            f"backend {name!r} ({obj.__qualname__}): kind must be 'store' or 'channel', not {getattr(obj, 'kind', None)!r}"
+            f"backend {name!r} ({obj.__qualname__}): delivery must be 'store' or 'channel', "
+            f"not {getattr(obj, 'delivery', None)!r}"
         )
     if getattr(obj, "name", name) != name:
         raise ExtensionError(f"backend {name!r} from {where}: its class says name = {obj.name!r}; make them equal")

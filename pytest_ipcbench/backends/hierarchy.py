@@ -49,13 +49,13 @@ class _WriterFailed:
 class HierarchicalStore(Backend):
     """``inner_cls`` run once per node, fed over MPI; see the module docstring."""
 
-    kind = "store"
+    delivery = "store"
     needs_mpi = True
 
     def __init__(self, inner_cls: type[Backend], group: "Group", mode: str = "bytes", root: int = 0,
                  timeout: float = 120.0, wait: str | None = None) -> None:
         self.name = inner_cls.name  # reported as the backend it runs
-        self.kind = inner_cls.kind
+        self.delivery = inner_cls.delivery
         super().__init__(group, mode, root, timeout, wait=wait)
         self.inner_cls = inner_cls
         self.native_views_until_next_write = inner_cls.native_views_until_next_write
@@ -215,7 +215,7 @@ def needs_hierarchy(cls: type[Backend], group: "Group | None") -> bool:
     """True when ``group`` spans several nodes and ``cls`` is node-local: a store, or a channel
     that needs MPI (``mpi-shm-win``); another node-local channel is unavailable there instead."""
     return (group is not None and getattr(group, "nodes", 1) > 1 and cls.is_node_local()
-            and (cls.kind == "store" or cls.needs_mpi))
+            and (cls.delivery == "store" or cls.needs_mpi))
 
 
 def _open_across_nodes(cls: type[Backend], group: "Group", mode: str, root: int, timeout: float,

@@ -4,7 +4,7 @@ The root creates the environment in a private folder (``names.private_dir("lmdb"
 and broadcasts its path; each reader opens its own :class:`lmdb.Environment` in ``setup()`` (an
 environment is never shared across fork or spawn). The writer opens it with ``writemap=True``
 (values are copied straight into the map, one copy instead of two) and ``sync=False,
-metasync=False`` (we measure IPC, not durability; seed 000 used the same settings).
+metasync=False`` (we measure IPC, not durability; the original LMDB benchmark used the same settings).
 
 One write is one write transaction: key ``seq`` (sequence number, state, buffer count) and the
 value (``data`` in bytes mode; ``head`` and ``buf<i>`` in native mode). LMDB's MVCC gives a reader
@@ -74,7 +74,7 @@ class LMDBBackend(Backend):
 
     name = "lmdb"
     run_in = "mpi"  # ipcbench run: measured among MPI ranks, as it always was (its history continues)
-    kind = "store"
+    delivery = "store"
     reference = "ref-lmdb"
     #: map size of a new environment; a bigger payload grows it
     initial_map_size = 64 * _MIB

@@ -66,7 +66,7 @@ class MPQueueBackend(Backend):
     """A channel over the group's multiprocessing queues; see the module docstring."""
 
     name = "mp-queue"
-    kind = "channel"
+    delivery = "channel"
     reference = "ref-mp-queue"
     local_only = True
 

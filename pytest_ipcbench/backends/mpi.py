@@ -80,7 +80,7 @@ class _Mark:
 
 
 class _MPIBackend(Backend):
-    kind = "channel"
+    delivery = "channel"
     needs_mpi = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -283,7 +283,9 @@ class _BufferBackend(_MPIBackend):
         self._head_size = self.HEAD_MAX  # both sides: the size of the next head
         self._meta_cache: dict[Any, bytes] = {}  # writer: array spec -> pickled meta
         self._desc_cache: dict[bytes, Any] = {}  # reader: meta -> description
-        self._spare: dict[Any, np.ndarray] = {}  # reader: description -> the last array returned
+        # reader: description -> (the last array returned, [its flat bytes], its plan)
+        self._spare: dict[Any, tuple[Any, ...]] = {}
+        self._last_meta: tuple[bytes, Any] | None = None  # reader: the last meta and its description
         self._readers = self.readers
 
     def _encode(self, obj: Any) -> tuple[bytes, list[Any]]:
@@ -313,13 +315,19 @@ class _BufferBackend(_MPIBackend):
         data = sum(b.nbytes if isinstance(b, (memoryview, np.ndarray)) else len(b) for b in buffers)
         bufs_in = meta_in and size + data <= limit
         next_head = max(self.HEAD_MAX, min(self.HEAD_CAP, size + data)) if status == _OK else limit
-        parts = [_HEAD.pack(status, len(meta), meta_in, bufs_in, next_head)]
+        # the head is packed into the one buffer made at setup (no bytes joined per message)
+        hv = self._head_view
+        _HEAD.pack_into(hv, 0, status, len(meta), meta_in, bufs_in, next_head)
+        used = _HEAD.size
         if meta_in:
-            parts.append(meta)
+            hv[used : used + len(meta)] = meta
+            used += len(meta)
             if bufs_in:
-                parts.extend(buffers)
-        head = b"".join(parts)
-        self._send(head, None if meta_in else meta, [] if bufs_in else buffers)
+                for buf in buffers:
+                    n = buf.nbytes if isinstance(buf, (memoryview, np.ndarray)) else len(buf)
+                    hv[used : used + n] = buf
+                    used += n
+        self._send(used, None if meta_in else meta, [] if bufs_in else buffers)
         self._head_size = next_head
         if failure is not None:
             raise failure
@@ -338,7 +346,7 @@ class _BufferBackend(_MPIBackend):
             raise self.writer_failed(bytes(meta).decode("utf-8", "replace"))
         if self.mode == "bytes":
             return loads(meta)
-        plan, buffers = self._receive_plan(bytes(meta))
+        plan, buffers = self._receive_plan(meta)
         if bufs_in:
             pos = _HEAD.size + meta_len
             for buf in buffers:
@@ -347,28 +355,36 @@ class _BufferBackend(_MPIBackend):
                 pos += n
         else:
             self._recv_buffers(buffers)
-        return finish(plan)
+        return plan[1] if plan[0] == "value" else finish(plan)
 
-    def _receive_plan(self, meta: bytes) -> tuple[Any, list[Any]]:
-        desc = self._desc_cache.get(meta)
-        if desc is None:
-            desc = pickle.loads(meta)
-            if desc[0] != "array":
-                return receive_plan(meta, self.mode)
-            if len(self._desc_cache) > 64:
-                self._desc_cache.clear()
-                self._spare.clear()
-            self._desc_cache[meta] = desc
+    def _receive_plan(self, meta: Any) -> tuple[Any, list[Any]]:
+        last = self._last_meta  # the same meta as the last message: its description, no lookup
+        if last is not None and last[0] == meta:
+            desc = last[1]
+        else:
+            meta = bytes(meta)
+            desc = self._desc_cache.get(meta)
+            if desc is None:
+                desc = pickle.loads(meta)
+                if desc[0] != "array":
+                    self._last_meta = None
+                    return receive_plan(meta, self.mode)
+                if len(self._desc_cache) > 64:
+                    self._desc_cache.clear()
+                    self._spare.clear()
+                self._desc_cache[meta] = desc
+            self._last_meta = (meta, desc)
         spec = desc[1]
         if spec[2]:  # Fortran order: a view's base would be the buffer, not the value: no recycling
             value, buf = _empty_array(spec)
             return ("value", value), [_as_bytes(buf)]
-        value = self._spare.get(spec)
-        # refcount 3 (the dict, the name, the argument): nobody else holds it, nor a view of it
-        # (a view's base is the array itself)
-        if value is None or sys.getrefcount(value) > 3:
-            value = self._spare[spec] = _empty_array(spec)[0]
-        return ("value", value), [_as_bytes(value)]
+        spare = self._spare.get(spec)
+        # refcount 3 (the dict, the name, the argument) for the value, 2 for its flat view kept
+        # beside it: nobody else holds it, nor a view of it (a view's base is the array itself)
+        if spare is None or sys.getrefcount(spare[0]) > 4:
+            value = _empty_array(spec)[0]
+            spare = self._spare[spec] = (value, [_as_bytes(value)], ("value", value))
+        return spare[2], spare[1]
 
     def _wait(self, request: Any, what: str, cancel: bool = False) -> None:
         """Wait for one nonblocking request by the wait strategy; TimeoutError after timeout.
@@ -391,7 +407,8 @@ class _BufferBackend(_MPIBackend):
                 raise self.timeout_error(what)
 
     # the four steps each subclass provides
-    def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
+    def _send(self, used: int, meta: bytes | None, buffers: list[Any]) -> None:
+        """Send the head (its first ``used`` bytes are packed), then the meta and buffers if given."""
         raise NotImplementedError
 
     def _recv_head(self) -> None:
@@ -405,18 +422,37 @@ class _BufferBackend(_MPIBackend):
 
 
 class MPIBufferBackend(_BufferBackend):
-    """A head (``Ibcast``) as large as the previous object needed, then ``Bcast`` of what did not fit."""
+    """A head (``Bcast``) as large as the previous object needed, then ``Bcast`` of what did not fit.
+
+    Under the ``block`` wait the head is a blocking ``Bcast`` (the way MPI waits best when every
+    rank has a core; its read then has no timeout: the harness's watchdog covers a hang); under
+    ``backoff`` an ``Ibcast`` polled by the pacer, which gives up after ``timeout``.
+    """
 
     name = "mpi-buffer"
     reference = "ref-mpi-buffer"
     HEAD_CAP = 16384 + 512  # objects of the same size up to 16 KiB travel in one Bcast
     # it does time out, but the pending Ibcast leaves the communicator unusable for later tests
-    no_read_timeout = "a timed-out Ibcast cannot be cancelled (MPI has no cancel for collectives)"
+    no_read_timeout = ("its read() waits in a blocking Bcast under the block wait, and a timed-out Ibcast "
+                       "(backoff) cannot be cancelled (MPI has no cancel for collectives)")
 
-    def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
+    def setup(self) -> None:
+        super().setup()
+        self._heads: dict[int, Any] = {}  # head size -> the head buffer's first bytes (one view each)
+
+    def _head_of(self, size: int) -> Any:
+        head = self._heads.get(size)
+        if head is None:
+            head = self._heads[size] = self._head[:size]
+        return head
+
+    def _send(self, used: int, meta: bytes | None, buffers: list[Any]) -> None:
         comm, root = self.comm, self.root
-        self._head_view[: len(head)] = head
-        comm.Ibcast(self._head[: self._head_size], root=root).Wait()
+        head = self._head_of(self._head_size)
+        if self.wait == "block":
+            comm.Bcast(head, root=root)
+        else:
+            comm.Ibcast(head, root=root).Wait()
         if meta is not None:
             comm.Bcast(meta, root=root)
         for buf in buffers:
@@ -424,7 +460,11 @@ class MPIBufferBackend(_BufferBackend):
                 comm.Bcast(buf, root=root)
 
     def _recv_head(self) -> None:
-        self._wait(self.comm.Ibcast(self._head[: self._head_size], root=self.root), "the head broadcast (Ibcast)")
+        head = self._head_of(self._head_size)
+        if self.wait == "block":
+            self.comm.Bcast(head, root=self.root)
+        else:
+            self._wait(self.comm.Ibcast(head, root=self.root), "the head broadcast (Ibcast)")
 
     def _recv_bytes(self, meta: bytearray) -> None:
         if len(meta):
@@ -437,15 +477,34 @@ class MPIBufferBackend(_BufferBackend):
 
 
 class MPIP2PBackend(_BufferBackend):
-    """``Send``/``Isend`` from the writer to each reader (head, then the rest), ``Recv`` on the readers."""
+    """``Send``/``Isend`` from the writer to each reader (head, then the rest), ``Recv`` on the readers.
+
+    A reader receives the head through one persistent request (``Recv_init`` at setup, started
+    for each message and polled by the wait strategy): no request made per message.
+    """
 
     name = "mpi-p2p"
     reference = "ref-mpi-p2p"
     HEAD_MAX = HEAD_CAP = 16384  # a head message is as long as it needs, up to this
 
-    def _send(self, head: bytes, meta: bytes | None, buffers: list[Any]) -> None:
+    def setup(self) -> None:
+        super().setup()
+        MPI = self.MPI
+        self._head_request = None
+        if self.group.rank != self.root:
+            self._head_request = self.comm.Recv_init(self._head, source=self.root, tag=_TAG_HEAD)
+        self._byte = MPI.BYTE
+
+    def close(self) -> None:
+        request, self._head_request = getattr(self, "_head_request", None), None
+        if request is not None:
+            request.Free()
+        super().close()
+
+    def _send(self, used: int, meta: bytes | None, buffers: list[Any]) -> None:
         comm = self.comm
         readers = self._readers
+        head = [self._head, used, self._byte]
         if len(readers) == 1 and meta is None and not buffers:  # one small message: a plain Send
             comm.Send(head, dest=readers[0], tag=_TAG_HEAD)
             return
@@ -460,7 +519,8 @@ class MPIP2PBackend(_BufferBackend):
         self.MPI.Request.Waitall(requests)
 
     def _recv_head(self) -> None:
-        request = self.comm.Irecv(self._head, source=self.root, tag=_TAG_HEAD)
+        request = self._head_request
+        request.Start()
         self._wait(request, "the head message (Irecv)", cancel=True)
 
     def _recv_bytes(self, meta: bytearray) -> None:

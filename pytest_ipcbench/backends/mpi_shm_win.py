@@ -30,6 +30,7 @@ the value between nodes by MPI (backends/hierarchy.py): the windows exist once p
 
 from __future__ import annotations
 
+import pickle
 import struct
 from typing import Any
 
@@ -37,7 +38,7 @@ import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily
 import numpy as np
 
 from ..core.nodes import layout_of
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
+from .base import ArrayDescriptions, Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, register
 
 ALIGN = 64
 STATE_VALUE, STATE_ERROR = 0, 1
@@ -45,8 +46,12 @@ STATE_VALUE, STATE_ERROR = 0, 1
 _SEQ, _STATE, _NBYTES, _GROW_GEN, _GROW_SIZE, _MSG_LEN = range(6)
 _MSG_OFF, _MSG_MAX = 64, 1024  # message bytes
 _ACK_OFF = _MSG_OFF + _MSG_MAX  # one uint64 per rank: the last value it read
-# native data: count, header offset, header length, then (offset, length) per buffer (uint64)
-_TABLE = 3
+# native data: count, header offset, header length, what the header is (_PICKLED, _ARRAY, _BYTES,
+# _BYTEARRAY), then (offset, length) per buffer (uint64)
+_TABLE = 4
+#: the header: a pickle-5 header with out-of-band buffers; a plain array's pickled (dtype, shape)
+#: (cached on both sides); or nothing, the one buffer is the value (bytes, bytearray): no pickling
+_PICKLED, _ARRAY, _BYTES, _BYTEARRAY = 0, 1, 2, 3
 
 
 def _align(n: int, to: int = ALIGN) -> int:
@@ -58,7 +63,7 @@ class MPIShmWinBackend(Backend):
 
     name = "mpi-shm-win"
     payload_in_shm = True  # admitted against /dev/shm's free space too
-    kind = "channel"
+    delivery = "channel"
     needs_mpi = True
     node_local = True  # the windows live on one node: across nodes, one per node (hierarchy.py)
     #: data bytes of the first data window; a bigger payload makes a bigger one
@@ -81,6 +86,11 @@ class MPIShmWinBackend(Backend):
         self._seq = 0
         self._grow_gen = 0
         self.owner_bytes = 0  # bytes of window memory this rank allocated (the writer's only)
+        self._descs = ArrayDescriptions()  # writer: a plain array's pickled (dtype, shape)
+        self._last_table: bytes | None = None  # writer: the table and header in the window now
+        self._views: dict[bytes, Any] = {}  # reader: (table, header) -> the array view of the window
+        self._acks: np.ndarray | None = None  # the acknowledgement words, one per rank
+        self._readers = self.readers
 
     # ------------------------------------------------------------------ setup and close
 
@@ -99,6 +109,7 @@ class MPIShmWinBackend(Backend):
         self._ctrl_win, buf = self._allocate(ctrl_size)
         self._ctrl_bytes = np.frombuffer(buf, dtype=np.uint8, count=ctrl_size)
         self._ctrl = self._ctrl_bytes.view(np.uint64)
+        self._acks = self._ctrl_bytes[_ACK_OFF : _ACK_OFF + 8 * self.group.size].view(np.uint64)
         if self.group.rank == self.root:
             self._ctrl_bytes[:] = 0
         self._grow(self.initial_capacity)
@@ -121,12 +132,15 @@ class MPIShmWinBackend(Backend):
         self._data = np.frombuffer(buf, dtype=np.uint8, count=size)
         self._data_view = memoryview(self._data)
         self._data_ro = self._data_view.toreadonly()
+        self._last_table = None
+        self._views.clear()
 
     def close(self) -> None:
         if not self._wins:
             return
         wins, self._wins = self._wins, []
-        self._ctrl = self._ctrl_bytes = self._data = self._data_view = self._data_ro = None
+        self._ctrl = self._ctrl_bytes = self._data = self._data_view = self._data_ro = self._acks = None
+        self._views.clear()
         for win in wins:
             win.Unlock_all()
         # Win.Free is collective: free only when every rank of the node came to close(), so
@@ -164,10 +178,11 @@ class MPIShmWinBackend(Backend):
             self._sync()
             self._grow(size)
         window = self._data_view
-        if table is not None:
+        if table is not None and table != self._last_table:  # else the window holds it already
             window[: len(table)] = table
+        self._last_table = table
         for off, part in zip(offsets, parts):
-            raw = memoryview(part).cast("B")
+            raw = part if type(part) is np.ndarray else memoryview(part).cast("B")
             window[off : off + raw.nbytes] = raw
         ctrl[_STATE] = STATE_VALUE
         ctrl[_NBYTES] = end
@@ -181,6 +196,11 @@ class MPIShmWinBackend(Backend):
         if self.mode == "bytes":
             data = dumps(obj)
             return [data], [0], len(data), None
+        kind = type(obj)
+        if kind is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
+            return self._layout_one(_ARRAY, self._descs.of(obj), obj.reshape(-1).view(np.uint8))
+        if kind is bytes or kind is bytearray:
+            return self._layout_one(_BYTES if kind is bytes else _BYTEARRAY, b"", obj)
         head, buffers = dumps_oob(obj)
         try:
             raws = [b.raw() for b in buffers]
@@ -188,7 +208,7 @@ class MPIShmWinBackend(Backend):
             raise PayloadError(f"cannot lay out a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
         # struct, not numpy: for small objects these few words cost more than the data
         pos = _align(8 * (_TABLE + 2 * len(raws)))
-        offsets, parts, words = [pos], [head], [len(raws), pos, len(head)]
+        offsets, parts, words = [pos], [head], [len(raws), pos, len(head), _PICKLED]
         pos = _align(pos + len(head))
         for raw in raws:
             words += (pos, raw.nbytes)
@@ -197,18 +217,27 @@ class MPIShmWinBackend(Backend):
             pos = _align(pos + raw.nbytes)
         return parts, offsets, pos, struct.pack(f"<{len(words)}Q", *words)
 
+    def _layout_one(self, kind: int, head: bytes, raw: Any) -> tuple[list[Any], list[int], int, bytes | None]:
+        """One buffer, no pickling: the table with the header after it, then the buffer."""
+        head_off = _align(8 * (_TABLE + 2))
+        pos = _align(head_off + len(head))
+        n = len(raw)
+        table = struct.pack("<6Q", 1, head_off, len(head), kind, pos, n)
+        return [raw], [pos], _align(pos + n), table + bytes(head_off - len(table)) + head
+
     def _wait_acks(self) -> None:
         """Until every reader read the previous value (a one-slot channel)."""
         if self._seq == 0:
             return
-        assert self._ctrl_bytes is not None
-        acks = self._ctrl_bytes[_ACK_OFF : _ACK_OFF + 8 * self.group.size].view(np.uint64)
-        readers = self.readers
-        backoff = self.pacer()
+        acks, readers, seq, sync = self._acks, self._readers, self._seq, self._ctrl_win.Sync
+        assert acks is not None
+        backoff = None
         while True:
-            self._sync()
-            if all(int(acks[r]) >= self._seq for r in readers):
+            sync()
+            if all(acks[r] >= seq for r in readers):
                 return
+            if backoff is None:
+                backoff = self.pacer()
             if not backoff.wait():
                 late = [r for r in readers if int(acks[r]) < self._seq]
                 raise TimeoutError(
@@ -232,18 +261,21 @@ class MPIShmWinBackend(Backend):
         ctrl = self._ctrl
         if ctrl is None or self.group.rank == self.root:
             raise RuntimeError(f"{self.name}: read() is for the readers, after setup()")
-        backoff = self.pacer()
+        backoff = None
+        sync = self._ctrl_win.Sync
         while True:
-            self._sync()
-            if int(ctrl[_GROW_GEN]) > self._grow_gen:
+            sync()
+            if ctrl[_GROW_GEN] > self._grow_gen:
                 size = int(ctrl[_GROW_SIZE])
                 self._grow_gen = int(ctrl[_GROW_GEN])
                 self._grow(size)  # collective with the writer, who waits in write()
-                backoff = self.pacer()
+                backoff = None
                 continue
             seq = int(ctrl[_SEQ])
             if seq > self._seq:
                 break
+            if backoff is None:
+                backoff = self.pacer()
             if not backoff.wait():
                 raise self.timeout_error(f"value number {self._seq + 1} in the shared window")
         self._data_win.Sync()
@@ -255,8 +287,8 @@ class MPIShmWinBackend(Backend):
             value = self._decode(int(ctrl[_NBYTES]))
         finally:
             self._seq = seq
-            assert self._ctrl_bytes is not None
-            self._ctrl_bytes[_ACK_OFF : _ACK_OFF + 8 * self.group.size].view(np.uint64)[self.group.rank] = seq
+            assert self._acks is not None
+            self._acks[self.group.rank] = seq
             self._sync()
         return value
 
@@ -266,7 +298,24 @@ class MPIShmWinBackend(Backend):
         if self.mode == "bytes":
             return loads(memoryview(data)[:nbytes])
         view = self._data_ro
-        count, head_off, head_len = struct.unpack_from("<3Q", view, 0)
+        count, head_off, head_len, kind = struct.unpack_from("<4Q", view, 0)
+        if kind != _PICKLED:
+            off, n = struct.unpack_from("<2Q", view, 8 * _TABLE)
+            if kind == _BYTES:
+                return bytes(view[off : off + n])
+            if kind == _BYTEARRAY:
+                return bytearray(view[off : off + n])
+            # a plain array: the same read-only view of the window as last time when the table
+            # and header are the same (no unpickling, no new array per message)
+            key = bytes(view[: head_off + head_len])
+            value = self._views.get(key)
+            if value is None:
+                dtype, shape = pickle.loads(view[head_off : head_off + head_len])
+                value = np.frombuffer(view, dtype=np.uint8, count=n, offset=off).view(dtype).reshape(shape)
+                if len(self._views) > 64:
+                    self._views.clear()
+                self._views[key] = value
+            return value
         entries = struct.unpack_from(f"<{2 * count}Q", view, 8 * _TABLE)
         buffers = [view[entries[2 * i] : entries[2 * i] + entries[2 * i + 1]] for i in range(count)]
         return loads_oob(view[head_off : head_off + head_len], buffers)

@@ -77,7 +77,7 @@ class _Reference(Backend):
 
 
 class _MPIReference(_Reference):
-    kind = "channel"
+    delivery = "channel"
     needs_mpi = True
 
     def setup(self) -> None:
@@ -95,6 +95,13 @@ class _MPIReference(_Reference):
         while not request.Test():
             if not pace.wait():
                 raise self.timeout_error(what)
+
+    def _message(self, obj: Any) -> Any:
+        """What Send/Bcast take: a C-contiguous array as ``[array, BYTE]`` (its bytes, no view made
+        per message, as mpi4py.bench hands over its buffer), else the bytes (or pickle) of _dump."""
+        if self.mode == "native" and type(obj) is np.ndarray and obj.flags.c_contiguous:
+            return [obj, self.MPI.BYTE]
+        return self._dump(obj)
 
     def _buffer(self, n: int) -> np.ndarray:
         if self.reuse and self._buf is not None and self._buf.nbytes == n:
@@ -116,7 +123,7 @@ class RefMPIP2P(_MPIReference):
         self._size = -1  # native: the size of every message, from the first one
 
     def write(self, obj: Any) -> None:
-        data = self._dump(obj)
+        data = self._message(obj)
         for reader in self.readers:
             self.comm.Send(data, dest=reader, tag=_TAG)
 
@@ -172,9 +179,10 @@ class RefMPIBuffer(_MPIReference):
             self._complete(self.comm.Ibcast(buf, root=self.root), what)
 
     def write(self, obj: Any) -> None:
-        data = self._dump(obj)
+        data = self._message(obj)
         if self.mode == "bytes" or self._size[0] < 0:
-            self._size[0] = data.nbytes if isinstance(data, memoryview) else len(data)
+            self._size[0] = (obj.nbytes if isinstance(data, list) else data.nbytes if isinstance(data, memoryview)
+                             else len(data))
             self._bcast(self._size, "the size")
         self._bcast(data, "the data")
 
@@ -241,7 +249,7 @@ class RefZMQ(_Reference):
     """One PAIR socket per reader over ``ipc://``; blocking ``recv`` with a receive timeout."""
 
     name = "ref-zmq"
-    kind = "channel"
+    delivery = "channel"
 
     def setup(self) -> None:
         import zmq
@@ -313,7 +321,7 @@ class RefSharedMemory(_Reference):
     """
 
     name = "ref-shm"
-    kind = "store"
+    delivery = "store"
     capacity: ClassVar[int] = 1 << 26
     DATA = 64
 
@@ -398,7 +406,7 @@ class RefLMDB(_Reference):
     and take ``data`` from the same snapshot (native: a view, kept until the next read)."""
 
     name = "ref-lmdb"
-    kind = "store"
+    delivery = "store"
     map_size: ClassVar[int] = 1 << 30
 
     def setup(self) -> None:
@@ -471,7 +479,7 @@ class RefMPQueue(_Reference):
     """``Queue.put(obj)`` into each reader's mailbox, ``get()`` from one's own."""
 
     name = "ref-mp-queue"
-    kind = "channel"
+    delivery = "channel"
     local_only = True
 
     @classmethod

@@ -1,5 +1,7 @@
 """``shm``: a store in POSIX shared memory (files in /dev/shm, mapped by every rank).
 
+One cohesive thing: one backend, its segment layout, its writer and its readers (a seqlock).
+
 Layout: a one-page **control segment** that never moves, and a **data segment** that the writer
 replaces by a bigger one when a payload does not fit.
 
@@ -51,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..core import names
-from ..core.aliasing import clear_of_aliasing
+from ..core.aliasing import MIN_BYTES, clear_of_aliasing
 from .base import (
     ArrayDescriptions,
     Backend,
@@ -82,6 +84,9 @@ _MSG_MAX = CTRL_SIZE - _MSG_OFF - _MSG_LEN.size
 _TABLE = struct.Struct("<IIQQ")
 _PICKLED, _ARRAY = 0, 1  # the table's layout flag: a pickle-5 header, or a plain array's (dtype, shape)
 _ENTRY = struct.Struct("<QQ")
+_ARRAY_HEAD_OFF = (_TABLE.size + _ENTRY.size + ALIGN - 1) // ALIGN * ALIGN  # a plain array's header
+# the control page's fields a reader needs, after magic, seq and wseq: state, start, nbytes, gen, name length
+_FIELDS = struct.Struct("<IIQQH")
 
 
 def _align(n: int, to: int = ALIGN) -> int:
@@ -143,7 +148,7 @@ class SharedMemoryBackend(Backend):
     name = "shm"
     payload_in_shm = True  # admitted against /dev/shm's free space too
     run_in = "mpi"  # ipcbench run: measured among MPI ranks, as it always was (its history continues)
-    kind = "store"
+    delivery = "store"
     reference = "ref-shm"
     #: data bytes of the first data segment; a bigger payload makes a bigger one
     initial_capacity = 1 << 20
@@ -161,6 +166,12 @@ class SharedMemoryBackend(Backend):
         self._owner = False
         self._meta = ArrayDescriptions()  # writer: a plain array's pickled (dtype, shape)
         self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
+        # the per-message work of a plain array, done once (issue 40): the writer's last layout
+        # in the data segment (head, data offset, size), so a write of the same shape copies the
+        # data only; the reader's views by (generation, table and head bytes)
+        self._last_layout: tuple[Any, ...] | None = None
+        self._ctrl_fields: tuple[int, int] | None = None  # writer: (start, nbytes) in the control page
+        self._views: dict[bytes, Any] = {}
 
     @classmethod
     def unavailable(cls, group: Any = None) -> str | None:
@@ -235,6 +246,10 @@ class SharedMemoryBackend(Backend):
     def write(self, obj: Any) -> None:
         if self._ctrl is None or not self._owner:
             raise RuntimeError("shm: write() is for the root, after setup()")
+        if self.mode == "native" and type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
+            self._write_array(obj)
+            return
+        self._last_layout = None
         try:
             start = 0
             if self.mode == "bytes":
@@ -286,13 +301,61 @@ class SharedMemoryBackend(Backend):
         except Exception as exc:  # e.g. /dev/shm full: the readers fail too, instead of waiting
             self._publish_error(f"{type(exc).__name__}: {exc}")
             raise
-        struct.pack_into("<II", self._ctrl, 24, STATE_VALUE, start)
-        struct.pack_into("<Q", self._ctrl, 32, end - start)
-        _Q.pack_into(self._ctrl, _SEQ_OFF, seq)
-        self._seq = seq
-        old, self._old_name = self._old_name, None
-        _unlink(old)
+        self._publish(seq, start, end - start)
 
+    def _publish(self, seq: int, start: int, nbytes: int) -> None:
+        ctrl = self._ctrl
+        assert ctrl is not None
+        if self._ctrl_fields != (start, nbytes):
+            struct.pack_into("<IIQ", ctrl, 24, STATE_VALUE, start, nbytes)
+            self._ctrl_fields = (start, nbytes)
+        _Q.pack_into(ctrl, _SEQ_OFF, seq)
+        self._seq = seq
+        if self._old_name is not None:
+            old, self._old_name = self._old_name, None
+            _unlink(old)
+
+    def _write_array(self, obj: np.ndarray) -> None:
+        """A plain C-contiguous array: its cached (dtype, shape) and its bytes, no pickling; when
+        the segment already holds the same layout (the last write's), only the data is copied.
+        Written out in one function: each call is work per message (docs/floor.md)."""
+        head = self._meta.of(obj)
+        n = obj.nbytes
+        pos = (_ARRAY_HEAD_OFF + len(head) + ALIGN - 1) // ALIGN * ALIGN
+        if n >= MIN_BYTES:
+            pos = clear_of_aliasing(pos, obj, n)
+        end = (pos + n + ALIGN - 1) // ALIGN * ALIGN
+        seq = self._seq + 1
+        ctrl, data = self._ctrl, self._data
+        assert ctrl is not None and data is not None
+        _Q.pack_into(ctrl, _WSEQ_OFF, seq)
+        try:
+            if end > len(data):
+                self._new_data_segment(_align(max(end, 2 * len(data)), 1 << 20))
+                self._write_name()
+                data = self._data
+                assert data is not None
+            layout = self._last_layout
+            if layout is None or layout[0] is not head or layout[1] != pos or layout[2] != n or layout[3] != self._gen:
+                table = _TABLE.pack(1, _ARRAY, _ARRAY_HEAD_OFF, len(head)) + _ENTRY.pack(pos, n)
+                data[: len(table)] = table
+                data[_ARRAY_HEAD_OFF : _ARRAY_HEAD_OFF + len(head)] = head
+                self._last_layout = (head, pos, n, self._gen)
+            if n:
+                data[pos : pos + n] = obj  # a C-contiguous array exports its bytes as one simple buffer
+        except Exception as exc:  # e.g. /dev/shm full: the readers fail too, instead of waiting
+            self._last_layout = None
+            self._publish_error(f"{type(exc).__name__}: {exc}")
+            raise
+        fields = self._ctrl_fields
+        if fields is None or fields[0] != 0 or fields[1] != end:
+            struct.pack_into("<IIQ", ctrl, 24, STATE_VALUE, 0, end)
+            self._ctrl_fields = (0, end)
+        _Q.pack_into(ctrl, _SEQ_OFF, seq)
+        self._seq = seq
+        if self._old_name is not None:
+            old, self._old_name = self._old_name, None
+            _unlink(old)
 
     def _publish_error(self, message: str) -> None:
         """Tell the readers that this write failed (their read() raises PayloadError)."""
@@ -303,6 +366,7 @@ class SharedMemoryBackend(Backend):
         _MSG_LEN.pack_into(self._ctrl, _MSG_OFF, len(raw))
         self._ctrl[_MSG_OFF + _MSG_LEN.size : _MSG_OFF + _MSG_LEN.size + len(raw)] = raw
         struct.pack_into("<I", self._ctrl, 24, STATE_ERROR)
+        self._ctrl_fields = None  # the next value writes its state again
         _Q.pack_into(self._ctrl, _SEQ_OFF, seq)
         self._seq = seq
 
@@ -329,7 +393,7 @@ class SharedMemoryBackend(Backend):
 
     def _try_read(self, ctrl: mmap.mmap, seq: int) -> tuple[bool, Any]:
         """Read value ``seq``; (False, None) if the writer moved on meanwhile (then poll again)."""
-        _, _, _, state, start, nbytes, gen, name_len = _CTRL.unpack_from(ctrl, 0)
+        state, start, nbytes, gen, name_len = _FIELDS.unpack_from(ctrl, 24)
         if state == STATE_ERROR:
             (n,) = _MSG_LEN.unpack_from(ctrl, _MSG_OFF)
             at = _MSG_OFF + _MSG_LEN.size
@@ -346,6 +410,7 @@ class SharedMemoryBackend(Backend):
                 mm = _attach_segment(name)
             except FileNotFoundError:  # replaced again meanwhile: read the control page again
                 return False, None
+            self._views.clear()
             _close_map(self._data)
             self._data, self._data_name, self._gen = mm, name, gen
         data = self._data
@@ -360,6 +425,14 @@ class SharedMemoryBackend(Backend):
                 if _Q.unpack_from(ctrl, _WSEQ_OFF)[0] != seq:
                     return False, None
             else:
+                # a plain array laid out as last time: the same view of the mapping (no unpickling)
+                key = data[: _TABLE.size + _ENTRY.size]
+                cached = self._views.get(key)
+                if cached is not None:
+                    head_off, head_len, head, value = cached
+                    if data[head_off : head_off + head_len] == head and _Q.unpack_from(ctrl, _WSEQ_OFF)[0] == seq:
+                        self._seq = seq
+                        return True, value
                 view = memoryview(data)
                 count, flag, head_off, head_len = _TABLE.unpack_from(data, 0)
                 if _TABLE.size + count * _ENTRY.size > nbytes or head_off + head_len > nbytes:
@@ -378,6 +451,9 @@ class SharedMemoryBackend(Backend):
                             self._desc.clear()
                         desc = self._desc[head] = pickle.loads(head)
                     value = np.frombuffer(buffers[0], dtype=np.uint8).view(desc[0]).reshape(desc[1])
+                    if len(self._views) > 64:
+                        self._views.clear()
+                    self._views[key] = (head_off, head_len, head, value)
                 else:
                     value = loads_oob(head, buffers)
         except Exception:

@@ -63,7 +63,7 @@ class ZMQBackend(Backend):
 
     name = "zmq"
     run_in = "mpi"  # ipcbench run: measured among MPI ranks, as it always was (its history continues)
-    kind = "channel"
+    delivery = "channel"
     reference = "ref-zmq"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

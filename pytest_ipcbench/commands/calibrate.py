@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
             run_text = args.run_args if args.run_args is not None else _gate_run_args()
             scratch = names.private_dir("calibrate")
             try:
-                print(f"[calibrate] A/A runs of `ipcbench run {run_text}` within {args.budget:g} s", flush=True)
+                print(f"[calibrate] runs of identical code (A/A): `ipcbench run {run_text}` within {args.budget:g} s",
+                      flush=True)
                 run_args = shlex.split(run_text)
                 if not {"--count", "--no-count"} & set(run_args):  # A/A runs measure time: no counting pass
                     run_args.append("--no-count")  # (as the gate's rounds after each side's first)
@@ -167,15 +168,16 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
               f"detects, gate {rounds} rounds", "rounds for 1.5x"]
     intro = (f"{calibration.describe()}; `ipcbench run {calibration.env.get('run_args', '')}`.\n"
              f"noise: head/base of two single runs of identical code (log-scale sd, normalised by the in-run "
-             f"references); 'bare': the share of A/A pairs a bare ±{threshold:.0%} threshold on one ratio would call "
+             f"references); 'A/A': two runs of identical code, so any change they show is noise; "
+             f"'bare': the share of A/A pairs a bare ±{threshold:.0%} threshold on one ratio would call "
              f"changed; 'largest A/A jump': the most any case of the group moved between two consecutive runs; "
              f"compare calls a case of two runs slower or faster only past ±{threshold:.0%} beyond it (and beyond "
              f"its own noise at {_pct(per_case)} per case, {len(calibration.cases)} cases, 95% family-wise); "
              f"'compare: false verdicts': what that promises per case whatever the noise's distribution (a new A/A "
              f"pair passes the largest of n with a chance of at most 1 / (n + 1)), and what was observed on A/A "
              f"pairs of runs the calibration was made without ('held-out'); 'detects': the smallest slowdown "
-             f"decided as slower (median case; a gate's rounds judged by their medians and their fast tails, "
-             f"each at half the error rate)")
+             f"decided as slower (median case; a gate's rounds judged by their medians and their fast tails "
+             f"(10% quantiles, which other jobs reach least), each at half the error rate)")
     note = calibration.held_out_note()
     return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1)) + (f"\n\nwarning: {note}" if note else "")
 

@@ -59,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-count", dest="count", action="store_false", default=True,
                         help="no counting pass (by default each side's first round counts what each message costs; "
                              "an exact counter that grew fails the gate, exit 1, whatever the times say: "
-                             "docs/counters.md)")
+                             "docs/counters.md, 'Counter verdicts')")
     parser.add_argument("--count", dest="count", action="store_true",
                         help="the default (kept for scripts that asked for it)")
     parser.add_argument("--dry-run", action="store_true",

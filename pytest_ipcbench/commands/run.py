@@ -22,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     lv.add_argument("--quick", dest="level", action="store_const", const="quick",
                     help="a small matrix (within 2 minutes on 2 cores)")
     lv.add_argument("--full", dest="level", action="store_const", const="full",
-                    help="the seeds' sizes: 602 MB arrays, 100000-entry dicts, 440 MB seed-004 data")
+                    help="the largest sizes: 602 MB arrays, 100000-entry dicts, 440 MB of MPI method data")
     parser.set_defaults(level=None)
     # None: not given, so the [tool.ipcbench] key or the default applies (core/options.py: RUN)
     add_arguments(parser, RUN)

@@ -16,9 +16,10 @@ from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments
                             sizes, text, whole)
 from ..core.wait import WAITS
 from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, missing_reference,
-                                run_refchecks, stream_notes)
+                                run_refchecks, skipped_cases, stream_notes)
 from ..report.references import table as ref_table, write_report
 from ..harness.physics import busy_note
+from ..core.units import format_time
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
 
 HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%), and every "
@@ -82,6 +83,18 @@ SELFCHECK: tuple[Option, ...] = (
 )
 
 
+def floor_lines(rows: Sequence[Any]) -> list[str]:
+    """The harness's floor rows (the null channel), one line per process model: the smallest change
+    a case can show (harness/floor.py)."""
+    by_group: dict[str, list[Any]] = {}
+    for r in rows:
+        if r.is_floor:
+            by_group.setdefault(r.extra.get("group", "?"), []).append(r)
+    return [f"harness floor ({'MPI ranks' if group == 'mpi' else 'local workers'}, the null channel: nothing moved, 1 B): "
+            + ", ".join(f"{r.scenario} {format_time(r.ours)}" for r in rs)
+            + " per message; no case can show a change smaller than this" for group, rs in by_group.items()]
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser, SELFCHECK)
 
@@ -103,8 +116,13 @@ def run(args: argparse.Namespace) -> int:
                                            args.ref_rounds, args.wait, args.mpiexec, ranks=args.ranks)
         problems += ref_problems
         print(ref_table(rows))
+        floors = floor_lines(rows)
+        for line in floors:
+            print(line)
         for note in stream_notes(backends, args.modes, args.scenarios):
             print(f"note: {note}")
+        for line in skipped_cases(backends, args.sizes):
+            print(line)
         for name in backends:
             missing = missing_reference(name)
             if missing:
@@ -120,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     if rows:
         out = Path(args.out or Path("ipcbench-selfcheck") / datetime.now().strftime("%Y%m%d-%H%M%S"))
         env = {"cores": cores(), "load": f"{load_before:.1f} -> {load_after:.1f}" if load_before is not None else "?",
-               "wait": args.wait or default_wait(), "stream ranks": args.ranks}
+               "wait": args.wait or default_wait(), "stream ranks": args.ranks,
+               "harness floor": "; ".join(floor_lines(rows)) or "not measured"}
         files = write_report(rows, out, env)
         print(f"report: {', '.join(str(f) for f in files)}")
     for p in problems:

@@ -25,13 +25,14 @@ from statistics import NormalDist
 from ..core.outdir import write_text
 from .calibration_check import check_calibration, read_json
 from .normalise import is_reference, reference_factor
-from ..results.results import Result, ResultSet
+from ..results.results import OLD_SCENARIOS, Result, ResultSet, current_key
 
 SCHEMA = "pytest-ipcbench-calibration/1"
 #: One-sided confidence of the bound on a case's sigma (few runs: a lucky small estimate is not trusted).
 SIGMA_BOUND = 0.80
-#: The between-run noise assumed without a calibration (log-scale sd): two single runs of the same code
-#: here moved 2-8x under load (docs/method.md); an uncalibrated comparison says "inconclusive" below that.
+#: The between-run noise assumed without a calibration (log-scale sd): separate runs of identical code
+#: can move several-fold under load (docs/method.md rule 19); an uncalibrated comparison says
+#: "inconclusive" below that.
 UNCALIBRATED_NOISE = 0.35
 
 
@@ -75,8 +76,7 @@ class GroupTail:
 
 def group_tails(cases: dict[str, CaseNoise]) -> dict[str, GroupTail]:
     """Each group's tail, pooled over ALL its cases: a case steady through its own few runs may
-    have a second speed that its neighbours showed (cases here steady within 1-3% through
-    several runs ran 2-3x faster or slower in a later one)."""
+    have a second speed that its neighbours showed (docs/method.md rule 21)."""
     pooled: dict[str, list[float]] = {}
     for c in cases.values():
         pooled.setdefault(c.group, []).extend(abs(math.log(r)) for r in c.ratios if r > 0)
@@ -107,7 +107,7 @@ class Calibration:
             return None
         false, pairs = (int(sum(v[i] for v in over.values())) for i in (0, 1))
         promised = sum(v[2] if len(v) > 2 else 0.0 for v in over.values())
-        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs of "
+        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs (identical code) of "
                 f"{', '.join(sorted(over))} that the calibration's own runs were held out of (their largest A/A "
                 f"jumps promised at most {promised:.1f}): some cases switch speeds between runs in a way the "
                 f"calibration's runs did not show, and compare's verdicts across separate runs are not to be "
@@ -138,14 +138,14 @@ class Calibration:
         h = z * sigma / math.sqrt(max(1, rounds))
         tail = self.tails.get(group_of_key(key))
         if tail is not None and tail.jump > h:
-            h, source = tail.jump, f"{source}; its group's A/A pairs moved up to {math.exp(tail.jump):.2f}x"
+            h, source = tail.jump, f"{source}; its group's runs of identical code moved up to {math.exp(tail.jump):.2f}x"
         return h, source
 
     def describe(self) -> str:
         when = str(self.env.get("created", "?"))[:16].replace("T", " ")
         load = self.env.get("load")
         load_text = f", load {load[0]:.1f}-{load[1]:.1f}" if isinstance(load, list) and len(load) == 2 else ""
-        return (f"calibration {self.path or '(in memory)'}: {self.runs} A/A runs, {len(self.cases)} cases, "
+        return (f"calibration {self.path or '(in memory)'}: {self.runs} runs of identical code, {len(self.cases)} cases, "
                 f"{when}{load_text} on {self.env.get('host', '?')} ({self.env.get('cores', '?')} cores)")
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,17 +168,24 @@ class Calibration:
     @classmethod
     def load(cls, path: str | Path) -> "Calibration":
         """A calibration file, every field checked (:mod:`.calibration_check`): CalibrationError
-        (a ValueError, exit 2) naming the file and the field when it is not one."""
+        (a ValueError, exit 2) naming the file and the field when it is not one. Keys and groups of
+        a file written before 0.2 are read as this version names them."""
         data = read_json(path)
         check_calibration(data, path, SCHEMA)
-        cases = {str(k): CaseNoise(float(v["sigma"]), float(v["upper"]), int(v["runs"]), str(v["group"]),
-                                   tuple(float(r) for r in v.get("ratios", ())))
+        cases = {current_key(str(k)): CaseNoise(float(v["sigma"]), float(v["upper"]), int(v["runs"]), _group(v["group"]),
+                                               tuple(float(r) for r in v.get("ratios", ())))
                  for k, v in data["cases"].items()}
-        groups = {str(g): float(s) for g, s in data["groups"].items()}
+        groups = {_group(g): float(s) for g, s in data["groups"].items()}
         held = {str(g): [int(v[0]), int(v[1]), *(float(x) for x in v[2:3])]
                 for g, v in (data.get("held_out") or {}).items()}
         return cls(cases, groups, int(data["runs"]), float(data["threshold"]), dict(data.get("env") or {}),
                    str(path), held)
+
+
+def _group(name: Any) -> str:
+    """A group of a file written before 0.2 (``seed002-handle r2``), as this version names it."""
+    scenario, sep, ranks = str(name).partition(" ")
+    return OLD_SCENARIOS.get(scenario, scenario) + sep + ranks
 
 
 def chi2_quantile(p: float, dof: int) -> float:
@@ -260,8 +267,8 @@ SHARED_RUN = 0.05  # others' CPU share past which (and past 2x the calibration's
 
 def busier_than_calibrated(calibration: Calibration, share: float | None) -> str | None:
     """Why a run whose other processes took ``share`` of the CPUs (``env["others_cpu_share"]``)
-    cannot be judged with this calibration's noise, or None: two quiet-session runs during which
-    another command took 8% and 15% read shm's 1 KB cases 3-7x slower than the 28 around them."""
+    cannot be judged with this calibration's noise, or None: another command sharing the CPUs
+    slows some cases several-fold and others not at all, which no calibrated noise covers."""
     measured = calibration.env.get("others_cpu_share")
     if share is None or not (isinstance(measured, list) and len(measured) == 3):
         return None

@@ -22,8 +22,8 @@ def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dic
     """Per group [false, pairs, promised]: two consecutive runs judged by a calibration of the others
     (>= 3) with compare's rule (:meth:`Calibration.between_runs`; the ratio of medians alone, so at
     least compare's false verdicts), and the false verdicts its tails promise at most (the sum of
-    ``1 / (pairs + 1)``). Cases steady through 4 runs here ran 2-3x faster in a later one. Empty
-    below 5 runs."""
+    ``1 / (pairs + 1)``): a case steady through several runs may switch speed in a later one, which
+    only runs left out of the calibration show (docs/method.md rule 21). Empty below 5 runs."""
     out: dict[str, list[float]] = {}
     if len(runs) < 5:
         return out
@@ -116,13 +116,13 @@ def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: in
         with open(log or (scratch / "calibrate.log"), "a") as sink:
             proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout)
         if proc.returncode not in (0, 1) or not (out / "results.json").is_file():
-            raise ValueError(f"A/A run {i + 1} (`{' '.join(cmd[1:])}`) exited {proc.returncode}; see "
+            raise ValueError(f"run {i + 1} of identical code (`{' '.join(cmd[1:])}`) exited {proc.returncode}; see "
                              f"{log or scratch / 'calibrate.log'}")
         sets.append(ResultSet.load(out / "results.json"))
         la = load_average()
         if la is not None:
             loads.append(la)
-        print(f"[calibrate] A/A run {i + 1}: {time.monotonic() - t0:.0f} s, {len(sets[-1].results)} cases"
+        print(f"[calibrate] run {i + 1} of identical code: {time.monotonic() - t0:.0f} s, {len(sets[-1].results)} cases"
               + (f", load {la:.1f}" if la is not None else ""), flush=True)
     return sets, loads
 

@@ -33,13 +33,14 @@ def load_warning(base: ResultSet, head: ResultSet) -> str | None:
     return None
 
 
-#: the spread of a side's cross-CPU copies (core/cpu_pair.py) past which compare names the host's spells
-SPELL_GAP = 1.3
+#: the spread of the runs' cross-CPU copies (core/cpu_pair.py) past which compare says the host's
+#: state changed between them (docs/method.md rule 24)
+HOST_STATE_GAP = 1.3
 
 
 def _apart(copies: list[float]) -> bool:
-    """Did these cross-CPU copies meet the host in different spells (past :data:`SPELL_GAP`)?"""
-    return len(copies) > 1 and max(copies) > SPELL_GAP * min(copies)
+    """Did these cross-CPU copies meet the host in different states (past :data:`HOST_STATE_GAP`)?"""
+    return len(copies) > 1 and max(copies) > HOST_STATE_GAP * min(copies)
 
 
 def cross_cpu_copies(rs: ResultSet) -> list[float]:
@@ -48,9 +49,9 @@ def cross_cpu_copies(rs: ResultSet) -> list[float]:
     return [float(x) for xs in records if isinstance(xs, list) for x in xs if isinstance(x, (int, float)) and x > 0]
 
 
-def spell_warning(base: ResultSet, head: ResultSet) -> str | None:
+def host_state_warning(base: ResultSet, head: ResultSet) -> str | None:
     """A warning when the runs met the host in different states: a copy between two CPUs at clearly
-    different speeds (a virtual machine's CPUs placed near or far by its host, for minutes)."""
+    different speeds (a virtual machine's CPUs placed near or far apart by its host)."""
     a, b = cross_cpu_copies(base), cross_cpu_copies(head)
     if not a or not b or not _apart(a + b):
         return None
@@ -61,11 +62,15 @@ def spell_warning(base: ResultSet, head: ResultSet) -> str | None:
 
     return (f"the host moved data between this machine's CPUs at different speeds during these runs (a 1 MiB copy "
             f"from another CPU's cache: base {span(a)}, head {span(b)}; measured at each run's start and end): cases "
-            f"whose data crosses CPUs move with it, whatever the code; compare runs made in one spell, or use the "
+            f"whose data crosses CPUs move with it, whatever the code; compare runs whose copies agree, or use the "
             f"gate, whose rounds alternate")
 
 
-def spell_change(copies: list[float | None]) -> str | None:
+#: compare.py's name for :func:`host_state_warning` until it moves to the new one
+spell_warning = host_state_warning
+
+
+def host_state_change(copies: list[float | None]) -> str | None:
     """What a run says when the host's state changed between its start and its end."""
     xs = [x for x in copies if x]
     if not _apart(xs):

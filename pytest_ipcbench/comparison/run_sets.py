@@ -1,8 +1,8 @@
 """One side of a comparison made of several separate runs (``ipcbench compare BASE HEAD`` with a
 folder or a glob on a side).
 
-Two single runs of the same code here moved by up to 2-3x for some cases (a host that moves the
-guest's CPUs, ranks that share a core), so a verdict between two single runs needs a change
+Two single runs of the same code can move several-fold for some cases (a host that moves the
+guest's CPUs, ranks that share a core: docs/method.md rules 19 and 24), so a verdict between two single runs needs a change
 larger than any such jump (comparison/calibration.py). Several runs a side show that spread
 themselves: each side's runs are merged as rounds (comparison/rounds.py), and compare bounds a
 case's between-run noise by how far its runs moved (a t interval of the runs' log ratios, its
@@ -26,17 +26,14 @@ from .verdict import GateError
 
 #: The env key of a side merged from separate runs: each run's id and creation time, in order.
 RUNS_KEY = "compared_runs"
-#: Runs a side needs before their own spread bounds the noise. The machine has states that last
-#: several runs (here cross-core copies of 1 MB at 22, 31 or 41 us for minutes at a time, as the
-#: host places the two vCPUs): with 3 runs a side all 3 of one side met the slow state and none of
-#: the other's in 1 of 3 quiet blocks, and 9 cases read a confident 0.54-0.76x; with 5 a side such a
-#: split is some 20 times rarer, and none was seen.
+#: Runs a side needs before their own spread bounds the noise: a machine can have states that last
+#: several runs (docs/method.md rules 19 and 24), and with few runs a side all of one side may meet
+#: one state and none of the other's (docs/measurements/2026-11-code-notes.md).
 MIN_RUNS = 5
 #: The fast-tail quantile by which compare also judges sides of several runs and a gate's rounds
 #: (beside their medians, each way at half the error rate): other jobs only add time, to some
-#: iterations more than to others, and reach a run's fastest iterations least. Beside a second `make test` on 2
-#: cores, 10 alternated runs a side then flagged a 2x slowdown in 17 of 26 cases against 7 of 26
-#: by medians alone, with no false verdict either way (README, "Several runs a side").
+#: iterations more than to others, and reach a run's fastest iterations least (docs/method.md
+#: rule 19; what it gained: docs/measurements/2026-11-compare-and-gate.md).
 RUN_QUANTILE = 0.1
 RESULTS_FILE = "results.json"
 

@@ -1,15 +1,12 @@
 """Where to put a copy in memory we lay out ourselves, so that its speed does not depend on chance.
 
-A large copy whose destination starts 1-63 bytes after its source, modulo a 4 KiB page, ran 3-4x
-slower on this project's machine (AMD EPYC under KVM, glibc 2.36 ``memcpy``) when another core
-had just read the destination, as a broadcast's readers have: 1 MB in 85-97 µs against
-26-29 µs at any other distance (0, 64-4080 bytes), and the same 3-4x from 10 KB (1.3 against
-0.4 µs) to 256 KiB (29-30 against 6.5-6.8 µs); that is while the host ran the two vCPUs far
-apart, and nothing while it ran them near (``tools/line_roundtrip.c``, ``tools/copy_place.py``).
+A large copy whose destination starts 1-63 bytes after its source, modulo a 4 KiB page, can run
+several times slower when another core has just read the destination, as a broadcast's readers
+have (``tools/copy_place.py`` measures it; figures: docs/measurements/2026-11-code-notes.md).
 The copy's loads wait behind its own earlier stores to the same page offsets (4K aliasing) while
 those stores wait for the other core's lines. A heap buffer's place in its page follows what the
-process allocated before, so the same case wrote at one speed in one run and 2-3x slower in the
-next (issue 26 in the README; docs/method.md rule 23). A store that chooses where a value goes
+process allocated before, so the same case could write at one speed in one run and slower in the
+next (docs/method.md rule 23). A store that chooses where a value goes
 (``shm``) moves it 64 bytes further when it would land in that window
 (:func:`clear_of_aliasing`). One that does not (LMDB puts a value 16 bytes into its page) keeps
 the source's luck, so the harness puts the arrays it sends where a fresh process has a large
@@ -25,7 +22,7 @@ import numpy as np
 
 PAGE = 4096
 NEAR = 64  # a destination 1-63 bytes past its source, modulo a page, copies slowly
-#: buffers below this keep their place: at 10 KB the check (~0.5 µs) costs what a bad place does
+#: buffers below this keep their place: for small copies the check costs about what a bad place does
 MIN_BYTES = 64 * 1024
 #: where glibc's malloc puts a block it maps afresh (above its mmap threshold, as in a fresh
 #: process): just after the chunk's 16-byte header, 16 bytes into a page

@@ -1,12 +1,11 @@
 """How fast this machine moves data between two of its CPUs now: a probe of the host's state.
 
 On a virtual machine the host places the guest's CPUs, and can place them differently from one
-minute to the next: on this project's machine (2 vCPUs under KVM) a 1 MiB copy out of the other
-CPU's cache took 17-21 µs in some spells and 26-40 µs in others (a cache line's round trip
-between the two: ~105 against ~530 ns, ``tools/line_roundtrip.c``), for seconds to minutes at a
-time, while a copy within one CPU did not move. Every case whose data crosses CPUs (a broadcast's readers,
-a ping-pong's echo) moves with it, whatever the code; so a run records this probe at its start and
-end (``cross_cpu_copy_s``), and ``ipcbench compare`` says when two sides ran in different spells.
+minute to the next, while a copy within one CPU does not move. Every case whose data crosses CPUs
+(a broadcast's readers, a ping-pong's echo) moves with it, whatever the code (docs/method.md rule
+24; figures: docs/measurements/2026-11-code-notes.md); so a run records this probe at its start
+and end (``cross_cpu_copy_s``), and ``ipcbench compare`` says when two sides met different host
+states.
 
 :func:`cross_cpu_copy` runs ``python -m pytest_ipcbench.core.cpu_pair`` (a fresh process, so that
 the fork below never happens inside an MPI rank or a threaded runner): it forks, pins parent and

@@ -166,6 +166,11 @@ def describe(env: dict[str, Any]) -> list[str]:
     if env.get("copy_bandwidth_MBps"):
         lines.append(f"copy bandwidth (numpy, {env.get('copy_bandwidth_size', '?')} B): "
                      f"{env['copy_bandwidth_MBps']:.0f} MB/s")
+    for where, floor in (env.get("harness_floor") or {}).items():  # harness/floor.py
+        if isinstance(floor, dict) and floor.get("seconds"):
+            lines.append(f"harness floor ({where}, nothing moved, 1 B): "
+                         + ", ".join(f"{s} {v * 1e6:.2f} µs" for s, v in floor["seconds"].items())
+                         + " per message (no case can show a smaller change)")
     if env.get("mode"):
         lines.append(f"mode: {env['mode']}")
     wait = env.get("wait") or {}

@@ -324,9 +324,21 @@ def in_mpi_job() -> bool:
     return any(k in os.environ for k in keys)
 
 
+def launcher_rank_size() -> tuple[int, int] | None:
+    """(rank, size) of this process in its MPI launcher's job, read from the environment the
+    launcher set (Hydra's PMI, Open MPI's); None outside a job or when the launcher says no size."""
+    for rank_key, size_key in (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        try:
+            return int(os.environ[rank_key]), int(os.environ[size_key])
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
 __all__ = [
     "Group",
     "GroupError",
     "MPIGroup",
     "in_mpi_job",
+    "launcher_rank_size",
 ]

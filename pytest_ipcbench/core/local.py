@@ -23,7 +23,7 @@ import time
 from multiprocessing.connection import Connection, wait as wait_for
 from typing import Any, Callable, Sequence
 
-from . import cleanup, names, procs, registry
+from . import cleanup, names, procs, registry, where
 from .terminate import AsInterrupt, Terminated, tracker_outlives_hangup
 from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure,
                     raise_failures)
@@ -31,6 +31,7 @@ from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure,
 
 _RUN, _STOP, _RESULT, _ERROR, _DATA, _READY = "run", "stop", "result", "error", "data", "ready"
 _REGISTER = "register"  # rank 0's run-time registrations of backends and payload kinds
+_PROGRESS = [0]  # messages this process's ranks sent or received: an isolated rank 0 that makes none hangs
 STARTUP_TIMEOUT = 60.0  # a worker must be up within this (spawn + imports), whatever the run timeout
 PARENT_SETTLE = 5.0  # seconds a worker whose parent died waits for its siblings to let go of what the parent made
 
@@ -58,17 +59,21 @@ class LocalGroup(Group):
         # what run() isolates, e.g. "backend 'x'": rank 0 then runs in a process of its own too,
         # so that a crash in a third-party backend's code fails the test, not the pytest process
         self.isolate = ""
+        #: how to raise ``timeout``, said with a hang (the plugin names its option)
+        self.hint = ""
 
     # Messages are (tag, payload). Everything is in program order on each pipe, so a plain
     # send/recv pair per collective is enough; an _ERROR from a peer aborts the collective.
     def _send(self, peer: int, obj: Any) -> None:
         self._links[peer].send((_DATA, obj))
+        _PROGRESS[0] += 1
 
     def _recv(self, peer: int) -> Any:
         conn = self._links[peer]
         # a dead or hung peer is reported as *its* failure (not the waiting rank's)
         if self.rank == 0 and not conn.poll(self.timeout):
-            raise PeerFailed(RankFailure(peer, f"did not answer within {self.timeout:g} s (hung?)"))
+            raise PeerFailed(RankFailure(peer, hung(self._world, peer, f"did not answer within {self.timeout:g} s",
+                                                    self.hint)))
         try:
             tag, obj = conn.recv()
         except EOFError:
@@ -77,6 +82,7 @@ class LocalGroup(Group):
             raise PeerFailed(obj)
         if tag == _STOP:
             raise _Stopped("rank 0 stopped the group")
+        _PROGRESS[0] += 1
         return obj
 
     def _check_active(self) -> None:
@@ -124,30 +130,52 @@ class LocalGroup(Group):
         if self._world is None:
             raise GroupError("this local group has no worker processes")
         if self.isolate:
-            return self._world.run_isolated(fn, *args, ranks=self.size, timeout=self.timeout, label=self.isolate)
-        return self._world.run(fn, *args, ranks=self.size, timeout=self.timeout)
+            return self._world.run_isolated(fn, *args, ranks=self.size, timeout=self.timeout, label=self.isolate,
+                                            hint=self.hint)
+        return self._world.run(fn, *args, ranks=self.size, timeout=self.timeout, hint=self.hint)
 
 
 class _Stopped(GroupError):
     pass
 
 
+def hung(world: "LocalWorld | None", rank: int, waited: str, hint: str) -> str:
+    """A hung rank's failure: where it is stuck (the backend and its step), how long it was waited
+    for, and how to raise that."""
+    step = world.where(rank) if world is not None else ""
+    if step and not step.startswith("in "):  # in a backend's step (core/where.py)
+        text = f"hung in {step}: {waited}"
+    else:
+        text = f"{waited} (hung?{f' {step}' if step else ''})"
+    return f"{text}; {hint}" if hint else text
+
+
 # ------------------------------------------------------- objects made before the ranks start
-# name -> hook(size): run in the parent before a LocalWorld starts its workers; what it returns
-# is handed to every worker at spawn (multiprocessing queues and pipes, faster-fifo queues:
-# objects that can only be inherited). Filled by backends (Backend.before_ranks); core knows
-# nothing of backends.
-_BEFORE_RANKS: dict[str, Callable[[int], Any]] = {}
+# name -> (hook(size), release(made) or None): the hook runs in the parent before a LocalWorld
+# starts its workers; what it returns is handed to every worker at spawn (multiprocessing queues
+# and pipes, faster-fifo queues: objects that can only be inherited); release runs in the parent
+# once the workers stopped (the world closes or restarts), before any leak check. Filled by
+# backends (Backend.before_ranks, Backend.after_ranks); core knows nothing of backends.
+Hooks = tuple[Callable[[int], Any], "Callable[[Any], None] | None"]
+_BEFORE_RANKS: dict[str, Hooks] = {}
 _BEFORE_RANKS_VERSION = [0]
 _INHERITED: dict[str, Any] = {}  # in a worker: what its parent made; in the parent: the same objects
 
 
-def register_before_ranks(name: str, hook: Callable[[int], Any]) -> None:
+def register_before_ranks(name: str, hook: Callable[[int], Any],
+                          release: Callable[[Any], None] | None = None) -> None:
     """Run ``hook(size)`` in the parent before the ranks of a local world start; every rank finds
-    its result with :func:`inherited` (a world already started restarts its workers to get it)."""
-    if _BEFORE_RANKS.get(name) is not hook:
-        _BEFORE_RANKS[name] = hook
+    its result with :func:`inherited` (a world already started restarts its workers to get it).
+    ``release(made)`` runs in the parent after the workers stopped: what the hook made is gone
+    before the session's leak check."""
+    if _BEFORE_RANKS.get(name) != (hook, release):  # bound classmethods: equal, never identical
+        _BEFORE_RANKS[name] = (hook, release)
         _BEFORE_RANKS_VERSION[0] += 1
+
+
+def before_ranks_hooks() -> dict[str, Hooks]:
+    """The hooks registered in this process (an isolated rank 0 gets them: it starts a world too)."""
+    return dict(_BEFORE_RANKS)
 
 
 def inherited(name: str) -> Any:
@@ -157,8 +185,10 @@ def inherited(name: str) -> Any:
 
 
 def _worker_main(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float,
-                 made: dict[str, Any] | None = None) -> None:
+                 made: dict[str, Any] | None = None, probe: Connection | None = None) -> None:
     """Loop of a local worker: run what rank 0 sends until told to stop."""
+    if probe is not None:
+        where.serve(probe)  # says where this rank is stuck when rank 0 waited in vain
     _INHERITED.clear()
     _INHERITED.update(made or {})
     # Ctrl-C in a terminal reaches the whole process group: rank 0 alone handles it (it stops
@@ -289,31 +319,37 @@ def _remove_left_by(pid: int) -> None:
 
 
 def _host_main(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
-               fault_path: str) -> None:
+               fault_path: str, hooks: bytes = b"", probe: Connection | None = None, hint: str = "") -> None:
     """Rank 0 of an isolated run: a world of its own; a crash is dumped into ``fault_path``."""
+    if probe is not None:
+        where.serve(probe, lambda: _PROGRESS[0])  # the parent asks while it waits (run_isolated)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     AsInterrupt()  # as a worker's: SIGTERM closes its world (with) instead of leaving what its workers made
     end_with_parent()
     try:
-        _host_serve(conn, size, timeout, blob, fn, args, fault_path)
+        _host_serve(conn, size, timeout, blob, fn, args, fault_path, hooks, hint)
     except Terminated as exc:
         sys.exit(128 + exc.signum)
 
 
 def _host_serve(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
-                fault_path: str) -> None:
+                fault_path: str, hooks: bytes = b"", hint: str = "") -> None:
     import faulthandler
 
     fault = open(fault_path, "w")
     faulthandler.enable(fault, all_threads=True)
     try:
         registry.replay(pickle.loads(blob))
+        # the parent's before_ranks hooks (an installed plugin's backend is loaded on first use,
+        # which in this fresh process would come after its world started: nothing inherited)
+        for name, pair in (pickle.loads(hooks) if hooks else {}).items():
+            register_before_ranks(name, *pair)
     except Exception as exc:
         conn.send(("error", f"could not make rank 0's registrations here: {describe_failure(exc)}"))
         return
     with LocalWorld(size, timeout) as world:
         try:
-            conn.send(("ok", world.run(fn, *args, ranks=size)))
+            conn.send(("ok", world.run(fn, *args, ranks=size, hint=hint)))
         except GroupError as exc:
             conn.send(("error", str(exc)))
         except Exception as exc:
@@ -335,34 +371,41 @@ class LocalWorld:
         self._ctx = mp.get_context("spawn")
         self._procs: list[Any] = []
         self._links: dict[int, Connection] = {}
+        self._probes: dict[int, Connection] = {}  # rank -> the pipe its where-thread answers on
         self.mailboxes: list[Any] = []
         self.pids: list[int] = []  # every worker ever started (leak checks look for their resources)
         self._sent_version = 0  # of the registrations the workers have (registry.version())
+        self._made: dict[str, Any] = {}  # what the before_ranks hooks made for the running workers
+        #: an after_ranks hook that failed, in words (the session's leak check reports them)
+        self.release_problems: list[str] = []
 
     def _start(self) -> None:
         tracker_outlives_hangup()  # before the queues: it unlinks their semaphores if we die
         self._sent_version = 0
         self.mailboxes = [self._ctx.Queue() for _ in range(self.size)]
         self._hooks_version = _BEFORE_RANKS_VERSION[0]
-        made = {}
-        for name, hook in list(_BEFORE_RANKS.items()):
+        made = self._made = {}
+        for name, (hook, _) in list(_BEFORE_RANKS.items()):
             try:
                 made[name] = hook(self.size)
             except Exception as exc:
+                self._release()  # what the hooks before it made
                 raise GroupError(f"backend {name}: its before_ranks hook failed: {describe_failure(exc)}") from exc
         _INHERITED.clear()
         _INHERITED.update(made)
         for rank in range(1, self.size):
             here, there = self._ctx.Pipe(duplex=True)
+            self._probes[rank], probe = self._ctx.Pipe(duplex=True)
             proc = self._ctx.Process(
                 target=_worker_main,
-                args=(rank, there, self.mailboxes, self.timeout, made),
+                args=(rank, there, self.mailboxes, self.timeout, made, probe),
                 name=f"ipcbench-rank{rank}",
                 daemon=True,
             )
             proc.start()
             self.pids.append(proc.pid)
             there.close()
+            probe.close()
             self._procs.append(proc)
             self._links[rank] = here
         wait = max(STARTUP_TIMEOUT, self.timeout)
@@ -395,17 +438,29 @@ class LocalWorld:
             world=self,
         )
 
+    def where(self, rank: int) -> str:
+        """Where worker ``rank`` is stuck: ``"inshm's read (at ..., inshm.py:95)"``, or ""."""
+        return where.ask(self._probes.get(rank))
+
     def run(
-        self, fn: Callable[..., Any], *args: Any, ranks: int | None = None, timeout: float | None = None
+        self, fn: Callable[..., Any], *args: Any, ranks: int | None = None, timeout: float | None = None,
+        hint: str = "",
     ) -> list[Any]:
-        """Run ``fn(group, *args)`` on ranks 0..ranks-1; return the results by rank."""
+        """Run ``fn(group, *args)`` on ranks 0..ranks-1; return the results by rank. ``hint`` says
+        how to raise ``timeout`` in a hang's failure."""
         ranks = self.size if ranks is None else ranks
         if self._procs and getattr(self, "_hooks_version", 0) != _BEFORE_RANKS_VERSION[0]:
             self.close()  # a before_ranks hook came after the workers started: they must inherit its objects
         if ranks > 1 and not self._procs:
             self._start()
         group = self.group(ranks, timeout)
+        group.hint = hint
+        _PROGRESS[0] += 1  # the world is up: an isolated rank 0 is waited for from now on
         self._ship_registrations()
+        # rank 0 is this process: it holds what this world's hooks made (another world of the same
+        # process, e.g. the conformance kit's, made objects of its own)
+        _INHERITED.clear()
+        _INHERITED.update(self._made)
         for peer in range(1, ranks):
             self._links[peer].send((_RUN, (fn, args, ranks)))
         group._active = True
@@ -426,7 +481,7 @@ class LocalWorld:
                 if broken and peer in outcomes_from_peers:
                     outcomes.append(outcomes_from_peers[peer])
                     continue
-                outcomes.append(self._collect(peer, group.timeout, after_failure=broken))
+                outcomes.append(self._collect(peer, group.timeout, after_failure=broken, hint=hint))
                 broken = broken or outcomes[-1][0] == "error"
         except BaseException:  # Ctrl-C or exit half-way: the workers are somewhere in fn
             broken = True
@@ -439,7 +494,7 @@ class LocalWorld:
         return [value for _, value in outcomes]
 
     def run_isolated(self, fn: Callable[..., Any], *args: Any, ranks: int | None = None,
-                     timeout: float | None = None, label: str = "") -> list[Any]:
+                     timeout: float | None = None, label: str = "", hint: str = "") -> list[Any]:
         """:meth:`run` with every rank, rank 0 included, in processes of their own (a host
         process that runs a world of its own): a crash (SIGSEGV in a backend's ``write``) raises
         GroupError naming ``label``, the rank, the signal and the step (the innermost frame outside
@@ -449,17 +504,34 @@ class LocalWorld:
         fd, fault_path = tempfile.mkstemp(prefix="ipcbench-fault-", suffix=".txt")
         os.close(fd)
         here, there = self._ctx.Pipe(duplex=True)
+        probe_here, probe_there = self._ctx.Pipe(duplex=True)
         blob = pickle.dumps(registry.snapshot()[1])
-        host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path),
+        try:
+            hooks = pickle.dumps(before_ranks_hooks())
+        except Exception as exc:
+            raise GroupError(f"{label or 'rank 0'}: its before_ranks hooks cannot reach a process of their own "
+                             f"(define the backend class at the top level of a module): {describe_failure(exc)}") from exc
+        host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path, hooks,
+                                                                   probe_there, hint),
                                  name="ipcbench-rank0", daemon=False)  # it starts workers of its own
         try:
             host.start()
             there.close()
-            waited = 0.0
-            limit = STARTUP_TIMEOUT + timeout * 2 + 10
-            while not here.poll(0.2):
-                waited += 0.2
-                if not host.is_alive() or waited > limit:
+            probe_there.close()
+            # rank 0 hangs when it exchanges no message for longer than a rank may wait for another
+            # (timeout, and 10 s for the answer of a peer it found hung itself); its world's start-up
+            # comes first
+            stall = timeout + 10
+            last, progress = time.monotonic() + STARTUP_TIMEOUT, 0
+            step, limit = "", STARTUP_TIMEOUT + stall
+            while not here.poll(0.5):
+                answer = where.ask(probe_here, wait=0.5)
+                if isinstance(answer, tuple):
+                    step, count = answer
+                    if count != progress:
+                        last, progress = time.monotonic(), count
+                if not host.is_alive() or time.monotonic() - last > stall:
+                    limit = stall
                     break
             if here.poll(0):
                 try:
@@ -472,12 +544,15 @@ class LocalWorld:
                 return value
             if tag != "died":
                 raise GroupError(f"{label}: {value}" if label else str(value))
-            host.join(timeout=5)
+            host.join(timeout=5 if not host.is_alive() or limit != stall else 0.5)
             code = host.exitcode
             if code is None:
                 host.kill()
                 host.join(timeout=5)
-                raise GroupError(f"{label}: rank 0 (pid {host.pid}) did not finish within {limit:g} s (hung?)")
+                waited_text = f"exchanged no message with the other ranks for {limit:g} s"
+                text = (f"hung in {step}: {waited_text}" if step and not step.startswith("in ")
+                        else f"{waited_text} (hung?{f' {step}' if step else ''})")
+                raise GroupError(f"{label}: rank 0 (pid {host.pid}) {text}{f'; {hint}' if hint else ''}")
             with open(fault_path, errors="replace") as f:
                 step = _crash_step(f.read())
             how = f"was killed by signal {-code} ({procs.signal_name(-code)})" if code < 0 else f"exited with code {code}"
@@ -490,6 +565,7 @@ class LocalWorld:
                 host.join(timeout=5)
                 _remove_left_by(host.pid)
             here.close()
+            probe_here.close()
             os.unlink(fault_path)
 
     def _ship_registrations(self) -> None:
@@ -503,7 +579,7 @@ class LocalWorld:
             conn.send((_REGISTER, blob))
         self._sent_version = version
 
-    def _collect(self, peer: int, timeout: float, after_failure: bool) -> tuple[str, Any]:
+    def _collect(self, peer: int, timeout: float, after_failure: bool, hint: str = "") -> tuple[str, Any]:
         conn = self._links[peer]
         # after a failure on another rank this one may be stuck in a collective: wait briefly
         wait = min(timeout, 0.2) if after_failure else timeout
@@ -524,7 +600,7 @@ class LocalWorld:
             # a collective message rank 0 never consumed: rank 0 must have failed; keep draining
         if after_failure:
             return ("error", RankFailure(peer, "(peer) abandoned after another rank failed"))
-        return ("error", RankFailure(peer, f"did not finish within {timeout:g} s (hung?)"))
+        return ("error", RankFailure(peer, hung(self, peer, f"did not finish within {timeout:g} s", hint)))
 
     def restart(self) -> None:
         self.close()
@@ -541,8 +617,9 @@ class LocalWorld:
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=2.0)
-        for conn in self._links.values():
+        for conn in [*self._links.values(), *self._probes.values()]:
             conn.close()
+        self._probes = {}
         for box in self.mailboxes:
             # what is still queued is for workers that are gone: do not wait to flush it (a
             # reader stopped half-way, e.g. by Ctrl-C, leaves a full pipe and a blocked feeder)
@@ -550,6 +627,21 @@ class LocalWorld:
             box.close()
             box.join_thread()
         self._procs, self._links, self.mailboxes = [], {}, []
+        self._release()
+
+    def _release(self) -> None:
+        """Give what the before_ranks hooks made to their release hooks (the workers are gone)."""
+        made, self._made = self._made, {}
+        for name, obj in made.items():
+            if _INHERITED.get(name) is obj:
+                del _INHERITED[name]
+            release = _BEFORE_RANKS.get(name, (None, None))[1]
+            if release is None:
+                continue
+            try:
+                release(obj)
+            except Exception as exc:
+                self.release_problems.append(f"backend {name}: its after_ranks hook failed: {describe_failure(exc)}")
 
     def __enter__(self) -> "LocalWorld":
         return self
@@ -558,4 +650,4 @@ class LocalWorld:
         self.close()
 
 
-__all__ = ["LocalGroup", "LocalWorld", "inherited", "register_before_ranks"]
+__all__ = ["LocalGroup", "LocalWorld", "before_ranks_hooks", "inherited", "register_before_ranks"]

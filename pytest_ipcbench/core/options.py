@@ -287,8 +287,8 @@ RUN: tuple[Option, ...] = (
            key="scenarios"),
     Option("sizes", sizes, "override every size list, e.g. 1KB,1MB", flag="--sizes", key="sizes"),
     Option("only", names, "run the cases whose label matches (glob or substring; repeatable, or a comma "
-                          "list); see --list. The extras run only when named: --only seed004 (MPI transfer "
-                          "methods: 1D and ragged 2D int32), --only seed002 (shared-array experiment)", flag="--only", key="only", metavar="PATTERN",
+                          "list); see --list. The extras run only when named: --only mpi-methods (MPI transfer "
+                          "methods: 1D and ragged 2D int32), --only shared-arrays (shared-array experiment)", flag="--only", key="only", metavar="PATTERN",
            action="extend"),
     Option("list", None, "print the cases and exit", flag="--list", action="store_true"),
     Option("results_only", None, "write results.json and run.log only: no CSV, plots or tables (what the gate's "

@@ -7,11 +7,12 @@ of the group ``pytest_ipcbench.payloads`` (name -> ``module:factory``, the facto
 
 Built-in kinds, each from a seed document:
 
-* ``dict``: N entries of nested dicts of about 100 bytes each (seed 001);
-* ``ndarray``: float32 rows x 602 columns, the GNN batch of seed 002;
-* ``array1d``: int32, ``base * 55`` elements (seed 004's contiguous vector);
-* ``ragged2d``: five int32 rows of ``base * (i + 1) ** 2`` elements (seed 004's ragged data);
-* ``tiny``: at most 64 bytes (seed 003's small tasks); its size is fixed.
+* ``dict``: N entries of nested dicts of about 100 bytes each;
+* ``ndarray``: float32 rows x 602 columns, a GNN training batch (below one row,
+  2,408 B: one row of ``size / 4`` columns, so that a size means what it says);
+* ``array1d``: int32, ``base * 55`` elements (the MPI methods' contiguous vector);
+* ``ragged2d``: five int32 rows of ``base * (i + 1) ** 2`` elements (the MPI methods' ragged data);
+* ``tiny``: at most 64 bytes (small tasks); its size is fixed.
 
 A payload is built from a picklable :class:`PayloadSpec`, so every rank can build the same one
 (or the expected value to verify against) without moving it.
@@ -30,8 +31,8 @@ from .units import check_size, parse_size, size_label
 
 NDARRAY_COLS = 602
 DICT_ENTRY_BYTES = 100
-SEED004_ROWS = 5
-SEED004_ELEMENTS_PER_BASE = sum((i + 1) ** 2 for i in range(SEED004_ROWS))  # 55
+RAGGED_ROWS = 5
+ELEMENTS_PER_BASE = sum((i + 1) ** 2 for i in range(RAGGED_ROWS))  # 55
 TINY_BYTES = 64
 
 
@@ -67,8 +68,8 @@ class PayloadSpec:
         return payload_nbytes(self.kind, self.build())
 
     def base(self) -> int:
-        """Seed 004's ``base`` for the array kinds."""
-        return max(1, self.size // (SEED004_ELEMENTS_PER_BASE * 4))
+        """The MPI methods' ``base`` for the array kinds."""
+        return max(1, self.size // (ELEMENTS_PER_BASE * 4))
 
 
 @dataclass(frozen=True)
@@ -101,22 +102,25 @@ def _dict_nbytes(obj: dict[str, Any]) -> int:
 
 
 def _ndarray_build(size: int, seed: int) -> np.ndarray:
-    rows = max(1, size // (NDARRAY_COLS * 4))
-    a = np.empty((rows, NDARRAY_COLS), dtype=np.float32)
-    a[...] = np.arange(NDARRAY_COLS, dtype=np.float32)
+    rows = size // (NDARRAY_COLS * 4)
+    # below one row (2,408 B) one row of size/4 columns: "1KB" holds 1,000 B, not 2,408
+    cols = NDARRAY_COLS if rows else max(1, size // 4)
+    rows = max(1, rows)
+    a = np.empty((rows, cols), dtype=np.float32)
+    a[...] = np.arange(cols, dtype=np.float32)
     a += np.arange(rows, dtype=np.float32)[:, None] * 0.25 + seed
     return a
 
 
 def _array1d_build(size: int, seed: int) -> np.ndarray:
-    base = max(1, size // (SEED004_ELEMENTS_PER_BASE * 4))
-    return np.arange(seed, seed + base * SEED004_ELEMENTS_PER_BASE, dtype=np.int32)
+    base = max(1, size // (ELEMENTS_PER_BASE * 4))
+    return np.arange(seed, seed + base * ELEMENTS_PER_BASE, dtype=np.int32)
 
 
 def _ragged2d_build(size: int, seed: int) -> list[np.ndarray]:
-    base = max(1, size // (SEED004_ELEMENTS_PER_BASE * 4))
+    base = max(1, size // (ELEMENTS_PER_BASE * 4))
     return [
-        np.arange(seed + i, seed + i + base * (i + 1) ** 2, dtype=np.int32) for i in range(SEED004_ROWS)
+        np.arange(seed + i, seed + i + base * (i + 1) ** 2, dtype=np.int32) for i in range(RAGGED_ROWS)
     ]
 
 

@@ -11,7 +11,7 @@ Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv su
     ranks = 2
     level = "quick"                    # quick | default | full: settings and default sizes
     only = ["*fifo*"]                  # label patterns (see ipcbench run --list)
-    extras = false                     # seed 004's MPI methods and seed 002 (default: off here)
+    extras = false                     # the MPI methods and the shared-array experiment (default: off here)
     time-budget = 0.2                  # seconds of timed iterations per case
     case-timeout = 120
     [tool.ipcbench.thresholds]         # per-case thresholds and waivers: core/case_rules.py
@@ -73,7 +73,7 @@ def parse_table(table: Any, path: Path) -> ProjectConfig:
         raise OptionError(f"{TABLE} in {path}", f"must be a table, got {toml_text(table)}")
     if "payloads" in table and "kinds" in table:
         raise OptionError(f"{TABLE} in {path}", "has both payloads and kinds; keep one")
-    options: dict[str, Any] = {"no_extras": True}  # a project measures its own matrix, not our seeds
+    options: dict[str, Any] = {"no_extras": True}  # a project measures its own matrix, not our extras
     rules = parse_rules(table, f"{TABLE} in {path}")  # what compare and the gate decide by, not the matrix
     options.update(table_values({k: v for k, v in table.items() if k not in RULE_KEYS}, path, RUN))
     if "payloads" in table:  # the broadcast payloads; ping-pong, stream, granularity keep their own

@@ -111,7 +111,7 @@ class Registry(Generic[T]):
 
     def names(self) -> tuple[str, ...]:
         """Every name offered to users: entry points (ours first), then run-time registrations in
-        their order, less the harness's internal ones (``internal = True``: references, seed 004's
+        their order, less the harness's internal ones (``internal = True``: references, the MPI methods'
         method adapters), which stay usable by name."""
         eps = self.entry_points()
         return tuple(eps) + tuple(

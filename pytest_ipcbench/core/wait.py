@@ -97,14 +97,22 @@ class Spin:
     YIELD = 2e-3
     SLEEP = 20e-6
     CHECK = 16  # look at the clock every this many polls
+    strategy = "block"
+    # slots: a reader restarts one pacer per wait (Backend.pacer) instead of allocating one (issue 40)
+    __slots__ = ("timeout", "start", "deadline", "polls", "_phase")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
+        precise_sleeps()
+        self.restart()
+
+    def restart(self) -> "Spin":
+        """Start a new wait (the same timeout), as a fresh object would."""
         self.start = time.monotonic()
-        self.deadline = self.start + timeout
+        self.deadline = self.start + self.timeout
         self.polls = 0
         self._phase = 0  # 0 spin, 1 yield, 2 sleep
-        precise_sleeps()
+        return self
 
     @property
     def waited(self) -> float:
@@ -126,9 +134,8 @@ class Spin:
 
 
 #: The timer slack a polling process asks for, in ns. Linux lets a sleep end up to the slack late
-#: (50 µs by default): ``time.sleep(20e-6)`` then takes ~85 µs, and a reader that polls in short
-#: sleeps notices a message a random 0-65 µs late, which moves its figures from run to run.
-#: With 1 µs it takes ~36 µs (measured here, 2000 sleeps, median).
+#: (50 µs by default), so a reader that polls in short sleeps notices a message a random part of
+#: that late, which moves its figures from run to run (docs/method.md rule 18).
 TIMER_SLACK_NS = 1000
 _PR_SET_TIMERSLACK = 29
 _slack_set = False
@@ -172,14 +179,21 @@ class Backoff:
     #: at most this share of the wait so far late (2x let a wait of T read anywhere from T to 2T,
     #: and broadcast figures jumped between runs with where the arrival fell).
     GROWTH = 1.25
+    strategy = "backoff"
+    __slots__ = ("timeout", "start", "deadline", "polls", "_sleep")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
+        precise_sleeps()
+        self.restart()
+
+    def restart(self) -> "Backoff":
+        """Start a new wait (the same timeout), as a fresh object would."""
         self.start = time.monotonic()
-        self.deadline = self.start + timeout
+        self.deadline = self.start + self.timeout
         self.polls = 0
         self._sleep = self.MIN_SLEEP
-        precise_sleeps()
+        return self
 
     @property
     def waited(self) -> float:

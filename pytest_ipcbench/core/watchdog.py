@@ -28,6 +28,9 @@ import time
 from typing import Callable
 
 from . import names
+from .where import main_thread_backend_step
+
+DEFAULT_HINT = "raise --ipc-timeout or @pytest.mark.ipcbench(timeout=...) if it is only slow"
 
 EXIT_CODE = 70
 INTERRUPTED_EXIT_CODE = 2  # pytest's ExitCode.INTERRUPTED
@@ -57,6 +60,7 @@ class Watchdog:
         self._what = ""
         self._seconds = 0.0
         self._phase = ""
+        self._hint = DEFAULT_HINT
         self._waiting = False
         self._collective: str | None = None  # the group collective this rank waits in
         self._errors: list[str] = []  # this rank's own errors in this test, caught for an exchange
@@ -65,9 +69,11 @@ class Watchdog:
         self._thread = threading.Thread(target=self._loop, name="ipcbench-watchdog", daemon=True)
         self._thread.start()
 
-    def arm(self, what: str, seconds: float, phase: str = "setup") -> None:
-        """Start a deadline of ``seconds`` for ``what`` (a test id); 0 or less disarms."""
+    def arm(self, what: str, seconds: float, phase: str = "setup", hint: str = "") -> None:
+        """Start a deadline of ``seconds`` for ``what`` (a test id); 0 or less disarms. ``hint``
+        says how to raise the deadline."""
         with self._cond:
+            self._hint = hint or DEFAULT_HINT
             if seconds <= 0:
                 self._deadline = None
             else:
@@ -152,7 +158,9 @@ class Watchdog:
         elif self._waiting:
             where = f"rank {self.rank} waited for the other ranks after {self._phase}"
         else:
-            where = f"rank {self.rank} was still in {self._phase}"
+            step = main_thread_backend_step()  # the backend and its step where this rank is stuck
+            where = (f"rank {self.rank} hung in {step} during {self._phase}" if step
+                     else f"rank {self.rank} was still in {self._phase}")
         if self._is_waiting():
             head = (f"ipcbench: {self._what} did not finish within {self._seconds:g} s: rank {self.rank} waited "
                     f"for a rank that did not arrive (see that rank's message) — aborting the MPI job\n")
@@ -162,7 +170,7 @@ class Watchdog:
         errors = "".join(f"ipcbench: rank {self.rank} had raised: {e}\n" for e in self._errors)
         return (
             head + errors
-            + f"ipcbench: ({where}; raise --ipc-timeout or @pytest.mark.ipcbench(timeout=...) if it is only slow)\n"
+            + f"ipcbench: ({where}; {self._hint})\n"
         )
 
     def _note(self) -> str:

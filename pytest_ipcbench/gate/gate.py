@@ -43,8 +43,8 @@ from ..comparison.verdict_text import format_markdown, format_table
 from ..results.results import ResultSet
 
 DEFAULT_ROUNDS = 2
-#: At most this many confirming rounds; the budget usually ends them first. Under load (a second
-#: test suite beside the gate) 12 decided 4 of 6 cases slowed 2x in 5 min, 30 decided 6 of 6 in 6.9.
+#: At most this many confirming rounds; the budget usually ends them first. Under load more rounds
+#: decide more cases within the same budget (docs/measurements/2026-11-compare-and-gate.md).
 DEFAULT_CONFIRM_ROUNDS = 30
 #: No confirming round starts once the gate has run this long (seconds, from its start, the
 #: installs included) or would pass it with one more round pair of the last one's length.
@@ -80,7 +80,10 @@ class Unadopted(GateError):
     """The base predates the project's adoption of pytest-ipcbench: nothing to compare with."""
 
 
-EXTRA_LABELS = {"mpi-method": "seed004", "seed002": "seed002", "seed002-handle": "seed002"}
+#: the ``--only`` name of the block each extra scenario's results come from. The gate's reruns pass
+#: the names of before 0.2 (still accepted by ``ipcbench run --only``), which a base of any version knows.
+EXTRA_LABELS = {"mpi-method": "seed004", "shared-array": "seed002", "shared-array-handle": "seed002",
+                "seed002": "seed002", "seed002-handle": "seed002"}
 
 
 def doubtful(comparison: Comparison, head: ResultSet, threshold: float) -> list[str] | None:

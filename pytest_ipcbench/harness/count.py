@@ -75,7 +75,7 @@ def _harness_waits(case: _Case, settings: BenchSettings) -> Callable[[], None]:
             wait(group)
             group.barrier()  # the window's acknowledgement
         return stream
-    if isinstance(case, _Broadcast) and case.kind == "store":
+    if isinstance(case, _Broadcast) and case.backend_delivery == "store":
         def store() -> None:
             wait(group)
             wait(group)  # between the write and the reads

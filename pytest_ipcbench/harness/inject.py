@@ -29,8 +29,8 @@ check, hundreds of nanoseconds.) Across hosts the clocks differ by an estimated 
 there is no shared memory: there each reader stretches its own time since it left the barrier,
 as before, which slows a broadcast by less than its factor. A store's completion is write +
 slowest read, two durations: the writer stretches its write and each reader its read (the
-reader's time from the barrier before the write included the barrier's wait for the writer,
-which made a 1 KB store broadcast 13-200x slower at 1.5x).
+reader's time from the barrier before the write includes the barrier's wait for the writer, so
+stretching it would overstate a small store's slowdown many times).
 
 The environment record of a run says which slowdowns were injected (``injected``): such results
 are never a measurement of the code.

@@ -22,7 +22,7 @@ What one case does:
 
 Scenarios (:data:`SCENARIOS`):
 
-* ``broadcast``: rank ``root`` writes, every other rank reads (seeds 000/001). Barrier before each
+* ``broadcast``: rank ``root`` writes, every other rank reads. Barrier before each
   iteration (and, for a store, between the write and the reads). Metrics: ``write`` (send-only
   for a channel), ``read_avg|min|max`` (one reader's ``read()``: from leaving the barrier, or for
   a store from the barrier after the write, to a usable object), ``touched_avg|min|max`` (read and
@@ -39,7 +39,7 @@ Scenarios (:data:`SCENARIOS`):
   others wait without spinning;
 * ``stream``: channels only; the writer sends a window of messages back to back, a barrier
   acknowledges the window (OSU bw). Per message: ``send`` (send-only) and ``delivered`` (primary);
-* ``granularity``: seed 003's "how small can a task be": a ping-pong whose echo side works
+* ``granularity``: "how small can a task be": a ping-pong whose echo side works
   ``work`` seconds (sleeps) before it answers; ``overhead`` = round trip - work (primary).
 
 Times are ``time.perf_counter`` durations in seconds; the only timestamps compared across ranks

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core.aliasing import MIN_BYTES, placed
-from ..core.payloads import DICT_ENTRY_BYTES, NDARRAY_COLS, SEED004_ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec
+from ..core.payloads import DICT_ENTRY_BYTES, NDARRAY_COLS, ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec
 from ..core.units import size_label
 
 
@@ -56,7 +56,7 @@ def payload_bytes(payload: Payload) -> int:
         if kind == "ndarray":
             return max(1, size // (NDARRAY_COLS * 4)) * NDARRAY_COLS * 4
         if kind in ("array1d", "ragged2d"):
-            return max(1, size // (SEED004_ELEMENTS_PER_BASE * 4)) * SEED004_ELEMENTS_PER_BASE * 4
+            return max(1, size // (ELEMENTS_PER_BASE * 4)) * ELEMENTS_PER_BASE * 4
         if kind == "dict":
             return max(1, size // DICT_ENTRY_BYTES) * DICT_ENTRY_BYTES
         if kind == "tiny":

@@ -7,18 +7,16 @@ leaves room for them:
 
 * the cases run seconds or minutes apart, and load on a shared machine only adds time: the bound
   is the ping-pong's fast end (its 5th percentile, :data:`FAST_END_PERCENTILE`), which load moves
-  least (under load average 10 here a ping-pong's median moved to 1.7 ms while its fast end held);
+  least (docs/method.md rule 8);
 * a ping-pong's half round trip is one crossing plus half the echo side's turn-around (a read and
-  a write in Python): quiet here, a 1-reader broadcast delivered in 0.71-0.99x of that fast end
-  (mp-queue 0.71x, zmq 0.75x, mpi-bcast 0.98x);
-* a ping-pong has two speeds from one session to the next, and its slow one holds at the fast end
-  too: in a quiet fresh clone's selfcheck mp-queue's 1 KB ping-pong crossed in 88.3 µs at its 5th
-  percentile while its native broadcast completed in 42.7 µs (0.48x).
+  a write in Python), so a 1-reader broadcast may deliver somewhat below it;
+* a ping-pong can have two speeds from one process to the next, and its slow one holds at the
+  fast end too.
 
 So the bound is the backend's fastest crossing of any mode (:func:`crossing_floor`), and only a
-completion below :data:`PHYSICS_SHARE` of it is flagged. The fault this catches reads lower still: a
-reader that starts its clock after the message arrived times a local receive, 3.7-8 µs against
-35-67 µs for one zmq crossing (0.1-0.25x).
+completion below :data:`PHYSICS_SHARE` of it is flagged. The fault this catches reads lower still:
+a reader that starts its clock after the message arrived times a local receive, a fraction of one
+crossing (figures: docs/measurements/2026-11-code-notes.md).
 """
 
 from __future__ import annotations
@@ -75,7 +73,7 @@ def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> li
                            for r in results if r.scenario == "pingpong" and r.samples.get("latency"))
     found = []
     for r in results:
-        if r.scenario != "broadcast" or r.kind != "channel" or r.size > max_bytes or not r.samples.get("completion"):
+        if r.scenario != "broadcast" or r.delivery != "channel" or r.size > max_bytes or not r.samples.get("completion"):
             continue
         if r.backend not in floor:
             continue
@@ -90,8 +88,8 @@ def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> li
 def busy_note(others_share: float | None) -> str | None:
     """Why a figure below physics is not a harness error on this run, or None: other processes
     took more than ``BUSY_SHARE`` of the CPUs while it ran, and the cases ran seconds or minutes
-    apart, so the ping-pong's fast end is no bound then (4 ms for a 1 KB crossing under load
-    average 15 here, while a broadcast read 0.7 ms)."""
+    apart, so the ping-pong's fast end is no bound then: under heavy load one crossing's fast end
+    can read longer than a whole broadcast measured minutes later."""
     if others_share is None or others_share <= BUSY_SHARE:
         return None
     return f"not counted as a harness error: other processes used {others_share:.0%} of the CPUs during this run"

@@ -1,12 +1,14 @@
 """Every backend against its reference: what the mechanism costs and what our wrapper adds.
 
+One cohesive thing: the reference checks of ``ipcbench selfcheck``, their cases, rows and runs.
+
 For each backend, mode, scenario and size, :func:`compare_on` times the backend and its
 reference (:mod:`.references`) with the same harness, interleaved (``bench_interleaved``: A B A
 B ..., docs/method.md rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks`` (default 2), and keeps
 the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth = bytes / latency) and
 ``stream`` (time per delivered message, channels only).
 
-**The target** (issue 11): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at
+**The target** (docs/method.md rule 17): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at
 least 0.8x the reference's), stream at least 0.8x the reference's messages per second.
 
 **Receive buffers.** The native MPI point-to-point and Bcast references receive into one reused
@@ -38,6 +40,7 @@ from ..core.group import Group, MPIGroup, in_mpi_job
 from ..core.local import LocalWorld
 from ..core.units import format_time, size_label
 from ..results.stats import ratio_interval
+from .floor import FLOOR_BACKEND, FLOOR_SCENARIOS, measure_floor
 from .measure import BenchSettings, BufferPayload, bench_interleaved
 from .physics import FAST_END_PERCENTILE, PHYSICS_SHARE, SMALL_BYTES, crossing_floor
 from ..backends.references import reference_of
@@ -97,7 +100,14 @@ class RefRow:
         return not self.has_reference or self.ours <= self.target
 
     @property
+    def is_floor(self) -> bool:
+        """The harness's own floor (the null channel, harness/floor.py), not a backend."""
+        return bool(self.extra.get("floor"))
+
+    @property
     def verdict(self) -> str:
+        if self.is_floor:
+            return "floor"
         if self.scenario == "broadcast":  # checked against physics, not a reference
             return "BELOW PHYSICS" if self.below_physics else "physics ok"
         return "no ref" if not self.has_reference else "ok" if self.ok else "OUTSIDE"
@@ -170,10 +180,31 @@ def stream_notes(backends: Sequence[str], modes: Sequence[str], scenarios: Seque
             cls = get_backend(name)
         except (ValueError, BackendUnavailable):
             continue
-        if cls.kind == "channel" and cls.native_views_until_next_write:
+        if cls.delivery == "channel" and cls.native_views_until_next_write:
             notes.append(f"{name}: stream timed in bytes mode (its native values are views that the next write "
                          "overwrites, so the scenario's window of them cannot be kept)")
     return notes
+
+
+def beyond_largest(cls: Any, size: int) -> bool:
+    """Is ``size`` above the largest message backend class ``cls`` takes (``max_message_bytes``)?"""
+    largest = getattr(cls, "max_message_bytes", None)
+    return largest is not None and size > largest
+
+
+def skipped_cases(backends: Sequence[str], sizes: Sequence[int]) -> list[str]:
+    """One line per backend whose declared largest message (``max_message_bytes``) leaves sizes out."""
+    lines = []
+    for name in backends:
+        try:
+            cls = get_backend(name)
+        except (ValueError, BackendUnavailable):
+            continue
+        beyond = [s for s in sizes if beyond_largest(cls, s)]
+        if beyond:
+            lines.append(f"skipped: {name} at {', '.join(size_label(s) for s in beyond)}: above the largest message it "
+                         f"takes ({size_label(cls.max_message_bytes)}, its max_message_bytes)")
+    return lines
 
 
 def compare_on(
@@ -186,16 +217,31 @@ def compare_on(
     rounds: int = DEFAULT_ROUNDS,
     wait: str | None = None,
     say: Any = None,
+    floor: bool = False,
 ) -> list[RefRow]:
-    """Collective on a 2-rank group: every case, backend against reference; rows on rank 0."""
+    """Collective on a 2-rank group: every case, backend against reference; rows on rank 0.
+
+    ``floor``: first the harness's own floor per scenario (the null channel, harness/floor.py), as
+    rows of backend ``null`` marked ``extra["floor"]``."""
     settings = BenchSettings(time_budget=time_budget)
     rows: list[RefRow] = []
+    for scenario in scenarios if floor else ():
+        if scenario not in FLOOR_SCENARIOS:
+            continue
+        got = measure_floor(group, scenarios=(scenario,))
+        if got is not None and scenario in got["seconds"]:
+            nan = float("nan")
+            rows.append(RefRow(backend=FLOOR_BACKEND, mode="native", scenario=scenario, size=1, reference="",
+                               ours=got["seconds"][scenario], ref=nan, ratio=nan, low=nan, high=nan,
+                               ranks=got["ranks"], extra={"floor": True, "group": got["group"]}))
+            if say is not None:
+                say(rows[-1])
     for name in backends:
         cls = get_backend(name)
         ref = "" if missing_reference(name) else reference_of(name)  # none: the backend's figures alone
         fresh = _fresh_variant(ref) if ref else None
         for scenario in scenarios:
-            if scenario in ("stream", "broadcast") and cls.kind != "channel":
+            if scenario in ("stream", "broadcast") and cls.delivery != "channel":
                 continue
             for mode in stream_modes(cls, modes) if scenario == "stream" else modes:
                 for size in sizes:
@@ -209,7 +255,25 @@ def compare_on(
                         specs.append(BackendSpec(reference, mode, wait=wait))
                     if scenario == "pingpong" and fresh and mode == "native":
                         specs.append(BackendSpec(fresh, mode, wait=wait))
-                    results = bench_interleaved(group, specs, BufferPayload(size), scenario, settings, rounds)
+                    if beyond_largest(cls, size):
+                        continue  # said once by skipped_cases(), not timed
+                    failure = None
+                    try:
+                        results = bench_interleaved(group, specs, BufferPayload(size), scenario, settings, rounds)
+                    except Exception as exc:  # noqa: BLE001 (one case's failure is reported; the others still run)
+                        failure = f"{type(exc).__name__}: {exc}"
+                    # every rank takes part, so the ranks agree before the next case (and a failure on
+                    # one rank is named on rank 0)
+                    failures = [f for f in group.allgather(failure) if f]
+                    if failures:
+                        if group.rank == 0:
+                            nan = float("nan")
+                            rows.append(RefRow(backend=name, mode=mode, scenario=scenario, size=size,
+                                               reference=reference, ours=nan, ref=nan, ratio=nan, low=nan, high=nan,
+                                               extra={"error": failures[0][:2000]}))
+                            if say is not None:
+                                say(rows[-1])
+                        continue
                     if group.rank != 0:
                         continue
                     ours = results[0]
@@ -252,7 +316,11 @@ def _split(backends: Sequence[str]) -> tuple[list[str], list[str]]:
     """(backends that need MPI, the others): the first run under mpiexec, the others locally."""
     mpi, local = [], []
     for name in backends:
-        (mpi if get_backend(name).needs_mpi else local).append(name)
+        try:
+            needs_mpi = get_backend(name).needs_mpi
+        except BackendUnavailable:  # cannot load here: the MPI job says why, as for any unusable backend
+            needs_mpi = True
+        (mpi if needs_mpi else local).append(name)
     return mpi, local
 
 
@@ -287,7 +355,7 @@ def run_refchecks(
         if s not in SCENARIOS:
             raise UsageError(f"unknown scenario {s!r} for the reference checks; choose from {', '.join(SCENARIOS)}")
     kwargs = dict(modes=list(modes), sizes=list(sizes), scenarios=list(scenarios), time_budget=time_budget,
-                  rounds=rounds, wait=wait)
+                  rounds=rounds, wait=wait, floor=True)
     mpi, local = _split(backends)
     rows: list[RefRow] = []
     problems: list[str] = []
@@ -296,6 +364,9 @@ def run_refchecks(
         usable = [b for b in backends if get_backend(b).unavailable(world) is None]
         problems += [f"{b}: {get_backend(b).unavailable(world)}" for b in backends if b not in usable]
         rows.extend(compare_on(world, usable, **kwargs))
+        problems += [f"{r.backend} {r.mode} {r.scenario} {size_label(r.size)} failed (the other cases still ran): "
+                     f"{r.extra['error']}" for r in rows if r.extra.get("error")]
+        rows = [r for r in rows if not r.extra.get("error")]
         check_physics(rows)
         return rows, problems
     if mpi:
@@ -322,9 +393,12 @@ def run_refchecks(
                     rows.extend(world.run(_local_rank0, args, ranks=n)[0])
         except Exception as exc:  # noqa: BLE001 (reported, the MPI rows still count)
             problems.append(f"the local reference checks failed: {type(exc).__name__}: {exc}")
+    problems += [f"{r.backend} {r.mode} {r.scenario} {size_label(r.size)} failed (the other cases still ran): "
+                 f"{r.extra['error']}" for r in rows if r.extra.get("error")]
+    rows = [r for r in rows if not r.extra.get("error")]
     check_physics(rows)
     order = {name: i for i, name in enumerate(backends)}
-    rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), order.get(r.backend, 99), MODES.index(r.mode), r.size))
+    rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), -1 if r.is_floor else order.get(r.backend, 99), MODES.index(r.mode), r.size))
     return rows, problems
 
 
@@ -373,5 +447,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["REF_COUNTERS", "RefRow", "SIZES", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on",
+__all__ = ["REF_COUNTERS", "RefRow", "SIZES", "beyond_largest", "skipped_cases", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on",
            "run_refchecks"]

@@ -24,7 +24,7 @@ from ..core.errors import IpcbenchError
 from .clock import SHARED, rank_clocks
 from .inject import DeliveryStretch, slowdown_for, stretcher
 from .payload import Payload, payload_bytes, steady_place, touch
-from .transfer import describe_object
+from .transfer import describe_difference
 from .plan import BenchSettings, Plan, static_plan
 
 SCENARIOS = ("broadcast", "pingpong", "stream", "granularity", "idle")
@@ -54,8 +54,8 @@ def quiet_barrier(group: Group, spin: float = 50e-6, max_sleep: float = 1e-3, fr
     """A barrier that does not spin: MPI waits in ``Ibarrier`` + ``Test`` with sleeps.
 
     The sleeps grow with the time waited (at most ``fraction`` of it, at most ``max_sleep``), so a
-    rank that waits long for a slow writer leaves the cores to the ranks that work (our machines
-    run 4 ranks on 2 cores), yet wakes within 5% of its wait. A plain ``Barrier`` follows, so the
+    rank that waits long for a slow writer leaves the cores to the ranks that work (ranks may
+    outnumber cores), yet wakes within 5% of its wait. A plain ``Barrier`` follows, so the
     ranks leave together. A local group's barrier blocks in a pipe and never spins.
     """
     comm = getattr(group, "comm", None)
@@ -108,10 +108,13 @@ class _Case:
         self.payload = payload
         self.settings = settings
         self.nbytes = payload_bytes(payload)
+        # how a reader reads what it got: the payload's own way if it has one (advise's objects:
+        # every buffer at any depth), else :func:`touch`
+        self.touch = getattr(payload, "touch", None) or touch
         self.record = _Record(group.rank)
         self.live: list[Any] = []
         self.extra: dict[str, Any] = {}
-        self.kind_of_backend, self.readers = "", 0  # set by open()
+        self.backend_delivery, self.readers = "", 0  # set by open()
         # None unless $IPCBENCH_INJECT slows this backend on purpose (harness/inject.py): called
         # where a timed operation ends, with the seconds it took
         self.stretch = stretcher(spec.name, payload.size)  # the size the case is named by
@@ -182,7 +185,7 @@ class _Case:
             extra={**self.extra, **extra},
             wait=getattr(self, "wait", ""),
             verified=Verified(checked, failed),
-            kind=self.kind_of_backend,
+            delivery=self.backend_delivery,
             readers=self.readers,
             group="mpi" if self.group.is_mpi else "local",
             oversubscribed=self.group.size > _CORES,
@@ -200,20 +203,20 @@ class _Broadcast(_Case):
 
     def open(self) -> None:
         self.live_backend = self._open(self.spec)
-        self.kind = self.live_backend.kind
+        self.backend_delivery = self.live_backend.delivery
         self.is_writer = self.group.rank == self.live_backend.root
         self.objs = self._payloads()  # writer: sent; readers: expected
         self.live_backend.prepare(self.objs)  # iteration i sends objs[i % 2]
-        self.kind_of_backend, self.readers = self.kind, len(self.live_backend.readers)
+        self.readers = len(self.live_backend.readers)
         self.extra.update(root=self.live_backend.root, touched=self.settings.touch)
-        if self.kind != "store":
+        if self.backend_delivery != "store":
             # a channel's completion compares the writer's and the readers' timestamps
             self.clocks = rank_clocks(self.group, self.live_backend.root, self.settings.clock == "offset")
             self.extra.update(clock=self.clocks.method, clock_error_s=self.clocks.error)
         # slowed on purpose, on one clock: the last reader stretches from the writer's start (inject.py)
         self.delivery = None
         slowdown = slowdown_for(self.spec.name, self.payload.size)
-        if slowdown is not None and self.kind != "store" and self.clocks.method == SHARED:
+        if slowdown is not None and self.backend_delivery != "store" and self.clocks.method == SHARED:
             self.delivery = DeliveryStretch.open(self.group, self.live_backend.root,
                                                  list(self.live_backend.readers), slowdown.factor)
             if self.delivery is not None:
@@ -221,7 +224,7 @@ class _Broadcast(_Case):
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
         backend, rec, obj = self.live_backend, self.record, self.objs[i % 2]
-        store = self.kind == "store"
+        store = self.backend_delivery == "store"
         quiet = self.settings.quiet_waits
         wait = quiet_barrier if quiet else (lambda g: g.barrier())
         wait(self.group)
@@ -251,7 +254,7 @@ class _Broadcast(_Case):
             self.stretch(perf_counter() - (t1 if store else t0))
         t2 = perf_counter()
         if self.settings.touch:
-            touch(got)
+            self.touch(got)
         t3 = perf_counter()
         if timed:
             rec.add("read", t2 - t1)
@@ -269,7 +272,7 @@ class _Broadcast(_Case):
             v0 = perf_counter()
             ok = self.payload.equal(got, obj)
             rec.verify_times.append(perf_counter() - v0)
-            rec.check(ok, f"iteration {i}: received {describe_object(got)}, expected {describe_object(obj)}")
+            rec.check(ok, "" if ok else f"iteration {i}: {describe_difference(got, obj)}")
         del got
 
     def result(self, records: list[_Record], plan: Plan) -> Result:
@@ -292,7 +295,7 @@ class _Broadcast(_Case):
                 synced[metric] = list(np.array([r.samples[metric] for r in readers]).max(axis=0))
         if synced.get("completion"):
             samples["completion_synced"] = synced["completion"]
-        if self.kind == "store" and samples["write"]:
+        if self.backend_delivery == "store" and samples["write"]:
             # A store is written, then read: completion = write + slowest read, per iteration
             # (durations on two ranks, added; the harness's own barrier between write and read,
             # which completion_synced includes, is left out).
@@ -325,11 +328,11 @@ class _PingPong(_Case):
         self.fwd = self._open(replace(self.spec, root=0))
         self.back = self._open(replace(self.spec, root=1))
         self.objs = self._payloads() if self.group.rank == 0 else []
-        self.kind_of_backend, self.readers = self.fwd.kind, 1
+        self.backend_delivery, self.readers = self.fwd.delivery, 1
         self.extra.update(work_s=self.settings.work)
         if self.settings.work > 0:
             # rank 0 cannot tell the mechanism's share of a round trip from the echo's work (a
-            # sleep that overshoots by tens of µs): a stretch made a 1.5x slowdown 5-15x here
+            # sleep that overshoots): stretching the whole round trip would overstate a slowdown
             self.stretch = None
 
     def iteration(self, i: int, timed: bool, verify: bool) -> None:
@@ -355,7 +358,8 @@ class _PingPong(_Case):
                     v0 = perf_counter()
                     ok = equal(got, obj)
                     rec.verify_times.append(perf_counter() - v0)
-                    rec.check(ok, f"iteration {i}: echo is {describe_object(got)}, sent {describe_object(obj)}")
+                    rec.check(ok, "" if ok else
+                              f"iteration {i}: the echo differs from what was sent: {describe_difference(got, obj)}")
                 del got
             return
         read, write, work = self.fwd.read, self.back.write, self.settings.work
@@ -397,7 +401,7 @@ class _Granularity(_PingPong):
 class _IdleGap(_PingPong):
     """Latency after an idle gap: both ranks idle ``settings.gap`` seconds (the echo side waiting in
     ``read()``), then one timed round trip. A request/response service sends its message after a
-    quiet spell: a wait that sleeps (a futex, ZeroMQ's poller, the backoff strategy) wakes slowly,
+    idle gap: a wait that sleeps (a futex, ZeroMQ's poller, the backoff strategy) wakes slowly,
     which back-to-back ping-pong never shows."""
 
     scenario = "idle"
@@ -413,7 +417,7 @@ class _IdleGap(_PingPong):
             return
         gap = self.settings.gap
         for i in range(start, start + count):
-            time.sleep(gap)  # the quiet spell, outside the timed region
+            time.sleep(gap)  # the idle gap, outside the timed region
             super().block(i, 1, timed, verify_at)
 
     def variant(self) -> str:
@@ -428,10 +432,10 @@ class _Stream(_Case):
 
     def open(self) -> None:
         self.live_backend = self._open(self.spec)
-        if self.live_backend.kind != "channel":
+        if self.live_backend.delivery != "channel":
             raise ValueError(
                 f"the stream scenario needs a channel backend; {self.spec.name} is a "
-                f"{self.live_backend.kind} (a store keeps only the newest value)"
+                f"{self.live_backend.delivery} (a store keeps only the newest value)"
             )
         if self.spec.mode == "native" and self.live_backend.native_views_until_next_write:
             raise ValueError(
@@ -441,7 +445,7 @@ class _Stream(_Case):
         self.is_writer = self.group.rank == self.live_backend.root
         self.window = max(1, min(self.settings.window, self.settings.window_bytes // max(1, self.nbytes)))
         self.objs = self._payloads()
-        self.kind_of_backend, self.readers = "channel", len(self.live_backend.readers)
+        self.backend_delivery, self.readers = "channel", len(self.live_backend.readers)
         self.extra.update(window=self.window)
 
     @property

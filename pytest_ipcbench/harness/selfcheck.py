@@ -56,7 +56,7 @@ class MPIRaw(Backend):
     internal = True  # the harness's own raw MPI case, not a backend users pick
 
     name = "mpi-raw"
-    kind = "channel"
+    delivery = "channel"
     needs_mpi = True
     internal = True
 

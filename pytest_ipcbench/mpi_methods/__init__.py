@@ -1,6 +1,6 @@
-"""Seed 004's MPI methods for 1D and ragged 2D data, timed by the one harness.
+"""The MPI methods for 1D and ragged 2D data, timed by the one harness.
 
-* :mod:`.configs`: configurations, shapes, seed 004's data, what receivers know (:class:`ShapeInfo`);
+* :mod:`.configs`: configurations, shapes, the MPI methods' data, what receivers know (:class:`ShapeInfo`);
 * :mod:`.methods`: the nine methods (plain classes: prepare / transfer / result / free);
 * :mod:`.backend`: each method as a harness backend; :func:`bench_method`, :func:`transfer_once`;
 * :mod:`.matrix`: :func:`run_matrix`, configurations x shapes x methods, interleaved rounds;

@@ -1,7 +1,7 @@
-"""``mpiexec -n 4 python -m pytest_ipcbench.mpi_methods``: seed 004's MPI method matrix.
+"""``mpiexec -n 4 python -m pytest_ipcbench.mpi_methods``: the MPI method matrix.
 
 Prints the environment record's header and one line per case (rank 0); ``--out`` writes a
-results file that ``ipcbench report`` turns into seed 004's tables and plot.
+results file that ``ipcbench report`` turns into the original C++ benchmark's tables and plot.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class MatrixOptions:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Seed 004's MPI method matrix (run under mpiexec, e.g. mpiexec -n 4).")
+    p = argparse.ArgumentParser(prog=PROG, description="The MPI method matrix (run under mpiexec, e.g. mpiexec -n 4).")
     p.add_argument("--configs", default=",".join(DEFAULT_CONFIGS), help="comma list or 'all'")
     p.add_argument("--full", action="store_true", help="every configuration, up to XXXLarge (440 MB)")
     p.add_argument("--methods", default="all", help=f"comma list of {', '.join(METHOD_NAMES)}")

@@ -1,4 +1,4 @@
-"""Seed 004's methods on the one harness: each method is a harness backend.
+"""The MPI methods on the one harness: each method is a harness backend.
 
 :class:`MethodBackend` adapts a :class:`~.methods.Method` to the backend protocol
 (:mod:`pytest_ipcbench.backends.base`): in the harness's ``broadcast`` scenario the root's
@@ -7,7 +7,7 @@
 plan (warm-up, iteration count by size and time), a barrier before every transfer, two
 alternating payloads verified on every reader, and ``completion`` = the max over readers of
 one transfer (docs/method.md rules 1-3, 7-9), like every other backend. One backend is registered per
-method, named ``seed004-<method>`` (:func:`backend_name`); :func:`method_backend` registers one
+method, named ``mpi-method-<method>`` (:func:`backend_name`); :func:`method_backend` registers one
 for a method class of your own.
 
 Before the timed iterations the harness hands the payloads to :meth:`MethodBackend.prepare`
@@ -16,7 +16,7 @@ windows expose each payload (as the seed's window exposed its array). Iteration 
 payload ``i % 2``; a reader knows which one to ``Get`` from the count of its reads, as the
 seed's readers knew the window.
 
-:func:`bench_method` times one method on seed 004's data or on your own (:class:`DataPayload`)
+:func:`bench_method` times one method on the MPI methods' data or on your own (:class:`DataPayload`)
 and returns a :class:`Measurement` on every rank; :func:`transfer_once` moves data once,
 untimed.
 """
@@ -34,26 +34,26 @@ from ..results.stats import Summary
 from .configs import PAYLOAD_KINDS, Data, ShapeInfo, data_equal, data_nbytes, flipped
 from .methods import METHODS, Method, get_method
 
-BACKEND_PREFIX = "seed004-"
+BACKEND_PREFIX = "mpi-method-"
 #: A method's settings when none are given. Readers do not touch what they received (every
 #: method delivers into real buffers: there is no zero-copy view to unmask, docs/method.md rule 10). The
-#: harness's barriers wait in MPI (busy), as every rank did in seed 004's loop: a passive-target
+#: harness's barriers wait in MPI (busy), as every rank did in the original benchmark's loop: a passive-target
 #: ``Get`` (rma-lock) progresses only while the root is inside MPI (docs/method.md rule 18).
-#: No counting pass (harness/count.py): seed 004's figure is a transfer time, and its methods'
+#: No counting pass (harness/count.py): the MPI methods' figure is a transfer time, and its methods'
 #: counters add little to the backends' (run them with replace(DEFAULT_SETTINGS, count=True)).
 DEFAULT_SETTINGS = BenchSettings(time_budget=0.5, touch=False, quiet_waits=False, count=False)
 #: One warm-up and one timed transfer: correctness runs.
 QUICK_SETTINGS = replace(DEFAULT_SETTINGS, time_budget=1e-3, warmup=1, min_iterations=1, max_iterations=1)
-#: Seed 004's figure: one transfer, the max over every rank, the root included.
+#: The MPI methods' figure: one transfer, the max over every rank, the root included.
 METRIC = "transfer"
 
 
 class MethodBackend(Backend):
-    """A seed 004 method as a backend: ``write`` (root) and ``read`` (readers) make one transfer."""
+    """An MPI method as a backend: ``write`` (root) and ``read`` (readers) make one transfer."""
 
     internal = True  # an adapter for the harness, not a backend users pick
 
-    kind = "channel"
+    delivery = "channel"
     needs_mpi = True
     method_class: ClassVar[type[Method]]
 
@@ -74,7 +74,7 @@ class MethodBackend(Backend):
     def _prepared(self) -> Method:
         if self.method is None:
             raise RuntimeError(
-                f"{self.name}: seed 004's methods run in the harness's broadcast scenario (prepare() first)"
+                f"{self.name}: the MPI methods run in the harness's broadcast scenario (prepare() first)"
             )
         return self.method
 
@@ -99,7 +99,7 @@ class MethodBackend(Backend):
 
 
 def backend_name(method: str | type[Method]) -> str:
-    """The registered backend name of a method (``seed004-bcast``)."""
+    """The registered backend name of a method (``mpi-method-bcast``)."""
     return BACKEND_PREFIX + (method if isinstance(method, str) else method.name)
 
 
@@ -135,16 +135,16 @@ def group_of(group_or_comm: Any) -> MPIGroup:
     if isinstance(group_or_comm, MPIGroup):
         return group_or_comm
     if group_or_comm is None or not hasattr(group_or_comm, "Get_rank") or not hasattr(group_or_comm, "Bcast"):
-        raise TypeError("expected an MPIGroup or an mpi4py communicator (seed 004's methods need MPI)")
+        raise TypeError("expected an MPIGroup or an mpi4py communicator (the MPI methods need MPI)")
     return MPIGroup(group_or_comm)
 
 
 def with_transfer_metric(result: Result) -> Result:
-    """A harness broadcast Result with seed 004's metric added, as its primary one.
+    """A harness broadcast Result with the MPI methods' metric added, as its primary one.
 
     ``transfer`` = per transfer, the max of the root's time (``write``: barrier exit to the end
     of its part) and the slowest reader's (``completion``), both from the same barrier: the max
-    over every rank, as seed 004's allreduce MAX. A root that finishes after its readers (a
+    over every rank, as the original benchmark's allreduce MAX. A root that finishes after its readers (a
     ``Waitall`` on its sends) counts, as it did in the seed.
     """
     write, completion = result.samples.get("write", []), result.samples.get("completion", [])
@@ -194,7 +194,7 @@ class Measurement:
 
     method: str
     shape: str
-    result: Result  # the harness's Result (scenario broadcast), with seed 004's metric added
+    result: Result  # the harness's Result (scenario broadcast), with the MPI methods' metric added
     received: Data = field(default=None, repr=False)  # what this rank holds after one more transfer
 
     @property

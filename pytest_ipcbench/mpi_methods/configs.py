@@ -1,4 +1,4 @@
-"""Seed 004's configurations and data: names, sizes, shapes, and what receivers know beforehand.
+"""The MPI methods' configurations and data: names, sizes, shapes, and what receivers know beforehand.
 
 The one place these constants live: the matrix, the fixtures, ``ipcbench run`` and the report
 (:mod:`pytest_ipcbench.report.mpi_methods`) all import them from here.
@@ -19,13 +19,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..core.payloads import SEED004_ELEMENTS_PER_BASE, SEED004_ROWS, PayloadSpec
+from ..core.payloads import ELEMENTS_PER_BASE, RAGGED_ROWS, PayloadSpec
 
 #: The Result scenario of the matrix (``Result.backend`` is the method's name).
 SCENARIO = "mpi-method"
 MODE = "native"
 
-#: Seed 004's configurations: name -> base (1D = base * 55 int32; 2D rows = base * (i + 1)**2).
+#: The MPI methods' configurations: name -> base (1D = base * 55 int32; 2D rows = base * (i + 1)**2).
 CONFIGS: dict[str, int] = {
     "Small": 50,
     "Medium": 500,
@@ -49,8 +49,7 @@ SHAPES: tuple[str, ...] = ("1d", "2d")
 PAYLOAD_KINDS: dict[str, str] = {"1d": "array1d", "2d": "ragged2d"}
 SHAPE_OF_PAYLOAD: dict[str, str] = {v: k for k, v in PAYLOAD_KINDS.items()}
 SHAPE_TITLES: dict[str, str] = {"2d": "2D (ragged rows)", "1d": "1D (contiguous)"}
-ROWS = SEED004_ROWS
-ELEMENTS_PER_BASE = SEED004_ELEMENTS_PER_BASE  # 55
+ROWS = RAGGED_ROWS
 
 Data = Any  # np.ndarray (1d) or list[np.ndarray] (2d)
 
@@ -80,12 +79,12 @@ def check_shape(shape: str) -> str:
 
 
 def payload_spec(config: str, shape: str) -> PayloadSpec:
-    """The :class:`PayloadSpec` of seed 004's data (``array1d`` or ``ragged2d``) at a configuration."""
+    """The :class:`PayloadSpec` of the MPI methods' data (``array1d`` or ``ragged2d``) at a configuration."""
     return PayloadSpec(PAYLOAD_KINDS[check_shape(shape)], config_nbytes(config))
 
 
 def build_data(config: str, shape: str, seed: int = 0) -> Data:
-    """Seed 004's data: 1D ``base * 55`` int32; 2D five int32 rows of ``base * (i + 1) ** 2``."""
+    """The MPI methods' data: 1D ``base * 55`` int32; 2D five int32 rows of ``base * (i + 1) ** 2``."""
     data = payload_spec(config, shape).build(seed)
     assert data_nbytes(data) == config_nbytes(config)
     return data

@@ -1,4 +1,4 @@
-"""Seed 004's matrix: configurations x shapes x methods, each case timed by the harness.
+"""The MPI method matrix: configurations x shapes x methods, each case timed by the harness.
 
 :func:`run_matrix` measures every method of one configuration and shape in ``rounds``
 interleaved rounds (round ``r`` visits the methods in an order rotated by ``r``), each round one
@@ -43,8 +43,8 @@ DEFAULT_CASE_TIME = 1.5
 
 
 #: Transfers per case and round at most. The harness plans a round's count from its warm-up; on
-#: a shared machine a lucky warm-up (16 µs a transfer) followed by a loaded stretch (8 ms) made
-#: one round of 10,000 Small transfers last 160 s. 1,000 bounds that at 10 s a round.
+#: a shared machine a fast warm-up followed by a loaded stretch could make one round last minutes
+#: (docs/method.md rule 2: bounded by time or volume).
 MAX_TRANSFERS = 1_000
 
 

@@ -1,4 +1,4 @@
-"""Seed 004's nine MPI methods: plain classes that move 1D and ragged 2D data from a root to every rank.
+"""Nine MPI methods: plain classes that move 1D and ragged 2D data from a root to every rank.
 
 One cohesive thing: the nine methods, each a short class over one protocol (:class:`Method`),
 read side by side.

@@ -28,7 +28,7 @@ from ..core.local import LocalGroup
 from ..core.payloads import PayloadSpec
 from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixtures, get_session
 from .settings import add_pytest_options, describe, marker_kwargs, resolve_settings
-from .hygiene import MpiHygiene, item_timeout, rank_temproot
+from .hygiene import MpiHygiene, item_timeout, rank_temproot, refuse_ranks_without_mpi, timeout_hint
 
 # fixtures and hooks written in their own modules (one concern each), registered with this plugin
 pytest_plugins = [
@@ -74,7 +74,7 @@ def _mpi_mode(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     comm = None
-    if _mpi_mode(config):
+    if refuse_ranks_without_mpi(_mpi_mode(config)):
         try:
             from mpi4py import MPI
         except ImportError:
@@ -326,6 +326,7 @@ def ipc_group(request: pytest.FixtureRequest, ipc_ranks: int) -> Group:
     if group is None:  # an MPI rank outside the group: the plugin skips its setup, so only by misuse
         pytest.skip(f"rank {session.rank} is not in this test's group of {ipc_ranks}")
     if isinstance(group, LocalGroup):
+        group.hint = timeout_hint(request.node)  # said with a hang, beside the rank, backend and step
         eps = BACKENDS.entry_points()  # another distribution's entry point: third-party code
         foreign = [n for n in _backends_of(request) if n in eps and not BACKENDS.builtin(n)]
         if foreign:  # rank 0 is this pytest process: a crash in their code must not end the session
@@ -342,6 +343,7 @@ def _backends_of(request: pytest.FixtureRequest) -> list[str]:
         used.append(name or get_session(request.config).settings.backends[0])
     by_fixture = {backend_fixture_name(n): n for n in BACKENDS.names()}
     used += [by_fixture[f] for f in request.fixturenames if f in by_fixture]
+    used += [getattr(request.cls, "backend", "")] if "conformance_backend" in request.fixturenames else []  # the kit
     return used
 
 

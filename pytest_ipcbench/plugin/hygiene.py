@@ -14,8 +14,9 @@ from typing import Any, Generator
 
 import pytest
 
-from ..core.group import observe, unobserve
+from ..core.group import launcher_rank_size, observe, unobserve
 from ..core.watchdog import Watchdog
+from .fixtures.conformance import conformance_deadline, deadline_hint
 from .session import IpcSession, get_session
 from .settings import marker_kwargs
 from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
@@ -44,6 +45,20 @@ def _user() -> str:
         return "unknown"
 
 
+def refuse_ranks_without_mpi(mpi_mode: bool) -> bool:
+    """``mpi_mode``, once checked: ``mpiexec -n 2 pytest`` without ``--with-mpi`` would run the whole
+    session on every rank on its own, with local workers, and nothing would say so (issue 39); it is
+    a usage error, said by rank 0."""
+    job = launcher_rank_size()
+    if mpi_mode or job is None or job[1] < 2:
+        return mpi_mode
+    rank, size = job
+    raise pytest.UsageError(*([] if rank else [
+        f"ipcbench: this pytest is rank 0 of {size} started by mpiexec, without --with-mpi: each of the {size} "
+        f"ranks would run the whole session on its own ({size} separate runs with local workers). Add --with-mpi "
+        "(mpiexec -n N python -m pytest --with-mpi -m mpi), or run pytest without mpiexec"]))
+
+
 def item_ranks(item: pytest.Item) -> int | None:
     """The rank count of a parametrized ipcbench test (None if it has none)."""
     callspec = getattr(item, "callspec", None)
@@ -51,9 +66,31 @@ def item_ranks(item: pytest.Item) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _conformance_class(item: pytest.Item) -> type | None | bool:
+    """The kit's class of a conformance case without a marker timeout (False for any other test)."""
+    if "conformance_backend" not in getattr(item, "fixturenames", ()):
+        return False
+    if marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout") is not None:
+        return False
+    return getattr(item, "cls", None)
+
+
 def item_timeout(item: pytest.Item) -> float:
-    """The deadline of one test: its marker's ``timeout``, else the session's."""
-    return get_session(item.config).timeout_for(marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout"))
+    """The deadline of one test: its marker's ``timeout``, else the conformance kit's (a case of
+    ``BackendConformance``), else the session's (0: no deadline)."""
+    session = get_session(item.config)
+    cls = _conformance_class(item)
+    if cls is not False and session.settings.timeout:
+        return conformance_deadline(cls)  # type: ignore[arg-type]
+    return session.timeout_for(marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout"))
+
+
+def timeout_hint(item: pytest.Item) -> str:
+    """How to raise :func:`item_timeout`, said with a hang."""
+    cls = _conformance_class(item)
+    if cls is not False and get_session(item.config).settings.timeout:
+        return deadline_hint(cls)  # type: ignore[arg-type]
+    return "raise it with --ipc-timeout SECONDS or @pytest.mark.ipcbench(timeout=SECONDS) if it is only slow"
 
 
 class MpiHygiene:
@@ -128,7 +165,7 @@ class MpiHygiene:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
-        self.watchdog.arm(item.nodeid, item_timeout(item), "setup")
+        self.watchdog.arm(item.nodeid, item_timeout(item), "setup", hint=timeout_hint(item))
         try:
             return (yield)
         finally:

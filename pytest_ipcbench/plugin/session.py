@@ -80,6 +80,7 @@ class IpcSession:
         self._local: LocalWorld | None = None
         self._local_size = max(settings.ranks)
         self._local_pids: set[int] = set()
+        self._release_problems: list[str] = []  # after_ranks hooks that failed
         self._reasons: dict[str, str | None] = {}
         # what was there before this run (e.g. an outer pytest run in the same process): not ours
         self._before = {str(item.path) for item in find_ours(os.getpid(), declared_resources())}
@@ -149,7 +150,7 @@ class IpcSession:
 
         Only what appeared during the run counts; the owners are this process and its workers.
         """
-        found = []
+        found = list(self._release_problems)
         patterns = declared_resources()  # of the backends this run loaded: plugins name theirs
         for pid in self.pids():
             for item in find_ours(pid, patterns):
@@ -162,7 +163,8 @@ class IpcSession:
     def _forget_local(self) -> None:
         if self._local is not None:
             self._local_pids |= set(self._local.pids)
-            self._local.close()
+            self._local.close()  # runs the after_ranks hooks: before the leak check
+            self._release_problems += self._local.release_problems
             self._local = None
 
     # -------------------------------------------------------------------------- results

@@ -1,18 +1,18 @@
-"""Reports of a results file: CSV summaries, PNG plots and markdown tables (seeds 000, 001, 004).
+"""Reports of a results file: CSV summaries, PNG plots and markdown tables.
 
 :func:`write_report` (also ``ipcbench report RESULTS.json --out DIR`` and ``pytest --ipc-report
 DIR``) writes into one folder:
 
 * ``summary.md``: the environment, then the tables people expect: per payload kind the backends
-  ranked by broadcast completion with their relative speed (seed 000), write and read time
-  against size (seed 001), ping-pong latency, stream and granularity tables, copy bandwidth;
-* CSV: ``write_summary.csv``, ``read_summary.csv``, ``throughput_summary.csv`` (seed 001's
-  benchmark_plots), ``latency_summary.csv``, ``stream_summary.csv``, ``granularity_summary.csv``,
+  ranked by broadcast completion with their relative speed, write and read time
+  against size, ping-pong latency, stream and granularity tables, copy bandwidth;
+* CSV: ``write_summary.csv``, ``read_summary.csv``, ``throughput_summary.csv``,
+  ``latency_summary.csv``, ``stream_summary.csv``, ``granularity_summary.csv``,
   ``copy_bandwidth.csv`` and ``all_results.csv`` (every metric of every case);
 * PNG (matplotlib, Agg, no display needed): ``write_performance.png``, ``read_performance.png``,
   ``completion.png``, ``throughput.png``, ``efficiency.png``, ``latency.png``, ``stream.png``,
   ``granularity.png``; log axes with units;
-* seed 004's MPI method tables and plot (``mpi-methods.md`` / ``.png``) when the results hold
+* the MPI method tables and plot (``mpi-methods.md`` / ``.png``) when the results hold
   ``mpi-method`` cases (:mod:`.mpi_methods`).
 
 Units: times in seconds in the CSV (``_s`` columns), MB = 10**6 bytes, MB/s = 10**6 bytes/s.
@@ -35,7 +35,7 @@ __all__ = ["headline", "markdown", "write_report"]
 
 
 def write_report(resultset: ResultSet, out_dir: str | Path, plots: bool = True) -> Path:
-    """Write CSVs, PNGs (unless ``plots`` is False), summary.md (and seed 004's report if there
+    """Write CSVs, PNGs (unless ``plots`` is False), summary.md (and the MPI methods' report if there
     are MPI method cases) into ``out_dir``; return the path of summary.md.
 
     Everything is written into a temporary folder inside ``out_dir`` first and moved in at the

@@ -24,6 +24,27 @@ def label(r: Result) -> str:
     return f"{r.backend}/{r.mode}"
 
 
+#: the process model a case ran in (``Result.group``), as reports name it
+PROCESS_MODELS = {"mpi": "MPI ranks", "local": "local workers"}
+
+
+def process_model(r: Result | str) -> str:
+    """``MPI ranks`` or ``local workers``: where a case ran (a result, or its ``group``); a rank
+    with an MPI runtime in it is timed apart from a plain process: reports never rank them as one."""
+    group = r if isinstance(r, str) else r.group
+    return PROCESS_MODELS.get(group, group or "-")
+
+
+def mixed_models_note(results: Sequence[Result]) -> str:
+    """A sentence for a table whose rows ran in more than one process model ("" for one model)."""
+    models = sorted({process_model(r) for r in results})
+    if len(models) < 2:
+        return ""
+    return (f"These rows ran in different process models ({' and '.join(models)}): an MPI runtime in a "
+            "process changes what it measures, so relative speed is given within each process model "
+            "(column Processes), never across them.")
+
+
 def backend_order(name: str) -> tuple[int, str]:
     known = backend_names()
     return (known.index(name) if name in known else len(known), name)

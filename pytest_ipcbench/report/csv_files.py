@@ -9,7 +9,7 @@ from ..core.csvfile import write_csv  # noqa: F401 (its older home; the report w
 from ..results.results import Result
 from ..results.stats import summarize
 from .counters import counter_rows
-from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, efficiency
+from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, efficiency, process_model
 
 
 def _stats(r: Result, metric: str, prefix: str = "") -> dict[str, Any]:
@@ -30,8 +30,9 @@ def _case(r: Result) -> dict[str, Any]:
         "nbytes": r.nbytes,
         "ranks": r.ranks,
         "variant": r.variant,
-        "kind": r.kind,
+        "delivery": r.delivery,
         "group": r.group,
+        "processes": process_model(r),  # MPI ranks or local workers: never one population
         "nodes": r.nodes,
         "test": r.extra.get("test", ""),  # the pytest test that measured it (--ipc-report)
     }

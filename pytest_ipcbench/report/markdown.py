@@ -14,7 +14,7 @@ from ..core.units import format_bytes, format_percent, format_rate, format_time
 from ..results.results import Result, ResultSet
 from .counters import cost_section
 from .common import (WIDE_SPREAD, kind_order, backend_order, median_of, percentiles_of, size_of, table, by_scenario,
-                     copy_bandwidth_by_size, efficiency, is_wide, wide_note)
+                     copy_bandwidth_by_size, efficiency, is_wide, mixed_models_note, process_model, wide_note)
 
 
 def test_of(result: Result) -> str:
@@ -25,28 +25,30 @@ def test_of(result: Result) -> str:
 def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | None = None) -> str:
     """The relative speed table for one payload kind and size: backends by completion, relative speed.
 
-    Relative speed is taken among results of the same rank count (2 and 4 ranks are not rivals);
-    a Test column appears when the results come from pytest (``--ipc-report``).
+    Relative speed is taken among results of the same rank count and process model (2 and 4 ranks
+    are not rivals, nor MPI ranks and local workers); a Test column appears when the results come
+    from pytest (``--ipc-report``).
     """
     copies = copies or {}
     rows = [r for r in results if median_of(r, "completion")]
     if not rows:
         return ""
-    rows.sort(key=lambda r: (r.ranks, median_of(r, "completion") or math.inf))
-    best = {}
+    rows.sort(key=lambda r: (r.ranks, r.group, median_of(r, "completion") or math.inf))
+    best: dict[tuple[int, str], float] = {}
     for r in rows:
-        best.setdefault(r.ranks, median_of(r, "completion") or 1.0)
+        best.setdefault((r.ranks, r.group), median_of(r, "completion") or 1.0)
     tests = any(test_of(r) for r in rows)
     lines = []
     notes = []
     for r in rows:
         c = median_of(r, "completion") or math.inf
-        rel = "baseline (1.00x)" if c == best[r.ranks] else f"{c / best[r.ranks]:.2f}x slower"
+        top = best[(r.ranks, r.group)]
+        rel = "baseline (1.00x)" if c == top else f"{c / top:.2f}x slower"
         eff = efficiency(r, copies)
         ver = r.verified
         p10, _, p90, p99 = percentiles_of(r, "completion") or (None,) * 4
         lines.append([
-            r.backend, r.mode, r.kind, str(r.ranks), format_time(median_of(r, "write")),
+            r.backend, r.mode, r.delivery, str(r.ranks), process_model(r), format_time(median_of(r, "write")),
             format_time(median_of(r, "read_avg")), format_time(p10), format_time(c) + (" (wide)" if is_wide(r, "completion") else ""),
             format_time(p90), format_time(p99), format_time(median_of(r, "completion_touched")), rel,
             format_percent(eff),
@@ -56,11 +58,12 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
         note = wide_note(r, "completion", "completion")
         if note:
             notes.append(note)
+    mixed = mixed_models_note(rows)
     return table(
-        ["Backend", "Mode", "Kind", "Ranks", "Median write", "Median read", "Completion p10", "p50", "p90", "p99",
-         "Completion p50, touched", "Relative speed", "Copy eff.", "Verified", *(["Test"] if tests else [])],
-        lines, "lll" + "r" * 11 + ("l" if tests else ""),
-    ) + _notes(notes)
+        ["Backend", "Mode", "Delivery", "Ranks", "Processes", "Median write", "Median read", "Completion p10", "p50", "p90",
+         "p99", "Completion p50, touched", "Relative speed", "Copy eff.", "Verified", *(["Test"] if tests else [])],
+        lines, "lllrl" + "r" * 10 + ("l" if tests else ""),
+    ) + _notes(([mixed] if mixed else []) + notes)
 
 
 def _notes(notes: Sequence[str]) -> str:
@@ -78,17 +81,17 @@ def _wide_cells(results: Sequence[Result], metric: str, what: str) -> str:
 
 
 def _by_size_table(results: Sequence[Result], value: Callable[[Result], str]) -> str:
-    """Rows: backend, mode, ranks (and test, from pytest); columns: sizes."""
+    """Rows: backend, mode, ranks, process model (and test, from pytest); columns: sizes."""
     sizes = sorted({r.size for r in results})
-    rows: dict[tuple[str, str, int, str], dict[int, str]] = defaultdict(dict)
+    rows: dict[tuple[str, str, int, str, str], dict[int, str]] = defaultdict(dict)
     for r in results:
-        rows[(r.backend, r.mode, r.ranks, test_of(r))][r.size] = value(r)
-    keys = sorted(rows, key=lambda k: (backend_order(k[0]), k[1], k[2], k[3]))
+        rows[(r.backend, r.mode, r.ranks, process_model(r), test_of(r))][r.size] = value(r)
+    keys = sorted(rows, key=lambda k: (backend_order(k[0]), k[1], k[2], k[3], k[4]))
     labels = {r.size: size_of(r) for r in results}
-    tests = any(k[3] for k in keys)
-    return table(["Backend", "Mode", "Ranks", *[labels[s] for s in sizes], *(["Test"] if tests else [])],
-                  [[b, m, str(n), *[rows[(b, m, n, t)].get(s, "-") for s in sizes], *([t or "-"] if tests else [])]
-                   for b, m, n, t in keys])
+    tests = any(k[4] for k in keys)
+    return table(["Backend", "Mode", "Ranks", "Processes", *[labels[s] for s in sizes], *(["Test"] if tests else [])],
+                  [[b, m, str(n), p, *[rows[(b, m, n, p, t)].get(s, "-") for s in sizes], *([t or "-"] if tests else [])]
+                   for b, m, n, p, t in keys])
 
 
 def headline(results: Sequence[Result]) -> str:
@@ -111,10 +114,13 @@ def headline(results: Sequence[Result]) -> str:
         def pct(r: Result) -> list[str]:
             return [format_time(v) for v in percentiles_of(r, "latency") or (None,) * 4]
 
+        at.sort(key=lambda r: r.group)  # by process model, fastest first within each
+        mixed = mixed_models_note(at)
         parts.append(f"### Ping-pong latency at {format_bytes(small)} (round trip / 2)\n\n" + table(
-            ["Backend", "Mode", "Latency p10", "p50", "p90", "p99", "Mean"],
-            [[r.backend, r.mode, *pct(r), format_time(float(np.mean(r.samples["latency"])))]
-             for r in at]) + _notes([n for n in (wide_note(r, "latency", "latency") for r in at) if n]))
+            ["Backend", "Mode", "Processes", "Latency p10", "p50", "p90", "p99", "Mean"],
+            [[r.backend, r.mode, process_model(r), *pct(r), format_time(float(np.mean(r.samples["latency"])))]
+             for r in at]) + _notes(([mixed] if mixed else [])
+                                    + [n for n in (wide_note(r, "latency", "latency") for r in at) if n]))
     return "\n\n".join(parts)
 
 
@@ -128,7 +134,7 @@ def _idle_section(idle: Sequence[Result]) -> list[str]:
         rows.append([r.backend, r.mode, format_bytes(r.nbytes), format_time(r.extra.get("gap_s")),
                      *[format_time(v) for v in p], str(len(r.samples.get("latency", ())))])
     notes = [n for n in (wide_note(r, "latency", "latency") for r in idle) if n]
-    return ["## Latency after an idle gap (one message after a quiet spell; round trip / 2)", "",
+    return ["## Latency after an idle gap (one message after both ranks sat idle; round trip / 2)", "",
             "Both ranks idle for the gap, then one round trip is timed: how fast a waiting reader wakes.", "",
             table(["Backend", "Mode", "Size", "Gap", "Latency p10", "p50", "p90", "p99", "Samples"], rows, "llrrrrrrr")
             + _notes(notes), ""]
@@ -223,16 +229,16 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                 ""]
     if any(r.scenario == "mpi-method" for r in results):
         out += ["## MPI transfer methods (1D and ragged 2D int32 data)", "", "See [mpi-methods.md](mpi-methods.md).", ""]
-    s2 = sorted(by_scenario(results, "seed002"), key=lambda r: median_of(r, r.primary) or 0)
+    s2 = sorted(by_scenario(results, "shared-array"), key=lambda r: median_of(r, r.primary) or 0)
     if s2:
         copy = next((median_of(r, r.primary) for r in s2 if r.backend == "copy"), None)
         out += [f"## Shared arrays: a {format_bytes(s2[0].nbytes)} array from one process to another", "",
-                "From the put until the consumer holds the array (see seed002.json).", "",
+                "From the put until the consumer holds the array (see shared-arrays.json).", "",
                 table(["Path", "Median", "Samples", "x one copy"],
                        [[r.backend, format_time(median_of(r, r.primary)), len(r.samples[r.primary]),
                          f"{(median_of(r, r.primary) or 0) / copy:.2f}x" if copy else "-"] for r in s2], "lrrr"), ""]
     handle: dict[int, dict[str, float]] = {}
-    for r in by_scenario(results, "seed002-handle"):
+    for r in by_scenario(results, "shared-array-handle"):
         m = median_of(r, r.primary)
         if m:
             handle.setdefault(r.nbytes, {})[r.backend] = m
@@ -258,8 +264,8 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                         format_bytes(r.nbytes), format_time(median_of(r, r.primary)), len(r.samples.get(r.primary, ()))]
                        for r in sorted(refs, key=lambda r: (r.backend, r.size))], "lrrr"), ""]
     other = sorted({r.scenario for r in results}
-                   - {"broadcast", "pingpong", "idle", "stream", "granularity", "copy", "reference", "mpi-method", "seed002",
-                      "seed002-handle"})
+                   - {"broadcast", "pingpong", "idle", "stream", "granularity", "copy", "reference", "mpi-method", "shared-array",
+                      "shared-array-handle"})
     if other:
         out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]
     failures = rs.env.get("failures") if rs.env else None

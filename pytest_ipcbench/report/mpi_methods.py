@@ -1,4 +1,4 @@
-"""Report of the MPI method matrix (scenario ``mpi-method``): seed 004's tables, a plot, a C++ comparison.
+"""Report of the MPI method matrix (scenario ``mpi-method``): the original C++ benchmark's tables, a plot, a C++ comparison.
 
 One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows.
 
@@ -9,7 +9,7 @@ and works without MPI. :func:`write_mpi_method_report` writes ``mpi-methods.md``
 
 Times are the median over the samples of each result's primary metric (``transfer``: seconds
 per transfer, the max over every rank of each transfer, timed by the harness; ``completion`` in
-files written before seed 004 ran on the harness). Sizes: MB = 10**6 bytes. The
+files written before the MPI methods ran on the harness). Sizes: MB = 10**6 bytes. The
 configurations, shapes and method names come from :mod:`pytest_ipcbench.mpi_methods`.
 """
 
@@ -27,10 +27,10 @@ from ..results.results import Result
 from ..mpi_methods.configs import CONFIG_ORDER, SCENARIO, SHAPE_OF_PAYLOAD, SHAPE_TITLES, config_of_size
 from ..mpi_methods.methods import METHOD_NAMES, METHODS
 
-# Seed 004 (shared/seeds/004_38d19fb6032b7bb8.txt, "Performance Results"): C++ with Google
+# The C++ benchmark (README, "Credits"; its "Performance Results"): C++ with Google
 # Benchmark, GCC -O3, 4 processes, average time per operation, converted here to microseconds.
-# The seed's size labels (11 KB .. 420 MB) are KiB/MiB of the same data (e.g. 440e6 B = 420 MiB).
-SEED_SIZE_LABELS = {
+# The C++ benchmark's size labels (11 KB .. 420 MB) are KiB/MiB of the same data (e.g. 440e6 B = 420 MiB).
+CPP_SIZE_LABELS = {
     "Small": "11 KB",
     "Medium": "107 KB",
     "Large": "1.05 MB",
@@ -38,7 +38,7 @@ SEED_SIZE_LABELS = {
     "XXLarge": "105 MB",
     "XXXLarge": "420 MB",
 }
-SEED_CPP_US: dict[str, dict[str, dict[str, float]]] = {
+CPP_FIGURES_US: dict[str, dict[str, dict[str, float]]] = {
     "2d": {
         "Small": {
             "Pack MPI": 7.5, "Raw MPI": 7.6, "RDMA MPI": 8.4, "Bcast MPI": 8.5,
@@ -84,12 +84,12 @@ SEED_CPP_US: dict[str, dict[str, dict[str, float]]] = {
         },
     },
 }
-SEED_CPP_RANKS = 4
+CPP_RANKS = 4
 
-# Our method -> the seed's method it corresponds to. pickle (lowercase comm.bcast) is the
-# analogue of Boost.MPI's serialization; the seed's RDMA used fences. ibcast, rma-lock and pkl5
-# have no counterpart in the seed's tables (its "Bcast MPI" row covers MPI_Bcast).
-SEED_EQUIVALENT: dict[str, dict[str, str]] = {
+# Our method -> the C++ benchmark's method it corresponds to. pickle (lowercase comm.bcast) is the
+# analogue of Boost.MPI's serialization; the C++ benchmark's RDMA used fences. ibcast, rma-lock and pkl5
+# have no counterpart in the C++ benchmark's tables (its "Bcast MPI" row covers MPI_Bcast).
+CPP_EQUIVALENT: dict[str, dict[str, str]] = {
     "2d": {
         "p2p": "Raw MPI",
         "bcast": "Bcast MPI",
@@ -189,7 +189,7 @@ def _size_label(config: str, nbytes: int) -> str:
 
 
 def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d")) -> str:
-    """Seed 004's per-configuration tables: the methods ranked by median time, 2D then 1D."""
+    """The per-configuration tables: the methods ranked by median time, 2D then 1D."""
     groups = _group(rows_of(results))
     parts: list[str] = []
     for ranks in sorted({k[0] for k in groups}):
@@ -201,7 +201,7 @@ def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d
             for config in configs:
                 rows = groups[(ranks, shape, config)]
                 best = rows[0].median
-                parts.append(f"#### {_size_label(config, rows[0].nbytes)} (C++ benchmark: {SEED_SIZE_LABELS.get(config, '?')})")
+                parts.append(f"#### {_size_label(config, rows[0].nbytes)} (C++ benchmark: {CPP_SIZE_LABELS.get(config, '?')})")
                 parts.append(
                     _table(
                         ("Rank", "Method", "Time", "vs best", "IQR / median", "samples"),
@@ -268,8 +268,8 @@ def best_pairs(results: Iterable[Result]) -> list[BestPair]:
     return out
 
 
-def _seed_best(shape: str, config: str) -> tuple[str, float] | None:
-    table = SEED_CPP_US.get(shape, {}).get(config)
+def _cpp_best(shape: str, config: str) -> tuple[str, float] | None:
+    table = CPP_FIGURES_US.get(shape, {}).get(config)
     if not table:
         return None
     name = min(table, key=lambda k: table[k])
@@ -277,11 +277,11 @@ def _seed_best(shape: str, config: str) -> tuple[str, float] | None:
 
 
 def comparison_1d_2d_table(results: Iterable[Result]) -> str:
-    """Seed 004's "1D vs 2D" table: best 2D method, best 1D method, 2D/1D ratio (+ the seed's)."""
+    """The "1D vs 2D" table: best 2D method, best 1D method, 2D/1D ratio (+ the C++ benchmark's)."""
     rows = []
     for p in best_pairs(results):
-        s2, s1 = _seed_best("2d", p.config), _seed_best("1d", p.config)
-        seed_ratio = format_ratio(s2[1] / s1[1]) if s2 and s1 else "n/a"
+        s2, s1 = _cpp_best("2d", p.config), _cpp_best("1d", p.config)
+        cpp_ratio = format_ratio(s2[1] / s1[1]) if s2 and s1 else "n/a"
         rows.append(
             (
                 _size_label(p.config, p.nbytes),
@@ -289,24 +289,24 @@ def comparison_1d_2d_table(results: Iterable[Result]) -> str:
                 f"{p.best_2d.method} ({format_time(p.best_2d.median)})",
                 f"{p.best_1d.method} ({format_time(p.best_1d.median)})",
                 format_ratio(p.ratio),
-                seed_ratio,
+                cpp_ratio,
             )
         )
     if not rows:
         return "_No configuration has both 1D and 2D results._"
     return _table(
-        ("Data size", "Ranks", "Best 2D method", "Best 1D method", "2D/1D ratio", "Seed C++ 2D/1D"),
+        ("Data size", "Ranks", "Best 2D method", "Best 1D method", "2D/1D ratio", "C++ 2D/1D"),
         rows,
         ("---", "---:", "---", "---", "---:", "---:"),
     )
 
 
 @dataclass(frozen=True)
-class SeedComparison:
+class CppComparison:
     config: str
     shape: str
     method: str
-    seed_method: str
+    cpp_method: str
     ranks: int
     python: float  # seconds
     cpp: float  # seconds
@@ -316,33 +316,33 @@ class SeedComparison:
         return self.python / self.cpp
 
 
-def seed_comparisons(results: Iterable[Result], ranks: int | None = SEED_CPP_RANKS) -> list[SeedComparison]:
-    """Every measured case with a counterpart in seed 004's tables; by default only the runs
-    with as many ranks as the seed's (4), since its numbers are for 4 processes."""
+def cpp_comparisons(results: Iterable[Result], ranks: int | None = CPP_RANKS) -> list[CppComparison]:
+    """Every measured case with a counterpart in the original C++ benchmark's tables; by default only the runs
+    with as many ranks as the C++ benchmark's (4), since its numbers are for 4 processes."""
     out = []
     for row in rows_of(results):
         if ranks is not None and row.ranks != ranks:
             continue
-        seed_name = SEED_EQUIVALENT.get(row.shape, {}).get(row.method)
-        cpp_us = SEED_CPP_US.get(row.shape, {}).get(row.config, {}).get(seed_name or "")
-        if seed_name and cpp_us:
-            out.append(SeedComparison(row.config, row.shape, row.method, seed_name, row.ranks, row.median, cpp_us * 1e-6))
+        cpp_name = CPP_EQUIVALENT.get(row.shape, {}).get(row.method)
+        cpp_us = CPP_FIGURES_US.get(row.shape, {}).get(row.config, {}).get(cpp_name or "")
+        if cpp_name and cpp_us:
+            out.append(CppComparison(row.config, row.shape, row.method, cpp_name, row.ranks, row.median, cpp_us * 1e-6))
     out.sort(key=lambda c: (c.ranks, c.shape != "2d", _config_key(c.config), _method_key(c.method)))
     return out
 
 
-def seed_comparison_table(results: Iterable[Result], ranks: int | None = SEED_CPP_RANKS) -> str:
-    """Python against the seed's C++: one row per configuration and shape, one column per method
+def cpp_comparison_table(results: Iterable[Result], ranks: int | None = CPP_RANKS) -> str:
+    """Python against the C++ benchmark's C++: one row per configuration and shape, one column per method
     with a counterpart; each cell is the Python median and the ratio Python/C++."""
-    comps = seed_comparisons(results, ranks)
+    comps = cpp_comparisons(results, ranks)
     if not comps:
         return "_No measured case has a counterpart in the C++ benchmark's tables._"
     methods = sorted({c.method for c in comps}, key=_method_key)
-    cells: dict[tuple[int, str, str], dict[str, SeedComparison]] = defaultdict(dict)
+    cells: dict[tuple[int, str, str], dict[str, CppComparison]] = defaultdict(dict)
     for c in comps:
         cells[(c.ranks, c.shape, c.config)][c.method] = c
     header = ["Config", "Shape", "Ranks"] + [
-        f"{m} (C++ {', '.join(sorted({SEED_EQUIVALENT[s][m] for s in SEED_EQUIVALENT if m in SEED_EQUIVALENT[s]}, key=len)[:1])})"
+        f"{m} (C++ {', '.join(sorted({CPP_EQUIVALENT[s][m] for s in CPP_EQUIVALENT if m in CPP_EQUIVALENT[s]}, key=len)[:1])})"
         for m in methods
     ]
     rows = []
@@ -356,13 +356,13 @@ def seed_comparison_table(results: Iterable[Result], ranks: int | None = SEED_CP
 
 
 def winners_table(results: Iterable[Result]) -> str:
-    """Per configuration and shape: our fastest method against the seed's fastest."""
+    """Per configuration and shape: our fastest method against the C++ benchmark's fastest."""
     groups = _group(rows_of(results))
     rows = []
     for (ranks, shape, config) in sorted(groups, key=lambda k: (k[0], k[1] != "2d", _config_key(k[2]))):
         ours = groups[(ranks, shape, config)]
         runner = ours[1] if len(ours) > 1 else None
-        seed = _seed_best(shape, config)
+        cpp = _cpp_best(shape, config)
         rows.append(
             (
                 config,
@@ -370,11 +370,11 @@ def winners_table(results: Iterable[Result]) -> str:
                 str(ranks),
                 f"{ours[0].method} ({format_time(ours[0].median)})",
                 f"{runner.method} ({format_time(runner.median)})" if runner else "",
-                f"{seed[0]} ({format_time(seed[1] * 1e-6)})" if seed else "n/a",
+                f"{cpp[0]} ({format_time(cpp[1] * 1e-6)})" if cpp else "n/a",
             )
         )
     return _table(
-        ("Config", "Shape", "Ranks", "Fastest (Python)", "Runner-up", "Seed's fastest (C++, 4 processes)"),
+        ("Config", "Shape", "Ranks", "Fastest (Python)", "Runner-up", "C++ benchmark's fastest (4 processes)"),
         rows,
         ("---", "---", "---:", "---", "---", "---"),
     )
@@ -383,10 +383,10 @@ def winners_table(results: Iterable[Result]) -> str:
 # --------------------------------------------------------------------------------------- plot
 
 
-def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_seed: bool = True) -> Path | None:
+def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_cpp: bool = True) -> Path | None:
     """Log-log plot of median time against size, one line per method, a panel per shape.
 
-    With ``with_seed``, the seed's fastest C++ method per size is drawn as a dashed grey line.
+    With ``with_cpp``, the C++ benchmark's fastest method per size is drawn as a dashed grey line.
     Returns the PNG path, or None when there is nothing to plot.
     """
     rows = rows_of(results)
@@ -413,14 +413,14 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_seed: bo
                 if pts:
                     x, y = zip(*pts)
                     ax.plot(x, y, marker="o", ms=3.5, lw=1.4, label=m, color=colors[m])
-            if with_seed:
-                seed_pts = []
+            if with_cpp:
+                cpp_pts = []
                 for config, size in _config_sizes([r for r in rows if r.ranks == ranks], shape).items():
-                    best = _seed_best(shape, config)
+                    best = _cpp_best(shape, config)
                     if best:
-                        seed_pts.append((size, best[1] * 1e-6))
-                if seed_pts:
-                    x, y = zip(*sorted(seed_pts))
+                        cpp_pts.append((size, best[1] * 1e-6))
+                if cpp_pts:
+                    x, y = zip(*sorted(cpp_pts))
                     ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="C++ benchmark, fastest (4 procs)")
             ax.set_xscale("log")
             ax.set_yscale("log")
@@ -465,7 +465,7 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
         "# MPI transfer methods: 1D and ragged 2D int32 data",
         "Median time per transfer from rank 0 to every rank; each sample is one transfer timed by "
         "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. C++ figures: the C++ MPI "
-        f"benchmark these methods come from, {SEED_CPP_RANKS} processes.",
+        f"benchmark these methods come from, {CPP_RANKS} processes.",
     ]
     if plot_name:
         parts.append(f"![time vs size]({plot_name})")
@@ -477,7 +477,7 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
         "## 1D vs 2D",
         comparison_1d_2d_table(results),
         "## Python against the C++ benchmark",
-        seed_comparison_table(results),
+        cpp_comparison_table(results),
         "## Methods ranked, per configuration",
         ranking_tables(results),
         "## What each method does",
@@ -506,8 +506,8 @@ def write_mpi_method_report(results: Iterable[Result], out_dir: str | Path) -> l
 
 
 __all__ = [
-    "SEED_CPP_US",
-    "SEED_EQUIVALENT",
+    "CPP_FIGURES_US",
+    "CPP_EQUIVALENT",
     "best_pairs",
     "comparison_1d_2d_table",
     "methods_table",
@@ -516,8 +516,8 @@ __all__ = [
     "ranking_tables",
     "report_markdown",
     "rows_of",
-    "seed_comparison_table",
-    "seed_comparisons",
+    "cpp_comparison_table",
+    "cpp_comparisons",
     "winners_table",
     "write_mpi_method_report",
 ]

@@ -9,7 +9,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..core.units import format_bytes, format_time
 from ..results.results import Result
-from .common import kind_order, backend_order, median_of, percentiles_of, by_scenario, copy_bandwidth_by_size, efficiency
+from .common import (kind_order, backend_order, median_of, percentiles_of, by_scenario, copy_bandwidth_by_size, efficiency,
+                     process_model)
+
+Colours = dict[str, int]  # backend -> its place in the report's palette
 
 
 def _mpl() -> tuple[Any, Any]:
@@ -31,12 +34,33 @@ def _bytes_formatter() -> Any:
     return FuncFormatter(lambda v, _: format_bytes(int(round(v))) if v >= 1 else f"{v:g} B")
 
 
-def _style(backend: str, mode: str) -> dict[str, Any]:
+def colour_order(results: Iterable[Result]) -> Colours:
+    """Each backend of a report its own colour: by their order among the backends *in the report*
+    (the registry's order gave every unknown backend, and the tenth and later, a colour already taken)."""
+    names = sorted({r.backend for r in results}, key=backend_order)
+    return {name: i for i, name in enumerate(names)}
+
+
+def _palette() -> list[Any]:
     import matplotlib
 
-    colors = matplotlib.colormaps["tab10"].colors
-    markers = "osD^vP*Xh"
-    i = backend_order(backend)[0]
+    # 27 colours of three qualitative maps; beyond them the marker still tells the lines apart
+    return [*matplotlib.colormaps["tab10"].colors, *matplotlib.colormaps["Dark2"].colors,
+            *matplotlib.colormaps["Set1"].colors]
+
+
+def series_label(backend: str, mode: str, group: str) -> str:
+    """A line's legend entry: the backend, its mode and the processes it ran in."""
+    return f"{backend} ({mode}, {process_model(group)})"
+
+
+LEGEND_TITLE = "backend (mode, processes)"
+
+
+def _style(backend: str, mode: str, colours: Colours | None = None) -> dict[str, Any]:
+    colors = _palette()
+    markers = "osD^vP*Xh<>p"
+    i = colours[backend] if colours and backend in colours else backend_order(backend)[0]
     return {
         "color": colors[i % len(colors)],
         "marker": markers[i % len(markers)],
@@ -51,13 +75,15 @@ def _panels(kinds: Sequence[str]) -> tuple[int, int]:
     return (1, n) if n <= 2 else (2, (n + 1) // 2)
 
 
-def _series(results: Iterable[Result], value: Callable[[Result], float | None]) -> dict[tuple[str, str], list[tuple[int, float]]]:
-    lines: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+def _series(results: Iterable[Result], value: Callable[[Result], float | None]
+            ) -> dict[tuple[str, str, str], list[tuple[int, float]]]:
+    """(backend, mode, group) -> its points: a backend run in two process models is two lines."""
+    lines: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
     for r in results:
         v = value(r)
         if v is not None and math.isfinite(v) and v > 0:
-            lines[(r.backend, r.mode)].append((max(r.nbytes, 1), v))
-    return {k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1]))}
+            lines[(r.backend, r.mode, r.group)].append((max(r.nbytes, 1), v))
+    return {k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2]))}
 
 
 def _band(results: Iterable[Result], metric: str) -> list[tuple[int, float, float]]:
@@ -87,6 +113,7 @@ def plot_by_kind(
     reference_label: str = "",
     subtitle: str = "",
     band: str | None = None,
+    colours: Colours | None = None,
 ) -> Path | None:
     """One panel per payload kind: ``value`` against payload bytes, a line per backend/mode.
 
@@ -103,12 +130,17 @@ def plot_by_kind(
     handles: dict[str, Any] = {}
     for ax, kind in zip(axes.flat, kinds):
         scale = 1e-6 if y == "rate" else 1.0  # rates are drawn in MB/s
-        for (backend, mode), pts in _series([r for r in results if r.payload == kind], value).items():
+        for (backend, mode, group), pts in _series([r for r in results if r.payload == kind], value).items():
             xs, ys = zip(*pts)
-            (h,) = ax.plot(xs, [v * scale for v in ys], label=f"{backend} ({mode})", **_style(backend, mode))
-            handles.setdefault(f"{backend} ({mode})", h)
+            name = series_label(backend, mode, group)
+            style = _style(backend, mode, colours or colour_order(results))
+            if group == "local":
+                style["markerfacecolor"] = "white"  # hollow: local workers; filled: MPI ranks
+            (h,) = ax.plot(xs, [v * scale for v in ys], label=name, **style)
+            handles.setdefault(name, h)
             if band:
-                spread = _band([r for r in results if r.payload == kind and (r.backend, r.mode) == (backend, mode)], band)
+                spread = _band([r for r in results if r.payload == kind
+                                and (r.backend, r.mode, r.group) == (backend, mode, group)], band)
                 if spread:
                     bx, lo, hi = zip(*spread)
                     ax.fill_between(bx, [v * scale for v in lo], [v * scale for v in hi], color=h.get_color(),
@@ -136,28 +168,29 @@ def plot_by_kind(
         ax.set_visible(False)
     fig.suptitle(title + (f"\n{subtitle}" if subtitle else ""), fontsize=12)
     fig.legend(list(handles.values()), list(handles.keys()), loc="outside right center",
-               fontsize=9, title="backend (mode)\nsolid native, dashed bytes", title_fontsize=9, frameon=False)
+               fontsize=9, title=f"{LEGEND_TITLE}\nsolid native, dashed bytes\nfilled MPI ranks, hollow local workers",
+               title_fontsize=9, frameon=False)
     return _save(fig, Canvas, path)
 
 
-def plot_granularity(results: Sequence[Result], path: Path) -> Path | None:
+def plot_granularity(results: Sequence[Result], path: Path, colours: Colours | None = None) -> Path | None:
     res = [r for r in results if r.samples.get("overhead")]
     if not res:
         return None
     Figure, Canvas = _mpl()
     fig = Figure(figsize=(13.5, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
-    groups: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[Result]] = defaultdict(list)
     for r in res:
-        groups[(r.backend, r.mode)].append(r)
-    for (backend, mode), rs in sorted(groups.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1])):
+        groups[(r.backend, r.mode, r.group)].append(r)
+    for (backend, mode, group), rs in sorted(groups.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2])):
         rs.sort(key=lambda r: r.extra.get("work_s", 0))
         work = [max(r.extra.get("work_s", 0), 1e-6) for r in rs]
         over = [median_of(r, "overhead") for r in rs]
         eff = [(median_of(r, "work") or 0) / (median_of(r, "roundtrip") or 1) for r in rs]
-        style = _style(backend, mode)
-        ax1.plot(work, [max(o or 1e-9, 1e-9) for o in over], label=f"{backend} ({mode})", **style)
-        ax2.plot(work, eff, label=f"{backend} ({mode})", **style)
+        style = _style(backend, mode, colours or colour_order(res))
+        ax1.plot(work, [max(o or 1e-9, 1e-9) for o in over], label=series_label(backend, mode, group), **style)
+        ax2.plot(work, eff, label=series_label(backend, mode, group), **style)
     for ax in (ax1, ax2):
         ax.set_xscale("log")
         ax.set_xlabel("work per task (sleep; 0 drawn at 1 µs)")
@@ -172,11 +205,11 @@ def plot_granularity(results: Sequence[Result], path: Path) -> Path | None:
     ax2.set_title("how small can a task be (64-byte tasks)")
     handles, labels = ax1.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
-               title="backend (mode)", title_fontsize=9)
+               title=LEGEND_TITLE, title_fontsize=9)
     return _save(fig, Canvas, path)
 
 
-def plot_stream(results: Sequence[Result], path: Path) -> Path | None:
+def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None = None) -> Path | None:
     res = [r for r in results if r.samples.get("delivered")]
     if not res:
         return None
@@ -184,9 +217,10 @@ def plot_stream(results: Sequence[Result], path: Path) -> Path | None:
     fig = Figure(figsize=(13.5, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     for metric, ax, what in (("delivered", ax1, "delivered (acknowledged)"), ("send", ax2, "send-only (write() returned)")):
-        for (backend, mode), pts in _series(res, lambda r, m=metric: (r.nbytes / median_of(r, m)) if median_of(r, m) else None).items():
+        for (backend, mode, group), pts in _series(
+                res, lambda r, m=metric: (r.nbytes / median_of(r, m)) if median_of(r, m) else None).items():
             xs, ys = zip(*pts)
-            ax.plot(xs, ys, label=f"{backend} ({mode})", **_style(backend, mode))
+            ax.plot(xs, ys, label=series_label(backend, mode, group), **_style(backend, mode, colours or colour_order(res)))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"stream to every reader: {what}")
@@ -197,7 +231,7 @@ def plot_stream(results: Sequence[Result], path: Path) -> Path | None:
         ax.grid(True, alpha=0.35)
     handles, labels = ax1.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
-               title="backend (mode)\nsolid native, dashed bytes", title_fontsize=9)
+               title=f"{LEGEND_TITLE}\nsolid native, dashed bytes", title_fontsize=9)
     return _save(fig, Canvas, path)
 
 
@@ -255,27 +289,29 @@ def write_plots(results: Sequence[Result], out: Path) -> list[Path]:
     copies = copy_bandwidth_by_size(results)
     readers = sorted({r.readers for r in bcast if r.readers})
     who = f"1 writer, {'/'.join(map(str, readers))} readers" if readers else "1 writer, N readers"
+    colours = colour_order(results)  # one colour per backend across the report's figures
     made = [
         plot_by_kind(bcast, lambda r: median_of(r, "write"), out / "write_performance.png",
                      f"Broadcast write time ({who})", "median write time", subtitle="time of write() on the writer",
-                     band="write"),
+                     band="write", colours=colours),
         plot_by_kind(bcast, lambda r: median_of(r, "read_avg"), out / "read_performance.png",
                      f"Broadcast read time ({who})", "median read time (avg over readers)",
-                     subtitle="read() until a usable object; a store's read starts after the write", band="read_avg"),
+                     subtitle="read() until a usable object; a store's read starts after the write", band="read_avg", colours=colours),
         plot_by_kind(bcast, lambda r: median_of(r, "completion"), out / "completion.png",
                      f"Broadcast completion ({who})", "median completion time",
                      subtitle="barrier exit until the last reader has a usable object (max over readers)",
-                     band="completion"),
+                     band="completion", colours=colours),
         plot_by_kind(bcast, Result.bandwidth, out / "throughput.png", f"Broadcast throughput per reader ({who})",
                      "MB/s per reader (10^6 B/s)", y="rate", reference=copies,
                      reference_label="numpy copy (same run)",
-                     subtitle="payload bytes / completion to a fully read object"),
+                     subtitle="payload bytes / completion to a fully read object", colours=colours),
         plot_by_kind(bcast, lambda r: efficiency(r, copies), out / "efficiency.png",
                      "Broadcast efficiency: fraction of this machine's copy bandwidth", "bandwidth / copy bandwidth",
-                     y="ratio", subtitle="100% = as fast as one numpy copy of the payload (to a fully read object)"),
+                     y="ratio", subtitle="100% = as fast as one numpy copy of the payload (to a fully read object)",
+                     colours=colours),
         plot_by_kind(by_scenario(results, "pingpong"), lambda r: median_of(r, "latency"), out / "latency.png",
-                     "Ping-pong latency (round trip / 2, 2 ranks)", "median latency", band="latency"),
-        plot_stream(by_scenario(results, "stream"), out / "stream.png"),
-        plot_granularity(by_scenario(results, "granularity"), out / "granularity.png"),
+                     "Ping-pong latency (round trip / 2, 2 ranks)", "median latency", band="latency", colours=colours),
+        plot_stream(by_scenario(results, "stream"), out / "stream.png", colours),
+        plot_granularity(by_scenario(results, "granularity"), out / "granularity.png", colours),
     ]
     return [p for p in made if p is not None]

@@ -26,11 +26,21 @@ SCHEMA = "pytest-ipcbench/2"
 READABLE_SCHEMAS = ("pytest-ipcbench/1", SCHEMA)
 PRIMARY_METRIC = "completion"
 #: fields that schema 1 kept in ``extra`` under these keys
-_V1_EXTRA_FIELDS = {"kind": "kind", "readers": "readers", "group": "group", "oversubscribed": "oversubscribed",
+_V1_EXTRA_FIELDS = {"kind": "delivery", "readers": "readers", "group": "group", "oversubscribed": "oversubscribed",
                     "plan": "plan", "copy_bandwidth_Bps": "copy_bandwidth", "verified": "verified",
                     "wait": "wait"}
 #: schema 1 stored these derived values apart from the samples; now they are computed
 _V1_DERIVED = ("efficiency", "bandwidth_Bps", "bandwidth_metric")
+#: names of before 0.2 that results files already written hold: field ``kind`` is now ``delivery``,
+#: the shared-array experiment's scenarios were named after the seed paper that proposed it
+OLD_FIELDS = {"kind": "delivery"}
+OLD_SCENARIOS = {"seed002": "shared-array", "seed002-handle": "shared-array-handle"}
+
+
+def current_key(key: str) -> str:
+    """A case key of a file written before 0.2, as this version names the case."""
+    scenario, sep, rest = key.partition("/")
+    return OLD_SCENARIOS.get(scenario, scenario) + sep + rest
 
 
 @dataclass
@@ -57,7 +67,7 @@ class Result:
     # scenario; empty for most cases, and then absent from the key (older files stay valid)
     variant: str = ""
     verified: Verified | None = None
-    kind: str = ""  # the backend's kind: "store" or "channel"
+    delivery: str = ""  # the backend's delivery (Backend.delivery): "store" or "channel"
     readers: int = 0
     group: str = ""  # "mpi" or "local"
     oversubscribed: bool | None = None  # more ranks than cores
@@ -130,7 +140,10 @@ class Result:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":
         """A result from its JSON form, schema 2 or 1 (whose ``extra`` keys become fields)."""
+        d = {OLD_FIELDS.get(k, k): v for k, v in d.items()}
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        if fields.get("scenario") in OLD_SCENARIOS:
+            fields["scenario"] = OLD_SCENARIOS[fields["scenario"]]
         extra = dict(fields.get("extra") or {})
         for old, new in _V1_EXTRA_FIELDS.items():
             if old in extra and fields.get(new) is None:

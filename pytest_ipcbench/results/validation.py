@@ -22,8 +22,7 @@ class MalformedResults(IpcbenchError, ValueError):
 
 
 #: A results file larger than this is refused unread (a run's hold a few MB, a gate's merged
-#: sides up to a few hundred: 8 M samples of 187 cases after 5 rounds took 176 MB; parsing JSON
-#: takes several times the file's size in memory).
+#: sides up to a few hundred; parsing JSON takes several times the file's size in memory).
 MAX_FILE_BYTES = 10**9
 #: Samples of one metric in one case: the harness takes at most ``max_iterations`` (10,000) and a
 #: gate merges up to 2 + 30 rounds of them. The bootstrap of a comparison costs resamples x samples.
@@ -115,6 +114,7 @@ _ENV_KEYS: dict[str, tuple[Any, str]] = {
                  "null or a list of strings"),
     "mpi": (_opt(_known({"packages": (_opt(_obj), "")})), "null or an object (its 'packages' an object)"),
     "packages": (_opt(_obj), "null or an object"), "wait": (_opt(_obj), "null or an object"),
+    "harness_floor": (_opt(_obj), "null or an object"),
     "git": (_opt(_known({"commit": (_opt(_str), "")})), "null or an object (its 'commit' a string)"),
     "ranks_per_node": (_opt(lambda v: isinstance(v, list)), "null or a list"),
 }
@@ -135,7 +135,8 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "verified": (lambda v: v is None or (isinstance(v, dict) and set(v) <= {"checked", "failed"} and all(
         _whole(0)(x) for x in v.values())),
         "null or {checked, failed} whole numbers"),
-    "kind": (_str, "a string"),
+    "delivery": (_str, "a string"),
+    "kind": (_str, "a string"),  # ``delivery`` in files written before 0.2
     "readers": (_whole(0, 2**31), "a whole number >= 0"),
     "group": (_str, "a string"),
     "oversubscribed": (lambda v: v is None or isinstance(v, bool), "null, true or false"),

@@ -2,24 +2,21 @@
 
 Phases (one results folder, one JSON file):
 
-1. **copy**: this machine's numpy copy bandwidth at every payload size of the matrix (the
-   reference for efficiency), in this process;
+1. **copy**: this machine's numpy copy bandwidth at every payload size (efficiency's reference);
 2. **mpi**: every case of a backend that can run over MPI ranks (lmdb, shm, zmq, mpi-*), in one
-   ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here when
-   ``ipcbench run`` is not itself under MPI; mpiexec is looked for next to ``sys.executable``
-   first, then on PATH); then seed 004's MPI method matrix (:mod:`..mpi_methods`) in the same job;
-3. **local**: mp-queue (it cannot cross mpiexec ranks) over a :class:`~..core.local.LocalWorld` of
-   RANKS processes, in this process; also every other non-MPI backend when MPI is missing;
-4. **seed 002**: the shared-array experiment (:func:`..shared.experiment.run_seed002`).
+   ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here unless ``ipcbench
+   run`` is under MPI; mpiexec next to ``sys.executable``, then on PATH); then the MPI methods;
+3. **local**: mp-queue and every backend that runs in local workers, over a LocalWorld of RANKS;
+4. **shared arrays**: the shared-array experiment (:func:`..shared.experiment.run_experiment`).
 
 The worker reports each case as it ends (a line on stdout), so a case that hangs costs only its
 timeout: the job is killed (its whole process group, which this process started), the case is
 recorded as failed and a new job resumes after it (:mod:`.mpijob`). Rank 0 alone reports; the
 progress (case, how many are left, elapsed) is shown here.
 
-Folder (default ``ipcbench-results/<YYYYmmdd-HHMMSS>/``, or ``--out``): ``results.json``,
-``summary.md``, the CSVs and PNGs of :mod:`..report`, ``run.log`` (what the jobs wrote on stderr
-and every failure).
+Folder (default ``ipcbench-results/<YYYYmmdd-HHMMSS>/``, or ``--out``): ``results.json`` (its env
+holds the harness's floor per process model: harness/floor.py), ``summary.md``, the CSVs and PNGs
+of :mod:`..report`, ``run.log`` (what the jobs wrote on stderr and every failure).
 """
 
 from __future__ import annotations
@@ -46,17 +43,17 @@ from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, 
                                pipe_pingpong_result, quiet_barrier)
 from ..core.injection import injected
 from ..harness.physics import below_physics, judge
-from ..comparison.compare_notes import spell_change
+from ..comparison.compare_notes import host_state_change
 from ..results.record import RunRecord
 from ..results.results import Result, ResultSet
 from ..report import headline, write_report
-from ..shared.experiment import run_seed002
+from ..shared.experiment import run_experiment
 from .deep_phase import deep_phase
-from .shared_arrays import seed002_results
-from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, needs_mpi
+from .shared_arrays import experiment_results
+from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, load_problem, needs_mpi
 from .progress import Progress, summary_note
 from .mpijob import MpiPhase
-from .worker import case_unavailable, error_text, noop, run_case_local
+from .worker import case_unavailable, error_text, harness_floor, noop, run_case_local
 
 
 @dataclass
@@ -112,10 +109,10 @@ class RunOptions:
             raise ValueError("--ranks must be at least 2 (1 writer + readers)")
 
 
-#: The extras' names for ``--only``: the whole block runs when a pattern is its name (they
-#: have no per-case selection: seed 004's methods are one MPI job, seed 002 one experiment).
-METHODS_BLOCK = "seed004"
-SEED002_BLOCK = "seed002"
+#: The extras' names for ``--only``: the whole block runs when a pattern is its name (no per-case
+#: selection: one MPI job, one experiment); the names of before 0.2 are still accepted.
+METHODS_BLOCK, SHARED_ARRAYS_BLOCK = "mpi-methods", "shared-arrays"
+OLD_BLOCK_NAMES = {"seed004": METHODS_BLOCK, "seed002": SHARED_ARRAYS_BLOCK}
 
 
 def extra_selected(opts: RunOptions, block: str) -> bool:
@@ -123,7 +120,7 @@ def extra_selected(opts: RunOptions, block: str) -> bool:
     pattern names it exactly (or as a glob)."""
     if opts.no_extras:
         return False
-    return not opts.only or any(fnmatch.fnmatchcase(block, pat) for pat in opts.only)
+    return not opts.only or any(fnmatch.fnmatchcase(block, OLD_BLOCK_NAMES.get(pat, pat)) for pat in opts.only)
 
 
 class Runner:
@@ -190,6 +187,7 @@ class Runner:
             return
         with LocalWorld(self.options.ranks, timeout=self.case_timeout) as world:
             world.run(noop)  # start the workers: their mailboxes exist from now on
+            self.local_floor = world.run(harness_floor, ranks=2)[0]  # beside the MPI job's (harness/floor.py)
             for case in cases:
                 group = world.group(2 if case.scenario in PAIR_SCENARIOS else case.ranks)
                 reason = case_unavailable(case, group)
@@ -209,20 +207,20 @@ class Runner:
                 self.run_record.add(r, wall_s=round(time.perf_counter() - t0, 3), case=case.label)
                 progress.finish(case.label, summary_note(r))
 
-    def seed002_phase(self, progress: Progress) -> None:
-        """Seed 002's shared-array experiment (``shared.experiment.run_seed002``)."""
+    def shared_arrays_phase(self, progress: Progress) -> None:
+        """The shared-array experiment (``shared.experiment.run_experiment``)."""
         rows = {"quick": 25_000, "default": 250_000, "full": 250_000}[self.options.level]
         label = f"shared arrays: a {rows * 602 * 4 / 1e6:.0f} MB array between two processes"
         repeats = {"quick": 3, "default": 3, "full": 7}[self.options.level]
         progress.start(label)
         try:
-            got = run_seed002(nbytes_rows=rows, repeats=repeats)
+            got = run_experiment(nbytes_rows=rows, repeats=repeats)
         except Exception as exc:
             self.fail(label, error_text(exc))
             progress.finish(label, error_text(exc)[:160], ok=False)
             return
-        self.run_record.extend(seed002_results(got))
-        write_text(self.out / "seed002.json", json.dumps(got, indent=1, default=str) + "\n")
+        self.run_record.extend(experiment_results(got))
+        write_text(self.out / "shared-arrays.json", json.dumps(got, indent=1, default=str) + "\n")
         med = got.get("median", {}) if isinstance(got, dict) else {}
         progress.finish(label, ", ".join(f"{k} {v:.3g} s" for k, v in med.items()))
 
@@ -238,13 +236,14 @@ class Runner:
         cases = build_matrix(opts.level, opts.ranks if world is None else world.size, opts.backends, opts.modes,
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
         have_mpi = has_module("mpi4py")
+        self.unloadable = {n: why for n in dict.fromkeys(c.backend for c in cases) if (why := load_problem(n))}  # no mpi4py...
         mpi_cases = [c for c in cases if c.phase == "mpi" and have_mpi and not opts.no_mpi]
-        local_cases = [c for c in cases if c not in mpi_cases and (c.phase == "local" or not needs_mpi(c.backend))]
+        local_cases = [c for c in cases if c not in mpi_cases and c.backend not in self.unloadable and (c.phase == "local" or not needs_mpi(c.backend))]
         dropped = [c for c in cases if c not in mpi_cases and c not in local_cases]
         methods = None
         if extra_selected(opts, METHODS_BLOCK) and have_mpi and not opts.no_mpi:
             methods = {"configs": list(self.level.mpi_method_configs), "case_time": self.level.mpi_method_case_time}
-        seed002 = extra_selected(opts, SEED002_BLOCK)
+        shared_arrays = extra_selected(opts, SHARED_ARRAYS_BLOCK)
         factors = injected()  # a bad $IPCBENCH_INJECT is a usage error before anything runs
         for name in factors:
             BACKENDS.check_name(name)
@@ -256,12 +255,12 @@ class Runner:
                 for c in mpi_cases + local_cases:
                     print(f"{'mpi' if c in mpi_cases else 'local':5} {c.label}")  # where it will run
                 for c in dropped:
-                    print(f"skip  {c.label} (needs MPI)")
-                for block, on in ((METHODS_BLOCK, methods), (SEED002_BLOCK, seed002)):
+                    print(f"skip  {c.label} ({self.unloadable.get(c.backend) or 'needs MPI'})")
+                for block, on in ((METHODS_BLOCK, methods), (SHARED_ARRAYS_BLOCK, shared_arrays)):
                     if on:
                         print(f"extra {block}")
                 print(f"{len(mpi_cases) + len(local_cases)} cases"
-                      + (" + MPI transfer methods" if methods else "") + (" + shared-array experiment" if seed002 else ""))
+                      + (" + MPI transfer methods" if methods else "") + (" + shared-array experiment" if shared_arrays else ""))
             return 0
         # deep mode runs after the timed run, from the launching command (it starts mpiexec under valgrind)
         self.deep_cases = [c for c in mpi_cases + local_cases if c.scenario in ("broadcast", "pingpong", "stream")
@@ -282,7 +281,7 @@ class Runner:
                 admit_sizes(c.size, c.ranks, f"{c.label}: size", in_shm=holds_payload_in_shm(c.backend))
         self.claim_folder(world)
         try:
-            return self._run(world, rank0, ranks, mpi_cases, local_cases, dropped, methods, seed002)
+            return self._run(world, rank0, ranks, mpi_cases, local_cases, dropped, methods, shared_arrays)
         finally:
             if self._lock is not None:
                 self._lock.release()
@@ -304,27 +303,28 @@ class Runner:
         self.out = Path(got[0])
 
     def _run(self, world: MPIGroup | None, rank0: bool, ranks: int, mpi_cases: list[Case], local_cases: list[Case],
-             dropped: list[Case], methods: dict[str, Any] | None, seed002: bool) -> int:
+             dropped: list[Case], methods: dict[str, Any] | None, shared_arrays: bool) -> int:
         opts = self.options
         if rank0:
             self.run_record = RunRecord.start(ranks, group_kind="mpi+local", extra={"level": opts.level},
                                               node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")
-                  + (", shared-array experiment" if seed002 else "") + f" -> {self.out}")
+                  + (", shared-array experiment" if shared_arrays else "") + f" -> {self.out}")
             for line in describe_env(self.run_record.env):
                 print(f"  {line}")
         why = "--no-mpi" if opts.no_mpi else "mpi4py is not installed"
-        if opts.every_backend:  # not asked for by name: skipped, said once
-            for c in dropped:
-                self.log(f"skipped {c.label}: needs MPI ({why})")
-            if dropped and rank0:
-                names = sorted({c.backend for c in dropped})
-                print(f"  skipped: {len(dropped)} cases of {', '.join(names)}, which need MPI ({why})")
-        else:
-            for c in dropped:
-                self.fail(c.label, f"needs MPI ({why})")
-        total = 1 + len(mpi_cases) + len(local_cases) + (1 if methods else 0) + (1 if seed002 else 0)
+        skipped: dict[str, set[str]] = {}
+        for c in dropped:  # named with --backends: they fail and say why; else skipped, said once per reason
+            text = self.unloadable.get(c.backend) or f"needs MPI ({why})"
+            if not opts.every_backend:
+                self.fail(c.label, text)
+            else:
+                self.log(f"skipped {c.label}: {text}")
+                skipped.setdefault(text if c.backend not in self.unloadable else "unload", set()).add(c.backend)
+        for text, names in skipped.items() if rank0 else ():  # the backends that do not load: one line, one example
+            print(f"  skipped: the cases of {', '.join(sorted(names))}: " + (text if text != "unload" else f"they do not load here (run.log: each); {self.unloadable[min(names)]}"))
+        total = 1 + len(mpi_cases) + len(local_cases) + (1 if methods else 0) + (1 if shared_arrays else 0)
         progress = Progress(total, opts.progress if rank0 else "none")
         t0 = time.monotonic()
         copies: dict[int, float] = {}
@@ -338,8 +338,8 @@ class Runner:
                 self.mpi.run(mpi_cases, progress, methods)
             if rank0:
                 self.local_phase(local_cases, progress)
-                if seed002:
-                    self.seed002_phase(progress)
+                if shared_arrays:
+                    self.shared_arrays_phase(progress)
             if rank0:
                 copies = self.copy_phase(mpi_cases + local_cases, None)  # again: the faster one counts
             if world is not None:
@@ -363,6 +363,8 @@ class Runner:
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES
         env.update(cross_cpu_copy_s=self.cross_cpu, cross_cpu_copy_bytes=CROSS_CPU_BYTES)  # None: not measured
+        env["harness_floor"] = {"mpi": self.mpi.mpi_env.get("harness_floor"),  # None: not measured
+                                "local": getattr(self, "local_floor", None)}
         notes: dict[str, dict[str, Any]] = {}
         violations = below_physics(self.run_record.results)
         others = self.run_record.others_cpu_share() if violations else None
@@ -386,12 +388,10 @@ class Runner:
         path = self.results.save(self.out / "results.json")
         summary = self.out / "run.log" if self.options.results_only else write_report(self.results, self.out)
         write_text(self.out / "run.log", "\n".join(self.log_lines) + "\n")
-        print()
-        print(headline(self.results.results) or "(no results)")
-        print()
+        print(f"\n{headline(self.results.results) or '(no results)'}\n")
         print(f"{len(self.results.results)} results in {wall:.0f} s; {len(self.failures)} failed")
-        if spell := spell_change(self.cross_cpu):
-            print(f"  note: {spell}")
+        if changed := host_state_change(self.cross_cpu):
+            print(f"  note: {changed}")
         for f in self.failures[:20]:
             print(f"  failed: {f}")
         if len(self.failures) > 20:

@@ -20,7 +20,7 @@ LEVELS = ("quick", "default", "full")
 BUFFER = "buffer"  # the pseudo-kind of ping-pong and stream: exactly ``size`` bytes
 MB = 10**6
 KB = 10**3
-MEMORY_COPY_BYTES = 64 * MB  # the copy bandwidth shown in the environment: twice the L3 of our machines
+MEMORY_COPY_BYTES = 64 * MB  # the copy bandwidth shown in the environment: larger than a usual L3, so memory
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,22 @@ def _backend_flag(name: str, flag: str) -> Any:
         return False
 
 
+def load_problem(name: str) -> str | None:
+    """Why backend ``name`` does not load here (a missing package, a broken plugin), or None."""
+    try:
+        get_backend(name)
+    except BackendUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def needs_mpi(name: str) -> bool:
     """Only over MPI ranks (False too for a backend that does not load here: its case says why)."""
     return bool(_backend_flag(name, "needs_mpi"))
 
 
 def is_channel(name: str) -> bool:
-    return _backend_flag(name, "kind") == "channel"
+    return _backend_flag(name, "delivery") == "channel"
 
 
 def plugin_kinds() -> tuple[str, ...]:
@@ -91,7 +100,7 @@ class Level:
     case_timeout: float
 
 
-SEED004 = {name: config_nbytes(name) for name in CONFIG_NAMES}  # seed 004's sizes, 11 KB .. 440 MB
+METHOD_SIZES = {name: config_nbytes(name) for name in CONFIG_NAMES}  # the MPI methods' sizes, 11 KB .. 440 MB
 
 LEVEL_SPECS: dict[str, Level] = {
     "quick": Level(
@@ -101,9 +110,8 @@ LEVEL_SPECS: dict[str, Level] = {
         granularity=(0.0, 1e-3),
         granularity_modes=("bytes",),
         stream_modes=("native",),
-        # 15, not 5: the 1 MB dict broadcasts (5-14 iterations in 0.12 s) are bimodal on 2 cores, and a
-        # median of 5 flips with one sample; 5 interleaved quiet pairs of runs: 121 of 132 broadcast
-        # cases within 1.3x against 107, median spread 1.10x against 1.15x, the same 28 s a run
+        # 15, not 5: a slow case that is bimodal (two readers sharing a core or not) flips its median
+        # of 5 with one sample (docs/method.md rule 8; figures: docs/measurements/2026-11-code-notes.md)
         settings=BenchSettings(time_budget=0.12, min_iterations=15, max_iterations=2000),
         mpi_method_configs=("Small", "Medium"),
         mpi_method_case_time=0.05,
@@ -111,10 +119,10 @@ LEVEL_SPECS: dict[str, Level] = {
     ),
     "default": Level(
         broadcast={
-            "dict": (1 * KB, 10 * KB, 100 * KB, 1 * MB),  # seed 001: 10 .. 10000 entries
+            "dict": (1 * KB, 10 * KB, 100 * KB, 1 * MB),  # 10 .. 10000 entries
             "ndarray": (10 * KB, 1 * MB, 10 * MB, 100 * MB),
-            "array1d": (SEED004["Small"], SEED004["Large"], SEED004["XLarge"]),
-            "ragged2d": (SEED004["Small"], SEED004["Large"], SEED004["XLarge"]),
+            "array1d": (METHOD_SIZES["Small"], METHOD_SIZES["Large"], METHOD_SIZES["XLarge"]),
+            "ragged2d": (METHOD_SIZES["Small"], METHOD_SIZES["Large"], METHOD_SIZES["XLarge"]),
         },
         pingpong=(1, 1 * KB, 64 * 1024, 1 * MB, 16 * 1024 * 1024),
         stream=(1 * KB, 64 * 1024, 1 * MB),
@@ -129,9 +137,9 @@ LEVEL_SPECS: dict[str, Level] = {
     "full": Level(
         broadcast={
             "dict": (1 * KB, 10 * KB, 100 * KB, 1 * MB, 10 * MB),  # up to 100000 entries
-            "ndarray": (10 * KB, 1 * MB, 10 * MB, 100 * MB, 602 * MB),  # seed 002's 250000 x 602 float32
-            "array1d": tuple(SEED004.values()),  # 11 KB .. 440 MB (seed 004)
-            "ragged2d": tuple(SEED004.values()),
+            "ndarray": (10 * KB, 1 * MB, 10 * MB, 100 * MB, 602 * MB),  # 250000 x 602 float32, a GNN batch
+            "array1d": tuple(METHOD_SIZES.values()),  # 11 KB .. 440 MB (the MPI methods)
+            "ragged2d": tuple(METHOD_SIZES.values()),
         },
         pingpong=(1, 64, 1 * KB, 16 * 1024, 64 * 1024, 1 * MB, 16 * 1024 * 1024, 256 * 1024 * 1024),
         stream=(64, 1 * KB, 64 * 1024, 1 * MB, 16 * MB),
@@ -141,7 +149,7 @@ LEVEL_SPECS: dict[str, Level] = {
         # the default level's precision at more sizes, the whole run in 27 min here
         # (docs/performance-history.md, "The full run")
         settings=BenchSettings(time_budget=0.5, min_iterations=3),
-        mpi_method_configs=tuple(SEED004),
+        mpi_method_configs=tuple(METHOD_SIZES),
         mpi_method_case_time=0.6,
         case_timeout=1200.0,
     ),

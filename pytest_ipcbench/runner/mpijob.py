@@ -95,6 +95,8 @@ class MpiPhase:
         handler(progress, **fields)
 
     def event_env(self, progress: Progress, **env: Any) -> None:
+        if env.get("harness_floor") is None and self.mpi_env.get("harness_floor"):  # a resumed job: the first's
+            env["harness_floor"] = self.mpi_env["harness_floor"]
         self.mpi_env = env
 
     def event_start(self, progress: Progress, index: int, label: str) -> None:
@@ -119,7 +121,7 @@ class MpiPhase:
         progress.finish(label, message[:160], ok=False)
         if index >= 0:
             self._job["resume"] = index + 1
-        else:  # seed 004's methods (index -1)
+        else:  # the MPI methods (index -1)
             self._job["methods_done"] = True
         self._job.update(current=None, label="")
 

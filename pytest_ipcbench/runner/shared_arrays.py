@@ -1,4 +1,4 @@
-"""The shared-array experiment (``shared.experiment.run_seed002``) as results of ``ipcbench run``."""
+"""The shared-array experiment (``shared.experiment.run_experiment``) as results of ``ipcbench run``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 from ..results.results import Result, ResultSet
 
 
-def seed002_results(got: Any) -> list[Result]:
-    """Result records (scenario ``seed002``, one per path) of run_seed002's dictionary."""
+def experiment_results(got: Any) -> list[Result]:
+    """Result records (scenario ``shared-array``, one per path) of run_experiment's dictionary."""
     if isinstance(got, ResultSet):
         return list(got.results)
     if isinstance(got, (list, tuple)):
@@ -17,7 +17,7 @@ def seed002_results(got: Any) -> list[Result]:
         return []
     nbytes = int(got.get("nbytes", 0))
     results = [
-        Result(scenario="seed002", backend=path, mode="native", payload="ndarray", size=nbytes, ranks=2,
+        Result(scenario="shared-array", backend=path, mode="native", payload="ndarray", size=nbytes, ranks=2,
                samples={"completion": [float(x) for x in samples]}, nbytes=nbytes,
                extra={"shape": list(got.get("shape", ())), "ratios": got.get("ratios", {}),
                       "what": "put until the consumer holds the array (shared-array experiment)"})
@@ -27,7 +27,7 @@ def seed002_results(got: Any) -> list[Result]:
     for n, label in zip(sweep.get("sizes", ()), sweep.get("samples", {})):
         for path, samples in sweep["samples"][label].items():
             results.append(Result(
-                scenario="seed002-handle", backend=path, mode="native", payload="ndarray", size=int(n), ranks=2,
+                scenario="shared-array-handle", backend=path, mode="native", payload="ndarray", size=int(n), ranks=2,
                 samples={"completion": [float(x) for x in samples]}, nbytes=int(n),
                 extra={"ratio": sweep.get("ratio", {}).get(label),
                        "release": sweep.get("release", {}).get(label) if path == "handle" else None,

@@ -43,9 +43,17 @@ def run_case_local(world: LocalWorld, case: Case, settings: BenchSettings) -> Re
 
 def case_unavailable(case: Case, group: Any) -> str | None:
     try:
-        get_backend(case.backend)
+        cls = get_backend(case.backend)
     except Exception as exc:  # BackendUnavailable or unknown
         return str(exc)
+    largest = cls.max_message_bytes
+    if largest is not None:
+        from ..harness.payload import payload_bytes
+
+        nbytes = max(case.size, payload_bytes(case.payload()))
+        if nbytes > largest:
+            return (f"{case.backend} takes messages of at most {largest} B (its max_message_bytes); "
+                    f"this case moves {nbytes} B")
     return unavailable_reason(case.backend, group)
 
 
@@ -68,14 +76,25 @@ def worker_main(cases_file: str) -> int:
     return 0
 
 
+def harness_floor(group: Any) -> dict[str, Any] | None:
+    """The harness's own floor on these ranks (harness/floor.py); None (on rank 0 too) if it failed."""
+    from ..harness.floor import measure_floor
+
+    try:
+        return measure_floor(group)
+    except Exception:  # noqa: BLE001 (the floor is a note beside the results, never a reason to stop)
+        return None
+
+
 def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | None,
                   watchdog: Any = None, case_timeout: float = 0.0) -> None:
-    """Collective over ``world``: the cases of ``spec`` from ``spec["start"]``, then seed 004's
+    """Collective over ``world``: the cases of ``spec`` from ``spec["start"]``, then the MPI methods'
     methods if asked; ``emit(event, **fields)`` on rank 0 reports (None elsewhere)."""
     settings = BenchSettings(**spec["settings"])
     cases = [Case(**c) for c in spec["cases"]]
     say = emit or (lambda *a, **k: None)
-    say("env", mpi=mpi_info(), ranks=world.size, ranks_per_node=world.node_sizes)
+    say("env", mpi=mpi_info(), ranks=world.size, ranks_per_node=world.node_sizes,
+        harness_floor=harness_floor(world) if spec.get("start", 0) == 0 else None)
     for index, case in enumerate(cases):
         if index < spec.get("start", 0):
             continue
@@ -113,7 +132,7 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
 
 
 def _run_mpi_methods(world: Any, opts: dict[str, Any], say: Callable[..., None]) -> None:
-    """The hook for seed 004's MPI method matrix: :func:`pytest_ipcbench.mpi_methods.run_matrix`
+    """The hook for the MPI method matrix: :func:`pytest_ipcbench.mpi_methods.run_matrix`
     (collective; Result records on rank 0)."""
     from .. import mpi_methods
 

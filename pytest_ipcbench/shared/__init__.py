@@ -7,7 +7,7 @@
 
 Design notes live in the module docstrings: :mod:`.segment` (reference count, OFD-lock
 liveness, crash safety), :mod:`.array` (handles, views, layout, small-array threshold),
-:mod:`.pool`, :mod:`.queue` (and the MPI recipe), :mod:`.experiment` (seed 002 figures).
+:mod:`.pool`, :mod:`.queue` (and the MPI recipe), :mod:`.experiment` (the shared-array experiment).
 """
 
 from .array import INLINE_BELOW, OtherNodeError, SharedNDArray

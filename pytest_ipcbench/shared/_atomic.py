@@ -4,10 +4,10 @@ Two interchangeable back ends, chosen per segment and recorded in its header so 
 touching one segment uses the same one (mixing them would not be atomic):
 
 * ``LIBATOMIC`` -- ctypes calls into libatomic's ``__atomic_fetch_add_{4,8}`` (a ``lock xadd``
-  on x86-64); about 0.5 µs a call, no compile step at install.  libatomic.so.1 ships with gcc's
+  on x86-64); no compile step at install.  libatomic.so.1 ships with gcc's
   runtime on Debian/Ubuntu.
-* ``FCNTL`` -- read-modify-write under an exclusive OFD lock on the header bytes; about 0.7 µs,
-  but the segment must keep its fd open.  Used only when libatomic cannot be loaded (or when
+* ``FCNTL`` -- read-modify-write under an exclusive OFD lock on the header bytes; a system call
+  a change, and the segment must keep its fd open.  Used only when libatomic cannot be loaded (or when
   ``IPCB_ATOMIC=fcntl`` forces it, for tests).
 
 A plain ``struct`` read-modify-write is *not* an option: it loses increments under contention.
@@ -83,7 +83,7 @@ def fetch_add(mode: int, addr: int, delta: int, width: int, fd: int | None = Non
 
 def bind(mode: int, addr: int, delta: int, width: int) -> Callable[[], int] | None:
     """:func:`fetch_add` of ``delta`` at ``addr`` with its arguments converted to C once: a
-    call then costs 0.22 instead of 0.54 µs (the counts taken on every handle).  None for the
+    call then costs less than half (the counts taken on every handle).  None for the
     fcntl back end, whose descriptor can change (fork): call :func:`fetch_add` there."""
     if mode != LIBATOMIC:
         return None

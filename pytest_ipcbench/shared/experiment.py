@@ -1,11 +1,11 @@
-"""Seed 002's experiment: move one big float32 array to another process, five ways.
+"""The shared-array experiment: move one big float32 array to another process, five ways.
 
 Run it: ``python -m pytest_ipcbench.shared.experiment [--rows 250000 --cols 602 --repeats 5
 --paths mpqueue,fresh,pool,handle,ping,copy]``.
 
 The handle path alone, against ``None`` through the same queue, at several array sizes (each
 round: handle of every size, each followed by ``None``): ``python -m pytest_ipcbench.shared.experiment
---handle-sizes 1MB,1GiB --repeats 200`` (:func:`handle_sweep`; also part of :func:`run_seed002`).
+--handle-sizes 1MB,1GiB --repeats 200`` (:func:`handle_sweep`; also part of :func:`run_experiment`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .segment import SharedMemoryFull
 #: receive work (map or cached mapping, lock, count) to.
 PATHS = ("mpqueue", "fresh", "pool", "handle", "ping", "copy")
 EXTRA_PATHS: tuple[str, ...] = ()
-#: Array sizes of the handle sweep in :func:`run_seed002` (the handle path should be flat).
+#: Array sizes of the handle sweep in :func:`run_experiment` (the handle path should be flat).
 HANDLE_SIZES = (10**6, 2**30)
 
 
@@ -145,9 +145,8 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
     Every round visits every size: handle of size 1, ``None``, handle of size 2, ``None``, ...
     (the first round discarded), so each size's handle is paired with the ``None`` right after
     it and all sizes share the same minutes.  Measured one size after the other instead, the
-    later sizes read a slower ``None`` (35 against 60-85 µs here, whatever the size): the
-    machine's state drifts between blocks, and a ratio across blocks would compare minutes,
-    not paths.  Sizes that /dev/shm cannot hold are reported under ``skipped``.
+    machine's state drifts between blocks, and a ratio across blocks would compare minutes, not
+    paths (docs/method.md rule 16).  Sizes that /dev/shm cannot hold are reported under ``skipped``.
 
     Returns ``{"sizes": [n], "samples": {label: {"handle": [s], "ping": [s]}},
     "median": {label: {"handle": s, "ping": s}}, "ratio": {label: handle/ping},
@@ -206,13 +205,13 @@ def _put(q: Queue, arr: SharedNDArray) -> SharedNDArray:
     return arr  # kept alive by the caller until the consumer acknowledged
 
 
-def run_seed002(nbytes_rows: int = 250000, cols: int = 602, repeats: int = 5,
+def run_experiment(nbytes_rows: int = 250000, cols: int = 602, repeats: int = 5,
                 paths: Sequence[str] = PATHS, handle_sizes: Sequence[int] = HANDLE_SIZES) -> dict[str, Any]:
-    """Seed 002's 600 MB experiment between this process and one spawned consumer.
+    """The 600 MB experiment between this process and one spawned consumer.
 
     A float32 array of ``nbytes_rows x cols`` (ones) goes to the consumer by:
 
-    * ``mpqueue`` -- ``multiprocessing.Queue.put`` (pickle, pipe, unpickle: seed's 2.29 s);
+    * ``mpqueue`` -- ``multiprocessing.Queue.put`` (pickle, pipe, unpickle);
     * ``fresh``   -- ``SharedNDArray.from_numpy_array`` (new segment + copy) + our Queue;
     * ``pool``    -- ``SharedNumpyPool.from_numpy_array`` (reused, already touched segment) + Queue;
     * ``handle``  -- a premade shared array: only its handle passes;
@@ -276,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sizes: Sequence[int] = HANDLE_SIZES if args.paths is None else ()
     else:
         sizes = [parse_size(x) for x in args.handle_sizes.split(",") if x]
-    res = run_seed002(args.rows, args.cols, args.repeats, paths, sizes)
+    res = run_experiment(args.rows, args.cols, args.repeats, paths, sizes)
     if args.json:
         print(json.dumps(res, indent=2))
         return

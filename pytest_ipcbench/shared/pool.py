@@ -1,6 +1,6 @@
 """SharedNumpyPool: reuse segments whose pages are already touched, so a send is one memcpy.
 
-Seed 002's pool reused a buffer when its counter read 1 -- which it also did while the buffer
+The first pool design reused a buffer when its counter read 1 -- which it also did while the buffer
 sat in a multiprocessing.Queue whose feeder thread had not pickled it yet, so the next batch
 overwrote the one in flight.  Here a segment is reused only if :meth:`Segment.claim_for_reuse`
 says it is free: no array over it left in this process, no in-transit handle (taken inside

@@ -2,13 +2,13 @@
 
 ``multiprocessing.Queue.put`` returns before its feeder thread pickles the item, so an item that
 cannot be pickled is lost with a traceback on stderr, and a SharedNDArray would take its
-in-transit reference too late (seed 002's pool overwrite).  Here ``put`` pickles first (shared
+in-transit reference too late (a pool overwrite found in the design this replaced).  Here ``put`` pickles first (shared
 arrays become handles, taking their references now), then hands the bytes to an ordinary
 ``multiprocessing.Queue``; if pickling or the hand-over fails, ``put`` raises and gives the
 references back.  A SharedNDArray put on its own (``queue.put(batch)``, the common case) is
 not pickled at all: its handle's fields go as ``marshal`` bytes behind a marker byte that no
-pickle starts with, and a receiver keeps the handles it parsed before: warm, the receiver's
-cost went from 6 to 3.6 µs (see docs/shared-arrays.md).
+pickle starts with, and a receiver keeps the handles it parsed before, which makes a warm
+receive cheaper (docs/shared-arrays.md).
 
 MPI ranks on one host need no queue of ours: mpi4py's lowercase ``comm.send(arr)`` /
 ``comm.recv()`` pickle, so a SharedNDArray already travels as a handle and the receiver maps the

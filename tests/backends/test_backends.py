@@ -204,8 +204,8 @@ def test_every_built_in_backend_is_an_entry_point() -> None:
     assert set(BUILT_INS) <= set(backend_names())
     for name in BUILT_INS:
         assert get_backend(name).name == name
-    assert {get_backend(n).kind for n in STORES} == {"store"}
-    assert {get_backend(n).kind for n in BUILT_INS if n not in STORES} == {"channel"}
+    assert {get_backend(n).delivery for n in STORES} == {"store"}
+    assert {get_backend(n).delivery for n in BUILT_INS if n not in STORES} == {"channel"}
 
 
 def test_mp_queue_needs_mailboxes() -> None:

@@ -8,7 +8,7 @@ from pytest_ipcbench.commands import COMMANDS, main
 
 
 def test_every_promised_command_is_there() -> None:
-    assert {"run", "report", "selfcheck", "compare", "gate", "clean"} <= set(COMMANDS)
+    assert {"run", "report", "selfcheck", "compare", "gate", "comment", "export", "init-ci", "clean"} <= set(COMMANDS)
 
 
 def test_top_level_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -70,5 +70,7 @@ def test_selfcheck_of_a_plugin_without_a_reference_says_what_is_missing(tmp_path
     # what can be checked was: the harness figures, and each backend's own ping-pong, timed alone
     assert "MPI ping-pong latency, 1 B" in proc.stdout and "copy bandwidth" in proc.stdout
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("pingpong ")]
-    assert {(r[2], r[-2], r[-1]) for r in rows} == {("plainstore", "ref", "(none)"), ("dangling", "ref", "(none)")}, rows
+    assert {(r[2], r[-2], r[-1]) for r in rows} == {("plainstore", "ref", "(none)"), ("dangling", "ref", "(none)"),
+                                                    ("null", "floor", "(none)")}, rows  # null: the harness's floor
+    assert "harness floor (local workers, the null channel: nothing moved, 1 B): pingpong" in proc.stdout
     assert (tmp_path / "report" / "summary.md").exists()

@@ -177,4 +177,4 @@ def test_an_older_file_loads_its_tails_come_from_its_ratios_and_its_held_out_war
     old.held_out = {"broadcast r2": [1, 100, 1.2]}  # within what the tail promised: no warning
     assert old.held_out_note() is None
     old.held_out = {"broadcast r2": [2, 100, 1.2], "broadcast r4": [0, 100, 1.2]}
-    assert "2 false verdicts in 100 A/A case pairs of broadcast r2" in (old.held_out_note() or "")
+    assert "2 false verdicts in 100 A/A case pairs (identical code) of broadcast r2" in (old.held_out_note() or "")

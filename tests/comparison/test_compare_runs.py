@@ -193,8 +193,8 @@ def test_load_difference_is_warned() -> None:
     assert comparison.exit_code == 0
 
 
-def test_runs_in_different_spells_of_the_host_are_named() -> None:
-    # a 1 MiB copy between two CPUs: ~17-21 us while the host runs them near, 26-40 us far (core/cpu_pair.py)
+def test_runs_in_different_host_states_are_named() -> None:
+    # a 1 MiB copy between two CPUs, fast while the host runs them near each other, slow far apart
     near, far, slightly = [19e-6, 19.5e-6], [33e-6, 38e-6], [20e-6, 21e-6]
     base, head = run_set(1), run_set(2)
     base.env["cross_cpu_copy_s"], head.env["cross_cpu_copy_s"] = near, far
@@ -210,9 +210,9 @@ def test_runs_in_different_spells_of_the_host_are_named() -> None:
     assert [r["cross_cpu_copy_s"] for r in run_sets.runs_of(merged_head)][2] == far
     warned = [w for w in compare.compare_sets(merged_base, merged_head).warnings if "between this machine's CPUs" in w]
     assert len(warned) == 1 and "head 19 µs to 38 µs" in warned[0], warned
-    # a run whose start and end met different spells says so itself (ipcbench run's last lines)
-    assert "18 µs at the start, 28 µs at the end" in (compare_notes.spell_change([18e-6, 28e-6]) or "")
-    assert compare_notes.spell_change([18e-6, 19e-6]) is None and compare_notes.spell_change([None, 28e-6]) is None
+    # a run whose start and end met different host states says so itself (ipcbench run's last lines)
+    assert "18 µs at the start, 28 µs at the end" in (compare_notes.host_state_change([18e-6, 28e-6]) or "")
+    assert compare_notes.host_state_change([18e-6, 19e-6]) is None and compare_notes.host_state_change([None, 28e-6]) is None
     # a gate's rounds alternate within one experiment: no such note
     gate_base, gate_head = run_set(1, run_id="x"), run_set(2, run_id="x")
     gate_base.env["cross_cpu_copy_s"], gate_head.env["cross_cpu_copy_s"] = near, far

@@ -60,7 +60,7 @@ def test_which_backends_run_once_per_node(name: str, hierarchical: bool) -> None
     assert unavailable_reason(name, TwoNodes()) is None
     live = BackendSpec(name, "native").open(TwoNodes())  # not set up: no collective here
     assert isinstance(live, HierarchicalStore) is hierarchical
-    assert live.name == name and live.kind == cls.kind
+    assert live.name == name and live.delivery == cls.delivery
     one_node = TwoNodes()
     one_node.nodes, one_node.node_sizes = 1, [4]
     assert not needs_hierarchy(cls, one_node)

@@ -96,10 +96,10 @@ def _store_once_per_node(group: Any, spec: BackendSpec) -> tuple[int, int, int, 
             group.barrier()
             if group.rank == spec.root:
                 live.write(value)
-                if live.kind == "store":
+                if live.delivery == "store":
                     group.barrier()
             else:
-                if live.kind == "store":
+                if live.delivery == "store":
                     group.barrier()
                 v = live.read()
                 got.append(v["round"] == value["round"] and np.array_equal(v["data"], value["data"]))

@@ -68,6 +68,14 @@ def test_sizes_are_near_the_target(kind) -> None:
         assert 0.9 * size <= nbytes <= 1.05 * size, (kind, size, nbytes)
 
 
+@pytest.mark.parametrize("kind", ["dict", "ndarray", "array1d", "ragged2d"])
+def test_a_small_size_means_what_it_says(kind) -> None:
+    """Issue 39: the "1KB" ndarray was one 602-column row, 2,408 B."""
+    for size in (100, 1000) if kind in ("dict", "ndarray") else (1000,):  # seed 004's: 5 rows, 220 B at least
+        nbytes = PayloadSpec(kind, size).nbytes
+        assert 0.85 * size <= nbytes <= size, (kind, size, nbytes)
+
+
 def test_kinds_follow_the_seeds() -> None:
     nd = make_payload("ndarray", "1MB")
     assert nd.dtype == np.float32 and nd.shape[1] == NDARRAY_COLS

@@ -81,7 +81,15 @@ class _NotABackend:
     name = "test-nope"
 
 
-class _NoKind(Backend):
+class _OldStyle(Backend):
+    name, kind = "test-oldstyle", "channel"  # before 0.2: ``kind`` (now ``delivery``)
+
+    def write(self, obj: object) -> None: ...
+
+    def read(self) -> object: ...
+
+
+class _NoDelivery(Backend):
     name = "test-nokind"
 
     def write(self, obj: object) -> None: ...
@@ -103,8 +111,8 @@ def test_bad_registrations_say_what_is_wrong(clean_registry: None) -> None:
         register_backend(_ShmClash)
     with pytest.raises(ExtensionError, match="expected a subclass of Backend"):
         register_backend(_NotABackend)  # type: ignore[arg-type]
-    with pytest.raises(ExtensionError, match="kind must be 'store' or 'channel'"):
-        register_backend(_NoKind)
+    with pytest.raises(ExtensionError, match="delivery must be 'store' or 'channel'"):
+        register_backend(_NoDelivery)
     with pytest.raises(ExtensionError, match=r"resources: bad resource pattern '/tmp/no-pid-here-\*'.*\{pid\}"):
         register_backend(_BadResources)
     with pytest.raises(ExtensionError, match="bad backend name 'all'"):
@@ -128,6 +136,13 @@ def test_bad_registrations_say_what_is_wrong(clean_registry: None) -> None:
 
 
 @local_only
+def test_a_plugin_that_says_kind_still_registers(clean_registry: None) -> None:
+    """Backends written before 0.2 said ``kind = "store"``; their files keep working, with a warning."""
+    with pytest.warns(DeprecationWarning, match="`kind` is now `delivery`"):
+        register_backend(_OldStyle)
+    assert get_backend("test-oldstyle").delivery == "channel"
+
+
 def test_spawned_workers_see_registrations_made_after_import(clean_registry: None) -> None:
     """The issue's bug: a conftest registered a backend, spawned workers said `unknown backend`.
 

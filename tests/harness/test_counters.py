@@ -2,7 +2,7 @@
 
 Two local ranks, broadcast (1 writer, 1 reader), 1 KiB and 1 MiB. Only counters that are exact
 (every repeat counted the same: measured, ``exact()``) are asserted exactly; the figures are
-what this machine measured (README, "Counters"), and a change in them is what a counter verdict
+what this machine measured (docs/measurements/2026-11-counters.md), and a change in them is what a counter verdict
 reports. System call counts need perf_event_open and tracefs: without them those tests skip with
 the reason, and the counters are absent (never 0).
 """

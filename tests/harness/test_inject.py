@@ -123,7 +123,7 @@ def test_granularity_with_work_is_not_stretched(monkeypatch: pytest.MonkeyPatch)
     for work, stretched in ((0.0, True), (1e-3, False)):
         case = _Granularity(group, BackendSpec("shm", "bytes"), PayloadSpec("tiny", 64),
                             BenchSettings(work=work))
-        case._open = lambda spec: types.SimpleNamespace(kind="channel")  # no backend needed here
+        case._open = lambda spec: types.SimpleNamespace(delivery="channel")  # no backend needed here
         case.open()
         assert (case.stretch is not None) == stretched, work
 

@@ -31,7 +31,7 @@ class MpiLateReader(Backend):
     """A channel over the group's bcast whose last rank gets the message ``LAST_S`` late."""
 
     name = "fake-mpi-late"
-    kind = "channel"
+    delivery = "channel"
     node_local = False
 
     def write(self, obj):

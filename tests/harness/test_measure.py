@@ -45,7 +45,7 @@ class FakeChannel(Backend):
     """A channel over the group's own bcast (collective: writer and readers call it once)."""
 
     name = "fake-chan"
-    kind = "channel"
+    delivery = "channel"
 
     def write(self, obj):
         COUNTS["write"] += 1
@@ -89,7 +89,7 @@ class FileStore(Backend):
     """A store in files: the writer publishes version N, readers wait for a newer version."""
 
     name = "fake-store"
-    kind = "store"
+    delivery = "store"
     stale = False
 
     def setup(self):
@@ -363,7 +363,7 @@ def test_a_stale_store_is_caught_by_alternating_payloads(world):
 def test_store_write_then_read(world):
     result = world.run(_bench, BackendSpec("fake-store", "bytes"), PayloadSpec("ndarray", 10_000), "broadcast", FAST)[0]
     s = {k: np.array(v) for k, v in result.samples.items()}
-    assert result.kind == "store" and result.primary == "completion"
+    assert result.delivery == "store" and result.primary == "completion"
     assert np.allclose(s["completion"], s["write"] + s["read_max"])
     assert np.allclose(s["completion_touched"], s["write"] + s["touched_max"])
     assert "completion_synced" in s and result.verified.failed == 0
@@ -446,7 +446,7 @@ def test_shm_backend_through_the_harness(world, mode):
         pytest.skip(reason)
     result = measure.run_bench(world.group(4), BackendSpec("shm", mode), PayloadSpec("ndarray", 100_000),
                                "broadcast", FAST)
-    assert result.kind == "store" and result.verified.failed == 0
+    assert result.delivery == "store" and result.verified.failed == 0
     assert result.summary("completion_touched").median >= result.summary("read_max").median
 
 

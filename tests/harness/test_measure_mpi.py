@@ -35,7 +35,7 @@ class MpiFakeChannel(Backend):
     """A channel over the group's bcast; counts its calls on each rank."""
 
     name = "fake-mpi-chan"
-    kind = "channel"
+    delivery = "channel"
     node_local = False  # rides on the group's collectives, which reach every node
 
     def write(self, obj):

@@ -8,11 +8,11 @@ from pytest_ipcbench.harness.physics import below_physics, judge
 from pytest_ipcbench.results.results import Result
 
 
-def _result(scenario, backend, size, metric, median, kind="channel", mode="bytes", n=400):
+def _result(scenario, backend, size, metric, median, delivery="channel", mode="bytes", n=400):
     rng = np.random.default_rng(size)
     samples = list(median * (1 + 0.05 * rng.standard_normal(n)))
     return Result(scenario, backend, mode, "buffer" if scenario == "pingpong" else "dict", size,
-                  2 if scenario == "pingpong" else 4, {metric: samples}, nbytes=size, kind=kind,
+                  2 if scenario == "pingpong" else 4, {metric: samples}, nbytes=size, delivery=delivery,
                   primary=metric)
 
 
@@ -21,7 +21,7 @@ def test_a_broadcast_faster_than_one_message_is_flagged():
     fast = _result("broadcast", "zmq", 1000, "completion", 8e-6)
     slow = _result("broadcast", "zmq", 1000, "completion", 200e-6, mode="native")  # other mode: falls back to any
     big = _result("broadcast", "zmq", 10**6, "completion", 8e-6)  # above 1 KB: not checked
-    store = _result("broadcast", "shm", 1000, "completion", 1e-6, kind="store")  # a store is read, not delivered
+    store = _result("broadcast", "shm", 1000, "completion", 1e-6, delivery="store")  # a store is read, not delivered
     found = below_physics([pong, fast, slow, big, store])
     assert [v.broadcast for v in found] == [fast]
     text = str(found[0])

@@ -67,7 +67,7 @@ def test_every_backend_names_an_internal_reference() -> None:
         ref = reference_of(name)
         cls = get_backend(ref)
         assert cls.internal and ref not in names  # never offered to users
-        assert cls.kind == get_backend(name).kind, (name, ref)
+        assert cls.delivery == get_backend(name).delivery, (name, ref)
         assert not get_backend(name).internal
 
 
@@ -75,7 +75,7 @@ class NoRef(Backend):
     """A backend that names no reference (registered only inside the test below)."""
 
     name = "test-noref"
-    kind = "channel"
+    delivery = "channel"
     internal = True  # never offered to the other tests of this session
 
     def write(self, obj: Any) -> None: ...

@@ -1,4 +1,4 @@
-"""The MPI method matrix (seed 004): every method x shape x configuration up to Large.
+"""The MPI method matrix: every method x shape x configuration up to Large.
 
 The MPI tests are marked ``mpi`` (pytest-mpi) and skipped by plain pytest; run them with::
 
@@ -17,7 +17,7 @@ from pytest_ipcbench import mpi_methods as mm
 from pytest_ipcbench.mpi_methods.methods import Bcast
 from pytest_ipcbench.harness.measure import BenchSettings, VerificationError, static_plan
 # the fixtures mpi_method, ragged_payload and contiguous_payload come from the plugin
-from pytest_ipcbench.plugin.fixtures.mpi_methods import MethodRunner, SeedPayload, mpi_unavailable_reason
+from pytest_ipcbench.plugin.fixtures.mpi_methods import MethodRunner, MethodPayload, mpi_unavailable_reason
 
 QUICK = mm.QUICK_SETTINGS
 
@@ -34,7 +34,7 @@ def _comm():
 
 
 @pytest.mark.mpi(min_size=2)
-def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: SeedPayload) -> None:
+def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: MethodPayload) -> None:
     comm = _comm()
     data = ragged_payload.data
     m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, settings=QUICK)
@@ -47,7 +47,7 @@ def test_ragged_every_method(mpi_method: MethodRunner, ragged_payload: SeedPaylo
 
 
 @pytest.mark.mpi(min_size=2)
-def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload: SeedPayload) -> None:
+def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload: MethodPayload) -> None:
     comm = _comm()
     data = contiguous_payload.data
     m = mpi_method.run(comm, data if comm.rank == 0 else None, expected=data, settings=QUICK)
@@ -58,7 +58,7 @@ def test_contiguous_every_method(mpi_method: MethodRunner, contiguous_payload: S
 
 
 def _own_rows(rank: int) -> list[np.ndarray]:
-    # not seed 004's data: float64, three rows of unrelated lengths, root-dependent values
+    # not the MPI methods' own data: float64, three rows of unrelated lengths, root-dependent values
     return [np.linspace(rank, rank + 1, n) for n in (7, 1, 4099)]
 
 
@@ -225,7 +225,7 @@ def test_shape_info_rejects_what_mpi_cannot_send() -> None:
 
 
 def test_plan_scales_iterations_down_with_size() -> None:
-    """The harness's plan for seed 004's sizes: fewer iterations as the size grows."""
+    """The harness's plan for the MPI methods' sizes: fewer iterations as the size grows."""
     settings = mm.matrix_settings()
     counts = [static_plan(mm.config_nbytes(c), settings).iterations for c in mm.CONFIG_NAMES]
     assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1]
@@ -233,7 +233,7 @@ def test_plan_scales_iterations_down_with_size() -> None:
     assert all(n >= settings.min_iterations for n in counts)
     assert mm.matrix_settings(case_time=3.0, rounds=3).time_budget == pytest.approx(1.0)
     assert mm.matrix_settings().touch is False  # methods deliver into real buffers
-    assert mm.matrix_settings().quiet_waits is False  # ranks wait in MPI, as in seed 004's loop
+    assert mm.matrix_settings().quiet_waits is False  # ranks wait in MPI, as in the original C++ loop
     with pytest.raises(ValueError, match="case_time"):
         mm.matrix_settings(case_time=0)
 

@@ -1,4 +1,4 @@
-"""Seed 004's package keeps to the layout: small modules, no import of the report, one harness."""
+"""The MPI methods' package keeps to the layout: small modules, no import of the report, one harness."""
 
 from __future__ import annotations
 
@@ -49,5 +49,5 @@ def test_the_report_takes_the_methods_constants_from_the_package() -> None:
     assert rep.SCENARIO is s4.SCENARIO and rep.CONFIG_ORDER is s4.CONFIG_ORDER
     assert rep.SHAPE_OF_PAYLOAD is s4.SHAPE_OF_PAYLOAD and rep.SHAPE_TITLES is s4.SHAPE_TITLES
     source = (PACKAGE / "report" / "mpi_methods.py").read_text()
-    assert '"Small"' not in source.split("SEED_SIZE_LABELS")[0]  # no copied configuration map
+    assert '"Small"' not in source.split("CPP_SIZE_LABELS")[0]  # no copied configuration map
     assert "2000000" not in source and "2_000_000" not in source

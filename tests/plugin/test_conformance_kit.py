@@ -113,8 +113,8 @@ def test_a_backend_whose_pipes_exist_before_the_ranks_passes_the_kit(pytester: p
                                            "--ipc-payloads", "ndarray,dict", "-rs")
     outcomes = result.parseoutcomes()
     assert result.ret == 0 and not outcomes.get("skipped"), result.stdout.str()[-4000:]
-    # 2 ranks x 2 modes: 4 sizes-and-kinds each for delivery, one each for the five other checks
-    assert outcomes["passed"] == 2 * 2 * (4 + 4), result.stdout.str()[-2000:]
+    # 2 ranks x 2 modes: 4 sizes-and-kinds each for delivery, one each for the six other checks
+    assert outcomes["passed"] == 2 * 2 * (4 + 6), result.stdout.str()[-2000:]
 
 
 @pytest.mark.skipif(not Path(sys.executable).with_name("mpiexec").exists(), reason="no mpiexec")

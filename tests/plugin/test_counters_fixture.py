@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -12,21 +13,9 @@ import pytest
 from pytest_ipcbench.backends.base import unavailable_reason
 from pytest_ipcbench.core.syscalls import syscall_unavailable
 
-# the README's example ("Counters"), as a user writes it
-README_EXAMPLE = '''
-import pytest
-from pytest_ipcbench.core.syscalls import syscall_unavailable
-
-@pytest.mark.ipcbench(ranks="2")
-def test_shm_handle_path_costs(ipc_bench):
-    result = ipc_bench("shm", ("ndarray", "1MiB"), mode="native", time_budget=0.05)
-    writer, reader = result.counters.writer, result.counters.reader
-    assert writer.pickle_dumps == 0 and reader.pickle_loads == 0  # no pickle on the handle path
-    assert reader.exact("io.rchar") and reader.io_rchar == 0      # no byte through the kernel
-    if syscall_unavailable() is None:                               # perf_event_open and tracefs
-        assert result.cost("reader", "syscalls.data") == 0
-    assert reader.value("alloc.bytes") < result.nbytes / 2         # a view, not a copy
-'''
+# the README's example ("Counters": its snippet test_costs.py), read from the README as a user copies it
+README_EXAMPLE = re.search(r"<!-- snippet: test_costs\.py[^>]*-->\s*\n```python\n(.*?)```",
+                           (Path(__file__).parents[2] / "README.md").read_text(), re.S).group(1)
 
 
 @pytest.fixture

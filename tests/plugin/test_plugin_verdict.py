@@ -135,3 +135,37 @@ def test_watchdog_survives_a_huge_deadline() -> None:
     finally:
         dog.close()
     assert fired
+
+
+class _HangingBackend:
+    """A backend whose read waits (on the main thread) until the watchdog has fired."""
+
+    name = "hangbk"
+
+    def __init__(self, done: threading.Event) -> None:
+        self.group, self.root, self.done = object(), 0, done
+
+    def read(self) -> None:
+        self.done.wait(5.0)
+
+
+def test_the_watchdog_names_the_backend_its_step_and_how_to_raise_the_deadline() -> None:
+    """Issue 39: a hang said only "did not answer within 300 s (hung?)", nothing about where."""
+    read, write = os.pipe()
+    done = threading.Event()
+
+    def hard_exit(code: int) -> None:
+        done.set()
+
+    dog = Watchdog(1, lambda code: None, err_fd=write, grace=5.0, hard_exit=hard_exit)
+    try:
+        dog.arm("t.py::TestX::test_delivers", 0.2, "call", hint="raise it with IPCBENCH_CONFORMANCE_TIMEOUT=SECONDS")
+        _HangingBackend(done).read()
+        assert done.is_set()
+        os.close(write)
+        text = os.read(read, 1 << 20).decode()
+    finally:
+        dog.close()
+        os.close(read)
+    assert "(rank 1 hung in hangbk's read (at read, test_plugin_verdict.py:" in text, text[:600]
+    assert "during call; raise it with IPCBENCH_CONFORMANCE_TIMEOUT=SECONDS)" in text

@@ -55,13 +55,23 @@ def test_pytest_route_records_every_call_and_is_comparable(two_runs: list[tuple[
     assert rs.env["run_id"] and "load_end" in rs.env
 
     data = json.loads(bench.read_text())
-    assert len(data["benchmarks"]) == 2  # pytest-benchmark: one per test...
-    for bm in data["benchmarks"]:
-        calls = bm["extra_info"]["ipcbench_calls"]  # ...and every call listed in it
-        assert len(calls) == 2 and calls[0]["key"] == bm["extra_info"]["ipcbench"]["key"]
-        assert bm["stats"]["rounds"] == calls[0]["samples"] == 5  # the first call's timing
-        assert bm["params"]["ipc_payload"] == "ndarray-10KB" and "shm" in json.dumps(bm["params"])
-        assert "UNSERIALIZABLE" not in json.dumps(bm["params"])
+    # pytest-benchmark: every call a benchmark of its own, the first under the test's name
+    assert len(data["benchmarks"]) == 4
+    by_name = {bm["name"]: bm for bm in data["benchmarks"]}
+    # (key, samples) -> result: with 4 ranks both calls are broadcasts of the same case
+    keys = {(r.key, len(r.samples[r.primary])): r for r in measured}
+    for ranks in ("2", "4"):
+        (first,) = [bm for name, bm in by_name.items() if name.startswith("test_two_calls[") and name.endswith("]")
+                    and ranks in bm["param"]]
+        second = by_name[first["name"] + "#2"]
+        assert second["fullname"] == first["fullname"] + "#2" and second["param"] == first["param"]
+        assert first["stats"]["rounds"] == 5 and second["stats"]["rounds"] == 6  # each call's own samples
+        for bm, scenario in ((first, "broadcast"), (second, "pingpong" if ranks == "2" else "broadcast")):
+            result = keys[bm["extra_info"]["ipcbench"]["key"], bm["stats"]["rounds"]]
+            assert result.scenario == scenario
+            assert bm["stats"]["median"] == pytest.approx(result.summary().median)
+            assert bm["params"]["ipc_payload"] == "ndarray-10KB" and "shm" in json.dumps(bm["params"])
+            assert "UNSERIALIZABLE" not in json.dumps(bm["params"])
 
     summary = (report / "summary.md").read_text()
     assert "| Ranks |" in summary and "| Test |" in summary and "test_two_calls[" in summary

@@ -23,6 +23,7 @@ LADDER: list[set[str]] = [
     {"core"},
     {"backends", "shared", "results"},
     {"harness", "comparison"},
+    {"advice"},
     {"", "mpi_methods", "gate"},
     {"report"},
     {"runner", "plugin"},
@@ -30,11 +31,6 @@ LADDER: list[set[str]] = [
     {"__main__"},
 ]
 FLOOR = {part: i for i, floor in enumerate(LADDER) for part in floor}
-
-#: Old public paths kept for user code: a module that only re-exports a module now higher up
-#: (users' asv suites import it by this name), or runs a renamed module's ``main`` under its old
-#: ``python -m`` name (the README's). Nothing in the package may import one.
-FACADES = {f"{TOP}.seed004"}
 
 #: A module longer than this is split by what its parts do, or says at the top of its docstring
 #: (its first two paragraphs) why it is one thing: "One cohesive thing: ...".
@@ -136,9 +132,7 @@ def steps_up(graph: dict[str, list[tuple[str, int, str]]]) -> list[str]:
         here = _floor_part(module)
         for target, line, file in imports:
             there = _floor_part(target)
-            if target in FACADES and not module.startswith(target):
-                wrong.append(f"{file}:{line} imports {target}, a facade kept for user code only")
-            if module in FACADES or there == here or _is_parent(module, target):
+            if there == here or _is_parent(module, target):
                 continue
             if here not in FLOOR or there not in FLOOR:
                 wrong.append(f"{file}:{line}: {here or TOP} or {there or TOP} is not on the ladder (LADDER)")
@@ -156,18 +150,6 @@ def test_no_import_cycle() -> None:
 def test_dependencies_point_down_the_ladder() -> None:
     wrong = steps_up(_graph())
     assert not wrong, "\n".join(wrong)
-
-
-def test_facades_only_re_export() -> None:
-    for module in FACADES:
-        path = PACKAGE.parent / Path(*module.split(".")).with_suffix(".py")
-        for node in ast.parse(path.read_text()).body:
-            docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-            all_names = isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["__all__"]
-            # an old `python -m` spelling runs the new module's main
-            as_main = isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
-            assert docstring or all_names or as_main or isinstance(node, (ast.Import, ast.ImportFrom)), (
-                f"{path}:{node.lineno}: a facade only re-exports")
 
 
 # ------------------------------------------------------------------ the checks can fail

@@ -109,17 +109,17 @@ def test_1d_vs_2d_table(results: list[Result]) -> None:
 
 
 def test_seed_comparison_uses_the_seed_numbers(results: list[Result]) -> None:
-    comps = {(c.config, c.shape, c.method): c for c in rep.seed_comparisons(results)}
+    comps = {(c.config, c.shape, c.method): c for c in rep.cpp_comparisons(results)}
     # methods without a counterpart in the seed's tables are left out
     assert ("Small", "2d", "rma-lock") not in comps
     c = comps[("Small", "2d", "pack")]
-    assert c.seed_method == "Pack MPI" and c.cpp == pytest.approx(7.5e-6)
+    assert c.cpp_method == "Pack MPI" and c.cpp == pytest.approx(7.5e-6)
     assert c.ratio == pytest.approx(25 / 7.5)
     c = comps[("Large", "2d", "bcast")]
     assert c.cpp == pytest.approx(193e-6) and c.ratio == pytest.approx(900 / 193)
     c = comps[("Medium", "1d", "p2p")]
-    assert c.seed_method == "Raw MPI 1D" and c.cpp == pytest.approx(26.9e-6)
-    md = rep.seed_comparison_table(results)
+    assert c.cpp_method == "Raw MPI 1D" and c.cpp == pytest.approx(26.9e-6)
+    md = rep.cpp_comparison_table(results)
     header = md.splitlines()[0]
     assert "pack (C++ Pack MPI)" in header and "rma-lock" not in header
     small_2d = next(line for line in md.splitlines() if line.startswith("| Small | 2D | 4 |"))
@@ -128,22 +128,22 @@ def test_seed_comparison_uses_the_seed_numbers(results: list[Result]) -> None:
 
 def test_seed_comparison_only_for_the_seeds_rank_count(results: list[Result]) -> None:
     two = [result("Small", "1d", "bcast", 5e-6, ranks=2)]
-    assert rep.seed_comparisons(two) == []
-    assert [c.ranks for c in rep.seed_comparisons(two, ranks=None)] == [2]
-    assert "No measured case" in rep.seed_comparison_table(two)
+    assert rep.cpp_comparisons(two) == []
+    assert [c.ranks for c in rep.cpp_comparisons(two, ranks=None)] == [2]
+    assert "No measured case" in rep.cpp_comparison_table(two)
 
 
 def test_seed_data_matches_the_seed_tables() -> None:
-    # spot checks against seed 004's tables, and the fastest per size (its 1D-vs-2D table)
-    assert rep.SEED_CPP_US["2d"]["XXXLarge"]["RDMA MPI"] == 3_428_000
-    assert rep.SEED_CPP_US["1d"]["XXLarge"]["Raw MPI 1D"] == 52_800
-    best = {c: min(t, key=t.get) for c, t in rep.SEED_CPP_US["2d"].items()}
+    # spot checks against the C++ benchmark's tables, and the fastest per size (its 1D-vs-2D table)
+    assert rep.CPP_FIGURES_US["2d"]["XXXLarge"]["RDMA MPI"] == 3_428_000
+    assert rep.CPP_FIGURES_US["1d"]["XXLarge"]["Raw MPI 1D"] == 52_800
+    best = {c: min(t, key=t.get) for c, t in rep.CPP_FIGURES_US["2d"].items()}
     assert best == {
         "Small": "Pack MPI", "Medium": "Bcast MPI", "Large": "Datatype MPI",
         "XLarge": "Bcast MPI", "XXLarge": "Raw MPI", "XXXLarge": "Bcast MPI",
     }
-    assert all(len(t) == 7 for t in rep.SEED_CPP_US["2d"].values())
-    assert all(len(t) == 4 for t in rep.SEED_CPP_US["1d"].values())
+    assert all(len(t) == 7 for t in rep.CPP_FIGURES_US["2d"].values())
+    assert all(len(t) == 4 for t in rep.CPP_FIGURES_US["1d"].values())
 
 
 def test_winners_table(results: list[Result]) -> None:
@@ -191,7 +191,7 @@ def test_pivot_table(results: list[Result]) -> None:
 
 
 def test_rows_use_the_primary_metric_of_harness_results() -> None:
-    """Results of seed 004 on the harness: primary ``transfer`` (max over every rank), not the
+    """Results of the MPI methods on the harness: primary ``transfer`` (max over every rank), not the
     readers' ``completion``; configurations recognised by size when ``extra`` lacks them."""
     r = Result(
         scenario="mpi-method", backend="p2p", mode="native", payload="array1d", size=SIZES["Medium"], ranks=4,

@@ -252,3 +252,13 @@ def test_docs_show_the_three_samples_as_rendered() -> None:
                       artifact="perf-gate-report")
         assert body in text, f"docs/pull-requests.md: the {name} sample is not the rendered one (regenerate it)"
     assert "ipcbench comment --json tests/data/verdicts/" in text
+
+
+@pytest.mark.parametrize("name", ["regression", "inconclusive", "ok"])
+def test_the_samples_follow_the_verdicts_schema(name: str) -> None:
+    """The hand-written samples the comment is tested on follow the schema `--json` writes."""
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the dev extra")
+    schema = DOCS.parent / "verdicts.schema.json"
+    if not schema.is_file():
+        pytest.skip("docs/verdicts.schema.json (the verdicts file's schema) is not in this checkout yet")
+    jsonschema.validate(json.loads((DATA / f"{name}.json").read_text()), json.loads(schema.read_text()))

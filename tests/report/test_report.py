@@ -29,12 +29,12 @@ def synthetic() -> ResultSet:
     for (backend, k), mode, kind, size in itertools.product(BACKENDS.items(), ("bytes", "native"),
                                                             ("dict", "ndarray"), (1_000, 100_000, 10_000_000)):
         t = k * (1e-5 + size / 1e9) * (0.5 if mode == "native" else 1.0)
-        kind_of = "channel" if backend != "shm" else "store"
+        delivery = "channel" if backend != "shm" else "store"
         samples = {"write": _samples(t / 3), "read_avg": _samples(t / 2), "read_min": _samples(t / 2.5),
                    "read_max": _samples(t / 1.5), "touched_avg": _samples(t / 1.8), "touched_max": _samples(t / 1.4),
                    "completion": _samples(t), "completion_touched": _samples(t * 1.1)}
         rs.add(Result("broadcast", backend, mode, kind, size, 4, samples, nbytes=size,
-                      kind=kind_of, readers=3, verified=Verified(12, 0)))
+                      delivery=delivery, readers=3, verified=Verified(12, 0)))
     for backend, size in itertools.product(BACKENDS, (1, 1024, 1_000_000)):
         lat = BACKENDS[backend] * (2e-6 + size / 5e9)
         rs.add(Result("pingpong", backend, "native", "buffer", size, 2,
@@ -42,7 +42,7 @@ def synthetic() -> ResultSet:
     for size in (1000, 65536):
         rs.add(Result("stream", "zmq", "native", "buffer", size, 4,
                       {"send": _samples(1e-6 + size / 1e10), "delivered": _samples(3e-6 + size / 3e9)},
-                      nbytes=size, primary="delivered", extra={"window": 64}, readers=3, kind="channel"))
+                      nbytes=size, primary="delivered", extra={"window": 64}, readers=3, delivery="channel"))
     for work in (0.0, 1e-4, 1e-3):
         r = Result("granularity", "zmq", "bytes", "tiny", 64, 2,
                    {"roundtrip": _samples(work + 3e-5), "work": _samples(work) if work else [0.0] * 9,
@@ -52,10 +52,10 @@ def synthetic() -> ResultSet:
     for size in (1_000, 100_000, 10_000_000):
         rs.add(Result("copy", "numpy", "native", "buffer", size, 1, {"copy": _samples(size / 1e10)}, nbytes=size,
                       primary="copy"))
-    rs.add(Result("seed002", "pool", "native", "ndarray", 602_000_000, 2, {"completion": _samples(0.05)},
+    rs.add(Result("shared-array", "pool", "native", "ndarray", 602_000_000, 2, {"completion": _samples(0.05)},
                   nbytes=602_000_000))
     for path, t in (("handle", 6e-5), ("ping", 5e-5)):
-        rs.add(Result("seed002-handle", path, "native", "ndarray", 2**30, 2, {"completion": _samples(t)},
+        rs.add(Result("shared-array-handle", path, "native", "ndarray", 2**30, 2, {"completion": _samples(t)},
                       nbytes=2**30, extra={"release": 4.5e-6} if path == "handle" else {}))
     return rs
 
@@ -103,18 +103,18 @@ def test_plots_are_pngs_with_content(written):
         assert img[..., :3].std() > 0.05, name  # not a blank canvas
 
 
-def test_markdown_has_the_seed_tables(written):
+def test_markdown_has_the_tables_people_expect(written):
     out, summary = written
     text = summary.read_text()
     assert "# pytest-ipcbench results" in text
     assert "MPI: MPICH 4.3.0" in text and "oversubscribed: yes" in text and "MB = 10^6" in text
-    assert "| Backend | Mode | Kind | Ranks | Median write | Median read | Completion p10 | p50 | p90 | p99 |" in text
+    assert "| Backend | Mode | Delivery | Ranks | Processes | Median write | Median read | Completion p10 | p50 | p90 | p99 |" in text
     assert "| Backend | Mode | Ranks | " in text  # tables by size: a row per backend, mode and rank count
     assert "baseline (1.00x)" in text and "x slower" in text
     assert "## Write time against size" in text and "seed 00" not in text.lower() and "## Read time against size" in text
     assert "## Ping-pong latency" in text and "## Stream" in text and "## Granularity" in text
     assert "## Cases that failed" in text and "boom" in text
-    assert "(1000 entries)" in text  # dict sizes are shown as entries too (seed 001)
+    assert "(1000 entries)" in text  # dict sizes are shown as entries too
     assert "## Shared arrays: a 602 MB array" in text
     assert "handle against None" in text and "1.20x" in text and "4.5 µs" in text  # the release
     width = None
@@ -164,7 +164,7 @@ def test_a_wide_distribution_is_shown_and_named(tmp_path) -> None:
     for backend, s in (("shm", wide), ("zmq", narrow)):
         rs.add(Result("broadcast", backend, "native", "ndarray", 1000, 2,
                       {"write": list(s / 2), "read_avg": list(s), "completion": list(s), "completion_touched": list(s)},
-                      nbytes=1000, kind="store", readers=1))
+                      nbytes=1000, delivery="store", readers=1))
     summary = report.write_report(rs, tmp_path)
     text = summary.read_text()
     note = next(line for line in text.splitlines() if line.startswith("- shm/native ndarray"))

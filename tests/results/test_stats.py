@@ -76,7 +76,7 @@ def test_results_of_schema_1_still_load(tmp_path) -> None:
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     r = ResultSet.load(path).results[0]
-    assert (r.kind, r.readers, r.group, r.verified) == ("store", 3, "mpi", Verified(9, 0))
+    assert (r.delivery, r.readers, r.group, r.verified) == ("store", 3, "mpi", Verified(9, 0))
     assert r.copy_bandwidth == 1e7 and r.extra == {"root": 0}  # derived values are recomputed, not kept
     assert r.bandwidth() == 1000 / 0.002 and r.efficiency() == 1000 / 0.002 / 1e7
     again = ResultSet.load(ResultSet(results=[r]).save(tmp_path / "new.json"))
@@ -99,3 +99,33 @@ def test_round_halfwidth_is_wide_for_few_rounds_and_none_for_one():
     two = round_ratio_halfwidth(rounds[0], rounds[1], 0.95)
     assert two is not None and two > 0.5  # 2 rounds that disagree by 30%: t with 1 dof
     assert round_ratio_halfwidth(rounds[0][:1], rounds[1][:1], 0.95) is None
+
+
+def test_results_and_calibrations_written_before_the_renames_still_load(tmp_path) -> None:
+    """Files of before 0.2 say ``kind`` for a backend's delivery and name the shared-array
+    experiment's scenarios ``seed002`` / ``seed002-handle``: they load under today's names, so a
+    compare of an old run against a new one matches its cases, and an old calibration its groups."""
+    import json
+
+    from pytest_ipcbench.comparison.calibration import SCHEMA as CALIBRATION, Calibration
+    from pytest_ipcbench.results.results import SCHEMA, ResultSet
+
+    record = {"backend": "pool", "mode": "native", "payload": "ndarray", "size": 1000, "ranks": 2,
+              "samples": {"completion": [0.001, 0.002, 0.003]}, "nbytes": 1000, "kind": "channel"}
+    old = {"schema": SCHEMA, "env": {}, "results": [{**record, "scenario": "seed002-handle"},
+                                                     {**record, "scenario": "broadcast", "kind": "store"}]}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    handle, bcast = ResultSet.load(path).results
+    assert (handle.scenario, handle.delivery) == ("shared-array-handle", "channel")
+    assert handle.key == "shared-array-handle/pool/native/ndarray/1000/r2" and bcast.delivery == "store"
+    saved = json.loads(ResultSet(results=[handle]).save(tmp_path / "new.json").read_text())["results"][0]
+    assert saved["delivery"] == "channel" and "kind" not in saved
+    case = {"sigma": 0.1, "upper": 0.2, "runs": 3, "group": "seed002-handle r2"}
+    cal = tmp_path / "calibration.json"
+    cal.write_text(json.dumps({"schema": CALIBRATION, "runs": 3, "threshold": 0.1, "env": {},
+                               "groups": {"seed002-handle r2": 0.1},
+                               "cases": {"seed002-handle/pool/native/ndarray/1000/r2": case}}))
+    loaded = Calibration.load(cal)
+    assert set(loaded.groups) == {"shared-array-handle r2"}
+    assert loaded.cases[handle.key].group == "shared-array-handle r2"

@@ -18,7 +18,7 @@ from pytest_ipcbench.backends.base import BACKENDS, unavailable_reason
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import find_mpiexec
 from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix
-from pytest_ipcbench.runner.shared_arrays import seed002_results
+from pytest_ipcbench.runner.shared_arrays import experiment_results
 from pytest_ipcbench.results.results import SCHEMA, ResultSet
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
@@ -28,9 +28,9 @@ MPIEXEC = find_mpiexec()
 def test_matrix_levels_grow_and_filters_apply():
     quick, default, full = (build_matrix(level) for level in ("quick", "default", "full"))
     assert len(quick) < len(default) < len(full)
-    assert max(c.size for c in full if c.payload_kind == "ndarray") == 602 * 10**6  # seed 002's batch
+    assert max(c.size for c in full if c.payload_kind == "ndarray") == 602 * 10**6  # the shared-array experiment's batch
     assert max(c.size for c in full if c.payload_kind == "dict") >= 10**6  # 10000 entries and more
-    assert max(c.size for c in full if c.payload_kind == "ragged2d") == 2_000_000 * 55 * 4  # seed 004 XXXLarge
+    assert max(c.size for c in full if c.payload_kind == "ragged2d") == 2_000_000 * 55 * 4  # the MPI methods' XXXLarge
     assert all(is_channel(c.backend) for c in default if c.scenario == "stream")
     # (backends registered by other test modules of this process run by default too: look at ours)
     assert {c.backend for c in default if c.scenario == "stream" and BACKENDS.builtin(c.backend)} == {
@@ -54,20 +54,20 @@ def test_case_payloads():
     assert Case("broadcast", "zmq", "bytes", "dict", 10_000, 4).payload().kind == "dict"
 
 
-def test_seed002_dictionary_becomes_results():
+def test_shared_array_experiment_dictionary_becomes_results():
     got = {"nbytes": 100, "shape": (5, 5), "samples": {"pool": [0.1, 0.2], "mpqueue": [1.0]}, "ratios": {"a": 1}}
-    rs = seed002_results(got)
-    assert {r.backend for r in rs} == {"pool", "mpqueue"} and all(r.scenario == "seed002" for r in rs)
-    assert seed002_results(None) == []
+    rs = experiment_results(got)
+    assert {r.backend for r in rs} == {"pool", "mpqueue"} and all(r.scenario == "shared-array" for r in rs)
+    assert experiment_results(None) == []
 
 
-def test_seed002_handle_sweep_becomes_results_with_their_sizes():
+def test_shared_array_handle_sweep_becomes_results_with_their_sizes():
     got = {"nbytes": 100, "shape": (5, 5), "samples": {"handle": [0.1]}, "ratios": {},
            "handle_sweep": {"sizes": [10**6, 2**30], "ratio": {"1MB": 1.2, "1GiB": 1.3},
                             "samples": {"1MB": {"handle": [6e-5], "ping": [5e-5]},
                                         "1GiB": {"handle": [6.5e-5], "ping": [5e-5]}},
                             "release": {"1MB": 4e-6, "1GiB": 5e-6}}}
-    rs = [r for r in seed002_results(got) if r.scenario == "seed002-handle"]
+    rs = [r for r in experiment_results(got) if r.scenario == "shared-array-handle"]
     assert sorted((r.backend, r.size) for r in rs) == [("handle", 10**6), ("handle", 2**30),
                                                        ("ping", 10**6), ("ping", 2**30)]
     assert {(r.backend, r.size): r.extra["release"] for r in rs}[("handle", 2**30)] == 5e-6
@@ -180,14 +180,17 @@ def test_ipcbench_run_quick_end_to_end(tmp_path):
 
 
 def test_only_selects_the_extras_by_their_block_name():
-    proc = _run(["run", "--quick", "--list", "--no-config", "--only", "seed004", "--only", "pingpong shm/native buffer-1B r2"])
+    proc = _run(["run", "--quick", "--list", "--no-config", "--only", "mpi-methods", "--only", "pingpong shm/native buffer-1B r2"])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert "extra seed004" in lines and "extra seed002" not in lines
+    assert "extra mpi-methods" in lines and "extra shared-arrays" not in lines
     assert [line.split(None, 1)[1] for line in lines if line.startswith(("mpi ", "local "))] == \
         ["pingpong shm/native buffer-1B r2"]
     proc = _run(["run", "--quick", "--list", "--no-config", "--only", "pingpong"])
-    assert "extra seed004" not in proc.stdout and "extra seed002" not in proc.stdout  # only when named
+    assert "extra mpi-methods" not in proc.stdout and "extra shared-arrays" not in proc.stdout  # only when named
+    # the names of before 0.2 still select them (scripts and CI files written then, the gate's reruns)
+    proc = _run(["run", "--quick", "--list", "--no-config", "--only", "seed002"])
+    assert "extra shared-arrays" in proc.stdout.splitlines() and "extra mpi-methods" not in proc.stdout
 
 
 def test_results_only_writes_results_and_log_and_labels_every_case(tmp_path):
@@ -216,7 +219,7 @@ def test_no_mpi_skips_the_mpi_backends_it_was_not_asked_for_and_fails_the_ones_n
             "bytes", "--time-budget", "0.02", "--no-extras", "--results-only", "--progress", "none"]
     every = _run([*tiny, "--out", str(tmp_path / "every")])
     assert every.returncode == 0, every.stdout + every.stderr  # every backend: the MPI ones skipped, said once
-    assert "skipped:" in every.stdout and "mpi-p2p" in every.stdout and "which need MPI (--no-mpi)" in every.stdout
+    assert "skipped:" in every.stdout and "mpi-p2p" in every.stdout and "needs MPI (--no-mpi)" in every.stdout
     assert "failed:" not in every.stdout
     rs = ResultSet.load(tmp_path / "every" / "results.json")
     assert {r.backend for r in rs.results if r.scenario == "pingpong"} >= {"shm", "mp-queue"}
@@ -224,6 +227,30 @@ def test_no_mpi_skips_the_mpi_backends_it_was_not_asked_for_and_fails_the_ones_n
     named = _run([*tiny, "--backends", "mpi-p2p,shm", "--out", str(tmp_path / "named")])
     assert named.returncode == 1  # asked for by name: a failure that says why
     assert "mpi-p2p/bytes buffer-1KB r2: needs MPI (--no-mpi)" in named.stdout
+
+
+def test_without_mpi4py_named_mpi_backends_fail_and_say_why(tmp_path):
+    """Issue 39: without mpi4py, ``ipcbench run`` marked named MPI backends "ok ... skipped" and
+    exited 0 where the README says they fail and say why."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['mpi4py'] = None  # as if not installed\n")
+    env = {**os.environ, "PYTHONPATH": str(hide)}
+    tiny = [sys.executable, "-m", "pytest_ipcbench", "run", "--quick", "--no-config", "--scenarios", "pingpong",
+            "--sizes", "1KB", "--modes", "bytes", "--time-budget", "0.02", "--no-extras", "--results-only",
+            "--progress", "plain"]
+    named = subprocess.run([*tiny, "--backends", "mpi-p2p,mp-queue", "--out", str(tmp_path / "named")], env=env,
+                           capture_output=True, text=True, timeout=150)
+    assert named.returncode == 1, named.stdout + named.stderr
+    assert "failed: pingpong mpi-p2p/bytes buffer-1KB r2: mpi-p2p needs the mpi4py package" in named.stdout
+    assert "ok" not in [line.split()[0] for line in named.stdout.splitlines() if "mpi-p2p" in line and line.split()]
+    every = subprocess.run([*tiny, "--out", str(tmp_path / "every")], env=env, capture_output=True, text=True,
+                           timeout=150)
+    assert every.returncode == 0, every.stdout + every.stderr
+    said = [line for line in every.stdout.splitlines() if "mpi4py package" in line]
+    assert len(said) == 1 and said[0].startswith("  skipped: the cases of mpi-bcast, mpi-buffer, mpi-p2p, mpi-pkl5, "
+                                                 "mpi-shm-win: they do not load here (run.log: each); mpi-bcast needs the "
+                                                 "mpi4py package"), said
 
 
 # ------------------------------------------------------------------------------- selfcheck

@@ -65,7 +65,7 @@ def test_each_backend_declares_its_process_model() -> None:
         "shm": "mpi", "lmdb": "mpi", "zmq": "mpi", "mp-queue": "local", "mpi-p2p": "mpi"}
 
     class Plain(Backend):
-        name, kind = "plain", "channel"
+        name, delivery = "plain", "channel"
 
     class Odd(Plain):
         run_in = "threads"

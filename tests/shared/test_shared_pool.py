@@ -163,7 +163,8 @@ def test_close_releases_and_reclaims(consumer):
 
 
 def test_hammer_no_in_flight_overwrite(consumer):
-    """Seed 002's race: pooled arrays put in a row, each filled with its sequence number.
+    """The pool's in-flight race (the design this replaced overwrote a buffer in flight): pooled
+    arrays put in a row, each filled with its sequence number.
 
     The consumer checks every value on receipt and again after holding it briefly; with a
     counter taken in the feeder thread the pool would hand the in-flight buffer out again.

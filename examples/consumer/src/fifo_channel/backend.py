@@ -39,7 +39,7 @@ class FifoBackend(Backend):
     """See the module docstring."""
 
     name = "fifo"
-    kind = "channel"
+    delivery = "channel"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -7,7 +7,8 @@ before the local worker processes start and its result reaches every rank as ``s
 Such a backend runs in local workers (plain ``pytest``, ``ipcbench run``'s local phase); under
 ``mpiexec`` its tests are skipped with the reason.
 
-The pipes outlive one test: ``setup()`` empties this reader's pipe (a failed test may have left a
+The pipes outlive one test (``after_ranks`` closes the parent's ends once the ranks ended):
+``setup()`` empties this reader's pipe (a failed test may have left a
 message in it) before the ranks agree to start. There is one pipe per rank, so two live instances
 whose writers send to the same reader would share it: a ping-pong's two directions (writers rank 0
 and rank 1) are fine, two instances with the same root open at once are not. ``native`` mode sends
@@ -29,13 +30,20 @@ class PipeBackend(Backend):
     """See the module docstring."""
 
     name = "pipe"
-    kind = "channel"
+    delivery = "channel"
 
     @classmethod
     def before_ranks(cls, size: int) -> list[tuple[Any, Any]]:
         """In the parent, before the ranks exist: one one-way pipe per rank, (read end, write end)."""
         ctx = mp.get_context("spawn")  # the local workers are spawned
         return [ctx.Pipe(duplex=False) for _ in range(size)]
+
+    @classmethod
+    def after_ranks(cls, made: list[tuple[Any, Any]]) -> None:
+        """In the parent, once the ranks ended: close its ends of the pipes."""
+        for read_end, write_end in made:
+            read_end.close()
+            write_end.close()
 
     def setup(self) -> None:
         pipes = self.inherited

@@ -1,0 +1,322 @@
+"""The race: shortlisted (backend, mode) pairs measured interleaved on one object, the slow ones
+eliminated by their intervals, the pick confirmed against the runner-up in a fresh run.
+
+Collective (every rank of the group calls :func:`race`; rank 0 decides, every rank follows its
+broadcast decisions, so every rank makes the same calls). Each stage is one
+:func:`~..harness.measure.bench_interleaved` of the pairs still in (A B C A B C ...: drift hits
+every pair alike, docs/method.md rule 16), ``rounds`` rounds; a pair's rounds accumulate over the
+stages, paired with the others' (round i of every pair ran side by side). After each stage rank 0
+takes the leader (the smallest median of round medians) and each other pair's ratio to it with the
+rounds' two-level bootstrap interval (``history/stats.rounds_ratio_interval``, the gate's): a pair
+whose whole interval lies above ``1 + tie`` is out. The race stops when the runner-up is decided
+against the leader (its interval above 1: the leader is faster; or inside ``1 +- tie``: a tie),
+when one pair is left, or when the next stage would not fit the race's share of the budget.
+
+The pick is the simplest pair (:func:`simplicity`) among those whose median is within ``tie`` of
+the leader's; the runner-up the fastest other pair. Their **confirmation** is a fresh interleaved
+run of the two alone: the race's samples favour its winner (it won on them), so the printed ratio
+and interval come from the confirmation only. Should the confirmation find the runner-up faster
+beyond the tie, the two swap and the record says so.
+
+Then, when its estimate (:func:`count_estimate`) fits in what is left of the budget or in
+:data:`COUNT_SHARE` of it, the harness's counting pass
+(harness/count.py) for the pick and the runner-up, with :data:`COUNT_REPEATS` repeats, in a run
+of its own with one timed iteration: the reason in counts. Not for every raced pair: its
+allocation pass traces every Python call and took tens of seconds a pair for objects of many
+small parts on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..backends.base import BackendSpec, get_backend
+from ..core.counters import Counters
+from ..core.group import Group
+from ..harness.count import COUNT_MESSAGES, COUNT_VOLUME
+from ..harness.measure import bench_interleaved
+from ..harness.plan import BenchSettings
+from ..results.results import Result
+from ..results.stats import rounds_ratio_interval
+
+#: what each scenario's pairs are judged by: a broadcast to fully read objects (readers touch
+#: every buffer), a ping-pong's one-way latency, a stream's time per delivered message
+METRICS = {"broadcast": "completion_touched", "pingpong": "latency", "stream": "delivered"}
+#: iterations per round at least: a round's median of one sample is that sample's noise
+PER_ROUND = 3
+#: share of the budget the race may use; the rest is the confirmation's
+RACE_SHARE = 0.7
+#: repeats of the counting pass: an exact counter is one both repeats agree on
+COUNT_REPEATS = 2
+#: the counting pass runs when its estimate fits in what is left of the budget, or in this share of
+#: the budget (the reason in counts is worth a call that overruns its budget by that much)
+COUNT_SHARE = 0.25
+#: how many times a timed message the counting pass's messages take (the allocation pass traces every
+#: Python call: a list of 1000 small arrays took minutes at load 20 on 2 cores)
+TRACED = 50
+
+#: Third-party packages each built-in backend needs (a user's backend: counted as 1).
+_DEPENDENCIES = {"mp-queue": 0, "shm": 0, "lmdb": 1, "zmq": 1}
+
+
+def simplicity(pair: str) -> tuple[int, int, int, int]:
+    """What makes a pair simpler to adopt, fewest first: (an MPI launcher and its processes, third-
+    party packages, files it creates (a segment, a folder, a socket), native mode (its own wire
+    format) over bytes mode (pickle))."""
+    name, _, mode = pair.partition("/")
+    try:
+        cls = get_backend(name)
+        mpi = int(cls.needs_mpi)
+        files = 0 if name == "mp-queue" or cls.needs_mpi and not cls.payload_in_shm else 1
+    except Exception:
+        mpi, files = 0, 1
+    deps = 1 if mpi else _DEPENDENCIES.get(name, 1)
+    return (mpi, deps, files, int(mode == "native"))
+
+
+@dataclass(frozen=True)
+class RaceOptions:
+    scenario: str = "broadcast"
+    budget: float = 60.0  # seconds for the race, the confirmation and the counting pass
+    rounds: int = 6  # rounds per stage (each pair's iterations spread over them)
+    confirm_rounds: int = 8
+    tie: float = 0.05
+    confidence: float = 0.95
+    count: bool = True  # the counting pass for the pick and the runner-up
+
+    @property
+    def metric(self) -> str:
+        return METRICS[self.scenario]
+
+
+@dataclass
+class Standing:
+    """One pair in the race (rank 0's record)."""
+
+    pair: str
+    rounds: list[list[float]] = field(default_factory=list)
+    out_at_stage: int | None = None  # eliminated after this stage
+    ratio: float | None = None  # its median / the leader's, at the end
+    low: float | None = None
+    high: float | None = None
+    counters: Counters | None = None
+    counting: str = ""  # why there are no counters
+
+    @property
+    def median(self) -> float:
+        return float(np.median([np.median(r) for r in self.rounds])) if self.rounds else float("nan")
+
+
+@dataclass
+class RaceRecord:
+    standings: list[Standing]
+    stages: int
+    stopped: str  # why the race stopped
+    leader: str
+    pick: str
+    runner_up: str | None
+    tie: list[str]  # the pairs within ``tie`` of the leader (race medians), the pick among them
+    confirm_ratio: float | None = None  # runner-up / pick, from the confirmation
+    confirm_low: float | None = None
+    confirm_high: float | None = None
+    confirm_medians: tuple[float, float] | None = None  # (pick, runner-up)
+    swapped: bool = False
+    race_rounds: int = 0  # rounds each pair still in ran, over the stages
+    elapsed: float = 0.0
+    stage_s: list[float] = field(default_factory=list)  # wall seconds of each stage, then the confirmation's
+    budget: float = 0.0  # the seconds the race was given
+
+
+def split_rounds(result: Result, metric: str, rounds: int) -> list[list[float]]:
+    """The samples of each round, as bench_interleaved spread a case's iterations over ``rounds``."""
+    samples = list(result.samples.get(metric) or result.samples[result.primary])
+    n = len(samples)
+    out, done = [], 0
+    for r in range(rounds):
+        k = n * (r + 1) // rounds - done
+        if k:
+            out.append(samples[done:done + k])
+        done += k
+    return out
+
+
+def _interval(a: Standing, b: Standing, opts: RaceOptions) -> tuple[float, float, float]:
+    k = min(len(a.rounds), len(b.rounds))
+    iv = rounds_ratio_interval(a.rounds[:k], b.rounds[:k], opts.confidence, resamples=2000)  # side by side
+    return iv.ratio, iv.low, iv.high
+
+
+def _settings(per_case: float, rounds: int, count: bool) -> BenchSettings:
+    # one object every time, as the user sends it (no alternating seeds); at least one iteration per
+    # round; counted only when asked (the confirmation)
+    return BenchSettings(time_budget=max(0.05, per_case), min_iterations=PER_ROUND * rounds, alternate=False,
+                         count=count, count_repeats=COUNT_REPEATS)
+
+
+def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOptions) -> RaceRecord | None:
+    """Collective: race ``specs`` on ``payload``; the record on rank 0, None elsewhere."""
+    t0 = time.perf_counter()
+    everyone = [f"{s.name}/{s.mode}" for s in specs]
+    standing = {p: Standing(p) for p in everyone}
+    alive = list(everyone)
+    by_pair = dict(zip(everyone, specs))
+    stage, stopped, last_stage = 0, "", 0.0
+    stage_s: list[float] = []
+    race_budget = opts.budget * RACE_SHARE
+    while True:
+        s0 = time.perf_counter()
+        per_case = min(race_budget / 6, max(0.1, race_budget - (s0 - t0)) / 2) / len(alive)
+        settings = _settings(per_case, opts.rounds, False)
+        results = bench_interleaved(group, [by_pair[p] for p in alive], payload, opts.scenario, settings,
+                                    rounds=opts.rounds)
+        last_stage = time.perf_counter() - s0
+        stage_s.append(last_stage)
+        decision: tuple[list[str], str] | None = None
+        if group.rank == 0:
+            for p, res in zip(alive, results):
+                assert res is not None
+                standing[p].rounds.extend(split_rounds(res, opts.metric, opts.rounds))
+            decision = _judge(standing, alive, stage, opts, time.perf_counter() - t0, last_stage, race_budget)
+        alive, stopped = group.bcast(decision)
+        stage += 1
+        if stopped:
+            break
+    if group.rank != 0:
+        _confirm(group, by_pair, None, payload, opts, t0)
+        return None
+    leader = min(alive, key=lambda p: standing[p].median)
+    for st in standing.values():
+        if st.pair != leader and st.rounds:
+            st.ratio, st.low, st.high = _interval(st, standing[leader], opts)
+        elif st.pair == leader:
+            st.ratio = st.low = st.high = 1.0
+    ranked = sorted(alive, key=lambda p: standing[p].median)
+    tie = [p for p in ranked if standing[p].median <= (1 + opts.tie) * standing[leader].median]
+    pick = min(tie, key=lambda p: (simplicity(p), standing[p].median))
+    others = [p for p in sorted(everyone, key=lambda p: standing[p].median) if p != pick]
+    runner = others[0] if others else None
+    record = RaceRecord(list(standing.values()), stage, stopped, leader, pick, runner, tie,
+                        race_rounds=len(standing[leader].rounds), stage_s=stage_s, budget=opts.budget)
+    return _confirm(group, by_pair, record, payload, opts, t0)
+
+
+def _judge(standing: dict[str, Standing], alive: list[str], stage: int, opts: RaceOptions, elapsed: float,
+           last_stage: float, race_budget: float) -> tuple[list[str], str]:
+    """Rank 0, after a stage: (the pairs still in, why the race stops or "")."""
+    if len(alive) == 1:
+        return alive, "one pair left"
+    leader = min(alive, key=lambda p: standing[p].median)
+    still = [leader]
+    intervals = {}
+    for p in alive:
+        if p == leader:
+            continue
+        ratio, low, high = _interval(standing[p], standing[leader], opts)
+        intervals[p] = (ratio, low, high)
+        if low > 1 + opts.tie:
+            standing[p].out_at_stage = stage
+        else:
+            still.append(p)
+    still.sort(key=lambda p: standing[p].median)
+    if len(still) == 1:
+        return still, "every other pair is slower beyond the tie"
+    _, low, high = intervals[still[1]]
+    if low > 1:
+        return still, "the leader is faster than the runner-up (interval above 1)"
+    if 1 / (1 + opts.tie) <= low and high <= 1 + opts.tie:
+        return still, f"the runner-up is tied with the leader (interval within {opts.tie:.0%})"
+    if elapsed + last_stage * len(still) / len(alive) > race_budget:
+        return still, "the budget"
+    return still, ""
+
+
+def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord | None, payload: Any,
+             opts: RaceOptions, t0: float) -> RaceRecord | None:
+    """Collective: the pick against the runner-up, a fresh interleaved run of the two alone."""
+    pairs = group.bcast([record.pick, record.runner_up] if record is not None and record.runner_up else None)
+    if pairs is None:
+        if record is not None:
+            record.elapsed = time.perf_counter() - t0
+        return record
+    c0 = time.perf_counter()
+    remaining = opts.budget - (c0 - t0)
+    per_case = group.bcast(max(0.1, min(opts.budget * (1 - RACE_SHARE), remaining) / 3))
+    results = bench_interleaved(group, [by_pair[p] for p in pairs], payload, opts.scenario,
+                                _settings(per_case, opts.confirm_rounds, False), rounds=opts.confirm_rounds)
+    if record is not None:
+        record.stage_s.append(time.perf_counter() - c0)
+    _count(group, by_pair, pairs, record, payload, opts, t0)
+    if record is None:
+        return None
+    a = Standing(pairs[0], split_rounds(results[0], opts.metric, opts.confirm_rounds))
+    b = Standing(pairs[1], split_rounds(results[1], opts.metric, opts.confirm_rounds))
+    ratio, low, high = _interval(b, a, opts)  # runner-up / pick
+    # the decision weighs every round the two ran side by side, the race's and the confirmation's;
+    # the printed ratio and interval stay the confirmation's alone
+    by_name = {st.pair: st for st in record.standings}
+    k = min(len(by_name[pairs[0]].rounds), len(by_name[pairs[1]].rounds))
+    pooled_a = Standing(pairs[0], by_name[pairs[0]].rounds[:k] + a.rounds)
+    pooled_b = Standing(pairs[1], by_name[pairs[1]].rounds[:k] + b.rounds)
+    if pooled_b.median * (1 + opts.tie) < pooled_a.median:  # the runner-up is faster beyond the tie: they swap
+        record.pick, record.runner_up, record.swapped = pairs[1], pairs[0], True
+        ratio, low, high = 1 / ratio, 1 / high, 1 / low
+        a, b = b, a
+    record.confirm_ratio, record.confirm_low, record.confirm_high = ratio, low, high
+    record.confirm_medians = (a.median, b.median)
+    record.elapsed = time.perf_counter() - t0
+    return record
+
+
+def count_estimate(median_s: float, nbytes: int) -> float:
+    """Seconds the counting pass of the two pairs may take: their messages (harness/count.py: up to 16, by
+    volume at least 2) in each repeat's message and barrier phases and in the allocation pass, each
+    :data:`TRACED` times a timed message (tracing every Python call slows the allocation pass most)."""
+    messages = max(2, min(COUNT_MESSAGES, COUNT_VOLUME // max(1, nbytes)))
+    return 2 * messages * (2 * COUNT_REPEATS + 1) * TRACED * median_s
+
+
+def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], record: RaceRecord | None,
+           payload: Any, opts: RaceOptions, t0: float) -> None:
+    """Collective: the counting pass of the two confirmed pairs, when asked and the budget has room."""
+    why = ""
+    if record is not None:  # rank 0 decides
+        elapsed = time.perf_counter() - t0
+        medians = [st.median for st in record.standings if st.pair in pairs]
+        estimate = count_estimate(max(medians), payload.size)
+        if not opts.count:
+            why = "counting turned off"
+        elif estimate > max(opts.budget - elapsed, COUNT_SHARE * opts.budget):
+            why = (f"not counted: the race and confirmation used {elapsed:.0f} s of the {opts.budget:.0f} s left "
+                   f"of the budget, and counting would take about {estimate:.0f} s more (a larger --budget counts)")
+    why = group.bcast(why)
+    if record is not None and why:
+        for st in record.standings:
+            st.counting = st.counting or why
+    if why:
+        return
+    settings = BenchSettings(time_budget=0.01, min_iterations=1, max_iterations=1, warmup=1, alternate=False,
+                             count=True, count_repeats=COUNT_REPEATS)
+    c0 = time.perf_counter()
+    results = bench_interleaved(group, [by_pair[p] for p in pairs], payload, opts.scenario, settings, rounds=1)
+    if record is None:
+        return
+    record.stage_s.append(time.perf_counter() - c0)
+    by_name = {st.pair: st for st in record.standings}
+    for p, res in zip(pairs, results):
+        by_name[p].counters = res.counters
+        by_name[p].counting = str(res.extra.get("counting", ""))
+    for st in record.standings:
+        if st.pair not in pairs:
+            st.counting = st.counting or "counted for the pick and the runner-up only"
+
+
+def probe(group: Group, spec: BackendSpec, payload: Any, scenario: str) -> None:
+    """Collective: the object once through ``spec`` in the scenario (opened, sent, read, verified,
+    closed); raises what the backend raised."""
+    settings = BenchSettings(time_budget=0.01, min_iterations=1, max_iterations=1, warmup=1, alternate=False,
+                             count=False)
+    bench_interleaved(group, [replace(spec)], payload, scenario, settings, rounds=1)

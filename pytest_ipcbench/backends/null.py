@@ -1,0 +1,54 @@
+"""``null``: a channel that moves nothing, so its figures are the harness's own cost (issue 40).
+
+Timed by the same scenario loop as every backend, it measures what the loop itself adds to a
+message: the calls, the clock, the samples kept (and in a broadcast, how far apart the ranks
+leave the harness's barrier). No case can show a change smaller than this floor: ``ipcbench
+selfcheck`` prints it and every results file records it (``env["harness_floor"]``,
+:func:`measure_floor`).
+
+Internal: usable by name (``BackendSpec("null")``), never offered by fixtures or default matrices.
+
+What a reader gets without anything moving: the object this process wrote last (ping-pong: rank
+0 reads back what it wrote, rank 1 echoes what it has), or in a broadcast the expected object
+the harness gave :meth:`~.base.Backend.prepare` (iteration ``i``: ``objs[i % len(objs)]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .base import Backend, register
+
+#: the last object written in this process, by any null backend (a ping-pong's two directions)
+_LAST: list[Any] = [None]
+
+
+@register
+class NullBackend(Backend):
+    """Moves nothing; see the module docstring."""
+
+    name = "null"
+    kind = "channel"
+    internal = True
+    run_in = "mpi"
+
+    def setup(self) -> None:
+        self._expected: Sequence[Any] = ()
+        self._reads = 0
+
+    def prepare(self, objs: Sequence[Any]) -> None:
+        self._expected = list(objs)
+
+    def write(self, obj: Any) -> None:
+        _LAST[0] = obj
+
+    def read(self) -> Any:
+        expected = self._expected
+        if expected:
+            i = self._reads
+            self._reads = i + 1
+            return expected[i % len(expected)]
+        return _LAST[0]
+
+
+__all__ = ["NullBackend"]

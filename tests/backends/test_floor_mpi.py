@@ -1,0 +1,123 @@
+"""Per-message work under MPI, in exact counts (issue 40): one MPI message per small mpi-buffer or
+mpi-p2p transfer, no pickling of bytes, bytearray or plain arrays through mpi-shm-win, and the
+harness floor in an MPI job. Counts only, never times."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_ipcbench.backends import BackendSpec
+from pytest_ipcbench.core.probes import PickleCounter
+
+pytestmark = pytest.mark.mpi
+
+CALLS = ("Send", "Isend", "Recv", "Irecv", "Bcast", "Ibcast")
+
+
+@pytest.fixture(scope="module")
+def world() -> Any:
+    from pytest_ipcbench.core.group import MPIGroup
+
+    return MPIGroup.world()
+
+
+class _Counting:
+    """The communicator, with its message calls counted (the rest passes through)."""
+
+    def __init__(self, comm: Any) -> None:
+        self._comm = comm
+        self.calls = dict.fromkeys(CALLS, 0)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._comm, name)
+        if name not in CALLS:
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return attr(*args, **kwargs)
+        return counted
+
+
+def _messages(group: Any, name: str, size: int) -> list[Any]:
+    """Per transfer after the first (which sizes the head): the message calls on each rank."""
+    obj = np.arange(size, dtype=np.uint8)
+    n = 20
+    with BackendSpec(name, "native", wait="block").open(group) as live:
+        writer = group.rank == live.root
+        for _ in range(2):  # the first transfers size the head
+            live.write(obj) if writer else live.read()
+        counting = live.comm = _Counting(live.comm)
+        for _ in range(n):
+            if writer:
+                live.write(obj)
+            else:
+                assert np.array_equal(live.read(), obj)
+        group.barrier()
+        return [{k: v / n for k, v in counting.calls.items() if v}, type(live._head_request).__name__
+                if getattr(live, "_head_request", None) is not None else None]
+
+
+@pytest.mark.parametrize("size", (1, 1000))
+def test_one_message_per_small_mpi_buffer_transfer(world: Any, size: int) -> None:
+    results = world.run(_messages, "mpi-buffer", size)
+    assert results[0][0] == {"Bcast": 1.0}, results  # the head carries the data: one broadcast
+    for calls, _ in results[1:]:
+        assert calls == {"Bcast": 1.0}, results
+
+
+@pytest.mark.parametrize("size", (1, 1000))
+def test_one_message_per_small_mpi_p2p_transfer(world: Any, size: int) -> None:
+    if world.size != 2:
+        pytest.skip("one reader: a plain Send")
+    results = world.run(_messages, "mpi-p2p", size)
+    assert results[0][0] == {"Send": 1.0}, results
+    calls, request = results[1]
+    assert calls == {} and request == "Prequest", results  # the reader's head: one persistent request
+
+
+def _pickles(group: Any) -> list[Any]:
+    values = [b"x", b"y" * 70_000, bytearray(b"z" * 100), np.arange(10, dtype=np.float32),
+              np.zeros((3, 4), dtype=np.int16)]
+    with BackendSpec("mpi-shm-win", "native").open(group) as live:
+        writer = group.rank == live.root
+        for v in values:  # once each: the arrays' descriptions are pickled (and cached) here
+            live.write(v) if writer else live.read()
+        counter = PickleCounter()
+        counter.patch()
+        got = []
+        try:
+            for _ in range(3):
+                for v in values:
+                    if writer:
+                        live.write(v)
+                    else:
+                        r = live.read()
+                        got.append(type(r) is type(v) and bytes(memoryview(r).cast("B")) == bytes(memoryview(v).cast("B")))
+                        del r
+        finally:
+            counter.restore()
+        return [counter.counts["pickle.dumps"], counter.counts["pickle.loads"], all(got)]
+
+
+def test_mpi_shm_win_moves_bytes_and_arrays_without_pickling(world: Any) -> None:
+    if world.nodes > 1:
+        pytest.skip("one window per node: across nodes the hierarchy moves the value over MPI")
+    for rank, (dumps, loads, ok) in enumerate(world.run(_pickles)):
+        assert (dumps, loads) == (0, 0), f"rank {rank}: {dumps} dumps, {loads} loads"
+        assert ok, rank
+
+
+def _floor(group: Any) -> Any:
+    from pytest_ipcbench.harness.floor import measure_floor
+
+    return measure_floor(group, rounds=1)
+
+
+def test_the_floor_in_an_mpi_job(world: Any) -> None:
+    floor = world.run(_floor)[0]
+    assert floor["group"] == "mpi" and floor["ranks"] == world.size
+    assert set(floor["seconds"]) == {"pingpong", "broadcast"} and min(floor["seconds"].values()) > 0

@@ -1,0 +1,1 @@
+"""Three transports of a consumer project, plugged into pytest-ipcbench by entry point."""

@@ -1,0 +1,95 @@
+"""``ishm``: a shared-memory store made before the ranks start (``before_ranks``), released after
+them (``after_ranks``).
+
+``before_ranks`` makes one sparse segment in /dev/shm, named with ``pytest_ipcbench.core.names``;
+every rank maps it in ``setup()``. The writer copies the pickle in, then bumps a sequence number;
+readers wait for a newer one. ``after_ranks`` unlinks the segment once the ranks ended, before the
+session's leak check. Local workers only (mpiexec ranks inherit nothing: skipped with the reason).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Any
+
+from pytest_ipcbench import Backend, PayloadError
+from pytest_ipcbench.backends.base import Backoff, dumps, loads
+from pytest_ipcbench.core import names
+
+_HEAD = struct.Struct("<QQ")  # sequence number, length (ERROR: the writer's error message follows)
+_ERROR = (1 << 64) - 1
+SIZE = 64 << 20  # sparse: pages are used only where written
+
+
+class InheritedShmBackend(Backend):
+    """See the module docstring."""
+
+    name = "ishm"
+    kind = "store"
+
+    @classmethod
+    def before_ranks(cls, size: int) -> str:
+        name = names.resource_name("ishm")
+        fd = os.open(f"/dev/shm/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, SIZE)
+        finally:
+            os.close(fd)
+        return name
+
+    @classmethod
+    def after_ranks(cls, made: str) -> None:
+        try:
+            os.unlink(f"/dev/shm/{made}")
+        except FileNotFoundError:
+            pass
+
+    def setup(self) -> None:
+        made = self.inherited
+        if made is None:
+            raise RuntimeError("ishm: nothing inherited from before the ranks started")
+        fd = os.open(f"/dev/shm/{made}", os.O_RDWR)
+        try:
+            self._map: mmap.mmap | None = mmap.mmap(fd, SIZE)
+        finally:
+            os.close(fd)
+        if self.group.rank == self.root:
+            _HEAD.pack_into(self._map, 0, 0, 0)
+        self._seq = 0
+        self.group.barrier()
+
+    def write(self, obj: Any) -> None:
+        assert self._map is not None
+        self._seq += 1
+        try:
+            data = dumps(obj)
+        except PayloadError as exc:
+            message = str(exc).encode()
+            self._map[_HEAD.size:_HEAD.size + 8 + len(message)] = struct.pack("<Q", len(message)) + message
+            _HEAD.pack_into(self._map, 0, self._seq, _ERROR)
+            raise
+        if len(data) > SIZE - _HEAD.size:
+            raise PayloadError(f"ishm: {len(data)} B do not fit its {SIZE} B segment")
+        self._map[_HEAD.size:_HEAD.size + len(data)] = data
+        _HEAD.pack_into(self._map, 0, self._seq, len(data))
+
+    def read(self) -> Any:
+        assert self._map is not None
+        backoff = Backoff(self.timeout)
+        while True:
+            seq, length = _HEAD.unpack_from(self._map, 0)
+            if seq > self._seq:
+                self._seq = seq
+                if length == _ERROR:
+                    (n,) = struct.unpack_from("<Q", self._map, _HEAD.size)
+                    raise self.writer_failed(self._map[_HEAD.size + 8:_HEAD.size + 8 + n].decode())
+                return loads(self._map[_HEAD.size:_HEAD.size + length])
+            if not backoff.wait():
+                raise self.timeout_error(f"a value newer than number {self._seq}")
+
+    def close(self) -> None:
+        if getattr(self, "_map", None) is not None:
+            self._map.close()
+        self._map = None

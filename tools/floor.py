@@ -1,0 +1,128 @@
+"""Where each microsecond of a small message goes (issue 40): a per-step breakdown of one
+backend's ping-pong, its counts and allocations per message, beside its reference and the
+harness's own floor (the ``null`` backend).
+
+Run on 2 ranks (the MPI backends need mpiexec; the others run there too, as ``ipcbench run``
+times shm, lmdb and zmq among MPI ranks)::
+
+    mpiexec -n 2 python tools/floor.py shm,mpi-p2p,mpi-buffer,mpi-shm-win,zmq,lmdb --sizes 1,65536,1000000
+
+Per backend and size it prints, rank 0's view of one round trip (medians of ``--n`` iterations):
+
+* ``write``: rank 0's ``write()``; ``read``: rank 1's ``read()`` of a message already there
+  (started 200 us after both left a barrier, so it hardly waits); ``wait``: what is left of the one-way
+  latency, ``rtt/2 - write - read`` (the crossing and the wake-up); ``verify``: the harness's
+  ``payload.equal`` (outside the timed loop);
+* then the harness's pingpong (``bench_interleaved``, interleaved with the reference and
+  ``null``): one-way latency, and per message system calls, pickles and bytes allocated
+  (tracemalloc), writer/reader, from the counting pass (harness/count.py).
+
+Times on a shared machine move with its load (print ``uptime`` beside them); the counts do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from pytest_ipcbench.backends.base import BackendSpec, get_backend
+from pytest_ipcbench.core.group import MPIGroup
+from pytest_ipcbench.core.units import parse_size, size_label
+from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, bench_interleaved
+
+COUNTS = ("syscalls.total", "pickle.dumps", "pickle.loads", "alloc.bytes", "faults.minor")
+
+
+def steps(group: MPIGroup, name: str, size: int, n: int) -> dict[str, float] | None:
+    """Medians (seconds) of write, read (message already there), rtt/2 and verify; rank 0 only."""
+    payload = BufferPayload(size)
+    obj = payload.build(seed=1)
+    fwd = BackendSpec(name, "native", root=0).open(group)
+    back = BackendSpec(name, "native", root=1).open(group)
+    with fwd, back:
+        perf = time.perf_counter
+        writes, reads, rtts, verifies = [], [], [], []
+        for i in range(n + 20):  # round trips first
+            if group.rank == 0:
+                t0 = perf()
+                fwd.write(obj)
+                got = back.read()
+                t1 = perf()
+                v0 = perf()
+                payload.equal(got, obj)
+                v1 = perf()
+                if i >= 20:
+                    rtts.append(t1 - t0)
+                    verifies.append(v1 - v0)
+                del got
+            else:
+                back.write(fwd.read())
+        for i in range(n + 20):  # then apart: the reader starts after the message is there
+            group.barrier()
+            if group.rank == 0:
+                t0 = perf()
+                fwd.write(obj)
+                t1 = perf()
+                if i >= 20:
+                    writes.append(t1 - t0)
+            else:
+                time.sleep(200e-6)
+                t0 = perf()
+                got = fwd.read()
+                t1 = perf()
+                del got
+                if i >= 20:
+                    reads.append(t1 - t0)
+        reads = group.bcast(reads, root=1)
+    if group.rank != 0:
+        return None
+    med = statistics.median
+    return {"write": med(writes), "read": med(reads), "oneway": med(rtts) / 2, "verify": med(verifies)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("backends", help="comma list")
+    parser.add_argument("--sizes", default="1", help="comma list of sizes (default 1)")
+    parser.add_argument("--n", type=int, default=2000, help="round trips of the step breakdown")
+    parser.add_argument("--budget", type=float, default=0.3, help="seconds per case of the harness pingpong")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(argv)
+    group = MPIGroup.world()
+    if group.size != 2:
+        print("run on 2 ranks: mpiexec -n 2 python tools/floor.py ...", file=sys.stderr)
+        return 2
+    us = 1e6
+    say = print if group.rank == 0 else (lambda *a, **k: None)
+    for name in args.backends.split(","):
+        ref = get_backend(name).reference
+        for size in [parse_size(s) for s in args.sizes.split(",")]:
+            got = steps(group, name, size, args.n)
+            specs = [BackendSpec(name, "native")] + ([BackendSpec(ref, "native")] if ref else [])
+            try:  # the harness's floor (absent from a checkout before it existed)
+                get_backend("null")
+                specs.append(BackendSpec("null", "native"))
+            except ValueError:
+                pass
+            results = bench_interleaved(group, specs, BufferPayload(size), "pingpong",
+                                        BenchSettings(time_budget=args.budget), args.rounds)
+            if got is None:
+                continue
+            say(f"{name} {size_label(size)}: write {got['write'] * us:.2f} us, read {got['read'] * us:.2f} us, "
+                f"wait {(got['oneway'] - got['write'] - got['read']) * us:.2f} us (one way {got['oneway'] * us:.2f}), "
+                f"verify {got['verify'] * us:.2f} us")
+            for spec, res in zip(specs, results):
+                assert res is not None
+                lat = statistics.median(res.samples["latency"]) * us
+                counts = res.counters.per_role(COUNTS) if res.counters is not None else {}
+                words = "; ".join(f"{role}: " + ", ".join(f"{k.split('.')[-1] if k != 'alloc.bytes' else 'alloc B'} "
+                                                          f"{v:g}" for k, v in vals.items())
+                                  for role, vals in counts.items())
+                say(f"   {spec.name:<16} one way {lat:8.2f} us   {words}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
