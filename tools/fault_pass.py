@@ -165,7 +165,8 @@ Fault = Callable[[subprocess.Popen, Watch], str]
 
 
 def run_case(name: str, group: str, cmd: list[str], *, bound: float, expected: str = "2", cwd: Path | None = None,
-             env: dict[str, str] | None = None, fault: Fault | None = None, results: Path | None = None) -> Outcome:
+             env: dict[str, str] | None = None, fault: Fault | None = None, results: Path | None = None,
+             victims: dict[Path, bytes] | None = None) -> Outcome:
     out = Outcome(name, group, bound=bound, expected=expected)
     log = tempfile.TemporaryFile(mode="w+")
     t0 = time.monotonic()
@@ -203,6 +204,10 @@ def run_case(name: str, group: str, cmd: list[str], *, bound: float, expected: s
             out.corrupt = sum(int((r.get("verified") or {}).get("failed") or 0) for r in data.get("results", []))
         except (OSError, ValueError, AttributeError):
             out.note += " (results unreadable)"
+    for victim, content in (victims or {}).items():  # a file the command was given no right to touch
+        if not victim.is_file() or victim.read_bytes() != content:
+            out.corrupt += 1
+            out.note += f" {victim} changed or gone"
     rc_ok = expected == "any" or str(out.rc) in expected.split("|")
     out.ok = rc_ok and not out.traceback and not out.left and not out.hang and not out.corrupt
     return out
@@ -475,6 +480,114 @@ def fault_cases(work: Path) -> list[tuple[str, list[str], dict]]:
     return cases
 
 
+# ------------------------------------------------------------------------------- round three (issue 42)
+
+EXITS = "import os, pytest\n@pytest.mark.mpi\ndef test_reader_ends_its_process():\n    os._exit(0)\n"
+NOBODY = 65534
+
+
+def _nobody_link(folder: Path, name: str, victim: Path) -> Path:
+    link = folder / name
+    link.symlink_to(victim)
+    if os.geteuid() == 0:
+        os.lchown(link, NOBODY, NOBODY)  # planted by another user (as uid 65534 itself: its own link)
+    return link
+
+
+def round_three_inputs(work: Path) -> list[tuple[str, list[str], dict]]:
+    """Issue 42's bad inputs: lookalike digits, refused zeros, outputs that are FIFOs, links of another
+    user, read-only or too long, a gate report folder holding a user's file, a duplicated case."""
+    cases: list[tuple[str, list[str], dict]] = []
+    good = good_results(work / "good.json")
+    for flag in ("--ranks", "--time-budget", "--case-timeout", "--sizes"):
+        for v in ("１０", "٣"):
+            cases.append((f"run {flag} {v}", ipcbench("run", "--list", "--no-mpi", flag, v), {}))
+    for key, v in (("ranks", '"１０"'), ("sizes", str(list(range(1, 100_000)))), ("time-budget", '"٣"')):
+        d = work / f"toml3-{key}"
+        d.mkdir()
+        (d / "pyproject.toml").write_text(f"[tool.ipcbench]\n{key} = {v}\n")
+        cases.append((f"[tool.ipcbench] {key} = {v[:20]}", ipcbench("run", "--list", "--no-mpi"), {"cwd": d}))
+    d = work / "pytest3"
+    d.mkdir()
+    (d / "test_x.py").write_text("def test_x(ipc_group):\n    pass\n")
+    pytest_cmd = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co", "test_x.py"]
+    for label, extra, env in (("--ipc-timeout 0", ["--ipc-timeout=0"], {}), ("IPCBENCH_TIMEOUT=0", [], {"IPCBENCH_TIMEOUT": "0"}),
+                              ("IPCBENCH_INJECT=bogus=2", [], {"IPCBENCH_INJECT": "bogus=2"}),
+                              ("IPCBENCH_NODE=nan", [], {"IPCBENCH_NODE": "nan"}),
+                              ("IPCBENCH_RANKS=٣", [], {"IPCBENCH_RANKS": "٣"})):
+        cases.append((f"pytest {label}", pytest_cmd + extra, {"cwd": d, "env": {**os.environ, **env}, "expected": "4"}))
+    cases.append(("compare --metric ''", ipcbench("compare", str(good), str(good), "--metric", ""), {}))
+    dup = json.loads(good.read_text())
+    dup["results"].append(dup["results"][0])
+    (work / "dup.json").write_text(json.dumps(dup))
+    cases.append(("compare of a file with a case twice", ipcbench("compare", str(good), str(work / "dup.json")), {}))
+    victim = work / "victim.txt"
+    victim.write_text("precious\n")
+    keep = {victim: victim.read_bytes()}
+    for i, (label, argv) in enumerate((
+            ("compare --markdown", ["compare", str(good), str(good), "--calibration", "none", "--markdown"]),
+            ("calibrate --out", ["calibrate", "--from", str(good), str(good), str(good), "--plot", "none", "--out"]),
+            ("calibrate --markdown", ["calibrate", "--from", str(good), str(good), str(good), "--plot", "none",
+                                      "--out", str(work / "c-md.json"), "--markdown"]),
+            ("selfcheck --json", ["selfcheck", "--json"]))):
+        fifo = work / f"fifo{i}"
+        os.mkfifo(fifo)
+        cases.append((f"{label} FIFO", ipcbench(*argv, str(fifo)), {"bound": 60}))
+        if os.geteuid() == 0:  # only root can plant a link of another user (one's own link is followed)
+            link = _nobody_link(work, f"link{i}.md", victim)
+            cases.append((f"{label} another user's symlink", ipcbench(*argv, str(link)), {"victims": keep, "bound": 60}))
+        cases.append((f"{label} name too long", ipcbench(*argv, str(work / ("x" * 300) / "f")), {"bound": 60}))
+        if os.geteuid() != 0:
+            ro = work / f"ro{i}"
+            ro.mkdir(mode=0o555)
+            cases.append((f"{label} read-only folder", ipcbench(*argv, str(ro / "f")), {"bound": 60}))
+    report = work / "report"
+    report.mkdir()
+    (report / "thesis.tex").write_text("years of work\n")
+    cases.append(("gate --out a folder holding a user's file", ipcbench("gate", "--base", "HEAD", "--out", str(report)),
+                  {"cwd": Path(__file__).resolve().parents[1], "victims": {report / "thesis.tex": b"years of work\n"},
+                   "bound": 120}))
+    if os.geteuid() == 0:
+        link = _nobody_link(work, "gate-out", report)
+        cases.append(("gate --out another user's symlink", ipcbench("gate", "--base", "HEAD", "--out", str(link)),
+                      {"cwd": Path(__file__).resolve().parents[1],
+                       "victims": {report / "thesis.tex": b"years of work\n"}, "bound": 120}))
+    return cases
+
+
+def _small_tmpfs(mount: str, size: str, cmd: list[str]) -> list[str]:
+    """``cmd`` in a mount namespace of its own where ``mount`` is a tmpfs of ``size`` (root only)."""
+    return ["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size={size} tmpfs {mount} && exec "$@"', "sh", *cmd]
+
+
+def round_three_faults(work: Path) -> list[tuple[str, list[str], dict]]:
+    """Issue 42's faults: a killed calibrate, ranks that os._exit(0) mid-test, a full /dev/shm and disk."""
+    tiny = ["--quick", "--no-extras", "--scenarios", "broadcast", "--backends", "shm", "--kinds", "tiny", "--modes",
+            "bytes", "--ranks", "2", "--progress", "none", "--no-config"]
+    cases: list[tuple[str, list[str], dict]] = [
+        ("calibrate SIGKILL mid-run (its run child)",
+         ipcbench("calibrate", "--runs", "3", "--run-args", " ".join([*tiny, "--no-mpi", "--time-budget", "600"]),
+                  "--out", str(work / "cal.json")),
+         {"fault": after(15, signal.SIGKILL, "run"), "expected": "-9", "bound": 120}),
+    ]
+    d = work / "exits"
+    d.mkdir()
+    (d / "test_e.py").write_text(EXITS)
+    cases.append(("mpiexec -n 2 pytest: every rank os._exit(0) mid-test",
+                  [MPIEXEC, "-n", "2", PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi", "test_e.py"],
+                  {"cwd": d, "expected": "1", "bound": 120}))
+    if os.geteuid() == 0:
+        cases.append(("ipcbench run with a 3 MiB /dev/shm",
+                      _small_tmpfs("/dev/shm", "3m", ipcbench("run", *tiny, "--out", str(work / "shm-out"))),
+                      {"expected": "2", "bound": 120}))
+        disk = work / "disk"
+        disk.mkdir()
+        cases.append(("ipcbench run --out on a 4 MiB disk",
+                      _small_tmpfs(str(disk), "4m", ipcbench("run", *tiny, "--no-mpi", "--out", str(disk / "out"))),
+                      {"expected": "2", "bound": 120}))
+    return cases
+
+
 def batch(spec: Path, sink: Path) -> int:
     """In one process: ``ipcbench`` main() of each ``[name, argv, cwd]`` in ``spec``; one JSON line each
     (its exit code, whether an exception escaped main: a traceback, its time). 20 s alarm a case."""
@@ -565,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write every outcome here")
     ap.add_argument("--skip-faults", action="store_true")
     ap.add_argument("--skip-inputs", action="store_true")
+    ap.add_argument("--round-three", action="store_true", help="only issue 42's cases")
     ap.add_argument("--batch", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--batch-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -576,12 +690,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fault-pass-") as tmp:
         work = Path(tmp)
         plan: list[tuple[str, str, list[str], dict]] = []
-        if not args.skip_inputs:
+        if not args.skip_inputs and not args.round_three:
             (work / "in").mkdir()
             plan += [("bad input", *c) for c in bad_input_cases(work / "in")]
-        if not args.skip_faults:
+        if not args.skip_faults and not args.round_three:
             (work / "faults").mkdir()
             plan += [("fault", *c) for c in fault_cases(work / "faults")]
+        (work / "r3").mkdir()
+        (work / "r3f").mkdir()
+        if not args.skip_inputs:
+            plan += [("bad input", *c) for c in round_three_inputs(work / "r3")]
+        if not args.skip_faults:
+            plan += [("fault", *c) for c in round_three_faults(work / "r3f")]
         plan = [row for row in plan if not args.only or args.only in row[1]]
         # the command-line cases of ipcbench that need no process of their own run in one batch
         quick = [(n, c, o) for g, n, c, o in plan if c[:3] == [PY, "-c", MAIN] and "--list" in c]

@@ -3,8 +3,8 @@
 ``python tools/options_doc.py`` prints what is stale; ``--write`` rewrites the generated blocks
 (between ``<!-- options:NAME -->`` and ``<!-- /options:NAME -->``). ``tests/project/test_options_doc.py``
 fails when a block differs from what the declarations give, so a new option reaches the docs in
-the same commit. Sources: ``plugin/settings.PYTEST_OPTIONS`` (pytest) and ``core/options.RUN``
-(``ipcbench run`` and ``[tool.ipcbench]``).
+the same commit. Sources: ``plugin/settings.PYTEST_OPTIONS`` (pytest), ``core/options.RUN``
+(``ipcbench run`` and ``[tool.ipcbench]``) and each command's table (``commands/*.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,23 @@ def run_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-TABLES = {"pytest": pytest_table, "run": run_table}
+def command_table(module: str, table: str) -> "callable":
+    """A command's own options (compare, gate, calibrate, ...): flag, what it sets."""
+    def make() -> str:
+        import importlib
+
+        rows = ["| flag | what it sets |", "|---|---|"]
+        for o in getattr(importlib.import_module(f"pytest_ipcbench.commands.{module}"), table):
+            rows.append(f"| `{o.flag}` | {_cell(o.help.replace('%%', '%'))} |")
+        return "\n".join(rows) + "\n"
+
+    return make
+
+
+TABLES = {"pytest": pytest_table, "run": run_table, "compare": command_table("compare", "DECISION"),
+          "gate": command_table("gate", "GATE"), "calibrate": command_table("calibrate", "CALIBRATE"),
+          "selfcheck": command_table("selfcheck", "SELFCHECK"), "comment": command_table("comment", "COMMENT"),
+          "clean": command_table("clean", "CLEAN")}
 FILES = (ROOT / "README.md", ROOT / "docs" / "options.md")
 
 

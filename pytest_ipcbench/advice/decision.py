@@ -124,11 +124,10 @@ class Advice:
                    **fields)
 
     def write_json(self, path: str | Path) -> None:
-        """Written whole or not at all (a temporary file renamed)."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
-        tmp.replace(path)
+        """Written whole or not at all, checked as every output (core/outdir.py)."""
+        from ..core.outdir import write_output
+
+        write_output(path, json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n", "--json")
 
     @classmethod
     def read_json(cls, path: str | Path) -> "Advice":

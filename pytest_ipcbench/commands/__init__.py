@@ -13,7 +13,9 @@ import signal
 import sys
 from typing import Sequence
 
+from ..core import names
 from ..core.errors import IpcbenchError
+from ..core.nodes import check_node_env
 from ..core.terminate import AsInterrupt, Terminated
 
 #: command name -> module, in the order ``ipcbench --help`` lists them
@@ -57,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # the commands' modules are imported here: a Ctrl-C in the first second lands in them
         args = build_parser().parse_args(argv)
+        check_node_env()
         return int(args._run(args) or 0)
     except Terminated as exc:
         print("ipcbench: terminated", file=sys.stderr)
@@ -69,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         term.restore()
+        names.remove_dead_parents()  # started by a command of ours that was killed: its scratch folder
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ import sys
 from pathlib import Path
 
 from ..core import names
+from ..core.checks import arguments, path, seconds, text, whole
+from ..core.options import Option, add_arguments
+from ..core.outdir import check_output_file, write_text
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
 from ..comparison import calibration as cal
@@ -28,51 +31,33 @@ from ..gate.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
 from ..results.stats import DEFAULT_CONFIDENCE
 from ..report.calibration import plot_calibration
 from ..report.common import table
-from .compare import parse_threshold
+from .compare import DECISION
 
 HELP = "run identical code repeatedly (A/A) and measure each case's noise; write the file compare and gate read"
 DEFAULT_BUDGET = 240.0
 
 
-def parse_budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad budget {text!r}: expected seconds, e.g. 240") from None
-    if not 0 < value < 86400 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"budget {text!r} out of range: expected 0 < seconds < 86400")
-    return value
-
-
-def parse_runs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad number of runs {text!r}: expected an integer >= 3") from None
-    if value < 3:
-        raise argparse.ArgumentTypeError(f"a calibration needs at least 3 runs, got {value}")
-    return value
+#: ``ipcbench calibrate``'s options (core/options.py says how a table is read)
+CALIBRATE: tuple[Option, ...] = (
+    Option("budget", seconds(86400), f"seconds to spend on A/A runs (default {DEFAULT_BUDGET:g}; at least 3 runs are "
+           "made)", flag="--budget", default=DEFAULT_BUDGET),
+    Option("runs", whole(3, 10_000), "exactly this many A/A runs (>= 3), whatever the budget", flag="--runs"),
+    Option("run_args", arguments, "arguments of each `ipcbench run` (default: the gate's: '--quick --ranks N' here, "
+           "the declared [tool.ipcbench] matrix in another project)", flag="--run-args"),
+    Option("from_files", text, "calibrate from these results files of runs of identical code (>= 3) instead of running",
+           flag="--from", nargs="+", metavar="RESULTS"),
+    Option("out", path, "also write the calibration to this file (it is always stored in the per-user cache, "
+           f"{store.cache_root()}, where compare and the gate find it for this machine and matrix)", flag="--out"),
+    Option("threshold", DECISION[0].check, "the threshold the false-alarm rates are given at (default 0.10, the gate's)",
+           flag="--threshold", default=DEFAULT_THRESHOLD),
+    Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),
+    Option("plot", text, "the plot of each case's noise and what compare and the gate can detect (default: beside "
+           "--out, else beside the stored calibration, with .png; 'none': no plot)", flag="--plot", metavar="FILE"),
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--budget", type=parse_budget, default=DEFAULT_BUDGET,
-                        help=f"seconds to spend on A/A runs (default {DEFAULT_BUDGET:g}; at least 3 runs are made)")
-    parser.add_argument("--runs", type=parse_runs, default=None,
-                        help="exactly this many A/A runs (>= 3), whatever the budget")
-    parser.add_argument("--run-args", default=None,
-                        help="arguments of each `ipcbench run` (default: the gate's: '--quick --ranks N' here, "
-                             "the declared [tool.ipcbench] matrix in another project)")
-    parser.add_argument("--from", dest="from_files", nargs="+", metavar="RESULTS", default=None,
-                        help="calibrate from these results files of runs of identical code (>= 3) instead of running")
-    parser.add_argument("--out", default=None,
-                        help="also write the calibration to this file (it is always stored in the per-user cache, "
-                             f"{store.cache_root()}, where compare and the gate find it for this machine and matrix)")
-    parser.add_argument("--threshold", type=parse_threshold, default=DEFAULT_THRESHOLD,
-                        help="the threshold the false-alarm rates are given at (default 0.10, the gate's)")
-    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
-    parser.add_argument("--plot", metavar="FILE", default=None,
-                        help="the plot of each case's noise and what compare and the gate can detect "
-                             "(default: beside --out, else beside the stored calibration, with .png; 'none': no plot)")
+    add_arguments(parser, CALIBRATE)
 
 
 def _gate_run_args() -> str:
@@ -89,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
     import shlex
 
     try:
+        # every output checked before the A/A runs (an hour's work lost to a FIFO or a full disk)
+        out = check_output_file(args.out, "--out") if args.out else None
+        markdown = check_output_file(args.markdown, "--markdown") if args.markdown else None
+        plot = None if args.plot == "none" or not (args.plot or out) else \
+            check_output_file(args.plot or out.with_suffix(".png"), "--plot")  # type: ignore[union-attr]
         if args.from_files:
             sets = [load_results(path, f"run {i + 1}") for i, path in enumerate(args.from_files)]
             loads = [x for rs in sets for x in (rs.env.get("load_start"), rs.env.get("load_end"))
@@ -111,27 +101,22 @@ def run(args: argparse.Namespace) -> int:
         calibration = cal.calibrate_sets(sets, args.threshold, env)
         calibration.held_out = tell.held_out_false(sets, args.threshold, _z(calibration))
         path = store.save(calibration, sets)
-        if args.out:
-            copy = cal.Calibration.load(path)
-            copy.save(args.out)
+        if out is not None:
+            cal.Calibration.load(path).save(out)
     except (GateError, ValueError) as exc:
         print(f"ipcbench calibrate: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # --out not writable (read-only, full, a name too long): the stored one stands
-        print(f"ipcbench calibrate: cannot write --out {args.out}: {exc.strerror or exc} (the calibration is "
-              f"stored all the same)", file=sys.stderr)
-        return 2
+    if plot is None and args.plot != "none":
+        plot = path.with_suffix(".png")  # beside the stored calibration, in the user's own folder
     text = format_calibration(calibration, args.threshold)
     print(text)
     print(f"[calibrate] stored: {path} (found by `ipcbench compare` and `ipcbench gate` on this machine "
           f"({calibration.env.get('machine')}) for this matrix ({calibration.env.get('matrix_cases')} cases))")
-    if args.out:
-        print(f"[calibrate] copy written: {args.out}")
-    if args.markdown:
-        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.markdown).write_text(text + "\n")
-    if args.plot != "none":
-        plot = Path(args.plot) if args.plot else Path(args.out or path).with_suffix(".png")
+    if out is not None:
+        print(f"[calibrate] copy written: {out}")
+    if markdown:
+        write_text(markdown, text + "\n", "--markdown")
+    if plot:
         rounds = DEFAULT_ROUNDS + DEFAULT_CONFIRM_ROUNDS
         summaries = tell.summarise(calibration, args.threshold, rounds, _z(calibration),
                                    z_rounds=_z(calibration, tell.JUDGEMENTS))

@@ -6,19 +6,27 @@ import argparse
 
 from ..backends.base import declared_resources
 from ..core.cleanup import STALE_AFTER, clean
+from ..core.checks import WEEK, number
+from ..core.options import Option, add_arguments
 from ..shared import reclaim_orphans
 
 HELP = "remove segments, LMDB folders and sockets left by dead processes"
 
 
+#: ``ipcbench clean``'s options (core/options.py says how a table is read)
+CLEAN: tuple[Option, ...] = (
+    Option("all", None, "also remove resources of live owners", flag="--all", action="store_true"),
+    Option("all_users", None, "also other users' leftovers (default: only files you own)", flag="--all-users",
+           action="store_true"),
+    Option("min_age", number(0, WEEK), "a leftover whose owner pid is not running here must be this old (default "
+           f"{STALE_AFTER:g}: the owner may live in another PID namespace)", flag="--min-age", metavar="SECONDS",
+           default=STALE_AFTER),
+    Option("dry_run", None, "list what would be removed", flag="--dry-run", action="store_true"),
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--all", action="store_true", help="also remove resources of live owners")
-    parser.add_argument("--all-users", action="store_true",
-                        help="also other users' leftovers (default: only files you own)")
-    parser.add_argument("--min-age", type=float, default=STALE_AFTER, metavar="SECONDS",
-                        help="a leftover whose owner pid is not running here must be this old (default "
-                        f"{STALE_AFTER:g}: the owner may live in another PID namespace)")
-    parser.add_argument("--dry-run", action="store_true", help="list what would be removed")
+    add_arguments(parser, CLEAN)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,7 +7,9 @@ import argparse
 import os
 import sys
 
+from ..core.checks import name, text, whole
 from ..core.errors import UsageError
+from ..core.options import Option, add_arguments
 from ..core.github import API_URL, Client, check_target, pull_head, upsert_comment
 from ..report.pull_request import MARKER, load_verdicts, render
 
@@ -15,20 +17,25 @@ HELP = ("render a verdicts file (gate/compare --json) as markdown: print it (a j
         "--repo and --pr post or update the pull request's one comment")
 
 
+#: ``ipcbench comment``'s options (core/options.py says how a table is read)
+COMMENT: tuple[Option, ...] = (
+    Option("verdicts", text, "the verdicts file of `ipcbench gate/compare --json FILE`", flag="--json", metavar="FILE",
+           required=True),
+    Option("repo", name, "the repository of the pull request (with --pr)", flag="--repo", metavar="OWNER/NAME"),
+    Option("pr", whole(1, 10**9), "the pull request's number (with --repo)", flag="--pr", metavar="N"),
+    Option("api_url", text, f"GitHub's REST API (default $GITHUB_API_URL or {API_URL})", flag="--api-url",
+           metavar="URL", default=os.environ.get("GITHUB_API_URL") or API_URL),
+    Option("token_env", name, "the environment variable that holds the token (default GITHUB_TOKEN)",
+           flag="--token-env", metavar="NAME", default="GITHUB_TOKEN"),
+    Option("run_url", text, "the CI run whose report this is (linked in the comment)", flag="--run-url", metavar="URL"),
+    Option("artifact", name, "the name of the run's artifact holding the report", flag="--artifact", metavar="NAME"),
+    Option("head_sha", name, "post only if the pull request's head is still this commit (the one measured); otherwise "
+           "say so and exit 0: a newer run will post", flag="--head-sha", metavar="SHA"),
+)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", required=True, metavar="FILE", dest="verdicts",
-                        help="the verdicts file of `ipcbench gate/compare --json FILE`")
-    parser.add_argument("--repo", metavar="OWNER/NAME", help="the repository of the pull request (with --pr)")
-    parser.add_argument("--pr", type=int, metavar="N", help="the pull request's number (with --repo)")
-    parser.add_argument("--api-url", default=os.environ.get("GITHUB_API_URL") or API_URL, metavar="URL",
-                        help=f"GitHub's REST API (default $GITHUB_API_URL or {API_URL})")
-    parser.add_argument("--token-env", default="GITHUB_TOKEN", metavar="NAME",
-                        help="the environment variable that holds the token (default GITHUB_TOKEN)")
-    parser.add_argument("--run-url", metavar="URL", help="the CI run whose report this is (linked in the comment)")
-    parser.add_argument("--artifact", metavar="NAME", help="the name of the run's artifact holding the report")
-    parser.add_argument("--head-sha", metavar="SHA",
-                        help="post only if the pull request's head is still this commit (the one measured); "
-                             "otherwise say so and exit 0: a newer run will post")
+    add_arguments(parser, COMMENT)
 
 
 def run(args: argparse.Namespace) -> int:

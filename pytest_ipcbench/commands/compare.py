@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
+from ..core.checks import name, number, path, text
+from ..core.options import Option, add_arguments
+from ..core.outdir import check_output_file, write_output
 from ..core.project import declared_rules
 from ..comparison.calibration_store import cache_root, find_calibration
 from ..comparison.compare import compare_sets
@@ -18,64 +20,26 @@ from ..results.stats import DEFAULT_CONFIDENCE
 HELP = "compare two results files case by case on a confidence interval of the ratio; exit 1 on a regression"
 
 
-def parse_threshold(text: str) -> float:
-    """``0.10``, ``10%`` -> 0.10; must be >= 0 and < 10."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad threshold {text!r}: expected e.g. 0.10 or 10%") from None
-    if not 0 <= value < 10 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"threshold {text!r} out of range: expected 0 <= t < 10 (0.10 = 10%)")
-    return value
-
-
-def parse_confidence(text: str) -> float:
-    """``0.95`` or ``95%``, strictly between 0 and 1."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad confidence {text!r}: expected e.g. 0.95 or 95%") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"confidence {text!r} out of range: expected 0 < c < 1 (e.g. 0.95)")
-    return value
-
-
-def parse_rounds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad number of rounds {text!r}: expected an integer >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"rounds must be at least 1, got {value}")
-    return value
+#: the decision's options, shared by compare and gate (core/options.py says how a table is read)
+DECISION: tuple[Option, ...] = (
+    Option("threshold", number(0, 10, percent=True, high_open=True), "slowdown tolerated before a case counts as "
+           "slower: 0.10 or 10%% (default 0.10)", flag="--threshold", default=DEFAULT_THRESHOLD),
+    Option("confidence", number(0, 1, percent=True, low_open=True, high_open=True),
+           "confidence of the bootstrap interval of the ratio (default 0.95)", flag="--confidence",
+           default=DEFAULT_CONFIDENCE),
+    Option("metric", name, "metric to compare (default: each case's primary metric, 'completion')", flag="--metric"),
+    Option("per_case", None, "take --confidence per case (default: family-wise over all cases, Bonferroni)",
+           flag="--per-case", action="store_true"),
+    Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),
+    Option("calibration", text, f"the between-run noise per case measured by `ipcbench calibrate` (default: the one "
+           f"it stored in {cache_root()} for this machine and matrix, when there is one; 'none': no calibration, a "
+           f"conservative noise is assumed)",
+           flag="--calibration", metavar="FILE"),
+)
 
 
 def add_decision_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--threshold", type=parse_threshold, default=DEFAULT_THRESHOLD,
-        help="slowdown tolerated before a case counts as slower: 0.10 or 10%% (default 0.10)",
-    )
-    parser.add_argument(
-        "--confidence", type=parse_confidence, default=DEFAULT_CONFIDENCE,
-        help="confidence of the bootstrap interval of the ratio (default 0.95)",
-    )
-    parser.add_argument(
-        "--metric", default=None,
-        help="metric to compare (default: each case's primary metric, 'completion')",
-    )
-    parser.add_argument(
-        "--per-case", action="store_true",
-        help="take --confidence per case (default: family-wise over all cases, Bonferroni)",
-    )
-    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown to FILE")
-    parser.add_argument(
-        "--calibration", metavar="FILE", default=None,
-        help=f"the between-run noise per case measured by `ipcbench calibrate` (default: the one it stored in "
-             f"{cache_root()} for this machine and matrix, when there is one; 'none': no calibration, a "
-             f"conservative noise is assumed)",
-    )
+    add_arguments(parser, DECISION)
 
 
 def decision(args: argparse.Namespace) -> Decision:
@@ -122,6 +86,8 @@ def check_calibration_file(path: str | None) -> None:
 
 def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | None = None) -> int:
     try:
+        if how.markdown:
+            check_output_file(how.markdown, "--markdown")
         base = load_side(base_path, "base")
         head = load_side(head_path, "head")
         check_calibration_file(how.calibration)
@@ -134,7 +100,6 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
         return EXIT_ERROR
     print(format_table(comparison))
     if how.markdown:
-        Path(how.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(how.markdown).write_text(
-            format_markdown(comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"))
+        write_output(how.markdown, format_markdown(
+            comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"), "--markdown")
     return comparison.exit_code

@@ -7,13 +7,14 @@ import argparse
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..backends.base import MODES, BackendUnavailable, backend_names, default_wait, get_backend, resolve_wait
+from ..backends.base import MODES, backend_names, default_wait, resolve_wait
 from ..core.envinfo import cores
+from ..core.outdir import check_output_file, write_output
 from ..core.procs import BUSY_SHARE, cpu_mark, load_average, others_busy
-from ..core.options import (MAX_RANKS, Check, Option, OptionError, add_arguments, choice, names, number, seconds,
-                            sizes, text, whole)
+from ..core.checks import MAX_RANKS, choice, number, one_of, seconds, sizes, text, whole
+from ..core.options import Option, add_arguments
 from ..core.wait import WAITS
 from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, missing_reference,
                                 run_refchecks, skipped_cases, stream_notes)
@@ -30,26 +31,7 @@ def _backends(value: Any, where: str) -> list[str]:
     """all (default), none, or names the registry knows (one that cannot run here is reported later)."""
     if isinstance(value, str) and value.strip() == "none":
         return []
-    chosen = list(backend_names()) if isinstance(value, str) and value.strip() in ("all", "") else names(value, where)
-    for name in chosen:
-        try:
-            get_backend(name)
-        except BackendUnavailable:  # known, but cannot run here: run_refchecks reports it
-            pass
-        except ValueError as exc:
-            raise OptionError(where, str(exc)) from None
-    return chosen
-
-
-def _among(allowed: Sequence[str], what: str) -> Check:
-    def check(value: Any, where: str) -> list[str]:
-        got = names(value, where)
-        bad = [g for g in got if g not in allowed]
-        if bad:
-            raise OptionError(where, f"unknown {what} {bad[0]!r}; choose from {', '.join(allowed)}")
-        return got
-
-    return check
+    return list(one_of(backend_names, "backend")(value, where))
 
 
 REF = "backends against their references"
@@ -63,10 +45,10 @@ SELFCHECK: tuple[Option, ...] = (
     Option("json_out", text, "also write the figures to this JSON file", flag="--json"),
     Option("backends", _backends, "comma list of backends to check against their references (default: all); "
                                   "'none' skips these checks", flag="--backends", group=REF),
-    Option("modes", _among(MODES, "mode"), "bytes,native (default native)", flag="--modes", group=REF,
+    Option("modes", one_of(MODES, "mode"), "bytes,native (default native)", flag="--modes", group=REF,
            default=["native"]),
     Option("sizes", sizes, "default 1B,1KB,64KiB,1MB,16MiB", flag="--sizes", group=REF, default=list(SIZES)),
-    Option("scenarios", _among(SCENARIOS, "scenario"), "pingpong,stream,broadcast (default all; broadcast: 1 B - 1 KB, checked against physics)", flag="--scenarios",
+    Option("scenarios", one_of(SCENARIOS, "scenario"), "pingpong,stream,broadcast (default all; broadcast: 1 B - 1 KB, checked against physics)", flag="--scenarios",
            group=REF, default=list(SCENARIOS)),
     Option("time_budget", seconds(), f"seconds of timed iterations per case and side (default {DEFAULT_TIME_BUDGET})",
            flag="--time-budget", group=REF, default=DEFAULT_TIME_BUDGET),
@@ -100,6 +82,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json_out:  # checked before the checks run: a FIFO blocked the write at the end
+        check_output_file(args.json_out, "--json")
     load_before, mark = load_average(), cpu_mark()
     figures, problems = run_checks(args.rounds, args.tolerance, args.mpiexec)
     if not figures and not problems:
@@ -145,10 +129,10 @@ def run(args: argparse.Namespace) -> int:
     for p in problems:
         print(f"problem: {p}")
     if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump({"tolerance": args.tolerance, "figures": [x.as_dict() for x in figures],
-                       "references": [r.as_dict() for r in rows],
-                       "problems": problems, "load": [load_before, load_after], "cores": cores()}, f, indent=1)
+        write_output(args.json_out, json.dumps({
+            "tolerance": args.tolerance, "figures": [x.as_dict() for x in figures],
+            "references": [r.as_dict() for r in rows],
+            "problems": problems, "load": [load_before, load_after], "cores": cores()}, indent=1), "--json")
     below = [r.below_physics for r in rows if r.below_physics]
     note = busy_note(others)  # as ipcbench run: on a busy machine it is said, not failed
     for line in below:

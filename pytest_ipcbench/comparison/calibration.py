@@ -161,7 +161,7 @@ class Calibration:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, json.dumps(self.to_dict(), indent=1) + "\n")  # a new file renamed: never through a symlink
+        write_text(path, json.dumps(self.to_dict(), indent=1) + "\n", "calibration")
         self.path = str(path)
         return path
 

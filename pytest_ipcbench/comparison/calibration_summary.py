@@ -93,7 +93,9 @@ def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: in
     import sys
     import time
 
-    from ..core.procs import load_average  # core: below comparison
+    from ..core.launcher import ended_with_us  # core: below comparison
+    from ..core.names import child_env
+    from ..core.procs import load_average
 
     sets: list[ResultSet] = []
     loads: list[float] = []
@@ -114,7 +116,9 @@ def measure_runs(run_args: Sequence[str], budget: float, scratch: Path, runs: in
             loads.append(la)
         t0 = time.monotonic()
         with open(log or (scratch / "calibrate.log"), "a") as sink:
-            proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout)
+            # SIGTERM to the run when calibrate dies, SIGKILL'd included: it ends its job the orderly way
+            proc = subprocess.run(ended_with_us(cmd), stdout=sink, stderr=subprocess.STDOUT, timeout=timeout,
+                                  env=child_env(scratch))
         if proc.returncode not in (0, 1) or not (out / "results.json").is_file():
             raise ValueError(f"run {i + 1} of identical code (`{' '.join(cmd[1:])}`) exited {proc.returncode}; see "
                              f"{log or scratch / 'calibrate.log'}")

@@ -47,7 +47,11 @@ def side_files(spec: str, side: str) -> list[Path]:
         raise GateError(f"{side}: nothing matches {spec!r}")
     files: list[Path] = []
     for path in paths:
-        if path.is_dir() and path.suffix != ".json":  # a folder named *.json: the loader says it is none
+        try:
+            folder = path.is_dir() and path.suffix != ".json"
+        except OSError as exc:  # a name longer than the filesystem takes, a loop of links
+            raise GateError(f"{side}: cannot read {str(path)[:80]}...: {exc.strerror}") from None
+        if folder:  # a folder named *.json: the loader says it is none  # a folder named *.json: the loader says it is none
             own = path / RESULTS_FILE
             found = [own] if own.is_file() else sorted(path.glob(f"*/{RESULTS_FILE}"))
             if not found:

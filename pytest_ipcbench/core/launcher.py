@@ -34,11 +34,37 @@ class MPIExecNotFound(IpcbenchError, FileNotFoundError):
     """Neither next to this Python nor on PATH (install the mpi extra: the mpich wheel brings it)."""
 
 
+#: what MPICH maps in /dev/shm per rank of a job on one node (about 1.06 MiB, measured), with room
+#: to spare; and for the job
+SHM_PER_RANK = 2 << 20
+SHM_PER_JOB = 4 << 20
+
+
+class ShmFull(IpcbenchError, OSError):
+    """/dev/shm has no room for an MPI job: MPICH would die at start-up with SIGBUS."""
+
+
+def check_shm_room(ranks: int, shm: str = "/dev/shm") -> None:
+    """Room in ``shm`` for MPICH's segment of a job of ``ranks`` ranks, or ShmFull naming it: a nearly
+    full /dev/shm killed MPICH at init with SIGBUS, in a message that never named /dev/shm, and left
+    its ``mpich_shm_*`` segment."""
+    try:
+        st = os.statvfs(shm)
+    except OSError:
+        return  # no /dev/shm: MPICH says what it lacks
+    free, need = st.f_bavail * st.f_frsize, SHM_PER_JOB + ranks * SHM_PER_RANK
+    if free < need:
+        raise ShmFull(f"{shm} has {free >> 20} MiB free, an MPI job of {ranks} ranks needs about {need >> 20} MiB "
+                      f"there for MPICH's shared memory: free some (`ipcbench clean`, `ls -la {shm}`) or make it larger")
+
+
 def command(ranks: int, module: str, args: Sequence[str] = (), mpiexec: str | None = None) -> list[str]:
-    """``mpiexec -n ranks python -m module args...``; MPIExecNotFound when there is no mpiexec."""
+    """``mpiexec -n ranks python -m module args...``; MPIExecNotFound when there is no mpiexec,
+    ShmFull when /dev/shm has no room for it."""
     exe = mpiexec or find_mpiexec()
     if exe is None:
         raise MPIExecNotFound(NO_MPIEXEC)
+    check_shm_room(ranks)
     return [exe, "-n", str(ranks), sys.executable, "-m", module, *args]
 
 
@@ -48,7 +74,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "IPCBENCH_LAUNCHER": str(os.getpid())}
 
 
-def _ended_with_us(cmd: list[str]) -> list[str]:
+def ended_with_us(cmd: list[str]) -> list[str]:
     """``cmd`` run so that it gets SIGTERM the moment this process dies (``setpriv --pdeathsig``,
     util-linux; the setting survives the exec into mpiexec). mpiexec then ends its job the orderly
     way at once, even when this process is killed before any rank's reaper runs. Only from the
@@ -99,7 +125,7 @@ def run(ranks: int, module: str, args: Sequence[str] = (), *, mark: str, timeout
     MPIExecNotFound when there is no mpiexec.
     """
     cmd = command(ranks, module, args, mpiexec)
-    proc = subprocess.Popen(_ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=_env())
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -123,7 +149,7 @@ class Job:
         # SIGPIPE stays ignored in mpiexec (restore_signals=False): were this process killed, mpiexec's
         # next write fails with EPIPE and it ends its job the orderly way (its ranks, Hydra's topology
         # file) instead of dying on the spot and leaving them
-        self.proc = subprocess.Popen(_ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        self.proc = subprocess.Popen(ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True, env=_env(), restore_signals=False)
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         for stream, name in ((self.proc.stdout, "out"), (self.proc.stderr, "err")):

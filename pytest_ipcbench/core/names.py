@@ -20,7 +20,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from . import procs
 
@@ -69,6 +69,25 @@ def private_dir(kind: str = "", pid: int | None = None) -> Path:
     path = Path(tempfile.gettempdir()) / resource_name(kind, pid)
     path.mkdir(mode=0o700)
     return path
+
+
+#: the scratch folder of the command of ours that started this one (calibrate's runs, a gate's rounds)
+PARENT_SCRATCH_ENV = "IPCBENCH_PARENT_SCRATCH"
+
+
+def child_env(scratch: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a command of ours started in ``scratch`` (see :func:`remove_dead_parents`)."""
+    return {**(os.environ if env is None else env), PARENT_SCRATCH_ENV: str(scratch)}
+
+
+def remove_dead_parents() -> None:
+    """At the end of a command started by another of ours: when that one was killed (SIGKILL runs
+    no cleanup; this command got SIGTERM from it, core/launcher.py ``ended_with_us``), remove the
+    scratch folder it had named after itself, which nobody else would."""
+    scratch = os.environ.get(PARENT_SCRATCH_ENV, "")
+    owner = owner_pid(scratch) if scratch else None
+    if owner is not None and procs.owner_state(owner, owner_ns(scratch)) == "dead":  # a zombie is dead
+        remove(Path(scratch))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import os
 import socket
 from typing import Any, Sequence
 
+from .errors import UsageError
+
 NodeLayout = tuple[int, int, int, int, tuple[int, ...]]  # node, nodes, node_rank, node_size, node_of
 
 
@@ -48,6 +50,17 @@ def this_node() -> str:
 def _set_node(node: str) -> None:
     global _node
     os.environ[NODE_ENV] = _node = node
+
+
+def check_node_env() -> None:
+    """``$IPCBENCH_NODE``, when set, is what :func:`_set_node` writes for this host (``host#index``):
+    any other value (``nan``, another host's) would make shared arrays of different nodes look
+    local. UsageError naming the variable."""
+    value = os.environ.get(NODE_ENV)
+    host, sep, index = (value or "").rpartition("#")
+    if value is not None and not (sep and host == socket.gethostname() and index.isascii() and index.isdigit()):
+        raise UsageError(f"env {NODE_ENV}={value!r}: set by ipcbench itself for its child processes as "
+                         f"{socket.gethostname()}#<node index>; unset it")
 
 
 # Read once: every shared-array handle carries it, and the environment lookup plus

@@ -1,8 +1,8 @@
 """One table per command of its options: the flags, the ``[tool.ipcbench]`` keys, the help and the check.
 
 An :class:`Option` says once what a setting is: the typed field it fills, the one function that
-checks a value from any source (:data:`Check`: value and where it came from -> typed value, or
-:class:`OptionError` naming both), its help, and where it may be given: a command-line flag, a
+checks a value from any source (core/checks.py: value and where it came from -> typed value, or
+an OptionError naming both), its help, and where it may be given: a command-line flag, a
 ``[tool.ipcbench]`` key, an environment variable, a pytest ini key. The command line
 (:func:`add_arguments`) and the pyproject table (:func:`table_values`) are derived from the table,
 so a value is checked the same way wherever it is written.
@@ -21,147 +21,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .affinity import PIN_MODES
-from .errors import UsageError
-from .units import parse_size
+from .checks import MAX_RANKS, Check, OptionError, boolean, choice, names, naming, seconds, sizes, text, whole
 from .wait import WAITS
 
-WEEK = 7 * 86400.0  # the longest wait we accept: longer is a typo, and inf overflows the OS's waits
-MAX_RANKS = 256  # ranks on one machine: more is a typo (and runs out of file descriptors)
 TABLE = "[tool.ipcbench]"
-
-
-class OptionError(UsageError):
-    """A bad option value: ``source`` (where it was written, with the value) and ``problem``."""
-
-    def __init__(self, source: str, problem: str) -> None:
-        self.source = source
-        self.problem = problem
-        super().__init__(f"{source}: {problem}")
-
-
-#: value (a string from a command line or the environment, or a TOML value), where -> typed value
-Check = Callable[[Any, str], Any]
-
-
-# ------------------------------------------------------------------------------------- checks
-
-
-def _number(value: Any, where: str, problem: str) -> float:
-    if isinstance(value, bool):
-        raise OptionError(where, problem)
-    try:
-        # a TOML integer of 400 digits: OverflowError; it is out of every range anyway
-        return float(value) if isinstance(value, (int, float)) else float(str(value).strip())
-    except (ValueError, OverflowError):
-        raise OptionError(where, problem) from None
-
-
-def seconds(most: float = WEEK) -> Check:
-    """A finite number of seconds above 0, at most ``most``."""
-    problem = f"must be a finite number of seconds > 0, at most {most:g} (a week)"
-
-    def check(value: Any, where: str) -> float:
-        x = _number(value, where, problem)
-        if not (math.isfinite(x) and 0 < x <= most):
-            raise OptionError(where, problem)
-        return x
-
-    return check
-
-
-def number(low: float, high: float) -> Check:
-    """A finite number from ``low`` to ``high``."""
-    problem = f"must be a number from {low:g} to {high:g}"
-
-    def check(value: Any, where: str) -> float:
-        x = _number(value, where, problem)
-        if not (math.isfinite(x) and low <= x <= high):
-            raise OptionError(where, problem)
-        return x
-
-    return check
-
-
-def whole(low: int, high: int) -> Check:
-    """A whole number from ``low`` to ``high``."""
-    problem = f"must be a whole number from {low} to {high}"
-
-    def check(value: Any, where: str) -> int:
-        if isinstance(value, bool) or isinstance(value, float):
-            raise OptionError(where, problem)
-        try:
-            n = int(str(value).strip()) if not isinstance(value, int) else value
-        except ValueError:
-            raise OptionError(where, problem) from None
-        if not low <= n <= high:
-            raise OptionError(where, problem)
-        return n
-
-    return check
-
-
-def names(value: Any, where: str) -> list[str]:
-    """A list of names: a TOML list of strings, or a comma list (``shm,zmq``)."""
-    if isinstance(value, str):
-        value = value.split(",")
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise OptionError(where, 'must be a list of names (e.g. ["shm", "fifo"] or shm,fifo)')
-    out = [v.strip() for v in value if v.strip()]
-    if not out:
-        raise OptionError(where, "the list is empty")
-    return out
-
-
-def sizes(value: Any, where: str) -> list[int]:
-    """Sizes in bytes above 0: a list of ``"1KB"``-like strings or numbers, or a comma list."""
-    items = value.split(",") if isinstance(value, str) else value if isinstance(value, (list, tuple)) else [value]
-    out = []
-    for item in items:
-        if isinstance(item, str) and not item.strip():
-            continue
-        try:
-            if isinstance(item, bool) or isinstance(item, float):
-                raise ValueError(item)
-            size = parse_size(item if isinstance(item, int) else str(item).strip())
-        except ValueError as exc:
-            if isinstance(item, (bool, float)) or not str(exc):
-                raise OptionError(where, f"bad size {item!r} (e.g. \"1KB\", \"1MB\" or a number of bytes)") from None
-            raise OptionError(where, str(exc)) from None  # parse_size's own words: what is wrong with it
-        if size <= 0:
-            raise OptionError(where, f"bad size {item!r} (must be more than 0 bytes)")
-        out.append(int(size))
-    if not out:
-        raise OptionError(where, "the list is empty")
-    return out
-
-
-def choice(*allowed: str) -> Check:
-    """One of ``allowed``."""
-
-    def check(value: Any, where: str) -> str:
-        word = value.strip().lower() if isinstance(value, str) else None
-        if word is None or word not in allowed:
-            raise OptionError(where, f"must be one of {', '.join(allowed)}")
-        return word
-
-    return check
-
-
-def boolean(value: Any, where: str) -> bool:
-    """true or false (a TOML boolean, or that word as text)."""
-    if isinstance(value, bool):
-        return value
-    word = value.strip().lower() if isinstance(value, str) else ""
-    if word in ("true", "false"):
-        return word == "true"
-    raise OptionError(where, "must be true or false")
-
-
-def text(value: Any, where: str) -> str:
-    """A non-empty string (a path, a program)."""
-    if not isinstance(value, str) or not value.strip():
-        raise OptionError(where, "must be a non-empty string")
-    return value
 
 
 # -------------------------------------------------------------------------------------- table
@@ -184,6 +47,14 @@ class Option:
     to_field: Callable[[Any], Any] | None = None  # the key's value -> the field's (extras -> no_extras)
     group: str | None = None  # the --help section
     default: Any = None  # on the command line when not given (None: not given, a table key may apply)
+    marker: bool = False  # a keyword of @pytest.mark.ipcbench too
+    required: bool = False  # a flag that must be given
+    nargs: str | None = None  # "+": a flag followed by one value or more
+
+    def checked(self, raw: Any, where: str) -> Any:
+        """``raw`` from ``where`` checked (OptionError naming both)."""
+        assert self.check is not None, self.field
+        return naming(self.check, raw, where)
 
     def cli_source(self, raw: Any) -> str:
         return f"{self.flag} {raw}"
@@ -232,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option]) ->
         where: Any = parser
         if opt.group:
             where = groups.setdefault(opt.group, parser.add_argument_group(opt.group))
-        kwargs: dict[str, Any] = {"dest": opt.field, "help": opt.help}
+        kwargs: dict[str, Any] = {"dest": opt.field, "help": opt.help, **({"required": True} if opt.required else {})}
         if opt.action is not None and opt.check is None:  # a flag without a value
             kwargs["action"] = opt.action
             if opt.action == "store_const":
@@ -242,6 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option]) ->
             if opt.action is not None:  # "extend": a repeated flag adds the checked values up
                 kwargs["action"] = opt.action
             kwargs["type"] = _argparse_type(opt)
+            if opt.nargs:
+                kwargs["nargs"] = opt.nargs
             kwargs["default"] = opt.default
             if opt.metavar:
                 kwargs["metavar"] = opt.metavar
@@ -322,5 +195,4 @@ RUN: tuple[Option, ...] = (
 )
 
 
-__all__ = ["Check", "LEVELS", "MAX_RANKS", "Option", "OptionError", "RUN", "TABLE", "WEEK", "add_arguments",
-           "boolean", "choice", "names", "number", "seconds", "sizes", "table_values", "text", "toml_text", "whole"]
+__all__ = ["LEVELS", "Option", "RUN", "TABLE", "add_arguments", "table_values", "toml_text"]

@@ -8,6 +8,7 @@ measurement records.
 from __future__ import annotations
 
 import importlib.util
+import contextlib
 import os
 import shutil
 import signal
@@ -249,12 +250,20 @@ def zombie_status(pid: int) -> str:
 
 
 def mapped_paths(exclude: int | None = None) -> set[str]:
-    """Every file path some live process maps (from /proc/*/maps; unreadable processes skipped),
-    ``exclude`` (a pid) left out."""
+    """Every path some live process maps (/proc/*/maps), holds open or works in (its fds, its cwd: a
+    folder an orphaned run still writes into is in use); unreadable processes skipped, ``exclude``
+    (a pid) left out."""
     found: set[str] = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == exclude:
             continue
+        try:
+            found.add(os.readlink(f"/proc/{entry}/cwd"))
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                with contextlib.suppress(OSError):
+                    found.add(os.readlink(f"/proc/{entry}/fd/{fd}"))
+        except OSError:
+            pass
         try:
             with open(f"/proc/{entry}/maps", "rb") as f:
                 for line in f:

@@ -39,7 +39,8 @@ else:  # pragma: no cover - Python 3.10
 from .case_rules import KEYS as RULE_KEYS
 from .case_rules import CaseRules, parse_rules
 from .errors import FileMissing, UsageError
-from .options import RUN, TABLE, OptionError, table_values, toml_text
+from .checks import OptionError
+from .options import RUN, TABLE, table_values, toml_text
 
 
 class ProjectFileError(UsageError):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 GRACE_S = 5.0  # a plain run's interrupt path takes about a second (its workers stopped, its resources removed)
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -108,3 +108,23 @@ def tracker_outlives_hangup() -> None:
 
 
 __all__ = ["AsInterrupt", "GRACE_S", "SIGNALS", "Terminated", "tracker_outlives_hangup"]
+
+
+def fail_early_exit(rank: int) -> Callable[[], None]:
+    """Make ``os._exit(0)`` of this MPI rank, before its session ends, exit 1; returns the undo.
+
+    A rank that leaves by ``os._exit(0)`` (a plugin's reader ending "its" process) runs no summary;
+    when every rank does, ``mpiexec`` exits 0 and CI passes a run that never finished. Only this
+    process is concerned: a forked child (multiprocessing's end is ``os._exit``) has another pid.
+    """
+    real, me = os._exit, os.getpid()
+
+    def guarded(code: int) -> NoReturn:
+        if code == 0 and os.getpid() == me:
+            os.write(2, f"ipcbench: rank {rank} called os._exit(0) before its pytest session ended; "
+                        "exit 1 instead: the run did not finish\n".encode())
+            code = 1
+        real(code)
+
+    os._exit = guarded
+    return lambda: setattr(os, "_exit", real)

@@ -25,7 +25,7 @@ UNITS = {
     "MIB": 2**20,
     "GIB": 2**30,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$", re.ASCII)  # "١" or "１" is no digit here
 
 
 class SizeTooLarge(UsageError):

@@ -216,6 +216,10 @@ class Watchdog:
     def _fire(self, text: str) -> None:
         self._end_job(text, 1, EXIT_CODE, tracebacks=True, release=False)
 
+    def end_job(self, text: str, exit_code: int) -> None:
+        """End the whole MPI job now with ``exit_code``, saying ``text``, releasing this rank's resources."""
+        self._end_job(text, exit_code, exit_code, tracebacks=False, release=True)
+
     def _end_job(self, text: str, abort_code: int, exit_code: int, tracebacks: bool, release: bool) -> None:
         """Say why, then ``abort(abort_code)``; if abort hangs or returns, leave with ``exit_code``."""
         self.fired.set()

@@ -19,7 +19,6 @@ and head, and keeps pytest-ipcbench the same on both sides (:mod:`.consumer`).
 from __future__ import annotations
 
 import shlex
-import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Sequence
 from ..core import names
 from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
+from ..core.outdir import check_output_file, clear_own, write_output, write_text
 from ..core.project import declared_rules, find_pyproject
 from . import consumer
 from ..comparison.calibration import Calibration
@@ -192,14 +192,21 @@ def budget_notice(calibration: Calibration, opts: GateOptions, effect: float = 1
             f"e.g. {shown}. --rounds/--confirm-rounds/--budget set the budget"]
 
 
+#: what the gate writes into its report folder (--out), and the file that says it made the folder:
+#: the only names a later gate removes there
+REPORT_NAMES = ("base.json", "head.json", "compare.txt", "compare.md", "gate.log", "rounds", "environment.json",
+                "base.pyproject.toml", "head.pyproject.toml")
+REPORT_MARK = ".ipcbench-gate-report"
+
+
 def run_gate(opts: GateOptions) -> int:
     """Install, run interleaved, compare, write the report; the exit code of the comparison."""
-    if opts.confirm_rounds < 0:
-        raise GateError(f"--confirm-rounds must not be negative, got {opts.confirm_rounds}")
     started = time.monotonic()
     repo = repo_top()
     cache = Path(opts.cache_dir).resolve() if opts.cache_dir else repo / ".ipcbench-gate"
-    out = Path(opts.out).resolve() if opts.out else cache / "report"
+    out = Path(opts.out) if opts.out else cache / "report"
+    if opts.decision.markdown:  # checked before an hour of rounds, as the report folder is
+        check_output_file(opts.decision.markdown, "--markdown")
     try:
         base, head = _sides(repo, opts)
     except Unadopted as exc:
@@ -207,12 +214,10 @@ def run_gate(opts: GateOptions) -> int:
             raise
         notice = f"ipcbench gate: not gated: {exc}"
         print(notice)
-        out.mkdir(parents=True, exist_ok=True)
         md = f"## Perf gate: head vs {opts.base}\n\n:information_source: {notice}\n"
-        (out / "compare.md").write_text(md)
+        write_text(clear_own(out, REPORT_MARK, REPORT_NAMES) / "compare.md", md)
         if opts.decision.markdown:
-            Path(opts.decision.markdown).parent.mkdir(parents=True, exist_ok=True)
-            Path(opts.decision.markdown).write_text(md)
+            write_output(opts.decision.markdown, md, "--markdown")
         return 0
     project = head.decl is not None
     # the head's thresholds and waivers (a pull request may add a waiver: its reviewers see it); an
@@ -232,9 +237,8 @@ def run_gate(opts: GateOptions) -> int:
               f"({opts.rounds} rounds per side, then up to {opts.confirm_rounds} for cases in doubt while the "
               f"{opts.budget / 60:.1f} min budget lasts) and report to {out}")
         return 0
-    if out.exists():
-        shutil.rmtree(out)
-    (out / "rounds").mkdir(parents=True)
+    clear_own(out, REPORT_MARK, REPORT_NAMES)
+    (out / "rounds").mkdir()
     log = out / "gate.log"
     run_args = shlex.split(run_text)
     print(f"[gate] base: {base.label}\n[gate] head: {head.label}\n[gate] log: {log}", flush=True)
@@ -242,7 +246,7 @@ def run_gate(opts: GateOptions) -> int:
         for side in (base, head):
             assert side.decl is not None and side.decl.config is not None and side.decl.text is not None
             side.config = out / f"{side.name}.pyproject.toml"
-            side.config.write_text(side.decl.text)
+            write_text(side.config, side.decl.text)
             print(f"[gate] {side.name} declares {side.decl.config.describe()}", flush=True)
     # a file named by --calibration is read now (a bad one stops the gate before it installs
     # anything); the stored one of this machine is looked up by the sides' matrices after the first rounds
@@ -363,12 +367,11 @@ def run_gate(opts: GateOptions) -> int:
         f"; {(time.monotonic() - started) / 60:.1f} min"
     )
     table = format_table(comparison)
-    (out / "compare.txt").write_text(intro + "\n" + table + "\n")
+    write_text(out / "compare.txt", intro + "\n" + table + "\n")
     md = format_markdown(comparison, f"Perf gate: head vs {opts.base}") + f"\n{intro}.\n"
-    (out / "compare.md").write_text(md)
+    write_text(out / "compare.md", md)
     if opts.decision.markdown:
-        Path(opts.decision.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(opts.decision.markdown).write_text(md)
+        write_output(opts.decision.markdown, md, "--markdown")
     print(intro)
     print(table)
     print(f"[gate] report: {out}")

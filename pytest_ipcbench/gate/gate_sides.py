@@ -16,6 +16,8 @@ from typing import Sequence
 
 from ..core import names
 from ..core.envinfo import cores
+from ..core.launcher import ended_with_us
+from ..core.outdir import write_text
 from ..core.procs import kill_group
 from . import consumer
 from ..results.results import ResultSet
@@ -99,7 +101,8 @@ def _run_logged(cmd: Sequence[object], log: Path, timeout: float, cwd: Path | No
     with open(log, "a") as out:
         out.write(f"\n$ {shlex.join(argv)}\n")
         out.flush()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+        # a gate killed mid-round takes the round with it (SIGTERM: the run ends its job the orderly way)
+        proc = subprocess.Popen(ended_with_us(argv), stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env,
                                 start_new_session=True)
         try:
             return proc.wait(timeout=timeout)
@@ -278,7 +281,7 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
     else:
         cmd = [side.bin / "ipcbench", "run", *run_args, "--out", out]
     started = time.monotonic()
-    code = _run_logged(cmd, log, timeout, cwd=scratch, env={**_side_env(side.venv), **(env or {})})
+    code = _run_logged(cmd, log, timeout, cwd=scratch, env=names.child_env(scratch, {**_side_env(side.venv), **(env or {})}))
     took = time.monotonic() - started
     results = out / "results.json"
     if code not in (0, 1) or not results.is_file():
@@ -374,7 +377,7 @@ def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[st
         project = side.decl.name if side.decl is not None else consumer.SELF
         records[side.name] = consumer.side_record(side.bin / "python", _side_env(side.venv), cache, project)
         records[side.name]["venv"] = str(side.venv)
-    (out / "environment.json").write_text(json.dumps(records, indent=1) + "\n")
+    write_text(out / "environment.json", json.dumps(records, indent=1) + "\n")
     refuse, notes = consumer.record_differences(records["base"], records["head"])
     if refuse:
         raise GateError("base and head would not run on equal terms, so a difference of time could not be told "

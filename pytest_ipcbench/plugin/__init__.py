@@ -27,7 +27,7 @@ from ..core.group import Group
 from ..core.local import LocalGroup
 from ..core.payloads import PayloadSpec
 from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixtures, get_session
-from .settings import add_pytest_options, describe, marker_kwargs, resolve_settings
+from .settings import MARKER_KEYS, add_pytest_options, describe, marker_kwargs, resolve_settings
 from .hygiene import MpiHygiene, item_timeout, rank_temproot, refuse_ranks_without_mpi, timeout_hint
 
 # fixtures and hooks written in their own modules (one concern each), registered with this plugin
@@ -40,10 +40,8 @@ pytest_plugins = [
 ]
 
 IPC_FIXTURES = frozenset({"ipc_group", "ipc_ranks", "ipc_backend", "ipc_payload", "ipc_mode"})
-MARKER_HELP = (
-    "ipcbench(backends=, modes=, payloads=, sizes=, ranks=, timeout=): restrict (backends, modes, "
-    "payloads) or set (sizes, ranks, timeout in s) what this test runs over"
-)
+MARKER_HELP = (f"ipcbench({', '.join(k + '=' for k in MARKER_KEYS)}): restrict (backends, modes, payloads) or set "
+               "(sizes, ranks, timeout in s) what this test runs over, each checked as its --ipc-* option")
 
 
 # ----------------------------------------------------------------------------------- options

@@ -9,17 +9,22 @@ import hashlib
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Generator
 
 import pytest
 
 from ..core.group import launcher_rank_size, observe, unobserve
-from ..core.watchdog import Watchdog
+from ..core.terminate import fail_early_exit
+from ..core.watchdog import INTERRUPTED_EXIT_CODE, Watchdog
 from .fixtures.conformance import conformance_deadline, deadline_hint
 from .session import IpcSession, get_session
 from .settings import marker_kwargs
 from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
+
+
+INTERRUPT_SETTLE_S = 2.0  # rank 0 prints the summary of a run every rank was interrupted in
 
 
 def rank_temproot(rank: int) -> Path:
@@ -113,6 +118,7 @@ class MpiHygiene:
         from ..core import reaper
 
         self.reaper = reaper.start(self.rank)
+        self.undo_exit = fail_early_exit(self.rank)  # os._exit(0) mid-session: the job fails, not exit 0
         self.watchdog = Watchdog(self.rank, comm.Abort)
         self.watchdog.watch_interrupts()  # Ctrl-C must end the job even if a rank is blocked in MPI
         observe(self.watchdog)  # where this rank waits in group collectives, and its own errors
@@ -120,6 +126,7 @@ class MpiHygiene:
         self.channel = WorldChannel.open(comm)
         self.watchdog.disarm()
         self._pending: dict[str, str] = {}  # idle rank: call failures of others, shown at teardown
+        self.interrupted = False
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -197,6 +204,7 @@ class MpiHygiene:
     def finish(self, session: pytest.Session, leftovers: list[str]) -> list[str]:
         """Session end: everyone's leftovers and exit status, known on every rank."""
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.interrupted = True  # ended at unconfigure (see there)
             return leftovers  # the ranks may be at different places: no more exchanges
         self.watchdog.arm("session end", self.session.settings.timeout, "session end")
         try:
@@ -219,6 +227,15 @@ class MpiHygiene:
         from ..core import reaper
 
         reaper.release(self.reaper)
+        self.undo_exit()
+        if self.interrupted and self.size > 1:
+            # Ctrl-C on one rank only: the others wait for it in a collective until their watchdog
+            # (minutes), and this rank's MPI_Finalize for them, where no thread of ours runs any
+            # more. End the job now, with pytest's exit code for an interrupted run; the other
+            # ranks give rank 0 a moment to finish its summary when all were interrupted.
+            time.sleep(0 if self.rank == 0 else INTERRUPT_SETTLE_S)
+            self.watchdog.end_job(f"ipcbench: rank {self.rank} was interrupted: ending the MPI job\n",
+                                  INTERRUPTED_EXIT_CODE)
         unobserve(self.watchdog)
         self.watchdog.close()
         self.channel.close()

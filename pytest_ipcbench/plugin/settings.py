@@ -1,10 +1,11 @@
-"""The plugin's settings: one table of options (:data:`PYTEST_OPTIONS`), their checks, and how
-they are resolved for a pytest run.
+"""The plugin's settings: one table of options (:data:`PYTEST_OPTIONS`) and how they are resolved
+for a pytest run.
 
 Settings are resolved in layers, the first one set wins: ``@pytest.mark.ipcbench(...)`` on a test
 (for that test only) > command line (``--ipc-*``) > environment (``IPCBENCH_*``) > ini file
-(``ipc_*``) > defaults. Each value is checked by a small ``parse_*`` function that raises
-:class:`pytest.UsageError` naming the bad value and where it came from.
+(``ipc_*``) > defaults. Each value is checked by its option's check (core/options.py, the same for
+every source and every command), and a bad one is a :class:`pytest.UsageError` naming the value and
+where it came from.
 """
 
 from __future__ import annotations
@@ -12,213 +13,82 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
 import pytest
 
-from ..backends.base import MODES, backend_names, parse_wait
-from ..core.options import MAX_RANKS, Option
+from ..backends.base import MODES, backend_names
+from ..core.envinfo import INJECT_ENV
+from ..core.errors import UsageError
 from ..core.group import DEFAULT_TIMEOUT
-from ..core.units import SizeTooLarge, size_label
-from ..core.payloads import parse_size, payload_kinds
+from ..core.injection import injected
+from ..core.nodes import check_node_env
+from ..core.checks import (MAX_RANKS, OptionError, boolean, choice, listed, one_of, path, seconds, size,
+                           whole)
+from ..core.options import Option
+from ..core.payloads import payload_kinds
+from ..core.units import size_label
+from ..core.wait import WAITS
 
 DEFAULT_SIZES = "1KB,1MB"
-DEFAULT_LOCAL_RANKS = "2,4"
 DEFAULT_MPI_RANKS = 2  # and the world size
 DEFAULT_TIMEOUT_S = DEFAULT_TIMEOUT
 
-# keyword arguments @pytest.mark.ipcbench accepts
-MARKER_KEYS = ("backends", "modes", "payloads", "sizes", "ranks", "timeout")
-
-
-# ------------------------------------------------------------------------------------ parsing
-
-
-def _items(value: Any) -> list[str]:
-    """A comma list (``"a, b"``), one number, or a list/tuple of them, as stripped strings."""
-    if isinstance(value, str):
-        parts = value.split(",")
-    elif isinstance(value, (int, float)):
-        parts = [str(value)]
-    elif isinstance(value, Iterable):
-        parts = [str(v) for v in value]
-    else:
-        parts = [str(value)]
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _choices(value: Any, source: str, allowed: Sequence[str], what: str, alls: Sequence[str]) -> tuple[str, ...]:
-    items = _items(value)
-    if not items:
-        raise pytest.UsageError(f"{source}: no {what} given (choose from {', '.join(allowed)}, or all)")
-    if len(items) == 1 and items[0].lower() in alls:
-        return tuple(allowed)
-    out: list[str] = []
-    for item in items:
-        if item not in allowed:
-            hint = "" if what == "mode" else (
-                "; a plugin's names come from its entry point or a register_"
-                f"{'backend' if what == 'backend' else 'payload'}() call in a conftest.py loaded at start"
-            )
-            raise pytest.UsageError(
-                f"{source}: unknown {what} {item!r} (choose from {', '.join(allowed)}, or all{hint})"
-            )
-        if item not in out:
-            out.append(item)
-    return tuple(out)
-
-
-def parse_backends(value: Any, source: str) -> tuple[str, ...]:
-    """``"shm,lmdb"`` or ``"all"`` -> backend names (checked against the registry), in the order given."""
-    return _choices(value, source, backend_names(), "backend", ("all",))
-
-
-def parse_modes(value: Any, source: str) -> tuple[str, ...]:
-    """``"bytes,native"``, ``"both"`` or ``"all"``."""
-    return _choices(value, source, MODES, "mode", ("all", "both"))
-
-
-def parse_payloads(value: Any, source: str) -> tuple[str, ...]:
-    """Payload kinds (``dict,ndarray,array1d,ragged2d,tiny`` and plugins' kinds) or ``"all"``."""
-    return _choices(value, source, payload_kinds(), "payload kind", ("all",))
-
-
-def parse_sizes(value: Any, source: str) -> tuple[int, ...]:
-    """``"1KB,1MB"`` -> byte counts (MB = 10**6, MiB = 2**20), in the order given."""
-    items = _items(value)
-    if not items:
-        raise pytest.UsageError(f"{source}: no size given (e.g. 1KB,1MB)")
-    out: list[int] = []
-    for item in items:
-        try:
-            size = parse_size(item)
-        except SizeTooLarge as exc:
-            raise pytest.UsageError(f"{source}: {exc}") from None
-        except ValueError:
-            raise pytest.UsageError(
-                f"{source}: bad size {item!r} (a number with an optional unit B, KB, MB, GB, KiB, MiB, GiB; "
-                "e.g. 1MB)"
-            ) from None
-        if size <= 0:
-            raise pytest.UsageError(f"{source}: bad size {item!r} (must be more than 0 bytes)")
-        if size not in out:
-            out.append(size)
-    return tuple(out)
-
-
-def parse_ranks(value: Any, source: str) -> tuple[int, ...]:
-    """``"2,4"`` -> rank counts (each at least 1), in the order given."""
-    items = _items(value)
-    if not items:
-        raise pytest.UsageError(f"{source}: no rank count given (e.g. 2,4)")
-    out: list[int] = []
-    for item in items:
-        try:
-            n = int(item)
-        except ValueError:
-            raise pytest.UsageError(f"{source}: bad rank count {item!r} (a whole number, e.g. 2,4)") from None
-        if n < 1:
-            raise pytest.UsageError(f"{source}: bad rank count {item!r} (at least 1)")
-        if n > MAX_RANKS:  # more is a typo on one machine (and runs out of file descriptors)
-            raise pytest.UsageError(f"{source}: bad rank count {item!r} (at most {MAX_RANKS})")
-        if n not in out:
-            out.append(n)
-    return tuple(out)
-
-
-MAX_TIMEOUT_S = 7 * 86400.0  # a week: longer is a typo, and an infinite one overflows the OS waits
-
-
-def parse_timeout(value: Any, source: str) -> float:
-    """Seconds per test before the watchdog ends the run; ``0`` turns the watchdog off."""
-    try:
-        seconds = float(str(value).strip().lower().removesuffix("s"))
-    except ValueError:
-        raise pytest.UsageError(f"{source}: bad timeout {value!r} (seconds, e.g. 300)") from None
-    if seconds < 0 or seconds != seconds:
-        raise pytest.UsageError(f"{source}: bad timeout {value!r} (seconds >= 0; 0 turns the watchdog off)")
-    if seconds > MAX_TIMEOUT_S:
-        raise pytest.UsageError(
-            f"{source}: bad timeout {value!r} (at most {MAX_TIMEOUT_S:g} s, a week; 0 turns the watchdog off)"
-        )
-    return seconds
-
-
-def parse_wait_setting(value: Any, source: str) -> str:
-    """How readers wait: auto (block when ranks <= cores, else backoff), block or backoff."""
-    try:
-        return parse_wait(str(value), source)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
 UNMARKED_CHOICES = ("all", "rank0")
+_PLUGIN_HINT = "; a plugin's names come from its entry point or a register_{}() call in a conftest.py loaded at start"
 
 
-def parse_unmarked(value: Any, source: str) -> str:
-    """Where a test without the ``mpi`` marker runs under MPI: ``all`` ranks or ``rank0`` only."""
-    text = str(value).strip().lower()
-    if text not in UNMARKED_CHOICES:
-        raise pytest.UsageError(f"{source}: bad value {value!r} (all or rank0)")
-    return text
-
-
-def parse_bool(value: Any, source: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off", ""):
-        return False
-    raise pytest.UsageError(f"{source}: bad boolean {value!r} (true or false)")
+def default_ranks(mpi_world_size: int | None) -> tuple[int, ...]:
+    """Local: 2 and 4; under MPI: 2 and the world size, without values above the world size."""
+    if mpi_world_size is None:
+        return (2, 4)
+    if mpi_world_size < DEFAULT_MPI_RANKS:  # a world of 1: the tests are skipped, saying why
+        return (DEFAULT_MPI_RANKS,)
+    return tuple(sorted({DEFAULT_MPI_RANKS, mpi_world_size}))
 
 
 # ------------------------------------------------------------------------------------ settings
 
-def _report_dir(value: Any, source: str) -> Path:
-    return Path(str(value)).expanduser()
-
-
-#: The plugin's options, said once each: the layers' names (flag, ini key, environment variable)
-#: and help are derived from here (pytest_addoption), and one parse_* function checks the value
-#: from every layer (and from the marker). To add one: an Option here (its default too) and the
-#: Settings field it fills.
+#: The plugin's options, said once each: the layers' names (flag, ini key, environment variable),
+#: the help, the marker's keywords and the check of every source are derived from here. To add
+#: one: an Option here (its default too) and the Settings field it fills.
 PYTEST_OPTIONS: tuple[Option, ...] = (
-    Option("backends", parse_backends, "backends to test, comma-separated, or 'all' (default)",
-           flag="--ipc-backends", ini="ipc_backends", env="IPCBENCH_BACKENDS", metavar="LIST"),
-    Option("sizes", parse_sizes, f"payload sizes (default {DEFAULT_SIZES})", flag="--ipc-sizes", ini="ipc_sizes",
-           env="IPCBENCH_SIZES", metavar="LIST"),
-    Option("ranks", parse_ranks, "rank counts (default: 2,4 locally; 2 and the world size under MPI)",
-           flag="--ipc-ranks", ini="ipc_ranks", env="IPCBENCH_RANKS", metavar="LIST"),
-    Option("modes", parse_modes, f"modes (default {','.join(MODES)})", flag="--ipc-modes", ini="ipc_modes",
-           env="IPCBENCH_MODES", metavar="LIST", default=MODES),
-    Option("payloads", parse_payloads, "payload kinds, or 'all' (default)", flag="--ipc-payloads",
-           ini="ipc_payloads", env="IPCBENCH_PAYLOADS", metavar="LIST"),
-    Option("timeout", parse_timeout, "seconds a test may take before the run is ended as hung (default 300; "
-                                     "0 = no watchdog)", flag="--ipc-timeout", ini="ipc_timeout",
-           env="IPCBENCH_TIMEOUT", metavar="SECONDS", default=DEFAULT_TIMEOUT_S),
-    Option("report", _report_dir, "write the results report into DIR", flag="--ipc-report", ini="ipc_report",
+    Option("backends", one_of(backend_names, "backend", hint=_PLUGIN_HINT.format("backend")),
+           "backends to test, comma-separated, or 'all' (default)",
+           flag="--ipc-backends", ini="ipc_backends", env="IPCBENCH_BACKENDS", metavar="LIST", marker=True),
+    Option("sizes", listed(size, "size"), f"payload sizes (default {DEFAULT_SIZES})", flag="--ipc-sizes", ini="ipc_sizes",
+           env="IPCBENCH_SIZES", metavar="LIST", marker=True, default=(10**3, 10**6)),
+    Option("ranks", listed(whole(1, MAX_RANKS), "rank count"),
+           "rank counts (default: 2,4 locally; 2 and the world size under MPI)",
+           flag="--ipc-ranks", ini="ipc_ranks", env="IPCBENCH_RANKS", metavar="LIST", marker=True),
+    Option("modes", one_of(MODES, "mode", ("all", "both")), f"modes (default {','.join(MODES)})", flag="--ipc-modes",
+           ini="ipc_modes", env="IPCBENCH_MODES", metavar="LIST", default=MODES, marker=True),
+    Option("payloads", one_of(payload_kinds, "payload kind", hint=_PLUGIN_HINT.format("payload")),
+           "payload kinds, or 'all' (default)", flag="--ipc-payloads",
+           ini="ipc_payloads", env="IPCBENCH_PAYLOADS", metavar="LIST", marker=True),
+    Option("timeout", seconds(), "seconds a test may take before the run is ended as hung (default 300, at most "
+                                 "a week)", flag="--ipc-timeout", ini="ipc_timeout",
+           env="IPCBENCH_TIMEOUT", metavar="SECONDS", default=DEFAULT_TIMEOUT_S, marker=True),
+    Option("report_dir", path, "write the results report into DIR", flag="--ipc-report", ini="ipc_report",
            env="IPCBENCH_REPORT", metavar="DIR"),
-    Option("wait", parse_wait_setting, "how readers wait: auto (default: block when ranks <= cores, else "
-                                       "backoff), block or backoff", flag="--ipc-wait", ini="ipc_wait",
+    Option("wait", choice(*WAITS), "how readers wait: auto (default: block when ranks <= cores, else "
+                                   "backoff), block or backoff", flag="--ipc-wait", ini="ipc_wait",
            env="IPCBENCH_WAIT", metavar="STRATEGY", default="auto"),
-    Option("all_ranks_output", parse_bool, "under MPI, let every rank print its pytest output (default: rank 0 "
-                                           "only)", flag="--ipc-all-ranks-output", ini="ipc_all_ranks_output",
+    Option("all_ranks_output", boolean, "under MPI, let every rank print its pytest output (default: rank 0 "
+                                        "only)", flag="--ipc-all-ranks-output", ini="ipc_all_ranks_output",
            env="IPCBENCH_ALL_RANKS_OUTPUT", action="store_true", default=False),
-    Option("unmarked", parse_unmarked, "under MPI, run tests without the mpi marker on all ranks (default, as "
-                                       "pytest-mpi) or once on rank 0 (the other ranks wait for its verdict)",
+    Option("unmarked", choice(*UNMARKED_CHOICES), "under MPI, run tests without the mpi marker on all ranks "
+                                                  "(default, as pytest-mpi) or once on rank 0 (the other ranks wait "
+                                                  "for its verdict)",
            flag="--ipc-unmarked", ini="ipc_unmarked", env="IPCBENCH_UNMARKED", metavar="all|rank0", default="all"),
-    Option("count", parse_bool, "count what each message costs in a pass after the timed rounds: system calls, "
-                                "faults, bytes, pickles, allocation (default yes; no: results carry no counters)",
+    Option("count", boolean, "count what each message costs in a pass after the timed rounds: system calls, "
+                             "faults, bytes, pickles, allocation (default yes; no: results carry no counters)",
            flag="--ipc-count", ini="ipc_count", env="IPCBENCH_COUNT", metavar="yes|no", default=True),
 )
 
-#: an option whose Settings field has another name
-_SETTINGS_FIELD = {"report": "report_dir"}
-
-# setting -> (command-line flag, option dest, ini key, environment variable): derived from the table
-OPTIONS: dict[str, tuple[str, str, str, str]] = {
-    o.field: (o.flag or "", o.ini or "", o.ini or "", o.env or "") for o in PYTEST_OPTIONS
-}
+#: keyword arguments @pytest.mark.ipcbench accepts: derived from the table
+MARKER_KEYS = tuple(o.field for o in PYTEST_OPTIONS if o.marker)
+OPTIONS = {o.field: o for o in PYTEST_OPTIONS}
 
 
 def add_pytest_options(parser: pytest.Parser) -> None:
@@ -235,8 +105,7 @@ def add_pytest_options(parser: pytest.Parser) -> None:
             group.addoption(o.flag, dest=o.ini, action=o.action, default=None, help=help_text)
         else:
             group.addoption(o.flag, dest=o.ini, metavar=o.metavar, help=help_text)
-    for o in PYTEST_OPTIONS:
-        parser.addini(o.ini or "", f"ipcbench: {o.help}", default="")
+        parser.addini(o.ini, f"ipcbench: {o.help}", default="")
 
 
 @dataclass(frozen=True)
@@ -257,74 +126,63 @@ class Settings:
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where its value came from
 
 
-def _lookup(config: pytest.Config, setting: str) -> tuple[Any, str] | None:
-    """The first layer that sets ``setting``: (raw value, source), or None."""
-    flag, dest, ini, env = OPTIONS[setting]
-    value = config.getoption(dest, default=None)
+def _lookup(config: pytest.Config, o: Option) -> tuple[Any, str] | None:
+    """The first layer that sets option ``o``: (raw value, source), or None."""
+    assert o.flag and o.ini and o.env
+    value = config.getoption(o.ini, default=None)
     if value not in (None, False):
-        return value, flag
-    if os.environ.get(env, "").strip():
-        return os.environ[env], f"env {env}"
+        return value, o.flag
+    if os.environ.get(o.env, "").strip():
+        return os.environ[o.env], f"env {o.env}"
     try:
-        raw = config.getini(ini)
+        raw = config.getini(o.ini)
     except ValueError:
         raw = None
     if raw not in (None, "", [], False):
-        return raw, f"ini {ini}"
+        return raw, f"ini {o.ini}"
     return None
-
-
-def default_ranks(mpi_world_size: int | None) -> tuple[int, ...]:
-    """Local: 2 and 4; under MPI: 2 and the world size, without values above the world size."""
-    if mpi_world_size is None:
-        return parse_ranks(DEFAULT_LOCAL_RANKS, "default")
-    if mpi_world_size < DEFAULT_MPI_RANKS:  # a world of 1: the tests are skipped, saying why
-        return (DEFAULT_MPI_RANKS,)
-    return tuple(sorted({DEFAULT_MPI_RANKS, mpi_world_size}))
 
 
 def resolve_settings(config: pytest.Config, mpi_world_size: int | None = None) -> Settings:
     """Apply the layers command line > environment > ini > default; raise UsageError on bad input."""
-    parsers = {o.field: o.check for o in PYTEST_OPTIONS}
     # the defaults known only now (the registries, the MPI world); the others are the table's
     defaults: dict[str, Any] = {o.field: o.default for o in PYTEST_OPTIONS}
-    defaults.update(backends=backend_names(), sizes=parse_sizes(DEFAULT_SIZES, "default"),
-                    ranks=default_ranks(mpi_world_size), payloads=payload_kinds())
+    defaults.update(backends=backend_names(), ranks=default_ranks(mpi_world_size), payloads=payload_kinds())
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for setting in OPTIONS:
-        found = _lookup(config, setting)
-        if found is None:
-            values[setting], sources[setting] = defaults[setting], "default"
-            continue
-        raw, source = found
-        sources[setting] = source
-        values[setting] = parsers[setting](raw, source)
-    return Settings(**{_SETTINGS_FIELD.get(k, k): v for k, v in values.items()}, sources=sources)
+    try:
+        check_node_env()
+        for o in PYTEST_OPTIONS:
+            found = _lookup(config, o)
+            if found is None:
+                values[o.field], sources[o.field] = defaults[o.field], "default"
+            else:
+                raw, sources[o.field] = found
+                values[o.field] = o.checked(raw, sources[o.field])
+        unknown = [b for b in injected() if b not in backend_names()]  # $IPCBENCH_INJECT names backends too
+        if unknown:
+            raise OptionError(f"env {INJECT_ENV}", f"unknown backend {unknown[0]!r} (choose from "
+                                                   f"{', '.join(backend_names())})")
+    except UsageError as exc:  # pytest prints its own usage errors without a traceback
+        raise pytest.UsageError(str(exc)) from None
+    return Settings(**values, sources=sources)
 
 
 def marker_kwargs(marker: Any, where: str) -> dict[str, Any]:
-    """The keywords of an ``ipcbench`` marker, checked against the allow-list and parsed."""
+    """The keywords of an ``ipcbench`` marker, checked by their options (the same checks)."""
     if marker is None:
         return {}
     if marker.args:
         raise pytest.UsageError(f"{where}: @pytest.mark.ipcbench takes keywords only ({', '.join(MARKER_KEYS)})")
-    parsers = {
-        "backends": parse_backends,
-        "modes": parse_modes,
-        "payloads": parse_payloads,
-        "sizes": parse_sizes,
-        "ranks": parse_ranks,
-        "timeout": parse_timeout,
-    }
-    out: dict[str, Any] = {}
-    for key, value in marker.kwargs.items():
-        if key not in parsers:
-            raise pytest.UsageError(
-                f"{where}: @pytest.mark.ipcbench got unknown keyword {key!r} (allowed: {', '.join(MARKER_KEYS)})"
-            )
-        out[key] = parsers[key](value, f"{where}: @pytest.mark.ipcbench({key}=...)")
-    return out
+    unknown = [key for key in marker.kwargs if key not in MARKER_KEYS]
+    if unknown:
+        raise pytest.UsageError(
+            f"{where}: @pytest.mark.ipcbench got unknown keyword {unknown[0]!r} (allowed: {', '.join(MARKER_KEYS)})")
+    try:
+        return {key: OPTIONS[key].checked(value, f"{where}: @pytest.mark.ipcbench({key}=...)")
+                for key, value in marker.kwargs.items()}
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def describe(settings: Settings) -> str:

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from ..comparison.calibration import Calibration
 from ..comparison.calibration_summary import GroupSummary
+from ..core.outdir import atomic_output
 
 
 def plot_calibration(calibration: Calibration, summaries: Sequence[GroupSummary], rounds: int,
@@ -56,6 +57,6 @@ def plot_calibration(calibration: Calibration, summaries: Sequence[GroupSummary]
     fig.suptitle(f"{calibration.describe()}"[:140], fontsize="small")
     fig.tight_layout(rect=(0, 0.08 + 0.3 / len(groups), 1, 1))
     FigureCanvasAgg(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    with atomic_output(path, "--plot") as tmp:  # a full disk: no half image, an error naming it
+        fig.savefig(tmp, dpi=100)
     return path

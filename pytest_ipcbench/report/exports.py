@@ -24,6 +24,7 @@ from ..core.errors import UsageError
 from ..harness.inrun import REFERENCE_SCENARIOS
 from ..results.results import Result, ResultSet
 from ..results.stats import median_interval
+from ..core.outdir import write_output
 
 CONFIDENCE = 0.95
 
@@ -174,9 +175,5 @@ def export(rs: ResultSet, fmt: str) -> str:
 
 
 def write_export(rs: ResultSet, fmt: str, out: Path) -> Path:
-    """Write the export at ``out`` whole or not at all (a temporary file renamed)."""
-    text = export(rs, fmt)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
-    return out
+    """Write the export at ``out`` whole or not at all, checked as every output (core/outdir.py)."""
+    return write_output(out, export(rs, fmt), "--out")

@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from ..core.outdir import atomic_output
 from ..core.units import format_bytes, format_time
 from ..results.results import Result
 from .common import (kind_order, backend_order, median_of, percentiles_of, by_scenario, copy_bandwidth_by_size, efficiency,
@@ -98,7 +99,8 @@ def _band(results: Iterable[Result], metric: str) -> list[tuple[int, float, floa
 
 def _save(fig: Any, canvas_cls: Any, path: Path) -> Path:
     canvas_cls(fig)
-    fig.savefig(path, dpi=100)
+    with atomic_output(path, "plot") as tmp:  # a full disk: no half image, an error naming it
+        fig.savefig(tmp, dpi=100)
     return path
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..core.errors import FileMissing
+from ..core.outdir import atomic_output
 from ..core.counters import CounterAbsent, Counters
 from .stats import Summary, summarize
 from .validation import MalformedResults, check_env, check_record, describe_value, read_regular_file
@@ -182,13 +182,13 @@ class ResultSet:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write atomically (a reader never sees half a file)."""
+        """Write atomically (a reader never sees half a file; on an error, no file and no temporary
+        one: :func:`~..core.outdir.atomic_output`)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".ipcbench-", suffix=".json", dir=path.parent)
         data = self.to_dict()
         results = data.pop("results")
-        with os.fdopen(fd, "w") as f:
+        with atomic_output(path, "results") as tmp, open(tmp, "w") as f:
             # the header indented for a reader; one compact line per result: a gate's merged file
             # holds millions of samples, one per line made it 2x larger and slower to write
             head = json.dumps(data, indent=1)
@@ -196,7 +196,6 @@ class ResultSet:
             for i, r in enumerate(results):
                 f.write(("\n  " if i == 0 else ",\n  ") + json.dumps(r, separators=(",", ":")))
             f.write("\n ]\n}\n")
-        os.replace(tmp, path)
         return path
 
     @classmethod
@@ -233,8 +232,10 @@ class ResultSet:
             if isinstance(record, dict) and isinstance(record.get("key"), str):
                 where += f" ({record['key'][:100]})"
             check_record(record, where, PRIMARY_METRIC)
-        return cls(
-            env=data.get("env", {}),
-            results=[Result.from_dict(r) for r in data.get("results", [])],
-            created=data.get("created", ""),
-        )
+        results = [Result.from_dict(r) for r in records]
+        first: dict[str, int] = {}
+        for i, r in enumerate(results):  # one case twice: which one would a verdict be on?
+            if first.setdefault(r.key, i) != i:
+                raise MalformedResults(f"{path}: results[{i}] repeats the case {r.key[:100]} of results[{first[r.key]}]; "
+                                       "a case may be recorded once")
+        return cls(env=data.get("env", {}), results=results, created=data.get("created", ""))

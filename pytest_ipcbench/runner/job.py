@@ -36,7 +36,7 @@ from ..core.errors import UsageError
 from ..core.envinfo import INJECT_ENV, describe as describe_env
 from ..core.group import MPIGroup, in_mpi_job
 from ..core.local import LocalWorld
-from ..core.outdir import FolderLock, OutputFolderError, claim, write_text
+from ..core.outdir import FolderLock, OutputFolderError, claim, save_or_keep, write_text
 from ..core.cpu_pair import NBYTES as CROSS_CPU_BYTES, cross_cpu_copy
 from ..core.procs import has_module
 from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
@@ -79,8 +79,7 @@ class RunOptions:
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
     pin: str | None = None  # none | core (core/affinity.py); None: BenchSettings' default
     results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
-    # the counting pass (harness/count.py): on unless turned off (--no-count, count = false); its
-    # share of the wall time is measured in docs/counters.md, "Cost"
+    # the counting pass (harness/count.py): on unless turned off (--no-count); cost: docs/counters.md
     count: bool | None = None
     # deep mode (harness/deep.py): labels matching these patterns get valgrind's counters after the run
     deep: Sequence[str] = ()
@@ -99,12 +98,9 @@ class RunOptions:
         for k in self.kinds or ():
             if k != BUFFER and k not in PAYLOADS:
                 raise ValueError(f"unknown payload kind {k!r}; choose from {', '.join(PAYLOADS.names())}, or {BUFFER}")
-        for m in self.modes:
-            if m not in MODES:
-                raise ValueError(f"unknown mode {m!r}; choose bytes or native")
-        for s in self.scenarios:
-            if s not in SCENARIOS:
-                raise ValueError(f"unknown scenario {s!r}; choose from {', '.join(SCENARIOS)}")
+        for what, given, known in (("mode", self.modes, MODES), ("scenario", self.scenarios, SCENARIOS)):
+            if unknown := [x for x in given if x not in known]:
+                raise ValueError(f"unknown {what} {unknown[0]!r}; choose from {', '.join(known)}")
         if self.ranks < 2:
             raise ValueError("--ranks must be at least 2 (1 writer + readers)")
 
@@ -385,7 +381,11 @@ class Runner:
                         *(self.references[n] for n in sorted(self.references))],
             copy_bandwidth=copy_bandwidth, notes=notes, counters=deep, **env, wall_s=round(wall, 1), cases=n_cases,
             failures=self.failures, settings=asdict(self.settings), case_timeout_s=self.case_timeout)
-        path = self.results.save(self.out / "results.json")
+        path, lost = save_or_keep(self.results.save, self.out / "results.json")  # a full disk: kept elsewhere
+        if lost:
+            self.out = path.parent
+            self.failures.append(lost)
+            print(f"ipcbench run: {lost}", file=sys.stderr)
         summary = self.out / "run.log" if self.options.results_only else write_report(self.results, self.out)
         write_text(self.out / "run.log", "\n".join(self.log_lines) + "\n")
         print(f"\n{headline(self.results.results) or '(no results)'}\n")

@@ -65,7 +65,14 @@ class MpiPhase:
                     "mpi_methods": methods}
             path = self.runner.out / ".cases.json"
             write_text(path, json.dumps(spec))
-            cmd = launcher.command(self.runner.options.ranks, "pytest_ipcbench.runner.worker", [str(path)], exe)
+            try:
+                cmd = launcher.command(self.runner.options.ranks, "pytest_ipcbench.runner.worker", [str(path)], exe)
+            except launcher.ShmFull as exc:
+                if start == 0:
+                    raise  # before the first job: exit 2, nothing measured yet
+                for c in cases[start:]:  # filled while the matrix ran: the rest fail, what ran is kept
+                    self.runner.fail(c.label, str(exc))
+                return
             progress.start(f"starting mpiexec -n {self.runner.options.ranks}")
             next_start, finished, methods_done = self._run_job(cmd, cases, start, progress)
             if methods_done:

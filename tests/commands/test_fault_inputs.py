@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ipcbench.commands import main as ipcbench
-from pytest_ipcbench.core.options import OptionError, seconds
+from pytest_ipcbench.core.checks import OptionError, seconds
 from pytest_ipcbench.results.results import Result, ResultSet
 
 

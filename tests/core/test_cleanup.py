@@ -128,6 +128,26 @@ def test_a_dead_owner_of_this_namespace_is_reclaimed_at_once_unless_something_ma
     assert f"removed {held}" in out and not held.exists()
 
 
+def test_a_dead_owner_s_folder_that_a_live_orphan_still_writes_into_is_kept(sandbox: Path, capsys) -> None:
+    """calibrate SIGKILL'd: its orphaned run child kept writing into calibrate's scratch folder, which
+    `clean` removed (the child made it again with mode 0755)."""
+    scratch = names.private_dir("calibrate", pid=_dead_pid())
+    (scratch / "aa-01").mkdir()
+    orphan = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1], 'w'); print(1, flush=True); "
+                               "time.sleep(60)", str(scratch / "aa-01" / ".ipcbench.lock")], stdout=subprocess.PIPE)
+    try:
+        assert orphan.stdout.readline().strip() == b"1"
+        code, out = clean_here(capsys, "--dry-run")
+        assert str(scratch) not in out
+        code, out = clean_here(capsys)
+        assert scratch.exists() and str(scratch) not in out
+    finally:
+        orphan.kill()
+        orphan.wait()
+    code, out = clean_here(capsys)
+    assert f"removed {scratch}" in out and not scratch.exists()
+
+
 NAMESPACES = textwrap.dedent("""
     import json, mmap, os, subprocess, sys, time
     from pytest_ipcbench.core import names

@@ -52,7 +52,9 @@ def test_table_becomes_run_options(tmp_path: Path) -> None:
     ({"ranks": "two"}, '[tool.ipcbench] ranks = "two" in'),
     ({"payloads": ["a"], "kinds": ["b"]}, "both payloads and kinds"),
     ({"backends": []}, "the list is empty"),
-    ({"extras": "yes"}, "must be true or false"),
+    ({"extras": "maybe"}, "must be true or false"),
+    ({"sizes": list(range(1, 100_000))}, "99999 sizes: at most 64 (each multiplies the matrix)"),
+    ({"ranks": "１０"}, "which holds characters other than ASCII"),
 ])
 def test_bad_table_names_file_and_key(tmp_path: Path, table: dict, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)) as info:

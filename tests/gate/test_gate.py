@@ -369,7 +369,7 @@ def _strip_rounds(rs: ResultSet) -> ResultSet:
     ("text", "value"), [("0.1", 0.1), ("10%", 0.1), ("0", 0.0), ("2.5%", 0.025)]
 )
 def test_parse_threshold(text: str, value: float) -> None:
-    assert compare_command.parse_threshold(text) == pytest.approx(value)
+    assert compare_command.DECISION[0].checked(text, "--threshold") == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["-0.1", "abc", "nan", "12"])

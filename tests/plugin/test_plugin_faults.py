@@ -144,3 +144,69 @@ def test_a_killed_rank_under_mpiexec_is_named_and_the_job_leaves_nothing(tmp_pat
     for p in left:  # never left behind by the test itself
         names.remove(p)
     assert left == [], out
+
+
+EXITS = textwrap.dedent("""
+    import os
+    import pytest
+
+    @pytest.mark.mpi
+    def test_a_reader_that_ends_its_process():
+        os._exit(0)  # every rank: as a plugin's reader that thinks it runs in a child of its own
+
+    def test_never_reached():
+        pass
+""")
+
+
+@pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")
+def test_ranks_that_leave_by_os_exit_0_mid_test_fail_the_job(tmp_path: Path) -> None:
+    """Every rank's os._exit(0) made mpiexec exit 0 with no summary: CI passed a run that never ended."""
+    pytest.importorskip("mpi4py")
+    (tmp_path / "test_e.py").write_text(EXITS)
+    proc = subprocess.run(
+        [str(MPIEXEC), "-n", "2", sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--with-mpi", "-q",
+         "test_e.py"], cwd=tmp_path, env=_clean_env(), capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out  # the line below may be lost when Hydra ends the job first (under load)
+    assert "called os._exit(0) before its pytest session ended" in out or "ended without finishing" in out, out
+
+
+BARRIERS = textwrap.dedent("""
+    import time
+    from pathlib import Path
+    import pytest
+
+    @pytest.mark.mpi
+    def test_loop():
+        from mpi4py import MPI
+        Path(f"rank{MPI.COMM_WORLD.rank}.pid").write_text(str(__import__("os").getpid()))
+        for _ in range(1200):
+            MPI.COMM_WORLD.Barrier()
+            time.sleep(0.1)
+""")
+
+
+@pytest.mark.skipif(not MPIEXEC.exists(), reason=f"no mpiexec next to {sys.executable}")
+def test_a_ctrl_c_to_one_rank_ends_the_job_within_the_interrupt_grace(tmp_path: Path) -> None:
+    """SIGINT to rank 1 of 4: the other ranks waited in a collective until their watchdog (289-303 s)."""
+    import signal
+
+    pytest.importorskip("mpi4py")
+    (tmp_path / "test_b.py").write_text(BARRIERS)
+    job = subprocess.Popen([str(MPIEXEC), "-n", "4", sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                            "--with-mpi", "-q", "test_b.py"], cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (tmp_path / "rank1.pid").exists():
+            time.sleep(0.1)
+        time.sleep(1)
+        os.kill(int((tmp_path / "rank1.pid").read_text()), signal.SIGINT)
+        out, _ = job.communicate(timeout=60)  # the watchdog's interrupt grace is 10 s; the test timeout 300
+        assert job.returncode == 2, out
+        assert "ipcbench: rank 1 was interrupted: ending the MPI job" in out
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()

@@ -6,49 +6,61 @@ import pytest
 
 from pytest_ipcbench.backends.base import backend_names
 from pytest_ipcbench.plugin.session import backend_fixtures, IpcSession, payload_specs
-from pytest_ipcbench.plugin.settings import Settings, default_ranks, parse_backends, parse_bool, parse_modes, parse_payloads, parse_ranks, parse_sizes, parse_timeout
+from pytest_ipcbench.core.checks import OptionError
+from pytest_ipcbench.plugin.settings import OPTIONS, Settings, default_ranks
 
-# ------------------------------------------------------------------------------- parse_*
+
+def check(field: str, value: object, where: str = "--opt") -> object:
+    return OPTIONS[field].checked(value, where)
 
 
-def test_parse_lists_keep_order_and_drop_repeats() -> None:
-    assert parse_backends("shm, lmdb,shm", "x") == ("shm", "lmdb")
-    assert parse_backends("all", "x") == backend_names()
-    assert parse_backends(["zmq", "mp-queue"], "x") == ("zmq", "mp-queue")
-    assert parse_modes("both", "x") == ("bytes", "native")
-    assert parse_modes("native", "x") == ("native",)
-    assert parse_payloads("tiny,ndarray", "x") == ("tiny", "ndarray")
-    assert parse_sizes("1KB, 1MB,64KiB", "x") == (1000, 10**6, 65536)
-    assert parse_sizes(["600MB"], "x") == (600 * 10**6,)
-    assert parse_ranks("2,4", "x") == (2, 4)
-    assert parse_ranks(3, "x") == (3,)
-    assert parse_timeout("10", "x") == 10.0
-    assert parse_timeout("2.5s", "x") == 2.5
-    assert parse_bool("yes", "x") is True and parse_bool("false", "x") is False
+# ------------------------------------------------------------------------- the options' checks
+
+
+def test_lists_keep_order_and_drop_repeats() -> None:
+    """A repeated value counts once: `--ipc-sizes 1KB,1KB` must not run every case twice."""
+    assert check("backends", "shm, lmdb,shm") == ("shm", "lmdb")
+    assert check("backends", "all") == backend_names()
+    assert check("backends", ["zmq", "mp-queue"]) == ("zmq", "mp-queue")
+    assert check("modes", "both") == ("bytes", "native")
+    assert check("modes", "native") == ("native",)
+    assert check("payloads", "tiny,ndarray") == ("tiny", "ndarray")
+    assert check("sizes", "1KB, 1MB,64KiB,1KB,1000") == (1000, 10**6, 65536)
+    assert check("sizes", ["600MB"]) == (600 * 10**6,)
+    assert check("ranks", "2,4,2") == (2, 4)
+    assert check("ranks", 3) == (3,)
+    assert check("timeout", "10") == 10.0
+    assert check("timeout", "2.5s") == 2.5
+    assert check("count", "yes") is True and check("count", "false") is False
 
 
 @pytest.mark.parametrize(
-    ("parse", "value", "expected"),
+    ("field", "value", "expected"),
     [
-        (parse_backends, "shmm", "--opt: unknown backend 'shmm' (choose from lmdb, mp-queue, mpi-bcast"),
-        (parse_backends, "", "--opt: no backend given"),
-        (parse_modes, "fast", "--opt: unknown mode 'fast'"),
-        (parse_payloads, "json", "--opt: unknown payload kind 'json'"),
-        (parse_sizes, "1QB", "--opt: bad size '1QB'"),
-        (parse_sizes, "0", "--opt: bad size '0' (must be more than 0 bytes)"),
-        (parse_ranks, "two", "--opt: bad rank count 'two'"),
-        (parse_ranks, "0", "--opt: bad rank count '0' (at least 1)"),
-        (parse_ranks, "100000", "--opt: bad rank count '100000' (at most 256)"),
-        (parse_timeout, "soon", "--opt: bad timeout 'soon'"),
-        (parse_timeout, "-1", "--opt: bad timeout '-1'"),
-        (parse_timeout, "inf", "--opt: bad timeout 'inf' (at most 604800 s, a week; 0 turns the watchdog off)"),
-        (parse_timeout, "1e12", "--opt: bad timeout '1e12' (at most 604800 s"),
-        (parse_bool, "maybe", "--opt: bad boolean 'maybe'"),
+        ("backends", "shmm", "--opt: unknown backend 'shmm' (choose from lmdb, mp-queue, mpi-bcast"),
+        ("backends", "", "--opt: no backend given"),
+        ("modes", "fast", "--opt: unknown mode 'fast'"),
+        ("payloads", "json", "--opt: unknown payload kind 'json'"),
+        ("sizes", "1QB", "--opt: bad size '1QB'"),
+        ("sizes", "0", "--opt: bad size '0' (must be more than 0 bytes)"),
+        ("sizes", "１０KB", "--opt: bad size '１０KB'"),
+        ("sizes", ",".join(f"{n}KB" for n in range(1, 100)), "--opt: 99 sizes: at most 64"),
+        ("ranks", "two", "--opt: must be a whole number from 1 to 256"),
+        ("ranks", "0", "--opt: must be a whole number from 1 to 256"),
+        ("ranks", "１０", "--opt: must be a whole number from 1 to 256; got '１０', which holds characters other"),
+        ("ranks", "٣", "--opt: must be a whole number from 1 to 256; got '٣'"),
+        ("ranks", "100000", "--opt: must be a whole number from 1 to 256"),
+        ("timeout", "soon", "--opt: must be a finite number of seconds > 0, at most 604800"),
+        ("timeout", "0", "--opt: must be a finite number of seconds > 0"),
+        ("timeout", "-1", "--opt: must be a finite number of seconds > 0"),
+        ("timeout", "inf", "--opt: must be a finite number of seconds > 0, at most 604800"),
+        ("timeout", "1e12", "--opt: must be a finite number of seconds > 0, at most 604800"),
+        ("count", "maybe", "--opt: must be true or false"),
     ],
 )
-def test_parse_errors_name_the_value_and_its_source(parse, value, expected) -> None:
-    with pytest.raises(pytest.UsageError) as info:
-        parse(value, "--opt")
+def test_errors_name_the_value_and_its_source(field: str, value: str, expected: str) -> None:
+    with pytest.raises(OptionError) as info:
+        check(field, value)
     assert str(info.value).startswith(expected)
 
 
@@ -149,7 +161,7 @@ def test_bad_environment_value_names_the_variable(pytester: pytest.Pytester, mon
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*env IPCBENCH_RANKS: bad rank count 'x'*"])
+    result.stderr.fnmatch_lines(["*env IPCBENCH_RANKS: must be a whole number from 1 to 256 (got 'x')*"])
 
 
 def test_a_size_beyond_the_machine_is_a_usage_error_naming_both(pytester: pytest.Pytester, monkeypatch) -> None:
@@ -191,7 +203,7 @@ def test_marker_keywords_are_checked(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest()
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*@pytest.mark.ipcbench got unknown keyword 'size' (allowed: backends, modes*"])
+    result.stdout.fnmatch_lines(["*@pytest.mark.ipcbench got unknown keyword 'size' (allowed: backends, sizes, ranks, modes*"])
 
 
 def test_marker_sets_sizes_and_ranks(pytester: pytest.Pytester) -> None:
@@ -311,7 +323,7 @@ def test_ipc_wait_layers_and_errors(pytester: pytest.Pytester, monkeypatch) -> N
     result.stdout.fnmatch_lines(["*wait=block*"])
     result = pytester.runpytest("--ipc-wait", "nap")
     assert result.ret != 0
-    result.stderr.fnmatch_lines(["*--ipc-wait: unknown wait strategy 'nap'*"])
+    result.stderr.fnmatch_lines(["*--ipc-wait: must be one of auto, block, backoff (got 'nap')*"])
 
 
 def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> None:
@@ -337,3 +349,25 @@ def test_a_plugin_adds_to_the_environment_record(pytester: pytest.Pytester) -> N
         """
     )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"IPCBENCH_TIMEOUT": "0"}, "env IPCBENCH_TIMEOUT: must be a finite number of seconds > 0"),
+    ({"IPCBENCH_INJECT": "bogus=2"}, "env IPCBENCH_INJECT: unknown backend 'bogus'"),
+    ({"IPCBENCH_NODE": "nan"}, "env IPCBENCH_NODE='nan': set by ipcbench itself"),
+    ({"IPCBENCH_RANKS": "٣"}, "env IPCBENCH_RANKS: must be a whole number from 1 to 256; got '٣'"),
+])
+def test_bad_environment_values_are_usage_errors_naming_the_variable(pytester: pytest.Pytester, monkeypatch,
+                                                                      env: dict, expected: str) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pytester.makepyfile("def test_x(ipc_ranks): pass")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{expected}*"])
+
+
+def test_repeated_sizes_do_not_multiply_the_matrix(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(ipc_payload): pass")
+    result = pytester.runpytest("--ipc-sizes", "1KB,1KB,1000", "--ipc-payloads", "ndarray", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*1 test collected*"])

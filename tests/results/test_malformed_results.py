@@ -182,3 +182,21 @@ def test_a_file_that_is_not_a_regular_file_is_refused(tmp_path, what) -> None:
         proc = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert f"{path} is not a regular file" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_case_recorded_twice_is_exit_2_naming_it(tmp_path, capsys) -> None:
+    """A results file with one case twice decided a REGRESSION without naming the duplicate."""
+    import json
+
+    from pytest_ipcbench.commands import main
+    from pytest_ipcbench.results.results import Result, ResultSet
+
+    rs = ResultSet()
+    rs.add(Result("broadcast", "shm", "bytes", "ndarray", 1000, 2, {"completion": [1e-5] * 20}, nbytes=1000))
+    path = rs.save(tmp_path / "a.json")
+    data = json.loads(path.read_text())
+    data["results"].append({**data["results"][0], "samples": {"completion": [9e-5] * 20}})
+    (tmp_path / "dup.json").write_text(json.dumps(data))
+    assert main(["compare", str(path), str(tmp_path / "dup.json"), "--calibration", "none"]) == 2
+    err = capsys.readouterr().err
+    assert f"dup.json: results[1] repeats the case {rs.results[0].key} of results[0]" in err

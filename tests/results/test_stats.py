@@ -101,6 +101,34 @@ def test_round_halfwidth_is_wide_for_few_rounds_and_none_for_one():
     assert round_ratio_halfwidth(rounds[0][:1], rounds[1][:1], 0.95) is None
 
 
+def test_the_bootstrap_of_a_huge_side_draws_one_value_per_resample_not_every_sample() -> None:
+    """350,000 samples a case: drawing every sample of every resample made compare run past 10 minutes."""
+    import numpy as np
+
+    from pytest_ipcbench.results import stats
+
+    class Counting:
+        def __init__(self) -> None:
+            self.rng, self.drawn = np.random.default_rng(0), 0
+
+        def integers(self, low, high, size):
+            self.drawn += int(np.prod(size))
+            return self.rng.integers(low, high, size)
+
+        def beta(self, a, b, size):
+            self.drawn += int(size)
+            return self.rng.beta(a, b, size)
+
+    x = np.linspace(1.0, 2.0, 350_000)
+    rng = Counting()
+    medians = stats._bootstrap_medians(x, 2000, rng)  # type: ignore[arg-type]
+    assert rng.drawn == 2000 and medians.shape == (2000,)
+    assert abs(float(np.median(medians)) - 1.5) < 0.01
+    small = Counting()
+    stats._bootstrap_medians(np.linspace(1.0, 2.0, 100), 2000, small)  # type: ignore[arg-type]
+    assert small.drawn == 2000 * 100  # small sides as before: the verdicts of every file ever made stand
+
+
 def test_results_and_calibrations_written_before_the_renames_still_load(tmp_path) -> None:
     """Files of before 0.2 say ``kind`` for a backend's delivery and name the shared-array
     experiment's scenarios ``seed002`` / ``seed002-handle``: they load under today's names, so a
