@@ -47,7 +47,7 @@ CALIBRATE: tuple[Option, ...] = (
     Option("from_files", text, "calibrate from these results files of runs of identical code (>= 3) instead of running",
            flag="--from", nargs="+", metavar="RESULTS"),
     Option("out", path, "also write the calibration to this file (it is always stored in the per-user cache, "
-           f"{store.cache_root()}, where compare and the gate find it for this machine and matrix)", flag="--out"),
+           f"{store.CACHE_TEXT}, where compare and the gate find it for this machine and matrix)", flag="--out"),
     Option("threshold", DECISION[0].check, "the threshold the false-alarm rates are given at (default 0.10, the gate's)",
            flag="--threshold", default=DEFAULT_THRESHOLD),
     Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),

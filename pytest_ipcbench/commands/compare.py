@@ -10,7 +10,7 @@ from ..core.checks import name, number, path, text
 from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_output
 from ..core.project import declared_rules
-from ..comparison.calibration_store import cache_root, find_calibration
+from ..comparison.calibration_store import CACHE_TEXT, find_calibration
 from ..comparison.compare import compare_sets
 from ..comparison.run_sets import load_side
 from ..comparison.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
@@ -32,7 +32,7 @@ DECISION: tuple[Option, ...] = (
            flag="--per-case", action="store_true"),
     Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),
     Option("calibration", text, f"the between-run noise per case measured by `ipcbench calibrate` (default: the one "
-           f"it stored in {cache_root()} for this machine and matrix, when there is one; 'none': no calibration, a "
+           f"it stored in {CACHE_TEXT} for this machine and matrix, when there is one; 'none': no calibration, a "
            f"conservative noise is assumed)",
            flag="--calibration", metavar="FILE"),
 )

@@ -29,6 +29,7 @@ from .normalise import is_reference
 from ..results.results import ResultSet
 
 APP = "pytest-ipcbench"
+CACHE_TEXT = f"$XDG_CACHE_HOME/{APP}/ (else ~/.cache/{APP}/)"  # where, in words (help texts: the same everywhere)
 
 
 def cache_root() -> Path:

@@ -169,12 +169,18 @@ def test_calibrate_runs_time_only_and_stores_its_runs_matrix(tmp_path: Path, mon
     assert store.find(run_set(1)) is not None
 
 
-def test_out_is_a_copy_written_by_rename_never_through_a_symlink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_out_is_a_checked_copy_never_through_another_users_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "copy.json"
+    assert main(["calibrate", "--from", *_runs(tmp_path), "--plot", "none", "--out", str(out)]) == 0
+    assert cal.Calibration.load(out).runs == 4 and len(list(store.cache_root().glob("calibration-*.json"))) == 1
+    assert main(["calibrate", "--from", *_runs(tmp_path), "--plot", "none", "--out", "/proc/nope/c.json"]) == 2
+    capsys.readouterr()
+    if os.geteuid() != 0:
+        pytest.skip("another user's link needs root to make")
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
-    link = tmp_path / "copy.json"
+    link = tmp_path / "planted.json"
     link.symlink_to(victim)
-    assert main(["calibrate", "--from", *_runs(tmp_path), "--plot", "none", "--out", str(link)]) == 0
-    assert victim.read_text() == "keep me" and not link.is_symlink() and cal.Calibration.load(link).runs == 4
-    assert main(["calibrate", "--from", *_runs(tmp_path), "--plot", "none", "--out", "/proc/nope/c.json"]) == 2
-    assert "cannot write --out" in capsys.readouterr().err
+    os.lchown(link, 65534, 65534)
+    assert main(["calibrate", "--from", *_runs(tmp_path), "--plot", "none", "--out", str(link)]) == 2
+    assert victim.read_text() == "keep me" and "--out" in capsys.readouterr().err
