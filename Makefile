@@ -1,4 +1,5 @@
-# make test  : create .venv, install .[mpi,dev], run the whole suite (plain, then under mpiexec -n 4 and -n 2),
+# make lint  : ruff (lint) and mypy over the package (tests, tools, benchmarks linted too); run first by make test
+# make test  : create .venv, install .[mpi,dev], lint, run the whole suite (plain, then under mpiexec -n 4 and -n 2),
 #              then the example consumer project (make test-example)
 # make bench : create .venv, run the main job (ipcbench run) into ipcbench-results/
 # make test-example : a fresh .venv-example (no system site packages), pytest-ipcbench installed from
@@ -30,7 +31,7 @@ EXAMPLE_INSTALL ?= .[mpi]
 EXAMPLE := examples/consumer
 EXAMPLE_PY := $(abspath $(EXAMPLE_VENV))/bin/python
 
-.PHONY: test test-plain test-mpi test-example dist bench perf-gate clean-venv counters-setup
+.PHONY: lint test test-plain test-mpi test-example dist bench perf-gate clean-venv counters-setup
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +58,14 @@ counters-setup:
 	@if command -v valgrind >/dev/null; then echo "counters: deep mode: $$(valgrind --version)"; \
 	else echo "counters: valgrind not found: deep mode's counters will be absent (apt-get install valgrind)"; fi
 
-test: $(STAMP)
+LINTED := pytest_ipcbench tests tools benchmarks
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	@# the formatter check: enabled once the whole tree has been formatted in one commit
+	@# $(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy pytest_ipcbench
+
+test: $(STAMP) lint
 	$(BIN)/python -m pytest --durations=15
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi $(MPI2_TESTS)

@@ -39,8 +39,9 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 HERE = Path(__file__).resolve()
 
@@ -161,9 +162,9 @@ def _transfer_job(args: argparse.Namespace, world: Any = None, out: _Out | None 
     """The broadcast matrix; given ``world`` and ``out`` (the ``all`` job), no final done line."""
     cases = _cases_of(args)
     try:
-        from pytest_ipcbench.harness import measure
         from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
         from pytest_ipcbench.core.payloads import PayloadSpec, parse_size
+        from pytest_ipcbench.harness import measure
     except ImportError as exc:  # an older commit: no harness yet
         if out is not None:
             out(error=f"this commit cannot measure transfers: {exc}", part="transfer")
@@ -200,7 +201,7 @@ def _transfer_job(args: argparse.Namespace, world: Any = None, out: _Out | None 
                         # a backend that does not need MPI may still run between local processes
                         out(case=key, skip=reason, local=not _needs_mpi(b))
                         continue
-                    _one(out, key, lambda: measure.bench(sub, BackendSpec(b, m), payload(k, s), "broadcast", settings),
+                    _one(out, key, lambda: measure.bench(sub, BackendSpec(b, m), payload(k, s), "broadcast", settings),  # noqa: B023 (_one calls it at once)
                          sub.rank == 0)
             _quiet_barrier(world, measure)
         if own:
@@ -230,7 +231,7 @@ def _local_transfer(args: argparse.Namespace, cases: list[tuple[str, str, str, s
                     if reason:
                         out(case=key, skip=reason)
                         continue
-                    _one(out, key, lambda: measure.run_bench(group, BackendSpec(b, m), payload(k, s),
+                    _one(out, key, lambda: measure.run_bench(group, BackendSpec(b, m), payload(k, s),  # noqa: B023 (_one calls it at once)
                                                              "broadcast", settings), True)
         out(done=True)
     finally:

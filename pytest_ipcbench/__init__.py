@@ -7,8 +7,8 @@ from .core.group import Group, GroupError, MPIGroup
 from .core.local import LocalWorld
 from .core.payloads import Kind, PayloadSpec, make_payload, parse_size, payload_kinds, register_payload
 from .core.registry import ExtensionError
-from .harness.plan import BenchSettings
 from .harness.payload import BufferPayload
+from .harness.plan import BenchSettings
 from .harness.transfer import Delivery, assert_delivered, deliver
 
 __version__ = "0.1.0"

@@ -75,7 +75,7 @@ def writer_error_program(group: Group, spec: BackendSpec) -> tuple[str, str, lis
     Returns (what the first transfer raised here, how the second went, leftovers).
     """
     bad = {"fine": np.arange(10), "bad": _Unpicklable()}
-    good = [np.arange(5, dtype=np.int32), {"x": 1}]
+    good: list[Any] = [np.arange(5, dtype=np.int32), {"x": 1}]
     patterns = spec.cls.resources
     before = _ours(patterns)
     with spec.open(group) as live:
@@ -248,8 +248,10 @@ class BackendConformance:
         cls = conformance_backend.cls
         if cls.before_ranks is None:
             pytest.skip(f"{conformance_backend.name} makes nothing before the ranks start (no before_ranks hook)")
-        from .core.local import LocalWorld
+        from .core.local import LocalGroup, LocalWorld
 
+        if not isinstance(ipc_group, LocalGroup):  # before_ranks: local worker processes only
+            pytest.skip(f"{conformance_backend.name}: before_ranks objects reach local worker processes only")
         before = _ours(cls.resources)
         with LocalWorld(ipc_group.size, timeout=ipc_group.timeout) as world:
             got = world.run(inherited_program, conformance_backend)
@@ -267,7 +269,9 @@ class BackendConformance:
                                           conformance_backend: BackendSpec) -> None:
         """The path a user's benchmark takes (``ipc_bench``: plan, timed rounds, verification)."""
         result = ipc_bench(conformance_backend, PayloadSpec("ndarray", 1000), time_budget=0.05, count=False)
-        assert result.verified is not None and result.verified.checked > 0, f"{conformance_backend.id}: nothing verified"
+        assert result.verified is not None and result.verified.checked > 0, (
+            f"{conformance_backend.id}: nothing verified"
+        )
         assert result.verified.failed == 0, f"{conformance_backend.id}: {result.verified.failed} transfers differed"
 
     def test_leaves_nothing_behind(self, ipc_group: Group, conformance_backend: BackendSpec) -> None:

@@ -1,11 +1,11 @@
 import os
 import time
 
+import leakguard  # tests/ is on sys.path (rootdir conftest, no package)
 import pytest
 
-import leakguard  # tests/ is on sys.path (rootdir conftest, no package)
-from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.names import remove
 
 pytest_plugins = ["pytester"]

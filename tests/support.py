@@ -9,7 +9,8 @@ caught and returned rather than raised, so a world is not restarted for an expec
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -239,7 +240,6 @@ def shm_bytes_moved(group: Group, spec: BackendSpec, objects: Sequence[Any]) -> 
 import multiprocessing
 import os
 import pickle
-
 
 from pytest_ipcbench.shared.array import SharedNDArray
 from pytest_ipcbench.shared.queue import Queue

@@ -16,7 +16,7 @@ single fixed pair's regret) from such a file; ``--repeat K`` reruns advise K mor
 (repeatability: the repeated picks in the evaluation's tie set); ``--fit`` writes the prior's table
 (advice/prior.json) from a file: per bucket, the pairs by mean rank in the evaluation.
 
-    python tools/advise_eval.py --cases 36 --budget 12 --max-bytes 64MiB --out advise-eval.jsonl
+    python tools/advise_eval.py --cases 48 --budget 40 --max-bytes 16MiB --repeat 1 --check-counts --out advise-eval.jsonl
     python tools/advise_eval.py --summary advise-eval.jsonl
 """
 
@@ -35,9 +35,9 @@ import numpy as np
 
 from pytest_ipcbench.advice import advise, features
 from pytest_ipcbench.advice.cases import FAMILIES, cases
-from pytest_ipcbench.advice.payload import ObjectPayload
-from pytest_ipcbench.advice.prior import TABLE_FILE, bucket, load_table, ranked
 from pytest_ipcbench.advice.decision import counts_of
+from pytest_ipcbench.advice.payload import ObjectPayload
+from pytest_ipcbench.advice.prior import TABLE_FILE, bucket, ranked
 from pytest_ipcbench.advice.race import COUNT_REPEATS, METRICS, Standing, split_rounds
 from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.local import LocalWorld

@@ -34,12 +34,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from statistics import NormalDist
 
-from pytest_ipcbench.core.injection import Slowdown, parse_injection
 from pytest_ipcbench.comparison.calibration import Calibration
 from pytest_ipcbench.comparison.compare import compare_sets
-from pytest_ipcbench.results.results import ResultSet
 from pytest_ipcbench.comparison.run_sets import RUN_QUANTILE, merge_runs
 from pytest_ipcbench.comparison.verdict import CaseVerdict
+from pytest_ipcbench.core.injection import Slowdown, parse_injection
+from pytest_ipcbench.results.results import ResultSet
 
 STATUSES = ("slower", "faster", "unchanged", "inconclusive")
 

@@ -31,8 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_ipcbench.gate.consumer import share_packages
 from pytest_ipcbench.comparison.counters import counter_verdict
+from pytest_ipcbench.gate.consumer import share_packages
 from pytest_ipcbench.results.results import ResultSet
 
 REPO = Path(__file__).resolve().parents[1]

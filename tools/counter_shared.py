@@ -82,7 +82,7 @@ def main() -> int:
     finally:
         conn.send(None)
         proc.join(30)
-        premade = None  # noqa: F841
+        premade = None
         q.close()
     print(f"shared-array handle path ({size_label(array.nbytes)} array) against None, per message "
           f"({args.messages} messages x {args.repeats} repeats; each acknowledged over a pipe on both paths)")

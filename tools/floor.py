@@ -13,8 +13,8 @@ Per backend and size it prints, rank 0's view of one round trip (medians of ``--
   (started 200 us after both left a barrier, so it hardly waits); ``wait``: what is left of the one-way
   latency, ``rtt/2 - write - read`` (the crossing and the wake-up); ``verify``: the harness's
   ``payload.equal`` (outside the timed loop);
-* then the harness's pingpong (``bench_interleaved``, interleaved with the reference and
-  ``null``): one-way latency, and per message system calls, pickles and bytes allocated
+* then the harness's pingpong (``bench_interleaved``, interleaved with the reference, for MPI
+  backends ``mpi-raw`` (the self-check's raw loop, held against mpi4py.bench) and ``null``): one-way latency, and per message system calls, pickles and bytes allocated
   (tracemalloc), writer/reader, from the counting pass (harness/count.py).
 
 Times on a shared machine move with its load (print ``uptime`` beside them); the counts do not.
@@ -30,6 +30,7 @@ import time
 from pytest_ipcbench.backends.base import BackendSpec, get_backend
 from pytest_ipcbench.core.group import MPIGroup
 from pytest_ipcbench.core.units import parse_size, size_label
+from pytest_ipcbench.harness import selfcheck  # noqa: F401  (registers mpi-raw)
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, bench_interleaved
 
 COUNTS = ("syscalls.total", "pickle.dumps", "pickle.loads", "alloc.bytes", "faults.minor")
@@ -101,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         for size in [parse_size(s) for s in args.sizes.split(",")]:
             got = steps(group, name, size, args.n)
             specs = [BackendSpec(name, "native")] + ([BackendSpec(ref, "native")] if ref else [])
+            if get_backend(name).needs_mpi:  # the raw MPI loop the self-check holds against mpi4py.bench
+                specs.append(BackendSpec("mpi-raw", "native"))
             try:  # the harness's floor (absent from a checkout before it existed)
                 get_backend("null")
                 specs.append(BackendSpec("null", "native"))

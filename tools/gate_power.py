@@ -34,11 +34,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from pytest_ipcbench.core.injection import Slowdown, parse_injection
 from pytest_ipcbench.comparison.calibration import Calibration
 from pytest_ipcbench.comparison.compare import compare_sets
-from pytest_ipcbench.results.results import ResultSet
 from pytest_ipcbench.comparison.run_sets import RUN_QUANTILE
+from pytest_ipcbench.core.injection import Slowdown, parse_injection
+from pytest_ipcbench.results.results import ResultSet
 
 ROTATION = [  # (2x, 1.5x, 1.25x): every backend meets every factor once or twice
     ("shm", "zmq", "mpi-p2p"),

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(<!-- options:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /options:(?P=name) -->)", re.S)
@@ -58,7 +58,7 @@ def run_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def command_table(module: str, table: str) -> "callable":
+def command_table(module: str, table: str) -> callable:
     """A command's own options (compare, gate, calibrate, ...): flag, what it sets."""
     def make() -> str:
         import importlib

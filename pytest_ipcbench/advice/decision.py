@@ -116,7 +116,7 @@ class Advice:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Advice":
+    def from_dict(cls, d: dict[str, Any]) -> Advice:
         if d.get("schema") != SCHEMA or d.get("version") != VERSION:
             raise UsageError(f"not an advice file of schema {SCHEMA} version {VERSION}")
         fields = {k: v for k, v in d.items() if k not in ("schema", "version", "features", "candidates")}
@@ -130,7 +130,7 @@ class Advice:
         write_output(path, json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n", "--json")
 
     @classmethod
-    def read_json(cls, path: str | Path) -> "Advice":
+    def read_json(cls, path: str | Path) -> Advice:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     # ------------------------------------------------------------------ words

@@ -66,17 +66,17 @@ def described(text: str) -> Any:
             raise UsageError(f"--describe {text!r}: at most {MAX_COUNT} items and {MAX_DESCRIBED} bytes in all")
         if name in ("array", "arrays"):
             dt = _dtype(g.get("dtype"), text)
-            one = lambda: np.zeros(max(1, size // dt.itemsize), dtype=dt)  # noqa: E731
+            length = max(1, size // dt.itemsize)
             if name == "array":
-                return one()
-            items = [one() for _ in range(n)]
+                return np.zeros(length, dtype=dt)
+            items = [np.zeros(length, dtype=dt) for _ in range(n)]
             return {f"a{i}": a for i, a in enumerate(items)} if g["box"] == "dict" else \
                 (tuple(items) if g["box"] == "tuple" else items)
         if name == "bytes":
             return bytes(size)
         if name == "strings":
-            items = ["x" * size for _ in range(n)]
-            return tuple(items) if g["box"] == "tuple" else items
+            texts = ["x" * size for _ in range(n)]
+            return tuple(texts) if g["box"] == "tuple" else texts
         value: Any = 0 if g["what"].startswith("int") else 0.0
         return {f"k{i}": value for i in range(n)} if g["box"] == "dict" else [value] * n
     raise UsageError(f"--describe {text!r}: not a description this reads; say one of {HELP}")

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
 from ..core.errors import IpcbenchError, UsageError
@@ -71,7 +72,7 @@ def pairs(group: Group | None, scenario: str, backends: Sequence[str] | None = N
         if cls.internal:
             continue
         why = cls.unavailable(group)
-        if why is None and scenario == "stream" and cls.kind != "channel":
+        if why is None and scenario == "stream" and cls.delivery != "channel":
             why = "a store keeps only the newest value: the stream scenario needs a channel"
         for mode in MODES:
             reason = why
@@ -167,7 +168,7 @@ def _advise_local(world: LocalWorld, ranks: int, obj: Any, readers: int, opts: R
             failed[f"{spec.name}/{spec.mode}"] = f"{type(exc).__name__}: {exc}"
     going = [s for s in raced if f"{s.name}/{s.mode}" not in failed]
     if not going:
-        raise IpcbenchError(f"no candidate could send the object: " +
+        raise IpcbenchError("no candidate could send the object: " +
                             "; ".join(f"{p}: {why}" for p, why in failed.items()))
     record = world.run(race, going, payload, _left(opts, t_start), ranks=ranks)[0]
     return _decision(record, f, opts, readers, order, raced, left, unavailable, failed,
@@ -233,7 +234,8 @@ def _decision(record: RaceRecord, f: Features, opts: RaceOptions, readers: int, 
                "shortlist": [f"{s.name}/{s.mode}" for s in raced]},
         race={"stages": record.stages, "stopped": record.stopped, "rounds": record.race_rounds,
               "confirm_rounds": opts.confirm_rounds, "elapsed_s": record.elapsed, "swapped": record.swapped,
-              "leader": record.leader, "budget_s": opts.budget, "race_budget_s": record.budget, "stage_s": record.stage_s,
+              "leader": record.leader, "budget_s": opts.budget, "race_budget_s": record.budget,
+              "stage_s": record.stage_s,
               "confirm_medians_s": list(record.confirm_medians) if record.confirm_medians else None},
         notes=notes,
     )

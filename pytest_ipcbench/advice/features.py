@@ -49,7 +49,7 @@ class Features:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Features":
+    def from_dict(cls, d: dict[str, Any]) -> Features:
         return cls(**{**d, "dtypes": tuple(d["dtypes"])})
 
     def describe(self) -> str:

@@ -16,8 +16,8 @@ knows nothing of it, so only a measurement can place it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .features import Features
 

@@ -29,8 +29,9 @@ small parts on a loaded machine.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -252,8 +253,10 @@ def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord |
     _count(group, by_pair, pairs, record, payload, opts, t0)
     if record is None:
         return None
-    a = Standing(pairs[0], split_rounds(results[0], opts.metric, opts.confirm_rounds))
-    b = Standing(pairs[1], split_rounds(results[1], opts.metric, opts.confirm_rounds))
+    first, second = results[0], results[1]
+    assert first is not None and second is not None  # rank 0 (the one with a record) holds the results
+    a = Standing(pairs[0], split_rounds(first, opts.metric, opts.confirm_rounds))
+    b = Standing(pairs[1], split_rounds(second, opts.metric, opts.confirm_rounds))
     ratio, low, high = _interval(b, a, opts)  # runner-up / pick
     # the decision weighs every round the two ran side by side, the race's and the confirmation's;
     # the printed ratio and interval stay the confirmation's alone
@@ -307,6 +310,7 @@ def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], reco
     record.stage_s.append(time.perf_counter() - c0)
     by_name = {st.pair: st for st in record.standings}
     for p, res in zip(pairs, results):
+        assert res is not None  # rank 0 (the one with a record) holds the results
         by_name[p].counters = res.counters
         by_name[p].counting = str(res.extra.get("counting", ""))
     for st in record.standings:

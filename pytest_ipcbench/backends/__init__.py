@@ -1,5 +1,9 @@
 """IPC backends: one module each, declared as entry points (see base.py for the protocol)."""
 
+# Loaded with the package, so base.py need not import them (each builds on base's Backend):
+# hierarchy sets how a node-local store opens across nodes; references registers ref-<backend>;
+# null is the harness's own floor (a channel that moves nothing).
+from . import hierarchy, null, references  # noqa: F401
 from .base import (
     MODES,
     Backend,
@@ -8,17 +12,12 @@ from .base import (
     PayloadError,
     backend_names,
     declared_resources,
-    holds_payload_in_shm,
     get_backend,
+    holds_payload_in_shm,
     register,
     register_backend,
     unavailable_reason,
 )
-
-# Loaded with the package, so base.py need not import them (each builds on base's Backend):
-# hierarchy sets how a node-local store opens across nodes; references registers ref-<backend>;
-# null is the harness's own floor (a channel that moves nothing).
-from . import hierarchy, null, references  # noqa: E402,F401
 
 __all__ = [
     "MODES",

@@ -32,17 +32,28 @@ from __future__ import annotations
 import pickle
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Sequence, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from ..core import names
 from ..core.errors import IpcbenchError
 from ..core.names import check_patterns
 from ..core.registry import ExtensionError, Registry
+
 # the wait strategies live in core (the environment record reads them too); importable from here too
 from ..core.wait import (  # noqa: F401
-    WAIT_ENV, WAITS, Backoff, Spin, default_wait, pacer, parse_wait, resolve_wait, restore_wait_state,
-    set_default_wait, wait_state,
+    WAIT_ENV,
+    WAITS,
+    Backoff,
+    Spin,
+    default_wait,
+    pacer,
+    parse_wait,
+    resolve_wait,
+    restore_wait_state,
+    set_default_wait,
+    wait_state,
 )
 
 if TYPE_CHECKING:
@@ -185,7 +196,7 @@ class Backend(ABC):
             raise ExtensionError(f"backend {cls.name}: run_in must be 'mpi' or 'local', not {cls.run_in!r}")
         return cls.run_in or "local"
 
-    def __init__(self, group: "Group", mode: str = "bytes", root: int = 0,
+    def __init__(self, group: Group, mode: str = "bytes", root: int = 0,
                  timeout: float = DEFAULT_READ_TIMEOUT, wait: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r} for backend {self.name}; choose bytes or native")
@@ -198,7 +209,7 @@ class Backend(ABC):
         #: the resolved wait strategy, ``block`` or ``backoff`` (see WAITS)
         self.wait = resolve_wait(wait, group.size)
 
-    def pacer(self) -> "Spin | Backoff":
+    def pacer(self) -> Spin | Backoff:
         """Pacing for one polling wait of a reader, by this backend's wait strategy: one object per
         backend, restarted for each wait (no allocation per message)."""
         pace = self.__dict__.get("_pace")
@@ -208,7 +219,7 @@ class Backend(ABC):
         return pace.restart()
 
     @classmethod
-    def unavailable(cls, group: "Group | None" = None) -> str | None:
+    def unavailable(cls, group: Group | None = None) -> str | None:
         """Why this backend cannot run with ``group`` (None if it can)."""
         if cls.needs_mpi and group is not None and not group.is_mpi:
             return f"{cls.name} needs MPI: run under mpiexec with --with-mpi"
@@ -216,7 +227,8 @@ class Backend(ABC):
             if group.is_mpi:
                 return (f"{cls.name} needs objects made before the ranks start (before_ranks), which mpiexec "
                         "ranks cannot inherit: it runs in local worker processes (plain pytest)")
-        if cls.delivery == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None and getattr(group, "nodes", 1) > 1:
+        if (cls.delivery == "channel" and cls.is_node_local() and not cls.needs_mpi and group is not None
+                and getattr(group, "nodes", 1) > 1):
             from ..core.nodes import layout_of
 
             return (f"{cls.name} connects ranks of one node only; this group spans {layout_of(group)} "
@@ -231,10 +243,10 @@ class Backend(ABC):
     def readers(self) -> list[int]:
         return [r for r in range(self.group.size) if r != self.root]
 
-    def setup(self) -> None:
+    def setup(self) -> None:  # noqa: B027 (an optional hook: not every backend has resources)
         """Collective: create (root) or attach (others) the resources."""
 
-    def prepare(self, objs: Sequence[Any]) -> None:
+    def prepare(self, objs: Sequence[Any]) -> None:  # noqa: B027 (an optional hook)
         """Collective, untimed, optional: the objects the harness's broadcast will send.
 
         Iteration ``i`` writes ``objs[i % len(objs)]`` (on the readers, ``objs`` are the expected
@@ -284,7 +296,7 @@ class Backend(ABC):
             raise RuntimeError(f"{self.name}: setup failed after the writer could {what}: {where}")
         return info[1]
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook: not every backend holds anything)
         """Collective: release everything this rank holds; the owner removes OS resources."""
 
     def timeout_error(self, what: str) -> TimeoutError:
@@ -300,7 +312,7 @@ class Backend(ABC):
             f"{self.name}: the writer (rank {self.root}) could not send its object: {message}"
         )
 
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> Backend:
         try:
             self.setup()
         except BaseException:  # Ctrl-C in the middle of a setup too: release what was made
@@ -317,11 +329,12 @@ class Backend(ABC):
 def _check_backend(name: str, obj: Any, where: str) -> type[Backend]:
     if not (isinstance(obj, type) and issubclass(obj, Backend)):
         raise ExtensionError(f"backend {name!r} from {where}: expected a subclass of Backend, got {obj!r}")
-    if not hasattr(obj, "delivery") and getattr(obj, "kind", None) in DELIVERIES:
+    kind = getattr(obj, "kind", None)
+    if not hasattr(obj, "delivery") and kind in DELIVERIES:
         # a plugin written before 0.2 said ``kind = "store"``; its file keeps working
         warnings.warn(f"backend {name!r} ({obj.__qualname__}): `kind` is now `delivery` (a store or a channel)",
                       DeprecationWarning, stacklevel=2)
-        obj.delivery = obj.kind
+        obj.delivery = kind
     if getattr(obj, "delivery", None) not in DELIVERIES:
         raise ExtensionError(
             f"backend {name!r} ({obj.__qualname__}): delivery must be 'store' or 'channel', "
@@ -370,7 +383,13 @@ def get_backend(name: str) -> type[Backend]:
     return BACKENDS.get(name)
 
 
-def holds_payload_in_shm(backends: "str | Sequence[str]") -> bool:
+def mailboxes_of(group: Any) -> Sequence[Any]:
+    """A local group's queues, one per rank (:class:`~.core.local.LocalGroup`): not part of :class:`Group`, so the
+    backends that use them (mp-queue, its reference) refuse the groups without them in ``unavailable()``."""
+    return group.mailboxes
+
+
+def holds_payload_in_shm(backends: str | Sequence[str]) -> bool:
     """Does one of ``backends`` hold its payload in /dev/shm? (unknown or unloadable ones: no)"""
     for name in [backends] if isinstance(backends, str) else backends:
         try:
@@ -398,7 +417,7 @@ def declared_resources(load_all: bool = False) -> list[str]:
     return found
 
 
-def unavailable_reason(name: str, group: "Group | None" = None) -> str | None:
+def unavailable_reason(name: str, group: Group | None = None) -> str | None:
     """Why backend ``name`` cannot run here, or None."""
     try:
         return get_backend(name).unavailable(group)
@@ -431,7 +450,7 @@ class BackendSpec:
     def cls(self) -> type[Backend]:
         return get_backend(self.name)
 
-    def open(self, group: "Group") -> Backend:
+    def open(self, group: Group) -> Backend:
         """Not yet set up: use as a context manager (``with spec.open(group) as b``)."""
         cls = self.cls
         reason = cls.unavailable(group)
@@ -447,10 +466,10 @@ class BackendSpec:
 #: How a node-local backend opens on a group that spans nodes, or None where it opens as itself.
 #: hierarchy.py sets it when the backends package loads: it subclasses Backend, so this module
 #: cannot import it without a cycle.
-_across_nodes: "Callable[[type[Backend], Group, str, int, float, str | None], Backend | None] | None" = None
+_across_nodes: Callable[[type[Backend], Group, str, int, float, str | None], Backend | None] | None = None
 
 
-def set_across_nodes(opener: "Callable[[type[Backend], Group, str, int, float, str | None], Backend | None]") -> None:
+def set_across_nodes(opener: Callable[[type[Backend], Group, str, int, float, str | None], Backend | None]) -> None:
     global _across_nodes
     _across_nodes = opener
 

@@ -22,12 +22,12 @@ raises PayloadError instead of waiting.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ..core.nodes import layout_of
-from .base import Backend, Backoff, PayloadError, dumps, dumps_oob, loads, loads_oob, set_across_nodes
+from .base import Backend, Backoff, Delivery, PayloadError, dumps, dumps_oob, loads, loads_oob, set_across_nodes
 
 if TYPE_CHECKING:
     from ..core.group import Group
@@ -49,13 +49,14 @@ class _WriterFailed:
 class HierarchicalStore(Backend):
     """``inner_cls`` run once per node, fed over MPI; see the module docstring."""
 
-    delivery = "store"
+    delivery: ClassVar[Delivery] = "store"
     needs_mpi = True
 
-    def __init__(self, inner_cls: type[Backend], group: "Group", mode: str = "bytes", root: int = 0,
+    def __init__(self, inner_cls: type[Backend], group: Group, mode: str = "bytes", root: int = 0,
                  timeout: float = 120.0, wait: str | None = None) -> None:
-        self.name = inner_cls.name  # reported as the backend it runs
-        self.delivery = inner_cls.delivery
+        # reported as the backend it runs: a class attribute of every other backend, this one's per instance
+        self.name = inner_cls.name  # type: ignore[misc]
+        self.delivery = inner_cls.delivery  # type: ignore[misc]
         super().__init__(group, mode, root, timeout, wait=wait)
         self.inner_cls = inner_cls
         self.native_views_until_next_write = inner_cls.native_views_until_next_write
@@ -198,7 +199,7 @@ class HierarchicalStore(Backend):
         backoff = self.pacer()
         while not request.Test():
             if not backoff.wait():
-                raise self.timeout_error(f"the value sent to node {self.group.node} (Ibcast)")  # type: ignore[attr-defined]
+                raise self.timeout_error(f"the value sent to node {self.group.node} (Ibcast)")
         status, count = int(head[0]), int(head[1])
         sizes = np.zeros(count, dtype=np.int64)
         comm.Ibcast(sizes, root=0).Wait()
@@ -211,14 +212,14 @@ class HierarchicalStore(Backend):
         return loads_oob(parts[0], parts[1:])
 
 
-def needs_hierarchy(cls: type[Backend], group: "Group | None") -> bool:
+def needs_hierarchy(cls: type[Backend], group: Group | None) -> bool:
     """True when ``group`` spans several nodes and ``cls`` is node-local: a store, or a channel
     that needs MPI (``mpi-shm-win``); another node-local channel is unavailable there instead."""
     return (group is not None and getattr(group, "nodes", 1) > 1 and cls.is_node_local()
             and (cls.delivery == "store" or cls.needs_mpi))
 
 
-def _open_across_nodes(cls: type[Backend], group: "Group", mode: str, root: int, timeout: float,
+def _open_across_nodes(cls: type[Backend], group: Group, mode: str, root: int, timeout: float,
                        wait: str | None) -> Backend | None:
     """BackendSpec.open's choice: a HierarchicalStore where ``cls`` needs one on ``group``."""
     if needs_hierarchy(cls, group):

@@ -85,7 +85,7 @@ class LMDBBackend(Backend):
         super().__init__(*args, **kwargs)
         self.path: Path | None = None
         self._env: lmdb.Environment | None = None
-        self._txn: lmdb.Transaction | None = None  # a reader's open snapshot (native mode)
+        self._txn: lmdb.Transaction[bytes | memoryview] | None = None  # a reader's open snapshot (native mode)
         self._seq = 0
         self._owner = False
         self._map_known = 0  # writer: a map size known to be set (saves env.info() per write)
@@ -128,7 +128,7 @@ class LMDBBackend(Backend):
         self.path = Path(path)
         self._env = lmdb.open(path, subdir=True, readonly=True, create=False, lock=True, readahead=False, max_dbs=0)
         with self._begin() as txn:
-            self._seq = _SEQ.unpack(txn.get(_KEY_SEQ))[0]
+            self._seq = _SEQ.unpack(txn.get(_KEY_SEQ, b""))[0]
 
     def close(self) -> None:
         try:
@@ -244,7 +244,8 @@ class LMDBBackend(Backend):
             st = os.statvfs(self.path)
             raise OSError(
                 exc.errno,
-                f"lmdb: cannot reserve {format_bytes(need_end - start)} in {self.path} for a value of {format_bytes(value)}: "
+                f"lmdb: cannot reserve {format_bytes(need_end - start)} in {self.path} for a value of "
+                f"{format_bytes(value)}: "
                 f"{format_bytes(st.f_bavail * st.f_frsize)} free of {format_bytes(st.f_blocks * st.f_frsize)} on its "
                 f"filesystem ({exc.strerror}); set TMPDIR to a folder with more space or use a smaller payload",
             ) from None
@@ -268,16 +269,16 @@ class LMDBBackend(Backend):
 
     # ------------------------------------------------------------------ reader
 
-    def _begin(self, buffers: bool = False) -> lmdb.Transaction:
+    def _begin(self, buffers: bool = False) -> lmdb.Transaction[bytes | memoryview]:
         """A read transaction; adopts a map the writer grew (only when no transaction is open)."""
         env = self._env
         assert env is not None
         for _attempt in range(8):
             try:
-                return env.begin(buffers=buffers)
+                return env.begin(buffers=True) if buffers else env.begin()
             except lmdb.MapResizedError:
                 env.set_mapsize(0)
-        return env.begin(buffers=buffers)
+        return env.begin(buffers=True) if buffers else env.begin()
 
     def read(self) -> Any:
         if self._env is None or self._owner:
@@ -289,18 +290,20 @@ class LMDBBackend(Backend):
         native = self.mode == "native"
         while True:
             txn = self._begin(buffers=native)
+            ours = True  # this loop ends the transaction (not once aborted, nor once kept as the snapshot)
             try:
-                seq, state, nbuf = _SEQ.unpack(txn.get(_KEY_SEQ))
+                # b"" (typed as the buffer it is): the writer put each key read here before its number
+                seq, state, nbuf = _SEQ.unpack(txn.get(_KEY_SEQ, b""))
                 if seq > self._seq:
                     self._seq = seq
                     if state == STATE_ERROR:
-                        raise self.writer_failed(bytes(txn.get(_KEY_ERROR)).decode("utf-8", "replace"))
+                        raise self.writer_failed(bytes(txn.get(_KEY_ERROR, b"")).decode("utf-8", "replace"))
                     if not native:
-                        data = txn.get(_KEY_DATA)  # a copy (buffers=False)
+                        data = txn.get(_KEY_DATA, b"")  # a copy (buffers=False)
                         txn.abort()
-                        txn = None
+                        ours = False
                         return loads(data)
-                    head = txn.get(_KEY_HEAD)
+                    head = txn.get(_KEY_HEAD, b"")
                     if state == STATE_ARRAY:
                         meta = bytes(head)
                         desc = self._desc.get(meta)
@@ -308,13 +311,13 @@ class LMDBBackend(Backend):
                             if len(self._desc) > 64:
                                 self._desc.clear()
                             desc = self._desc[meta] = pickle.loads(meta)
-                        value = np.frombuffer(txn.get(_buf_key(0)), dtype=np.uint8).view(desc[0]).reshape(desc[1])
+                        value = np.frombuffer(txn.get(_buf_key(0), b""), dtype=np.uint8).view(desc[0]).reshape(desc[1])
                     else:
-                        value = loads_oob(head, [txn.get(_buf_key(i)) for i in range(nbuf)])
-                    self._txn, txn = txn, None  # keep the snapshot while the views live
+                        value = loads_oob(head, [txn.get(_buf_key(i), b"") for i in range(nbuf)])
+                    self._txn, ours = txn, False  # keep the snapshot while the views live
                     return value
             finally:
-                if txn is not None:
+                if ours:
                     txn.abort()
             if pace is None:
                 pace = self.pacer()

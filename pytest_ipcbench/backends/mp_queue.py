@@ -37,7 +37,7 @@ import time
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from .base import Backend, PayloadError, dumps, loads
+from .base import Backend, PayloadError, dumps, loads, mailboxes_of
 
 _BYTES, _NATIVE, _ERROR = "B", "N", "E"
 
@@ -92,9 +92,9 @@ class MPQueueBackend(Backend):
         self._token = group.bcast(secrets.token_hex(8) if group.rank == self.root else None, root=self.root)
         self._seq = 0
         if group.rank == self.root:
-            self._boxes = [group.mailboxes[rank] for rank in self.readers]
+            self._boxes = [mailboxes_of(group)[rank] for rank in self.readers]
         else:
-            box = group.mailboxes[group.rank]
+            box = mailboxes_of(group)[group.rank]
             try:  # drop what an earlier instance left behind
                 while True:
                     box.get_nowait()
@@ -127,7 +127,7 @@ class MPQueueBackend(Backend):
     def read(self) -> Any:
         if self.group.rank == self.root:
             raise RuntimeError("mp-queue: read() is for the readers")
-        box = self.group.mailboxes[self.group.rank]
+        box = mailboxes_of(self.group)[self.group.rank]
         deadline = _Deadline(self.timeout)
         while True:
             try:

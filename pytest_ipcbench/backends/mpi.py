@@ -24,11 +24,12 @@ PayloadError too instead of waiting in a collective that never completes. For th
 writer sends ``(obj, mark)``: the mark is pickled after the object, so whether it was pickled
 tells whether the failure came before any communication.
 
-Waiting: ``mpi-buffer`` and ``mpi-p2p`` readers wait for the head message with a nonblocking
-operation polled by the wait strategy (:meth:`~.base.Backend.pacer`; under ``backoff`` a reader
-does not spin while the writer is still busy) and give up after ``timeout`` with TimeoutError;
-the data itself then moves with
-blocking calls, which progress fastest. A timed-out ``mpi-p2p`` receive is cancelled, so the
+Waiting (docs/method.md rule 18): under the ``block`` wait (every rank has a core) ``mpi-buffer`` and
+``mpi-p2p`` readers wait for the head message in MPI itself (a blocking ``Bcast``, ``Wait`` on a
+persistent receive): no read timeout then, the harness's watchdog covers a hang. Under ``backoff``
+they poll a nonblocking operation with the pacer (:meth:`~.base.Backend.pacer`: a reader does not
+spin while the writer is still busy) and give up after ``timeout`` with TimeoutError. The data
+itself then moves with blocking calls, which progress fastest. A timed-out ``mpi-p2p`` receive is cancelled, so the
 communicator stays usable; a timed-out ``mpi-buffer`` Ibcast cannot be cancelled (MPI has no
 cancel for collectives), so after that TimeoutError the group's communicator is unusable.
 ``mpi-bcast`` and ``mpi-pkl5`` block in mpi4py's collective (there is no timeout there: the
@@ -48,6 +49,7 @@ from typing import Any
 import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily)
 import numpy as np
 
+from ..core.group import comm_of
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
@@ -91,7 +93,7 @@ class _MPIBackend(Backend):
         from mpi4py import MPI
 
         self.MPI = MPI
-        self.comm = self.group.comm  # type: ignore[attr-defined]
+        self.comm = comm_of(self.group)
 
     def close(self) -> None:
         self.comm = None
@@ -162,7 +164,7 @@ class MPIPkl5Backend(_MPIBackend):
         self._pkl5 = pkl5.Intracomm(self.comm)
 
     def close(self) -> None:
-        self._pkl5 = None
+        self.__dict__.pop("_pkl5", None)  # the wrapper of self.comm goes with it
         super().close()
 
     def write(self, obj: Any) -> None:
@@ -279,7 +281,7 @@ class _BufferBackend(_MPIBackend):
         # blocking and nonblocking collectives do not match: every rank takes the root's strategy
         self.wait = self.comm.bcast(self.wait, root=self.root)
         self._head = np.zeros(max(self.HEAD_MAX, self.HEAD_CAP), dtype=np.uint8)
-        self._head_view = memoryview(self._head)
+        self._head_view = self._head.data
         self._head_size = self.HEAD_MAX  # both sides: the size of the next head
         self._meta_cache: dict[Any, bytes] = {}  # writer: array spec -> pickled meta
         self._desc_cache: dict[bytes, Any] = {}  # reader: meta -> description
@@ -480,12 +482,15 @@ class MPIP2PBackend(_BufferBackend):
     """``Send``/``Isend`` from the writer to each reader (head, then the rest), ``Recv`` on the readers.
 
     A reader receives the head through one persistent request (``Recv_init`` at setup, started
-    for each message and polled by the wait strategy): no request made per message.
+    for each message): no request made per message. Under the ``block`` wait it waits in MPI's
+    ``Wait``; under ``backoff`` it polls with the pacer and gives up after ``timeout``.
     """
 
     name = "mpi-p2p"
     reference = "ref-mpi-p2p"
     HEAD_MAX = HEAD_CAP = 16384  # a head message is as long as it needs, up to this
+    no_read_timeout = ("under the block wait its read() waits in MPI's Wait (the watchdog covers a hang); under "
+                       "backoff it gives up after timeout")
 
     def setup(self) -> None:
         super().setup()
@@ -520,8 +525,12 @@ class MPIP2PBackend(_BufferBackend):
 
     def _recv_head(self) -> None:
         request = self._head_request
+        assert request is not None, "read() after setup()"
         request.Start()
-        self._wait(request, "the head message (Irecv)", cancel=True)
+        if self.wait == "block":
+            request.Wait()  # MPI's own wait, the fastest with a core per rank (method.md rule 18)
+        else:
+            self._wait(request, "the head message (Irecv)", cancel=True)
 
     def _recv_bytes(self, meta: bytearray) -> None:
         if len(meta):

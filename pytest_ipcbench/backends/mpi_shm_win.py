@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import pickle
 import struct
-from typing import Any
+from typing import Any, ClassVar
 
 import mpi4py  # noqa: F401  (the optional dependency; MPI is initialized lazily)
 import numpy as np
@@ -70,7 +70,7 @@ class MPIShmWinBackend(Backend):
     initial_capacity = 1 << 20
     #: native values are views of the window, overwritten by the next write (no stream scenario)
     native_views_until_next_write = True
-    reference = "ref-mpi-shm-win"
+    reference: ClassVar[str | None] = "ref-mpi-shm-win"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -130,7 +130,7 @@ class MPIShmWinBackend(Backend):
         """Collective: a new data window of ``size`` bytes (the old one stays until close)."""
         self._data_win, buf = self._allocate(size)
         self._data = np.frombuffer(buf, dtype=np.uint8, count=size)
-        self._data_view = memoryview(self._data)
+        self._data_view = self._data.data
         self._data_ro = self._data_view.toreadonly()
         self._last_table = None
         self._views.clear()
@@ -170,8 +170,10 @@ class MPIShmWinBackend(Backend):
             self._publish_error(str(exc))
             raise
         self._wait_acks()
-        if end > len(self._data):
-            size = _align(max(end, 2 * len(self._data)), 1 << 20)
+        data = self._data
+        assert data is not None  # setup() made it
+        if end > len(data):
+            size = _align(max(end, 2 * len(data)), 1 << 20)
             ctrl[_GROW_SIZE] = size
             self._sync()
             ctrl[_GROW_GEN] = self._grow_gen = self._grow_gen + 1
@@ -208,7 +210,8 @@ class MPIShmWinBackend(Backend):
             raise PayloadError(f"cannot lay out a non-contiguous buffer of {type(obj).__name__}: {exc}") from exc
         # struct, not numpy: for small objects these few words cost more than the data
         pos = _align(8 * (_TABLE + 2 * len(raws)))
-        offsets, parts, words = [pos], [head], [len(raws), pos, len(head), _PICKLED]
+        parts: list[bytes | memoryview] = [head]
+        offsets, words = [pos], [len(raws), pos, len(head), _PICKLED]
         pos = _align(pos + len(head))
         for raw in raws:
             words += (pos, raw.nbytes)
@@ -296,7 +299,7 @@ class MPIShmWinBackend(Backend):
         data = self._data
         assert data is not None
         if self.mode == "bytes":
-            return loads(memoryview(data)[:nbytes])
+            return loads(data.data[:nbytes])
         view = self._data_ro
         count, head_off, head_len, kind = struct.unpack_from("<4Q", view, 0)
         if kind != _PICKLED:

@@ -15,7 +15,8 @@ the harness gave :meth:`~.base.Backend.prepare` (iteration ``i``: ``objs[i % len
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .base import Backend, register
 

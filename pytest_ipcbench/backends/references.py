@@ -42,12 +42,14 @@ import os
 import pickle
 import queue
 import shutil
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Backend, BackendUnavailable, PayloadError, register
 from ..core import names
+from ..core.group import comm_of
+from .base import Backend, BackendUnavailable, PayloadError, mailboxes_of, register
 
 _TAG = 0x1CBF
 
@@ -55,7 +57,7 @@ _TAG = 0x1CBF
 def raw_bytes(obj: Any, who: str) -> memoryview:
     """The bytes of a buffer, flat; PayloadError for an object that is not one."""
     if isinstance(obj, np.ndarray):
-        return memoryview(np.ascontiguousarray(obj).reshape(-1).view(np.uint8))
+        return np.ascontiguousarray(obj).reshape(-1).view(np.uint8).data
     try:
         return memoryview(obj).cast("B")
     except TypeError:
@@ -84,7 +86,7 @@ class _MPIReference(_Reference):
         from mpi4py import MPI
 
         self.MPI = MPI
-        self.comm = self.group.comm  # type: ignore[attr-defined]
+        self.comm = comm_of(self.group)
         self._buf: np.ndarray | None = None
         # blocking and nonblocking collectives do not match: every rank takes the root's strategy
         self.wait = self.comm.bcast(self.wait, root=self.root)
@@ -255,15 +257,16 @@ class RefZMQ(_Reference):
         import zmq
 
         self.zmq = zmq
-        self._ctx = zmq.Context()
+        ctx = zmq.Context()
+        self._ctx: zmq.Context[Any] | None = ctx
         self._socks: list[Any] = []
-        self._dir = None
+        self._dir: Path | None = None
 
         def bind() -> list[str]:
             self._dir = names.private_dir("zmq-ref")
             endpoints = []
             for reader in self.readers:
-                sock = self._ctx.socket(zmq.PAIR)
+                sock = ctx.socket(zmq.PAIR)
                 sock.setsockopt(zmq.LINGER, 0)
                 endpoints.append(f"ipc://{self._dir}/{reader}")
                 sock.bind(endpoints[-1])
@@ -273,7 +276,7 @@ class RefZMQ(_Reference):
         def connect(endpoints: list[str]) -> None:
             if self.group.rank == self.root:
                 return
-            sock = self._ctx.socket(zmq.PAIR)
+            sock = ctx.socket(zmq.PAIR)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RCVTIMEO, int(self.timeout * 1000))
             sock.connect(endpoints[self.readers.index(self.group.rank)])
@@ -285,11 +288,12 @@ class RefZMQ(_Reference):
         for sock in getattr(self, "_socks", []):
             sock.close(linger=0)
         self._socks = []
-        if getattr(self, "_ctx", None) is not None:
-            self._ctx.term()
+        ctx, folder = getattr(self, "_ctx", None), getattr(self, "_dir", None)
+        if ctx is not None:
+            ctx.term()
             self._ctx = None
-        if getattr(self, "_dir", None) is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
             self._dir = None
 
     def write(self, obj: Any) -> None:
@@ -393,7 +397,7 @@ def _shared_memory(module: Any, name: str, create: bool = False, size: int = 0) 
     shm = module.SharedMemory(name=name, create=create, size=size)
     from multiprocessing import resource_tracker
 
-    resource_tracker.unregister(shm._name, "shared_memory")  # noqa: SLF001 (the documented workaround)
+    resource_tracker.unregister(shm._name, "shared_memory")  # the documented workaround
     return shm
 
 
@@ -415,7 +419,7 @@ class RefLMDB(_Reference):
         self._env: Any = None
         self._txn: Any = None
         self._seq = 0
-        self._path = None
+        self._path: Path | None = None
 
         def create() -> str:
             self._path = names.private_dir("lmdb-ref")
@@ -435,8 +439,9 @@ class RefLMDB(_Reference):
         if getattr(self, "_env", None) is not None:
             self._env.close()
             self._env = None
-        if getattr(self, "_path", None) is not None:
-            shutil.rmtree(self._path, ignore_errors=True)
+        folder = getattr(self, "_path", None)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
             self._path = None
 
     def write(self, obj: Any) -> None:
@@ -494,11 +499,11 @@ class RefMPQueue(_Reference):
     def write(self, obj: Any) -> None:
         msg = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if self.mode == "bytes" else obj
         for reader in self.readers:
-            self.group.mailboxes[reader].put(msg)  # type: ignore[attr-defined]
+            mailboxes_of(self.group)[reader].put(msg)
 
     def read(self) -> Any:
         try:
-            got = self.group.mailboxes[self.group.rank].get(timeout=self.timeout)  # type: ignore[attr-defined]
+            got = mailboxes_of(self.group)[self.group.rank].get(timeout=self.timeout)
         except queue.Empty:
             raise self.timeout_error("a message in its mailbox") from None
         return pickle.loads(got) if self.mode == "bytes" else got

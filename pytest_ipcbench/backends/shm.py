@@ -261,7 +261,7 @@ class SharedMemoryBackend(Backend):
             else:
                 flag = _PICKLED
                 if type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
-                    flag, head, raws = _ARRAY, self._meta.of(obj), [memoryview(obj.reshape(-1).view(np.uint8))]
+                    flag, head, raws = _ARRAY, self._meta.of(obj), [obj.reshape(-1).view(np.uint8).data]
                 else:
                     head, buffers = dumps_oob(obj)
                     try:
@@ -342,7 +342,9 @@ class SharedMemoryBackend(Backend):
                 data[_ARRAY_HEAD_OFF : _ARRAY_HEAD_OFF + len(head)] = head
                 self._last_layout = (head, pos, n, self._gen)
             if n:
-                data[pos : pos + n] = obj  # a C-contiguous array exports its bytes as one simple buffer
+                # a C-contiguous array exports its bytes as one simple buffer (numpy's stubs declare the
+                # buffer protocol from Python 3.12 on only)
+                data[pos : pos + n] = obj  # type: ignore[call-overload]
         except Exception as exc:  # e.g. /dev/shm full: the readers fail too, instead of waiting
             self._last_layout = None
             self._publish_error(f"{type(exc).__name__}: {exc}")

@@ -36,11 +36,11 @@ Modes:
 
 from __future__ import annotations
 
-import pickle
 import os
+import pickle
 import secrets
-import threading
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +189,7 @@ class ZMQBackend(Backend):
             meta = self._meta[key] = _META_LEN.pack(len(desc)) + desc
         data = arr.reshape(-1).view(np.uint8)
         if data.nbytes < _INLINE_MAX:  # one frame: a copy this small costs less than a frame
-            return [b"".join((_ARRAY_INLINE, meta, data))]
+            return [b"".join((_ARRAY_INLINE, meta, data))]  # type: ignore[arg-type]  # numpy stubs: a Buffer from 3.12
         return [_ARRAY + meta, data]
 
     def _send_all(self, frames: list[Any]) -> None:

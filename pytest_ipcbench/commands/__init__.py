@@ -11,7 +11,7 @@ import argparse
 import importlib
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..core import names
 from ..core.errors import IpcbenchError

@@ -16,21 +16,20 @@ import math
 import sys
 from pathlib import Path
 
+from ..comparison import calibration as cal, calibration_summary as tell
+from ..comparison.run_sets import load_results
+from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
 from ..core import names
 from ..core.checks import arguments, path, seconds, text, whole
 from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_text
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
-from ..comparison import calibration as cal
 from ..comparison import calibration_store as store
-from ..comparison import calibration_summary as tell
-from ..comparison.run_sets import load_results
-from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
 from ..gate.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
-from ..results.stats import DEFAULT_CONFIDENCE
 from ..report.calibration import plot_calibration
 from ..report.common import table
+from ..results.stats import DEFAULT_CONFIDENCE
 from .compare import DECISION
 
 HELP = "run identical code repeatedly (A/A) and measure each case's noise; write the file compare and gate read"
@@ -140,7 +139,8 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
     for g in tell.summarise(calibration, threshold, rounds, z, z_rounds=_z(calibration, tell.JUDGEMENTS)):
         held = calibration.held_out.get(g.group)
         rows.append([
-            g.group, g.cases, f"±{format_percent(math.exp(g.sigma_median) - 1)} (max ±{format_percent(math.exp(g.sigma_max) - 1)})",
+            g.group, g.cases,
+            f"±{format_percent(math.exp(g.sigma_median) - 1)} (max ±{format_percent(math.exp(g.sigma_max) - 1)})",
             f"{format_percent(g.bare_predicted)} / {format_percent(g.bare_observed)} of {g.pairs}",
             format_ratio(g.tail),
             f"≤ {g.verdict_promised:.1e} / " + (f"{held[0] / held[1]:.1e} ({held[0]:.0f} of {held[1]:.0f})"
@@ -164,7 +164,8 @@ def format_calibration(calibration: cal.Calibration, threshold: float,
              f"decided as slower (median case; a gate's rounds judged by their medians and their fast tails "
              f"(10% quantiles, which other jobs reach least), each at half the error rate)")
     note = calibration.held_out_note()
-    return intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1)) + (f"\n\nwarning: {note}" if note else "")
+    return (intro + "\n\n" + table(header, rows, "l" + "r" * (len(header) - 1))
+            + (f"\n\nwarning: {note}" if note else ""))
 
 
 def _pct(x: float) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..backends.base import declared_resources
-from ..core.cleanup import STALE_AFTER, clean
 from ..core.checks import WEEK, number
+from ..core.cleanup import STALE_AFTER, clean
 from ..core.options import Option, add_arguments
 from ..shared import reclaim_orphans
 

@@ -9,8 +9,8 @@ import sys
 
 from ..core.checks import name, text, whole
 from ..core.errors import UsageError
-from ..core.options import Option, add_arguments
 from ..core.github import API_URL, Client, check_target, pull_head, upsert_comment
+from ..core.options import Option, add_arguments
 from ..report.pull_request import MARKER, load_verdicts, render
 
 HELP = ("render a verdicts file (gate/compare --json) as markdown: print it (a job summary), or with "

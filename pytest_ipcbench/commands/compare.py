@@ -1,4 +1,5 @@
-"""``ipcbench compare BASE.json HEAD.json``: case by case, exit 1 on a confident regression."""
+"""``ipcbench compare BASE.json HEAD.json``: case by case; the last line and the exit code say
+REGRESSION (1), INCONCLUSIVE (3, or 0 with ``--inconclusive pass``) or OK (0); errors exit 2."""
 
 from __future__ import annotations
 
@@ -6,18 +7,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..core.checks import name, number, path, text
+from ..core.checks import choice, name, number, path, text
 from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_output
 from ..core.project import declared_rules
 from ..comparison.calibration_store import CACHE_TEXT, find_calibration
 from ..comparison.compare import compare_sets
 from ..comparison.run_sets import load_side
-from ..comparison.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
+from ..comparison.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError, rule_callables
+from ..comparison.verdict_json import write_json
 from ..comparison.verdict_text import format_markdown, format_table
 from ..results.stats import DEFAULT_CONFIDENCE
 
-HELP = "compare two results files case by case on a confidence interval of the ratio; exit 1 on a regression"
+HELP = ("compare two results files case by case on a confidence interval of the ratio; exit 1 REGRESSION, "
+        "3 INCONCLUSIVE, 0 OK")
 
 
 #: the decision's options, shared by compare and gate (core/options.py says how a table is read)
@@ -35,6 +38,11 @@ DECISION: tuple[Option, ...] = (
            f"it stored in {CACHE_TEXT} for this machine and matrix, when there is one; 'none': no calibration, a "
            f"conservative noise is assumed)",
            flag="--calibration", metavar="FILE"),
+    Option("json_out", path, "also write the verdicts as JSON to FILE (docs/verdicts-json.md)", flag="--json",
+           metavar="FILE"),
+    Option("inconclusive", choice("fail", "pass"), "the exit code when some cases could not be decided (the last "
+           "line says INCONCLUSIVE): fail: 3 (default); pass: 0, the last line still says INCONCLUSIVE",
+           flag="--inconclusive", default="fail"),
 )
 
 
@@ -44,7 +52,7 @@ def add_decision_options(parser: argparse.ArgumentParser) -> None:
 
 def decision(args: argparse.Namespace) -> Decision:
     return Decision(args.threshold, args.confidence, args.metric, not args.per_case, args.markdown,
-                    args.calibration)
+                    args.calibration, str(args.json_out) if args.json_out else None, args.inconclusive == "pass")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -86,15 +94,16 @@ def check_calibration_file(path: str | None) -> None:
 
 def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | None = None) -> int:
     try:
-        if how.markdown:
-            check_output_file(how.markdown, "--markdown")
+        for given, flag in ((how.markdown, "--markdown"), (how.json, "--json")):
+            if given:
+                check_output_file(given, flag)
         base = load_side(base_path, "base")
         head = load_side(head_path, "head")
         check_calibration_file(how.calibration)
         calibration = find_calibration(how.calibration, head, base)
         rules = declared_rules()  # [tool.ipcbench] thresholds and waivers of the project here
         comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired,
-                                  calibration, rules=rules)
+                                  calibration, **rule_callables(rules, how.threshold))
     except (GateError, ValueError) as exc:
         print(f"ipcbench compare: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -102,4 +111,6 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
     if how.markdown:
         write_output(how.markdown, format_markdown(
             comparison, f"ipcbench compare: {Path(head_path).name} vs {Path(base_path).name}"), "--markdown")
-    return comparison.exit_code
+    if how.json:
+        write_json(how.json, comparison, "compare", how.inconclusive_pass)
+    return how.exit_code(comparison)

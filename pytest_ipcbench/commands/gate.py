@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.injection import parse_injection
 from ..comparison.verdict import EXIT_ERROR, GateError
 from ..core.checks import arguments, path, seconds, text, whole
+from ..core.injection import parse_injection
 from ..core.options import Option, add_arguments
 from ..gate.gate import DEFAULT_BUDGET, DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
 from .compare import add_decision_options, decision
@@ -33,8 +33,9 @@ GATE: tuple[Option, ...] = (
            "of at least MINSIZE, e.g. shm=2@1MiB; repeatable), to measure what the gate can see on this machine "
            "(docs/performance-history.md)", flag="--inject", action="append", default=[],
            metavar="BACKEND=FACTOR[@MINSIZE]"),
-    Option("run_args", arguments, "arguments of each `ipcbench run` (default '--quick --ranks N', N the cores from 2 to 4, in "
-           "pytest-ipcbench's repository; in another project, none: the matrix its [tool.ipcbench] declares); --out "
+    Option("run_args", arguments, "arguments of each `ipcbench run` (default '--quick --ranks N', N the cores "
+           "from 2 to 4, in pytest-ipcbench's repository; in another project, none: the matrix its [tool.ipcbench] "
+           "declares); --out "
            "(and --config) are added by the gate", flag="--run-args"),
     Option("skip_unadopted_base", None, "another project: when the base has no [tool.ipcbench] table yet (it predates "
            "the adoption), exit 0 with a notice instead of 2", flag="--skip-unadopted-base", action="store_true"),
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ipcbench gate: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    opts = GateOptions(inject=inject, base=args.base, head=args.head, rounds=args.rounds, confirm_rounds=args.confirm_rounds,
+    opts = GateOptions(inject=inject, base=args.base, head=args.head, rounds=args.rounds,
+                       confirm_rounds=args.confirm_rounds,
                        budget=args.budget,
                        run_args=args.run_args, out=args.out, cache_dir=args.cache_dir, isolated=args.isolated,
                        timeout=args.timeout, decision=decision(args), skip_unadopted_base=args.skip_unadopted_base,

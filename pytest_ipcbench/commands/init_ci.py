@@ -18,8 +18,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workflow", default=DEFAULT_WORKFLOW, metavar="PATH",
                         help=f"the gate's workflow, from the top of the repository (default {DEFAULT_WORKFLOW}); "
                              "the others are written beside it")
-    parser.add_argument("--no-workflow", action="store_true",
-                        help="write no workflow (with --asv: the asv files only, e.g. installing from a local checkout)")
+    parser.add_argument(
+        "--no-workflow",
+        action="store_true",
+        help="write no workflow (with --asv: the asv files only, e.g. installing from a local checkout)",
+    )
     parser.add_argument("--install", default=None, metavar="SPEC",
                         help="how CI and asv install pytest-ipcbench (it is not on PyPI): a git URL "
                              "(git+https://HOST/ACCOUNT/pytest-ipcbench@TAG), a wheel's URL or path, or a local "

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..core.outdir import FolderLock, check_folder
-from ..results.results import ResultSet
 from ..report import headline, write_report
+from ..results.results import ResultSet
 
 HELP = "write CSV, PNG plots and markdown tables from a results JSON file"
 

@@ -12,7 +12,7 @@ from dataclasses import fields
 from ..core.errors import UsageError
 from ..core.options import RUN, add_arguments
 from ..core.project import ProjectConfig, discover, read_config
-from ..runner.job import RunOptions, Runner
+from ..runner.job import Runner, RunOptions
 
 HELP = "run the standard matrix and write results, CSV, plots and tables into a folder"
 

@@ -5,23 +5,33 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..backends.base import MODES, backend_names, default_wait, resolve_wait
+from ..core.checks import MAX_RANKS, choice, number, one_of, seconds, sizes, text, whole
 from ..core.envinfo import cores
+from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_output
 from ..core.procs import BUSY_SHARE, cpu_mark, load_average, others_busy
-from ..core.checks import MAX_RANKS, choice, number, one_of, seconds, sizes, text, whole
-from ..core.options import Option, add_arguments
-from ..core.wait import WAITS
-from ..harness.refcheck import (DEFAULT_ROUNDS, DEFAULT_TIME_BUDGET, SCENARIOS, SIZES, missing_reference,
-                                run_refchecks, skipped_cases, stream_notes)
-from ..report.references import table as ref_table, write_report
-from ..harness.physics import busy_note
 from ..core.units import format_time
+from ..core.wait import WAITS
+from ..harness.physics import busy_note
+from ..harness.refcheck import (
+    DEFAULT_ROUNDS,
+    DEFAULT_TIME_BUDGET,
+    SCENARIOS,
+    SIZES,
+    RefRow,
+    missing_reference,
+    run_refchecks,
+    skipped_cases,
+    stream_notes,
+)
 from ..harness.selfcheck import DEFAULT_TOLERANCE, run_checks, table
+from ..report.references import table as ref_table, write_report
 
 HELP = ("check the harness against mpi4py.bench pingpong and a plain numpy copy (within 15%), and every "
         "backend against its reference (the plainest use of its mechanism)")
@@ -48,8 +58,9 @@ SELFCHECK: tuple[Option, ...] = (
     Option("modes", one_of(MODES, "mode"), "bytes,native (default native)", flag="--modes", group=REF,
            default=["native"]),
     Option("sizes", sizes, "default 1B,1KB,64KiB,1MB,16MiB", flag="--sizes", group=REF, default=list(SIZES)),
-    Option("scenarios", one_of(SCENARIOS, "scenario"), "pingpong,stream,broadcast (default all; broadcast: 1 B - 1 KB, checked against physics)", flag="--scenarios",
-           group=REF, default=list(SCENARIOS)),
+    Option("scenarios", one_of(SCENARIOS, "scenario"),
+           "pingpong,stream,broadcast (default all; broadcast: 1 B - 1 KB, checked against physics)",
+           flag="--scenarios", group=REF, default=list(SCENARIOS)),
     Option("time_budget", seconds(), f"seconds of timed iterations per case and side (default {DEFAULT_TIME_BUDGET})",
            flag="--time-budget", group=REF, default=DEFAULT_TIME_BUDGET),
     Option("ref_rounds", whole(1, 10_000), f"interleaved rounds per backend/reference case (default {DEFAULT_ROUNDS})",
@@ -72,7 +83,8 @@ def floor_lines(rows: Sequence[Any]) -> list[str]:
     for r in rows:
         if r.is_floor:
             by_group.setdefault(r.extra.get("group", "?"), []).append(r)
-    return [f"harness floor ({'MPI ranks' if group == 'mpi' else 'local workers'}, the null channel: nothing moved, 1 B): "
+    return [f"harness floor ({'MPI ranks' if group == 'mpi' else 'local workers'}, the null channel: "
+            "nothing moved, 1 B): "
             + ", ".join(f"{r.scenario} {format_time(r.ours)}" for r in rs)
             + " per message; no case can show a change smaller than this" for group, rs in by_group.items()]
 
@@ -90,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         return 0  # a non-zero rank under MPI
     print("ipcbench selfcheck: the harness against outside references, same session, interleaved")
     print(table(figures, args.tolerance))
-    rows = []
+    rows: list[RefRow] = []
     backends = list(backend_names()) if args.backends is None else args.backends
     if backends:
         wait = args.wait or default_wait()
@@ -103,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
         floors = floor_lines(rows)
         for line in floors:
             print(line)
-        for note in stream_notes(backends, args.modes, args.scenarios):
-            print(f"note: {note}")
+        for stream_note in stream_notes(backends, args.modes, args.scenarios):
+            print(f"note: {stream_note}")
         for line in skipped_cases(backends, args.sizes):
             print(line)
         for name in backends:

@@ -14,18 +14,19 @@ from __future__ import annotations
 import json
 import math
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from statistics import NormalDist
+from typing import Any
 
 import numpy as np
-from statistics import NormalDist
 
 from ..core.outdir import write_text
 from .calibration_check import check_calibration, read_json
-from .normalise import is_reference, reference_factor
 from ..results.results import OLD_SCENARIOS, Result, ResultSet, current_key
+from .normalise import is_reference, reference_factor
 
 SCHEMA = "pytest-ipcbench-calibration/1"
 #: One-sided confidence of the bound on a case's sigma (few runs: a lucky small estimate is not trusted).
@@ -107,7 +108,8 @@ class Calibration:
             return None
         false, pairs = (int(sum(v[i] for v in over.values())) for i in (0, 1))
         promised = sum(v[2] if len(v) > 2 else 0.0 for v in over.values())
-        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs (identical code) of "
+        return (f"on this runner, compare's rule gave {false} false verdicts in {pairs} A/A case pairs "
+                "(identical code) of "
                 f"{', '.join(sorted(over))} that the calibration's own runs were held out of (their largest A/A "
                 f"jumps promised at most {promised:.1f}): some cases switch speeds between runs in a way the "
                 f"calibration's runs did not show, and compare's verdicts across separate runs are not to be "
@@ -138,15 +140,17 @@ class Calibration:
         h = z * sigma / math.sqrt(max(1, rounds))
         tail = self.tails.get(group_of_key(key))
         if tail is not None and tail.jump > h:
-            h, source = tail.jump, f"{source}; its group's runs of identical code moved up to {math.exp(tail.jump):.2f}x"
+            h = tail.jump
+            source = f"{source}; its group's runs of identical code moved up to {math.exp(tail.jump):.2f}x"
         return h, source
 
     def describe(self) -> str:
         when = str(self.env.get("created", "?"))[:16].replace("T", " ")
         load = self.env.get("load")
         load_text = f", load {load[0]:.1f}-{load[1]:.1f}" if isinstance(load, list) and len(load) == 2 else ""
-        return (f"calibration {self.path or '(in memory)'}: {self.runs} runs of identical code, {len(self.cases)} cases, "
-                f"{when}{load_text} on {self.env.get('host', '?')} ({self.env.get('cores', '?')} cores)")
+        return (f"calibration {self.path or '(in memory)'}: {self.runs} runs of identical code, "
+                f"{len(self.cases)} cases, {when}{load_text} on {self.env.get('host', '?')} "
+                f"({self.env.get('cores', '?')} cores)")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -166,7 +170,7 @@ class Calibration:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Calibration":
+    def load(cls, path: str | Path) -> Calibration:
         """A calibration file, every field checked (:mod:`.calibration_check`): CalibrationError
         (a ValueError, exit 2) naming the file and the field when it is not one. Keys and groups of
         a file written before 0.2 are read as this version names them."""

@@ -6,16 +6,16 @@ gate's budget cannot decide. The calibration itself and compare's rule are :mod:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
+from ..results.results import ResultSet
 from .calibration import Calibration, CaseNoise, busier_than_calibrated, calibrate_sets, group_of_key, others_share
 from .normalise import is_reference, reference_factor
-from ..results.results import ResultSet
 
 
 def held_out_false(runs: Sequence[ResultSet], threshold: float, z: float) -> dict[str, list[float]]:
@@ -159,8 +159,9 @@ def summarise(calibration: Calibration, threshold: float, rounds: int, z: float,
         by_group.setdefault(c.group, []).append((key, c))
     out = []
     for group, items in sorted(by_group.items()):
-        used = [calibration.noise(k)[0] for k, _ in items]  # type: ignore[index]
-        across = [calibration.between_runs(k, z)[0] for k, _ in items]  # type: ignore[index]
+        # every calibrated case has its noise (None is for the cases the calibration never saw)
+        used = [noise[0] for k, _ in items if (noise := calibration.noise(k)) is not None]
+        across = [between[0] for k, _ in items if (between := calibration.between_runs(k, z)) is not None]
         sigmas = [c.sigma for _, c in items]
         ratios = [r for _, c in items for r in c.ratios]
         flagged = sum(1 for r in ratios if r > 1 + threshold or r < 1 / (1 + threshold))

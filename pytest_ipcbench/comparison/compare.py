@@ -1,46 +1,42 @@
 """Compare two result sets case by case: slower, faster, unchanged or inconclusive.
 
-Cases are matched by key. For each case in both, head / base of the medians gets an interval
-whose width comes from what was measured: the within-run spread of both sides (a bootstrap;
-two-level over rounds for results merged from interleaved rounds, :func:`merge_rounds`) and,
-for files of different runs, the between-run noise of that case on this runner (a calibration
-file of ``ipcbench calibrate``, :mod:`.calibration`; without one a conservative assumed noise),
-plus the interval of the robust normalisation by the in-run references; sides of several alternated
-runs bound that noise by their own spread. Such sides, and a gate's rounds, are judged by their
-medians and by their fast tails. A case is *slower* when the whole interval lies above
-``1 + threshold``, *faster* when below ``1 / (1 + threshold)``,
-*unchanged* when it lies within both, and *inconclusive* when the noise cannot decide; every
-case also shows the smallest slowdown it could have detected. A whole file is never refused
-because some cases are noisy (docs/method.md rule 19). The exit code is 1 when a case is slower
-with confidence or, both sides counted, an exact counter of a case grew (comparison/counters.py), 2
-when the inputs cannot be compared (bad file, nothing in common), else 0.
+Cases are matched by key. Each case's head / base of the medians gets an interval: the bootstrap
+of its samples (two-level over rounds for sides merged from rounds or runs), widened by the noise
+its situation could not show itself (:mod:`.noise`: one experiment with rounds; several runs a
+side; separate runs with a calibration; separate runs without one). Then one rule decides
+(:func:`decide`): *slower* when the whole interval lies above ``1 + threshold``, *faster* when
+below ``1 / (1 + threshold)``, *unchanged* when within both, else *inconclusive*; a case whose
+between-run noise nobody measured only "looks" slower or faster (docs/method.md rule 19). Sides of
+several runs and a gate's rounds are judged by their medians and by their fast tails, each at half
+the error rate. A whole file is never refused because some cases are noisy. The outcome and its
+exit code: :class:`~.verdict.Comparison`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from ..core.case_rules import CaseRules
 from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
-from .calibration_summary import JUDGEMENTS, rounds_to_detect
-from .normalise import is_reference, reference_factor
-from .counters import counter_verdict
+from .calibration_summary import JUDGEMENTS
 from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
                             load_warning, spell_warning)
+from .counters import counter_verdict
+from .noise import CaseData, Noise, more_needed, one_experiment, runs_a_side, separate_calibrated, \
+    separate_uncalibrated
+from .normalise import Normalisation, is_reference, reference_factor
 from ..results.results import Result, ResultSet
-from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
-from ..results.stats import (DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth,
-                    rounds_ratio_interval)
-from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison
+from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
+from ..results.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth, \
+    rounds_ratio_interval
+from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison, Waiver
 
-#: The slowdown whose runs a side an inconclusive case reports (as calibrate's "rounds for 1.5x").
-DECIDE_EFFECT = 1.5
+Todo = tuple[str, str, list[float], list[float]]  # key, metric, head samples, base samples
 
 
 def same_experiment(base: ResultSet, head: ResultSet) -> bool:
@@ -52,9 +48,9 @@ def same_experiment(base: ResultSet, head: ResultSet) -> bool:
     return False
 
 
-def _median_ratio(a: Sequence[float], b: Sequence[float]) -> float | None:
-    ma, mb = float(np.median(a)), float(np.median(b))
-    return ma / mb if ma > 0 and mb > 0 else None
+def from_gate_rounds(base: ResultSet, head: ResultSet) -> bool:
+    """Were both sets merged from the rounds of one gate (:func:`~.rounds.merge_rounds`)?"""
+    return same_experiment(base, head) and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
 
 
 def decide(interval: RatioInterval, threshold: float) -> str:
@@ -69,14 +65,63 @@ def decide(interval: RatioInterval, threshold: float) -> str:
     return "inconclusive"
 
 
-def _rounds_of(result: Result, metric: str) -> int:
-    split = round_split(result, metric)
-    return len(split) if split else 1
+@dataclass
+class Setting:
+    """What holds for every case of one comparison: which situation, the normalisation, the
+    calibration (None when it does not apply), a run that shared the machine, the warnings."""
+
+    across_runs: bool  # separate runs, not one interleaved experiment
+    paired: bool  # not divided by the in-run references
+    from_gate: bool  # a gate's sides, merged from its rounds
+    gate_rounds: int  # the fewer rounds of the gate's two sides (0: not a gate)
+    runs_a_side: bool  # several alternated runs a side: their own spread bounds the noise
+    calibration: Calibration | None
+    norm: Normalisation | None = None
+    shared: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def judged_twice(self) -> bool:
+        """Sides of several runs and a gate's rounds: judged by medians and by fast tails."""
+        return self.runs_a_side or (self.from_gate and self.gate_rounds > 1)
 
 
-def from_gate_rounds(base: ResultSet, head: ResultSet) -> bool:
-    """Were both sets merged from the rounds of one gate (:func:`~.rounds.merge_rounds`)?"""
-    return same_experiment(base, head) and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
+def setting_of(base: ResultSet, head: ResultSet, paired: bool | None, calibration: Calibration | None) -> Setting:
+    one = same_experiment(base, head)
+    why_not_runs = overlap_problem(base, head) if not one else "one experiment"
+    gate = from_gate_rounds(base, head)
+    s = Setting(not one, one if paired is None else paired, gate,
+                min(base.env["gate_rounds"], head.env["gate_rounds"]) if gate else 0, why_not_runs is None,
+                calibration, warnings=env_warnings(base, head))
+    if s.across_runs and not s.runs_a_side and (runs_of(base) or runs_of(head)):
+        s.warnings.append(f"the sides' runs are judged as single runs are (the calibration's rule): {why_not_runs}")
+    busy = [*shared_runs(base, "base", SHARED_RUN), *shared_runs(head, "head", SHARED_RUN)] if s.runs_a_side else []
+    if busy:
+        s.warnings.append(f"other processes took a share of the CPUs while some runs ran ({'; '.join(busy)}): their "
+                          f"spread widens the intervals of every case they slowed; rerun them on a quieter machine")
+    s.norm = reference_factor(base.by_key(), head.by_key()) if not s.paired else None
+    if s.paired and s.across_runs:
+        s.warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "
+                          "run id): they are not normalised, but the between-run noise still applies (docs/method.md "
+                          "rule 19)")
+    elsewhere = calibration_warning(calibration, base, head)
+    if elsewhere:  # made on another machine: ignored
+        s.warnings.append(elsewhere)
+        s.calibration = None
+    load_note = calibration_load_note(s.calibration, base, head)
+    notes = [load_note]
+    if s.calibration is not None and s.across_runs and not s.runs_a_side:
+        notes.append(s.calibration.held_out_note())
+        why = [f"{side}: {w}" for side, rs in (("base", base), ("head", head))
+               if (w := busier_than_calibrated(s.calibration, others_share(rs)))]
+        # a run that shared the machine more than any calibration run did, or met a load far from
+        # the calibration's: the noise it met is not the one measured (docs/method.md rule 19)
+        if why or load_note:
+            s.shared = "; ".join(why) or "the runs met a load far from the calibration's"
+            notes.append(f"{s.shared}: no time verdict is given ('looks slower' / 'looks faster' in the notes); "
+                         f"rerun on a quieter machine, or calibrate at the load the runs meet")
+    s.warnings.extend(n for n in notes if n)
+    return s
 
 
 def compare_sets(
@@ -89,29 +134,180 @@ def compare_sets(
     paired: bool | None = None,
     calibration: Calibration | None = None,
     fast_tail: float | None = RUN_QUANTILE,
-    rules: CaseRules | None = None,
+    thresholds: Callable[[str], float] | None = None,
+    waivers: Callable[[str], Waiver | None] | None = None,
+    quantiles: Sequence[float] | None = None,
 ) -> Comparison:
     """Compare every case of ``head`` with the same case of ``base`` (``metric``: each case's primary).
 
-    Sides of several alternated runs (:func:`~.run_sets.overlap_problem`) and a gate's rounds are
-    judged twice, each time at half the error rate: by their runs' (rounds') medians and by their
-    fast tails, the ``fast_tail`` quantile of each (:data:`~.run_sets.RUN_QUANTILE`; None: medians
-    alone), which other jobs move least; a case takes the verdict that decides, and is
-    inconclusive when both decide, differently. Otherwise see :func:`_compare_sets`.
+    ``confidence`` is family-wise by default (Bonferroni over the cases compared, and over the
+    two ways sides of several runs and a gate's rounds are judged: their medians and their
+    ``fast_tail`` quantiles; None: medians alone; ``quantiles`` picks some of those ways).
+    ``paired``: not divided by the in-run references (None: when both come from one experiment);
+    files of separate runs still get the between-run noise. ``thresholds``: each case's
+    threshold (default ``threshold``); ``waivers``: each case's waiver, if any.
+
+    Raises ValueError when the two sets have no case in common that can be compared: a gate that
+    compared nothing must not pass.
     """
-    args = (base, head, threshold, confidence, metric, family_wise, paired, calibration, rules)
-    gate = from_gate_rounds(base, head) and min(base.env["gate_rounds"], head.env["gate_rounds"]) > 1
-    runs = not same_experiment(base, head) and overlap_problem(base, head) is None
-    if fast_tail is None or not (gate or runs):
-        return _compare_sets(*args)
-    what = "rounds" if gate else "runs"
-    by_median = _compare_sets(*args, quantile=0.5, tests=JUDGEMENTS)
-    by_tail = _compare_sets(*args, quantile=fast_tail, tests=JUDGEMENTS)
-    cases = [_either(m, t, what) for m, t in zip(by_median.cases, by_tail.cases)]
-    warnings = [*by_median.warnings, f"each case is judged by its {what}' medians and by their {fast_tail:.0%} "
-                f"quantiles (other jobs move a {what[:-1]}'s fast tail least), each at half the error rate: a case "
-                f"takes the verdict that decides, and is inconclusive when both decide, differently"]
-    return replace(by_median, cases=cases, warnings=warnings)
+    if threshold < 0:
+        raise ValueError(f"threshold must not be negative, got {threshold}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    threshold_of = thresholds or (lambda key: threshold)
+    old, new = base.by_key(), head.by_key()
+    s = setting_of(base, head, paired, calibration)
+    cases, todo = _sort_out(old, new, metric)
+    ways = (0.5, fast_tail) if s.judged_twice and fast_tail is not None else (0.5,)
+    per_case = 1 - (1 - confidence) / (max(1, len(todo)) if family_wise else 1) / len(ways)
+    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
+    assumed = max(UNCALIBRATED_NOISE, _case_spread(todo) if s.across_runs else 0.0)
+    measured = {q: _measure(todo, old, new, s, per_case, z, q) for q in ways if quantiles is None or q in quantiles}
+    one_round = 0
+    for key, m, a, b in todo:
+        found = [measured[q][key] for q in measured]
+        if isinstance(found[0], str):  # zero or negative times: a broken measurement, say so
+            cases.append(CaseVerdict(key, "inconclusive", m, None, len(b), len(a), found[0],
+                                     threshold=threshold_of(key), decide="a measurement with positive times"))
+            continue
+        one_round += s.from_gate and found[0][1] == 1 and not s.across_runs
+        judged = [_judge(s, data, _noise(s, data, k, assumed), threshold_of(key), m, len(b), len(a))
+                  for data, k in found]  # type: ignore[misc]
+        cases.append(_either(*judged, what="rounds" if not s.across_runs else "runs") if len(judged) > 1
+                     else judged[0])
+    cases = sorted((_with_counters(c, old, new, waivers) for c in cases), key=lambda c: c.key)
+    comparison = Comparison(cases, threshold, confidence, metric, s.warnings, per_case, paired=s.paired,
+                            normalisation=s.norm, calibration=s.calibration)
+    comparison.warnings.extend(_closing_warnings(s, base, head, old, new, threshold, metric, one_round, assumed,
+                                                 fast_tail if len(ways) > 1 else None))
+    comparison.noise = _noise_line(s, base, head, assumed)
+    if not comparison.compared:
+        undecided = comparison.with_status("inconclusive")
+        why = f"; e.g. {undecided[0].key}: {undecided[0].note}" if undecided else ""
+        raise ValueError(f"nothing to compare: base has {len(old)} cases, head {len(new)}, "
+                         f"{len(old.keys() & new.keys())} in common, none with enough samples{why}")
+    return comparison
+
+
+def _sort_out(old: dict[str, Result], new: dict[str, Result], metric: str | None
+              ) -> tuple[list[CaseVerdict], list[Todo]]:
+    """The cases that get no interval (references, added, removed, too few samples) with their
+    verdicts, and the cases to judge."""
+    cases: list[CaseVerdict] = []
+    todo: list[Todo] = []
+    for key in sorted(old.keys() | new.keys()):
+        if (key in old and is_reference(old[key])) or (key in new and is_reference(new[key])):
+            r = next(x for x in (new.get(key), old.get(key)) if x is not None)
+            a = new[key].samples.get(r.primary) if key in new else None
+            b = old[key].samples.get(r.primary) if key in old else None
+            ratio = _median_ratio(a, b) if a and b else None
+            note = f"in-run reference, head/base {ratio:.3f}x" if ratio else "in-run reference"
+            cases.append(CaseVerdict(key, "reference", r.primary, None, len(b or ()), len(a or ()), note))
+        elif key not in new or key not in old:
+            cases.append(CaseVerdict(key, "removed" if key not in new else "added",
+                                     note="only in base" if key not in new else "only in head"))
+        else:
+            m = metric_of(new[key], metric)
+            a, b = new[key].samples.get(m), old[key].samples.get(m)
+            n_head, n_base = len(a or ()), len(b or ())
+            if not a or not b:
+                side = "either side" if not a and not b else ("head" if not a else "base")
+                cases.append(CaseVerdict(key, "inconclusive", m, None, n_base, n_head, f"no {m!r} samples in {side}",
+                                         decide=f"{m!r} samples on both sides"))
+            elif min(n_base, n_head) < MIN_SAMPLES:
+                cases.append(CaseVerdict(key, "inconclusive", m, None, n_base, n_head,
+                                         f"too few samples to decide (base {n_base}, head {n_head}; "
+                                         f"need {MIN_SAMPLES})", decide="more samples (a longer --time-budget)"))
+            else:
+                todo.append((key, m, a, b))
+    return cases, todo
+
+
+def _measure(todo: Sequence[Todo], old: dict[str, Result], new: dict[str, Result], s: Setting, per_case: float,
+             z: float, quantile: float) -> dict[str, tuple[CaseData, int] | str]:
+    """Each case's measurement (its samples' bootstrap interval, its rounds' spread) with its
+    number of rounds, when it has rounds on a side (else 1); the error when its times are bad."""
+    resamples = DEFAULT_RESAMPLES if per_case <= 0.99 else 2 * DEFAULT_RESAMPLES
+    factor = s.norm.factor if s.norm is not None and s.norm.used else 1.0
+    h_norm = s.norm.half_width * z / NormalDist().inv_cdf(0.975) if s.norm is not None and s.norm.used else 0.0
+    moderated = moderated_round_halfwidths(old, new, todo, per_case, quantile)
+    stat = "medians" if quantile == 0.5 else f"{quantile:.0%} quantiles"
+    out: dict[str, tuple[CaseData, int] | str] = {}
+    for key, m, a, b in todo:
+        split_a, split_b = round_split(new[key], m), round_split(old[key], m)
+        rounds = bool(split_a and split_b and (len(split_a) > 1 or len(split_b) > 1))
+        try:
+            if rounds:
+                ra, rb = chunks(a, split_a or []), chunks(b, split_b or [])
+                iv = rounds_ratio_interval(ra, rb, per_case, resamples, quantile=quantile)
+                h_rounds = moderated.get(key) or round_ratio_halfwidth(ra, rb, per_case, quantile)
+            else:
+                iv, h_rounds = ratio_interval(a, b, confidence=per_case, resamples=resamples), None
+        except ValueError as exc:
+            out[key] = str(exc)
+            continue
+        iv = replace(iv, ratio=iv.ratio / factor, low=iv.low / factor, high=iv.high / factor)
+        h_within = max(math.log(iv.ratio / iv.low), math.log(iv.high / iv.ratio), 0.0) if iv.low > 0 else math.inf
+        kb, ka = len(split_b or [1]), len(split_a or [1])
+        what = (f"{kb} base and {ka} head runs' {stat}" if s.runs_a_side
+                else f"{min(ka, kb)} rounds" + ("" if quantile == 0.5 else f"' {stat}"))
+        out[key] = (CaseData(key, iv, h_within, h_rounds, min(ka, kb), z, h_norm, what), max(ka, kb) if rounds else 1)
+    return out
+
+
+def _noise(s: Setting, case: CaseData, rounds: int, assumed: float) -> Noise:
+    """The situation of this case, and so its noise (:mod:`.noise`)."""
+    one_round = s.from_gate and rounds == 1 and not s.across_runs
+    calibrated = s.calibration is not None and s.calibration.noise(case.key) is not None
+    if s.runs_a_side and case.h_rounds is not None:
+        return runs_a_side(case, s.calibration)
+    if (s.across_runs or one_round) and calibrated:
+        return replace(separate_calibrated(case, s.calibration, s.shared), exact=one_round)  # type: ignore[arg-type]
+    if s.across_runs or one_round:
+        return replace(separate_uncalibrated(case, assumed, one_round), exact=one_round)
+    return one_experiment(case, s.calibration)
+
+
+def _judge(s: Setting, data: CaseData, noise: Noise, threshold: float, metric: str, n_base: int,
+           n_head: int) -> CaseVerdict:
+    """interval -> decision -> words."""
+    iv = data.interval
+    h = min(noise.h, MAX_HALF_WIDTH)
+    low, high = iv.ratio * math.exp(-h), iv.ratio * math.exp(h)
+    if noise.exact and h == data.h_within:  # the bootstrap's own (asymmetric) interval
+        low, high = iv.low, iv.high
+    final = RatioInterval(iv.ratio, low, high, iv.confidence, iv.median_a, iv.median_b)
+    status = decide(final, threshold)
+    looks = status if not noise.measured and status != "inconclusive" else None
+    status = "inconclusive" if looks else status
+    parts = [f"/{s.norm.factor:.3g} load"] if s.norm is not None and s.norm.used else []
+    note = ", ".join([*parts, f"noise ±{_growth(h)} ({noise.source})"])
+    todo, need = "", None
+    if looks:
+        note += f"; looks {looks}, but {noise.unmeasured} was not measured"
+    elif status == "inconclusive":
+        note += f"; noise too large to decide at ±{threshold:.0%}"
+    if status == "inconclusive":
+        need = more_needed(noise, data.k, iv.ratio, threshold) if noise.measured else None
+        todo = _what_decides(noise, data.k, need)
+    return CaseVerdict(data.key, status, metric, final, n_base, n_head, note, h, (1 + threshold) * math.exp(h),
+                       noise.source, threshold=threshold, decide=todo, rounds_needed=need)
+
+
+def _what_decides(noise: Noise, k: int, need: int | None) -> str:
+    """What would decide an undecided case: a calibration, the gate, or about N rounds or runs a side."""
+    if not noise.measured:
+        if noise.unmeasured == "how much a round moves":
+            return "2 or more rounds a side (--rounds), or a calibration (ipcbench calibrate)"
+        if noise.unmeasured.startswith("the noise at the load"):
+            return "runs at the calibration's load, a calibration at this load, or the gate"
+        return f"a calibration (ipcbench calibrate), {MIN_RUNS} alternated runs a side, or the gate"
+    if need is None or need > 1000:
+        return ("hardly more rounds or runs: its ratio sits near the threshold" if noise.more
+                else "interleaved rounds (the gate)")
+    if noise.more == "rounds":
+        return f"about {need} rounds a side (the gate's --confirm-rounds, --budget)"
+    return f"about {max(need, MIN_RUNS)} alternated runs a side" + ("" if k > 1 else ", or the gate")
 
 
 def _either(by_median: CaseVerdict, by_tail: CaseVerdict, what: str = "runs") -> CaseVerdict:
@@ -121,245 +317,54 @@ def _either(by_median: CaseVerdict, by_tail: CaseVerdict, what: str = "runs") ->
         return by_median
     if by_median.status == "inconclusive":
         return by_tail
-    return replace(by_median, status="inconclusive",
+    return replace(by_median, status="inconclusive", decide=by_median.decide or "more rounds or runs a side",
                    note=f"{by_median.note}; the {what}' medians say {by_median.status}, their fast tails {by_tail.status}")
 
 
-def _compare_sets(
-    base: ResultSet,
-    head: ResultSet,
-    threshold: float = DEFAULT_THRESHOLD,
-    confidence: float = DEFAULT_CONFIDENCE,
-    metric: str | None = None,
-    family_wise: bool = True,
-    paired: bool | None = None,
-    calibration: Calibration | None = None,
-    rules: CaseRules | None = None,
-    quantile: float = 0.5,
-    tests: int = 1,
-) -> Comparison:
-    """Compare every case of ``head`` with the same case of ``base``, each case's runs or rounds
-    summarised by ``quantile`` of their samples (the wrapper :func:`compare_sets` passes another
-    than the median only for sides of several runs and a gate's rounds), at an error rate divided
-    by ``tests`` (the number of ways each case is judged).
-
-    ``confidence`` is family-wise by default: with ``m`` cases compared, each case's interval is
-    taken at ``1 - (1 - confidence) / m`` (Bonferroni), so that a report of 150 cases does not
-    carry 7 false alarms at 95% each. ``family_wise=False`` uses ``confidence`` per case.
-
-    ``paired``: the two sets come from one interleaved experiment (the gate's rounds). ``None``
-    decides from the files (same ``gate_job`` or ``run_id``). ``paired=True`` for files that do
-    not share one only drops the normalisation: the between-run noise still applies, since two
-    runs are not a paired experiment (docs/method.md rule 19).
-
-    Per case, the log-scale half-width of the interval is the root sum of squares of: the
-    within-run bootstrap's, the between-run noise (files of different runs: ``calibration``'s
-    bound for the case, else :data:`~.calibration.UNCALIBRATED_NOISE`; divided by the square root
-    of the rounds a file holds), and the normalisation's. A paired experiment with rounds takes
-    the wider of its rounds' bootstrap and the calibrated noise. A gate's case with one round on a
-    side is judged as two runs are (calibrated noise, else no time verdict), but not normalised.
-
-    ``rules`` ([tool.ipcbench], core/case_rules.py): a case's own threshold; its waiver, carried.
-
-    Raises ValueError when the two sets have no case in common that can be compared: a gate that
-    compared nothing must not pass.
-    """
-    if threshold < 0:
-        raise ValueError(f"threshold must not be negative, got {threshold}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    rules = rules or CaseRules()
-    old, new = base.by_key(), head.by_key()
-    one_experiment = same_experiment(base, head)
-    if paired is None:
-        paired = one_experiment
-    across_runs = not one_experiment
-    from_gate = from_gate_rounds(base, head)
-    one_round_cases = 0
-    warnings = env_warnings(base, head)
-    # sides of several separate runs that alternated: their own spread bounds the between-run noise
-    why_not_runs = overlap_problem(base, head) if across_runs else "one experiment"
-    runs_a_side = why_not_runs is None
-    if across_runs and not runs_a_side and (runs_of(base) or runs_of(head)):
-        warnings.append(f"the sides' runs are judged as single runs are (the calibration's rule): {why_not_runs}")
-    busy = [*shared_runs(base, "base", SHARED_RUN), *shared_runs(head, "head", SHARED_RUN)] if runs_a_side else []
-    if busy:  # one such run widens its cases' intervals (MPI cases here ran 5-8x slower beside a nice-19 job)
-        warnings.append(f"other processes took a share of the CPUs while some runs ran ({'; '.join(busy)}): their "
-                        f"spread widens the intervals of every case they slowed; rerun them on a quieter machine")
-    norm = reference_factor(old, new) if not paired else None
-    if paired and across_runs:
-        warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "
-                        "run id): they are not normalised, but the between-run noise still applies (docs/method.md rule 19)")
-    cal_note = calibration_warning(calibration, base, head)
-    if cal_note:
-        warnings.append(cal_note)
-        calibration = None
-    regime = calibration_load_note(calibration, base, head)
-    if regime:
-        warnings.append(regime)
-    held_out = calibration.held_out_note() if calibration is not None and across_runs and not runs_a_side else None
-    if held_out:
-        warnings.append(held_out)
-    # a run that shared the machine more than any calibration run did: its noise is not the measured one
-    shared = None
-    if across_runs and calibration is not None and not runs_a_side:  # several runs a side show their own spread
-        why = [f"{side}: {w}" for side, rs in (("base", base), ("head", head))
-               if (w := busier_than_calibrated(calibration, others_share(rs)))]
-        if why:
-            shared = "; ".join(why)
-            warnings.append(f"{shared}: no time verdict is given ('looks slower' / 'looks faster' in the notes); "
-                            f"rerun it on a quieter machine, or calibrate at the load it meets")
-    cases: list[CaseVerdict] = []
-    todo: list[tuple[str, str, list[float], list[float]]] = []
-    for key in sorted(old.keys() | new.keys()):
-        if (key in old and is_reference(old[key])) or (key in new and is_reference(new[key])):
-            r = next(x for x in (new.get(key), old.get(key)) if x is not None)
-            a, b = (new[key].samples.get(r.primary) if key in new else None), \
-                (old[key].samples.get(r.primary) if key in old else None)
-            ratio = _median_ratio(a, b) if a and b else None
-            note = f"in-run reference, head/base {ratio:.3f}x" if ratio else "in-run reference"
-            cases.append(CaseVerdict(key, "reference", r.primary, None, len(b or ()), len(a or ()), note))
-            continue
-        if key not in new:
-            cases.append(CaseVerdict(key, "removed", note="only in base"))
-            continue
-        if key not in old:
-            cases.append(CaseVerdict(key, "added", note="only in head"))
-            continue
-        m = metric_of(new[key], metric)
-        a, b = new[key].samples.get(m), old[key].samples.get(m)
-        n_head, n_base = len(a or ()), len(b or ())
-        if not a or not b:
-            side = "either side" if not a and not b else ("head" if not a else "base")
-            cases.append(CaseVerdict(key, "inconclusive", m, None, n_base, n_head, f"no {m!r} samples in {side}"))
-            continue
-        if min(n_base, n_head) < MIN_SAMPLES:
-            cases.append(
-                CaseVerdict(key, "inconclusive", m, None, n_base, n_head,
-                            f"too few samples to decide (base {n_base}, head {n_head}; need {MIN_SAMPLES})")
-            )
-            continue
-        todo.append((key, m, a, b))
-    per_case = 1 - (1 - confidence) / max(1, len(todo)) / tests if family_wise else 1 - (1 - confidence) / tests
-    z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
-    resamples = DEFAULT_RESAMPLES if per_case <= 0.99 else 2 * DEFAULT_RESAMPLES
-    factor = norm.factor if norm is not None and norm.used else 1.0
-    h_norm = norm.half_width * z / NormalDist().inv_cdf(0.975) if norm is not None and norm.used else 0.0
-    spread = _case_spread(old, new, todo) if across_runs else 0.0
-    assumed = max(UNCALIBRATED_NOISE, spread)
-    moderated = moderated_round_halfwidths(old, new, todo, per_case, quantile)
-    for key, m, a, b in todo:
-        try:
-            split_a, split_b = round_split(new[key], m), round_split(old[key], m)
-            rounds = bool(split_a and split_b and (len(split_a) > 1 or len(split_b) > 1))
-            h_rounds = None
-            if rounds:
-                interval = rounds_ratio_interval(chunks(a, split_a), chunks(b, split_b), per_case, resamples,
-                                                 quantile=quantile)
-                h_rounds = moderated.get(key) or round_ratio_halfwidth(chunks(a, split_a), chunks(b, split_b),
-                                                                       per_case, quantile)
-            else:
-                interval = ratio_interval(a, b, confidence=per_case, resamples=resamples)
-        except ValueError as exc:  # zero or negative times: a broken measurement, say so
-            cases.append(CaseVerdict(key, "inconclusive", m, None, len(b), len(a), str(exc)))
-            continue
-        # a gate's case with one round on a side: one round cannot show how much rounds move, and
-        # its within-round interval is no verdict's (one round called identical code 5x faster)
-        one_round = from_gate and not rounds
-        one_round_cases += one_round
-        ratio = interval.ratio / factor
-        h_within = max(math.log(interval.ratio / interval.low), math.log(interval.high / interval.ratio), 0.0) \
-            if interval.low > 0 else math.inf
-        k = min(_rounds_of(new[key], m), _rounds_of(old[key], m))
-        noise = calibration.noise(key) if calibration is not None else None
-        own_spread = runs_a_side and h_rounds is not None
-        if own_spread:  # several alternated runs a side: how far they moved, at least the calibrated noise
-            floor = z * noise[0] / math.sqrt(k) if noise is not None else 0.0
-            h_between = max(h_rounds, floor)  # type: ignore[arg-type]
-            source = (f"spread of {_rounds_of(old[key], m)} base and {_rounds_of(new[key], m)} head runs' "
-                      + ("medians" if quantile == 0.5 else f"{quantile:.0%} quantiles")
-                      + ("; calibrated floor" if floor > h_rounds else ""))  # type: ignore[operator]
-        elif noise is not None and (across_runs or one_round):
-            # separate runs: the calibration's rule, its group's largest A/A jump a floor (rounds bound their own)
-            h_between, source = calibration.between_runs(key, z, k)  # type: ignore[union-attr,misc]
-        else:
-            if noise is not None:
-                sigma, source = noise
-            elif across_runs or one_round:
-                sigma, source = assumed, "assumed, no calibration"
-            elif rounds and h_rounds is not None:  # the rounds' own spread, t interval (few rounds: wide)
-                sigma, source = 0.0, f"{k} rounds" + ("" if quantile == 0.5 else f"' {quantile:.0%} quantiles")
-            else:
-                sigma, source = 0.0, "within-run"
-            h_between = z * sigma / math.sqrt(k)
-        if h_rounds is not None and not across_runs:  # the rounds' spread; a calibration bounds it below
-            h_between = max(h_between, h_rounds)
-        if own_spread:  # the runs' medians already hold each run's own sampling noise
-            h = max(h_within, math.sqrt(h_between ** 2 + h_norm ** 2))
-        elif across_runs or one_round:
-            h = math.sqrt(h_within ** 2 + h_between ** 2 + h_norm ** 2)
-        else:  # one experiment: its rounds' bootstrap already holds their spread; the calibration bounds it below
-            h = max(h_within, h_between)
-        h = min(h, MAX_HALF_WIDTH)
-        low, high = ratio * math.exp(-h), ratio * math.exp(h)
-        if h == h_within and not across_runs:  # the bootstrap's own (asymmetric) interval
-            low, high = interval.low / factor, interval.high / factor
-        final = RatioInterval(ratio, low, high, per_case, interval.median_a, interval.median_b)
-        t = rules.threshold_for(key, threshold)
-        status = decide(final, t)
-        guessed = (across_runs or one_round) and not own_spread and (noise is None or shared is not None) \
-            and status != "inconclusive"
-        if guessed:  # no measured between-run noise: two runs are no paired experiment (docs/method.md rule 19)
-            looks = status
-            status = "inconclusive"
-        parts = []
-        if norm is not None and norm.used:
-            parts.append(f"/{factor:.3g} load")
-        parts.append(f"noise ±{_growth(h)} ({source})")
-        note = ", ".join(parts)
-        if guessed:
-            unmeasured = ("how much a round moves" if one_round else "the between-run noise" if shared is None
-                          else "the noise of a run that shared the machine")
-            note = (note + "; " if note else "") + f"looks {looks}, but {unmeasured} was not measured"
-        elif status == "inconclusive":
-            note = (note + "; " if note else "") + f"noise too large to decide at ±{t:.0%}"
-            if own_spread:  # how many runs would: the half-width shrinks as 1 / sqrt(runs)
-                need = rounds_to_detect(h * math.sqrt(k), DECIDE_EFFECT, t, 1.0)
-                if need is not None:
-                    note += f"; {DECIDE_EFFECT:g}x would need about {max(need, MIN_RUNS)} runs a side"
-        cases.append(CaseVerdict(key, status, m, final, len(b), len(a), note, h,
-                                 (1 + t) * math.exp(h), source))
-    cases = sorted((replace(_with_counters(c, old, new), threshold=rules.threshold_for(c.key, threshold),
-                            waiver=rules.waiver_for(c.key)) for c in cases), key=lambda c: c.key)
-    comparison = Comparison(cases, threshold, confidence, metric, warnings, per_case, paired=paired,
-                            normalisation=norm, calibration=calibration)
-    if one_round_cases:
-        comparison.warnings.append(
-            f"{one_round_cases} case(s) ran one round on a side: nothing measured how much a round of identical code "
+def _closing_warnings(s: Setting, base: ResultSet, head: ResultSet, old: dict[str, Result], new: dict[str, Result],
+                      threshold: float, metric: str | None, one_round: int, assumed: float,
+                      fast_tail: float | None) -> list[str]:
+    out = []
+    if fast_tail is not None:
+        what = "runs" if s.across_runs else "rounds"
+        out.append(f"each case is judged by its {what}' medians and by their {fast_tail:.0%} quantiles (other jobs "
+                   f"move a {what[:-1]}'s fast tail least), each at half the error rate: a case takes the verdict "
+                   f"that decides, and is inconclusive when both decide, differently")
+    if one_round:
+        out.append(
+            f"{one_round} case(s) ran one round on a side: nothing measured how much a round of identical code "
             "moves, so their "
-            + (f"between-round noise is the one measured by the {calibration.describe()}" if calibration is not None
+            + (f"between-round noise is the one measured by the {s.calibration.describe()}" if s.calibration
                else "intervals assume the uncalibrated between-run noise and get no time verdict "
                     "('looks slower' / 'looks faster' in their notes); run 2 or more rounds (--rounds) or calibrate"))
-    if across_runs:
-        comparison.warnings.append(across_runs_note(norm, calibration, spread, (len(runs_of(base)), len(runs_of(head)))
-                                                     if runs_a_side else None))
-        for note in (load_warning(base, head), spell_warning(base, head)):
-            if note:
-                comparison.warnings.append(note)
+    if s.across_runs:
+        runs = (len(runs_of(base)), len(runs_of(head))) if s.runs_a_side else None
+        out.append(across_runs_note(s.norm, s.calibration, assumed, runs))
+        out.extend(n for n in (load_warning(base, head), spell_warning(base, head)) if n)
     noisy = round_noise(old, new, metric)
     if noisy is not None and noisy > 1 + threshold:
-        comparison.warnings.append(
-            f"noisy machine: between its own rounds the same code moved by a median factor of {noisy:.2f} "
-            f"(max / min of round medians, per case); verdicts at the {threshold:.0%} level are fragile here"
-        )
-    if not comparison.compared:
-        undecided = [c for c in comparison.with_status("inconclusive")]
-        why = f"; e.g. {undecided[0].key}: {undecided[0].note}" if undecided else ""
-        raise ValueError(
-            f"nothing to compare: base has {len(old)} cases, head {len(new)}, "
-            f"{len(old.keys() & new.keys())} in common, none with enough samples{why}"
-        )
-    return comparison
+        out.append(f"noisy machine: between its own rounds the same code moved by a median factor of {noisy:.2f} "
+                   f"(max / min of round medians, per case); verdicts at the {threshold:.0%} level are fragile here")
+    return out
+
+
+def _noise_line(s: Setting, base: ResultSet, head: ResultSet, assumed: float) -> str:
+    """One line: how the noise of this comparison was taken."""
+    if s.across_runs:
+        return across_runs_note(s.norm, s.calibration, assumed, (len(runs_of(base)), len(runs_of(head)))
+                                if s.runs_a_side else None)
+    floor = f", at least the noise measured by the {s.calibration.describe()}" if s.calibration is not None else ""
+    if s.from_gate:
+        return (f"one interleaved experiment ({s.gate_rounds} or more rounds a side): each case's noise is how far "
+                f"its rounds moved{floor}")
+    return f"one run: each case's noise is its own samples' spread (a bootstrap){floor}"
+
+
+def _median_ratio(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
+    if not a or not b:
+        return None
+    ma, mb = float(np.median(a)), float(np.median(b))
+    return ma / mb if ma > 0 and mb > 0 else None
 
 
 def _growth(h: float) -> str:
@@ -367,29 +372,23 @@ def _growth(h: float) -> str:
     return "inf" if not math.isfinite(h) else f"{math.exp(h) - 1:.0%}"
 
 
-def _case_spread(old: dict[str, Result], new: dict[str, Result],
-                 todo: Sequence[tuple[str, str, list[float], list[float]]]) -> float:
+def _case_spread(todo: Sequence[Todo]) -> float:
     """How far the cases' log ratios scatter around their own median (1.4826 x MAD): a spread,
     not a shift, so a slowdown of every case does not read as noise, while two runs whose cases
     each moved their own way do."""
-    logs = []
-    for key, _m, a, b in todo:
-        r = _median_ratio(a, b)
-        if r:
-            logs.append(math.log(r))
+    logs = [math.log(r) for _k, _m, a, b in todo if (r := _median_ratio(a, b))]
     if len(logs) < 8:
         return 0.0
     x = np.asarray(logs)
     return float(1.4826 * np.median(np.abs(x - np.median(x))))
 
 
-# ------------------------------------------------------------------------------------ formats
-
-
-def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Result]) -> CaseVerdict:
-    """The case with its counter changes beside its time verdict (comparison/counters.py), or "no
-    counter moved" when both sides were counted and none did. Counts do not move with load, so a
-    change says why a time moved (or that something changed that time could not show)."""
+def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Result],
+                   waivers: Callable[[str], Waiver | None] | None) -> CaseVerdict:
+    """The case with its waiver, and its counter changes beside its time verdict
+    (comparison/counters.py): counts do not move with load, so a change says why a time moved."""
+    if waivers is not None and case.status != "reference":
+        case = replace(case, waiver=waivers(case.key))
     base, head = old.get(case.key), new.get(case.key)
     if case.status == "reference" or base is None or head is None:
         return case

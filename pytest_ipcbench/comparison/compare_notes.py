@@ -6,17 +6,16 @@ from __future__ import annotations
 import math
 
 from ..core.units import format_time
+from ..results.results import ResultSet
 from .calibration import UNCALIBRATED_NOISE, Calibration
 from .normalise import Normalisation
-from ..results.results import ResultSet
 from .run_sets import runs_of
 from .verdict import LOAD_GAP
 
 
 def load_of(rs: ResultSet) -> float | None:
     """The 1-minute load a run (or a side's runs, on average) met: the mean of its start and end."""
-    xs = [rs.env.get(k) for k in ("load_start", "load_end")]
-    xs = [float(x) for x in xs if isinstance(x, (int, float))]
+    xs = [float(x) for k in ("load_start", "load_end") if isinstance(x := rs.env.get(k), (int, float))]
     return sum(xs) / len(xs) if xs else None
 
 
@@ -28,8 +27,10 @@ def load_warning(base: ResultSet, head: ResultSet) -> str | None:
     if abs(a - b) > max(LOAD_GAP, 0.25 * max(a, b)):
         cores = base.env.get("cores") or head.env.get("cores")
         on = f" on {cores} cores" if cores else ""
-        return (f"the machine's load differed between the runs (1-minute load average: base {a:.1f}, head {b:.1f}{on}): "
-                f"the in-run references divide out a uniform slow-down, not one that hits some cases more")
+        return (
+            f"the machine's load differed between the runs (1-minute load average: base {a:.1f}, head {b:.1f}{on}): "
+            f"the in-run references divide out a uniform slow-down, not one that hits some cases more"
+        )
     return None
 
 

@@ -8,7 +8,8 @@ thread) changes only when the two spreads lie apart by more than the wider of th
 the larger value; it is a note, never a verdict. The counters driven by timing
 (:data:`TIMING_COUNTERS`: context switches, waits, futex calls, and the totals that hold them)
 are not compared across runs at all: between runs of identical code they moved by 1.2x to
-7919x (A/A, docs/counters.md), so no spread of three repeats within a run bounds them. :func:`explain` turns the changes of a case into one line per rank, e.g.
+7919x (A/A, docs/counters.md), so no spread of three repeats within a run bounds them. :func:`explain` turns the changes
+of a case into one line per rank, e.g.
 ``reader: +1 copy of 1.05 MB per message (+1,048,688 B allocated, +256 minor faults)``.
 """
 
@@ -23,9 +24,15 @@ from ..results.results import Result
 #: a change in words: (singular, plural) of what is counted, per message
 _WORDS: dict[str, tuple[str, str]] = {
     "syscalls.total": ("system call", "system calls"),
-    "syscalls.data": ("data system call (read/write/send/recv family)", "data system calls (read/write/send/recv family)"),
+    "syscalls.data": (
+        "data system call (read/write/send/recv family)",
+        "data system calls (read/write/send/recv family)",
+    ),
     "syscalls.sync": ("futex call", "futex calls"),
-    "syscalls.mapping": ("mapping system call (mmap/munmap/ftruncate...)", "mapping system calls (mmap/munmap/ftruncate...)"),
+    "syscalls.mapping": (
+        "mapping system call (mmap/munmap/ftruncate...)",
+        "mapping system calls (mmap/munmap/ftruncate...)",
+    ),
     "syscalls.waiting": ("waiting system call (poll/sleep/yield)", "waiting system calls (poll/sleep/yield)"),
     "syscalls.other": ("other system call", "other system calls"),
     "io.rchar": ("B read through the kernel", "B read through the kernel"),
@@ -128,7 +135,7 @@ def readers_mean(ranks: list[RankCounters]) -> RankCounters:
 def _pairs(base: Counters, head: Counters) -> list[tuple[RankCounters, RankCounters, int]]:
     """(base, head, readers): the writer, and the readers as their mean (:func:`readers_mean`);
     ``readers`` is how many readers the mean is of (0 for the writer)."""
-    out = []
+    out: list[tuple[RankCounters, RankCounters, int]] = []
     for role in ("writer", "reader"):
         b = [r for r in base.ranks if r.role == role]
         h = [r for r in head.ranks if r.role == role]
@@ -233,11 +240,11 @@ def explain(changes: list[CounterChange], nbytes: int) -> list[str]:
         parts = {c.counter: c for c in group}
         head = ""
         for name in _COPY_EVIDENCE:
-            c = parts.get(name)
-            if c is None or not nbytes or name == "faults.minor":
+            change = parts.get(name)
+            if change is None or not nbytes or name == "faults.minor":
                 continue
-            k = round(c.delta / nbytes)
-            if k and abs(c.delta - k * nbytes) <= max(COPY_TOLERANCE * abs(k) * nbytes, COPY_SLACK):
+            k = round(change.delta / nbytes)
+            if k and abs(change.delta - k * nbytes) <= max(COPY_TOLERANCE * abs(k) * nbytes, COPY_SLACK):
                 what = "copy" if abs(k) == 1 else "copies"
                 head = f"{format_count(k, signed=True)} {what} of {payload_size(nbytes)} per message"
                 break
@@ -270,7 +277,8 @@ def _calls(parts: dict[str, CounterChange]) -> str:
     dumps, loads = parts.get("pickle.dumps"), parts.get("pickle.loads")
     if dumps is not None and loads is not None and dumps.delta == loads.delta:
         k = dumps.delta
-        return f"{format_count(k, signed=True)} pickle round {'trip' if abs(k) == 1 else 'trips'} (dumps and loads) per message"
+        trips = "trip" if abs(k) == 1 else "trips"
+        return f"{format_count(k, signed=True)} pickle round {trips} (dumps and loads) per message"
     for io, what in ((syscw, "write"), (syscr, "read")):
         if data is not None and io is not None and data.delta == io.delta:
             k = data.delta
@@ -312,5 +320,5 @@ def regression_line(costlier: list[tuple[str, list[str]]], shown: int = 3) -> st
         return ""
     first = "; ".join(f"{key}: {lines[0]}" for key, lines in costlier[:shown])
     more = f"; and {len(costlier) - shown} more" if len(costlier) > shown else ""
-    return (f"COUNTER REGRESSION: {len(costlier)} case(s) cost more per message in exact counters "
+    return (f"{len(costlier)} case(s) cost more per message in exact counters "
             f"(whatever the load): {first}{more}")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from .normalise import is_reference
 from ..results.results import Result, ResultSet
 from ..results.stats import moderated_halfwidths, paired_round_log_ratios
+from .normalise import is_reference
 
 #: Where a merged result keeps how many samples each round gave, per metric (Result.extra).
 ROUNDS_KEY = "gate_rounds"

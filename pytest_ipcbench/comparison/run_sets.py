@@ -2,7 +2,8 @@
 folder or a glob on a side).
 
 Two single runs of the same code can move several-fold for some cases (a host that moves the
-guest's CPUs, ranks that share a core: docs/method.md rules 19 and 24), so a verdict between two single runs needs a change
+guest's CPUs, ranks that share a core: docs/method.md rules 19 and 24), so a verdict between two single runs needs a
+change
 larger than any such jump (comparison/calibration.py). Several runs a side show that spread
 themselves: each side's runs are merged as rounds (comparison/rounds.py), and compare bounds a
 case's between-run noise by how far its runs moved (a t interval of the runs' log ratios, its
@@ -17,8 +18,9 @@ or compare falls back to the rule for single runs and says why.
 from __future__ import annotations
 
 import glob
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..results.results import ResultSet
 from .rounds import merge_rounds
@@ -51,7 +53,7 @@ def side_files(spec: str, side: str) -> list[Path]:
             folder = path.is_dir() and path.suffix != ".json"
         except OSError as exc:  # a name longer than the filesystem takes, a loop of links
             raise GateError(f"{side}: cannot read {str(path)[:80]}...: {exc.strerror}") from None
-        if folder:  # a folder named *.json: the loader says it is none  # a folder named *.json: the loader says it is none
+        if folder:  # a folder named *.json: the loader says it is none
             own = path / RESULTS_FILE
             found = [own] if own.is_file() else sorted(path.glob(f"*/{RESULTS_FILE}"))
             if not found:

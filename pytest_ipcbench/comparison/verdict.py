@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..core.case_rules import Waiver
+from ..core.case_rules import CaseRules
 from ..core.errors import IpcbenchError
+from ..results.stats import DEFAULT_CONFIDENCE, RatioInterval
 from .calibration import Calibration
 from .normalise import Normalisation
-from ..results.stats import DEFAULT_CONFIDENCE, RatioInterval
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_ERROR = 2
+#: Some cases could not be decided: not OK, not a regression (``--inconclusive pass``: exit 0).
+EXIT_INCONCLUSIVE = 3
+OUTCOME_EXIT = {"REGRESSION": EXIT_REGRESSION, "OK": EXIT_OK, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 
 DEFAULT_THRESHOLD = 0.10
 #: Fewer samples than this on either side: the interval would be a fiction, no verdict is given.
@@ -38,6 +43,31 @@ class Decision:
     family_wise: bool = True
     markdown: str | None = None  # also write the table as markdown here
     calibration: str | None = None
+    json: str | None = None  # also write the verdicts as JSON here (history/verdict_json.py)
+    inconclusive_pass: bool = False  # an INCONCLUSIVE outcome exits 0, not 3
+
+    def exit_code(self, comparison: "Comparison") -> int:
+        """The comparison's exit code, 3 (INCONCLUSIVE) made 0 by ``--inconclusive pass``."""
+        code = comparison.exit_code
+        return EXIT_OK if code == EXIT_INCONCLUSIVE and self.inconclusive_pass else code
+
+
+@dataclass(frozen=True)
+class Waiver:
+    """A known slowdown accepted until ``expires`` (``[tool.ipcbench]``): the case keeps its
+    verdict, is listed with the waiver, and never makes a REGRESSION."""
+
+    reason: str
+    expires: str  # YYYY-MM-DD
+    pattern: str = ""
+
+
+def rule_callables(rules: CaseRules, default: float) -> dict[str, Any]:
+    """``compare_sets``' ``thresholds`` and ``waivers`` from ``[tool.ipcbench]``'s (core/case_rules.py)."""
+    def waiver(key: str) -> Waiver | None:
+        w = rules.waiver_for(key)
+        return None if w is None else Waiver(w.reason, w.expires.isoformat(), w.case)
+    return {"thresholds": lambda key: rules.threshold_for(key, default), "waivers": waiver}
 
 
 class GateError(IpcbenchError):
@@ -68,8 +98,19 @@ class CaseVerdict:
     explanations: list[str] = field(default_factory=list)
     counter_changes: int | None = None  # counters that changed per message; None: not counted on both sides
     counter_regressions: list[str] = field(default_factory=list)  # exact counters that grew: exit 1
-    threshold: float = DEFAULT_THRESHOLD  # the slowdown tolerated for this case ([tool.ipcbench.thresholds])
-    waiver: Waiver | None = None  # a waiver of [tool.ipcbench]: the status stands, it never makes REGRESSION
+    threshold: float = DEFAULT_THRESHOLD  # this case's tolerated slowdown
+    waiver: Waiver | None = None
+    decide: str = ""  # what would decide it, when inconclusive
+    rounds_needed: int | None = None  # about this many rounds (or runs) a side would decide it
+
+    @property
+    def looks_slower(self) -> bool:
+        """Its point ratio lies above ``1 + threshold``, decided or not."""
+        return self.interval is not None and self.interval.ratio > 1 + self.threshold
+
+    @property
+    def undecided(self) -> bool:
+        return self.status == "inconclusive" and self.waiver is None
 
 
 @dataclass
@@ -83,6 +124,7 @@ class Comparison:
     paired: bool = True  # one interleaved experiment (the gate); False: two runs, see ``normalisation``
     normalisation: Normalisation | None = None
     calibration: Calibration | None = None
+    noise: str = ""  # one line: how the noise was taken
 
     def __repr__(self) -> str:  # short: a comparison holds every case's interval
         counts = ", ".join(f"{n} {s}" for s, n in self.counts().items() if n)
@@ -101,13 +143,14 @@ class Comparison:
 
     @property
     def regressions(self) -> list[CaseVerdict]:
-        """Slower cases that no waiver covers."""
+        """Cases slower with confidence (a waived one is listed, never a regression)."""
         return [c for c in self.with_status("slower") if c.waiver is None]
 
     @property
-    def waived(self) -> list[CaseVerdict]:
-        """Cases a waiver covers (listed in every report, whatever their status)."""
-        return [c for c in self.cases if c.waiver is not None]
+    def undecided(self) -> list[CaseVerdict]:
+        """Inconclusive cases (not waived), those that look slower first, the largest ratio first."""
+        return sorted((c for c in self.cases if c.undecided),
+                      key=lambda c: (not c.looks_slower, -(c.interval.ratio if c.interval else 0.0), c.key))
 
     @property
     def compared(self) -> int:
@@ -116,16 +159,39 @@ class Comparison:
 
     @property
     def costlier(self) -> list[CaseVerdict]:
-        """Cases whose exact counters grew (comparison/counters.py): a regression whatever the times say
-        (a waived case is listed, never one)."""
+        """Cases whose exact counters grew (comparison/counters.py): a regression whatever the times say."""
         return [c for c in self.cases if c.counter_regressions and c.waiver is None]
 
     @property
+    def outcome(self) -> str:
+        """REGRESSION (a case slower or an exact counter grew), else INCONCLUSIVE (a case could not
+        be decided), else OK (every case decided, none slower)."""
+        if self.regressions or self.costlier:
+            return "REGRESSION"
+        return "INCONCLUSIVE" if self.undecided else "OK"
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.regressions or self.costlier else EXIT_OK
+        """1 REGRESSION, 3 INCONCLUSIVE, 0 OK (commands/compare.py: ``--inconclusive pass`` makes 3 a 0)."""
+        return OUTCOME_EXIT[self.outcome]
 
     def counts(self) -> dict[str, int]:
         return {s: len(self.with_status(s)) for s in STATUS_ORDER}
+
+
+def decide_summary(cases: list[CaseVerdict]) -> str:
+    """What would decide these cases, most common first: "a calibration ...; about 12 rounds a side
+    (the gate's ...) (3 cases)", a number that differs between cases given as their median."""
+    groups: dict[str, list[CaseVerdict]] = {}
+    for c in cases:
+        if c.decide:
+            groups.setdefault(re.sub(r"\d+", "N", c.decide), []).append(c)
+    parts = []
+    for shape, members in sorted(groups.items(), key=lambda g: -len(g[1]))[:3]:
+        numbers = sorted(int(n) for c in members for n in re.findall(r"\d+", c.decide)[:1])
+        text = shape.replace("N", str(numbers[len(numbers) // 2]), 1) if numbers else members[0].decide
+        parts.append(text if len(groups) == 1 else f"{text} ({len(members)} case(s))")
+    return "; ".join(parts)
 
 
 def _pct(x: float) -> str:

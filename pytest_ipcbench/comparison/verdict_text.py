@@ -3,31 +3,34 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..core.units import format_ratio, format_time
 from .calibration_store import describe_use
 from .counters import regression_line
-from .verdict import STATUS_ORDER, CaseVerdict, Comparison, _pct
+from .verdict import STATUS_ORDER, CaseVerdict, Comparison, _pct, decide_summary
 
-def _rules_note(case: CaseVerdict, default: float) -> str:
+
+def _rules_note(case: CaseVerdict, default: float | None) -> str:
     """A case's own threshold and its waiver ([tool.ipcbench], core/case_rules.py), for its notes."""
-    own = f"; threshold ±{case.threshold:.0%} ([tool.ipcbench.thresholds])" if case.threshold != default else ""
-    return own + (f"; {case.waiver.describe()}" if case.waiver is not None else "")
+    own = f"; threshold ±{case.threshold:.0%} ([tool.ipcbench.thresholds])" \
+        if default is not None and case.threshold != default else ""
+    w = case.waiver
+    return own + (f"; waived until {w.expires} ({w.pattern}): {w.reason}" if w is not None else "")
 
 
 def waived_lines(comparison: Comparison) -> list[str]:
-    """Every waived case, its status and its waiver: a waiver is never silent."""
+    """Every waived case, its status, its waiver's reason and date: a waiver is never silent."""
     return [f"waived: {c.key} ({c.status}{'' if c.interval is None else f', {c.interval.ratio:.3f}x'}"
-            f"{', counters grew' if c.counter_regressions else ''}), {c.waiver.describe()}"
-            for c in comparison.waived if c.waiver is not None]
+            f"{', counters grew' if c.counter_regressions else ''}), waived until {c.waiver.expires} "
+            f"({c.waiver.pattern}): {c.waiver.reason}" for c in comparison.cases if c.waiver is not None]
 
 
 def _row(case: CaseVerdict, default: float | None = None) -> list[str]:
     iv = case.interval
-    extra = "".join(f"; {e}" for e in case.explanations) + _rules_note(case, case.threshold if default is None else default)
+    extra = "".join(f"; {e}" for e in case.explanations) + _rules_note(case, default)
     if iv is None:
         return [case.key, "-", "-", "-", "-", case.status, "-", case.note + extra]
     return [
@@ -43,38 +46,58 @@ def _row(case: CaseVerdict, default: float | None = None) -> list[str]:
 
 
 def _ordered(comparison: Comparison) -> list[CaseVerdict]:
-    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
-    return sorted(comparison.cases, key=lambda c: (rank[c.status], c.key))
+    """Slower cases first, then the undecided ones that look slower (largest ratio first), then the rest."""
+    rank = {s: i + 2 for i, s in enumerate(STATUS_ORDER)}
+
+    def order(c: CaseVerdict) -> tuple[int, float, str]:
+        first = 0 if c.status == "slower" else 1 if c.status == "inconclusive" and c.looks_slower else rank[c.status]
+        return first, -(c.interval.ratio if c.interval is not None and first == 1 else 0.0), c.key
+
+    return sorted(comparison.cases, key=order)
+
+
+def _keys(cases: Sequence[CaseVerdict], most: int = 5) -> str:
+    shown = ", ".join(c.key for c in cases[:most])
+    return shown + (f" and {len(cases) - most} more" if len(cases) > most else "")
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """The last line: REGRESSION, OK or INCONCLUSIVE, and why (docs/verdicts-json.md)."""
+    pct = round(comparison.threshold * 100, 1)
+    conf = f"{round(comparison.confidence * 100, 1):g}%" + (" family-wise" if comparison.family_wise else "")
+    undecided = comparison.undecided
+    waived = [c for c in comparison.cases if c.waiver is not None]
+    tail = f"; {len(waived)} waived: {_keys(waived)}" if waived else ""
+    if comparison.outcome == "OK":
+        return f"OK: every case decided, none slower than +{pct:g}% with {conf} confidence{tail}"
+    looks = [c for c in undecided if c.looks_slower]
+    if undecided:
+        top = max((c for c in undecided if c.interval is not None), key=lambda c: c.interval.ratio,  # type: ignore
+                  default=None)
+        largest = f", the largest head/base {top.interval.ratio:.2f}x ({top.key})" if top and top.interval else ""
+        slower = f"; {len(looks)} look slower than +{pct:g}%: {_keys(looks)}" if looks else ""
+        todo = decide_summary(undecided)
+        tail = (f"; {len(undecided)} of {len(comparison.cases)} case(s) undecided{largest}{slower}"
+                f"{f'; to decide them: {todo}' if todo else ''}") + tail
+    if comparison.outcome == "INCONCLUSIVE":
+        return f"INCONCLUSIVE: {tail[2:]}"
+    parts = []
+    if comparison.regressions:
+        parts.append(f"{len(comparison.regressions)} case(s) slower than +{pct:g}% with {conf} confidence: "
+                     f"{_keys(comparison.regressions, 10)}")
+    line = regression_line([(c.key, c.counter_regressions) for c in comparison.costlier])
+    if line:
+        parts.append(line)
+    return "REGRESSION: " + "; ".join(parts) + tail
 
 
 def _headline(comparison: Comparison) -> str:
     counts = comparison.counts()
     parts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    pct = round(comparison.threshold * 100, 1)
-    conf = f"{round(comparison.confidence * 100, 1):g}%" + (" family-wise" if comparison.family_wise else "")
-    if comparison.regressions:
-        slow = ", ".join(c.key for c in comparison.regressions)
-        verdict_line = (
-            f"REGRESSION: {len(comparison.regressions)} case(s) slower than +{pct:g}% "
-            f"with {conf} confidence: {slow}"
-        )
-    else:
-        verdict_line = f"OK: no case slower than +{pct:g}% with {conf} confidence"
-        inconclusive = comparison.with_status("inconclusive")
-        if inconclusive:
-            verdict_line += (f" ({len(inconclusive)} inconclusive: their noise hides a change of "
-                             f"{_detect_text(_median_detectable(inconclusive))} (median); see 'detects')")
     changed = [c for c in comparison.cases if c.counter_changes]
     if changed:
         parts += f"; the cost per message changed in {len(changed)} case(s) (counters, see notes)"
-    line = regression_line([(c.key, c.counter_regressions) for c in comparison.costlier])
-    if line:
-        verdict_line = f"{line}; {verdict_line}" if not comparison.regressions else f"{verdict_line}; {line}"
-    waived = comparison.waived
-    if waived:  # never silent: the verdict line says how many a waiver took out, and which were slower
-        slow = sum(c.status == "slower" or bool(c.counter_regressions) for c in waived)
-        verdict_line += f"; {len(waived)} case(s) waived ([tool.ipcbench] waivers, listed above), {slow} of them slower"
-    return f"{parts}\n{verdict_line}"
+    return f"{parts}\n{verdict_line(comparison)}"
 
 
 def _detect_text(x: float | None) -> str:
@@ -123,7 +146,7 @@ def format_table(comparison: Comparison) -> str:
 
 def format_markdown(comparison: Comparison, title: str = "ipcbench performance comparison") -> str:
     """The same as :func:`format_table`, as GitHub markdown (for the job summary)."""
-    mark = ":x:" if comparison.exit_code else ":white_check_mark:"
+    mark = {"REGRESSION": ":x:", "INCONCLUSIVE": ":warning:", "OK": ":white_check_mark:"}[comparison.outcome]
     head, verdict_line = _headline(comparison).split("\n")
     out = [f"## {title}", "", f"{mark} **{verdict_line}**", "", f"Cases: {head}.", ""]
     out += [f"> {describe_use(comparison.calibration)}", ""]

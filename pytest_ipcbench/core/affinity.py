@@ -15,8 +15,8 @@ CPU stays on it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 PIN_MODES = ("auto", "core", "none")
 

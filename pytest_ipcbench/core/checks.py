@@ -8,8 +8,9 @@ option uses.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .errors import UsageError
 from .units import parse_size

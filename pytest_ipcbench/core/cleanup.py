@@ -6,7 +6,8 @@ that installed backends declare (entry points; a conftest.py's registrations are
 Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
 segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
 ``/tmp/hydra_hwloc_xmlfile_*``. One is stale when
-no live process maps it and it is older than ten seconds (a job being set up maps it at once), and only where every process is visible
+no live process maps it and it is older than ten seconds (a job being set up maps it at once), and only where every
+process is visible
 (the initial PID namespace).
 """
 
@@ -16,9 +17,9 @@ import os
 import shutil
 import stat
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from . import names, procs
 from .procs import launcher_running, mapped_shm_names

@@ -104,7 +104,7 @@ class RankCounters:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RankCounters":
+    def from_dict(cls, d: dict[str, Any]) -> RankCounters:
         return cls(int(d["rank"]), str(d["role"]), {k: [int(x) for x in v] for k, v in d["totals"].items()},
                    int(d["messages"]), dict(d.get("absent") or {}), int(d.get("deep_messages") or 0))
 
@@ -182,7 +182,7 @@ class Counters:
                 "ranks": [r.to_dict() for r in self.ranks]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Counters":
+    def from_dict(cls, d: dict[str, Any]) -> Counters:
         seconds = d.get("seconds")
         ok = isinstance(seconds, list) and len(seconds) == 2 and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9 for x in seconds)

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .procs import cores  # noqa: F401 (kept here: envinfo.cores is its older home)
+from .procs import cores  # kept here: envinfo.cores is its older home
 from .wait import default_wait, resolve_wait
 
 PACKAGES = (
@@ -153,7 +153,9 @@ def describe(env: dict[str, Any]) -> list[str]:
         over = "yes" if env.get("oversubscribed") else "no"
         lines.append(f"ranks: {env['ranks']} on {env.get('cores', '?')} cores (oversubscribed: {over})")
         if "nodes" in env:
-            lines.append(f"nodes: {env['nodes']} (ranks per node: {', '.join(map(str, env.get('ranks_per_node', [])))})")
+            lines.append(
+                f"nodes: {env['nodes']} (ranks per node: {', '.join(map(str, env.get('ranks_per_node', [])))})"
+            )
     else:
         lines.append(f"cores: {env.get('cores', '?')}")
     lines.append(f"CPU: {env.get('cpu', '?')}; Python: {env.get('python', '?')}")
@@ -175,8 +177,10 @@ def describe(env: dict[str, Any]) -> list[str]:
         lines.append(f"mode: {env['mode']}")
     wait = env.get("wait") or {}
     if wait:
-        lines.append(f"wait strategy: {wait.get('asked', '?')}"
-                     + (f" ({wait['resolved']} at {env['ranks']} ranks)" if "resolved" in wait and "ranks" in env else ""))
+        lines.append(
+            f"wait strategy: {wait.get('asked', '?')}"
+            + (f" ({wait['resolved']} at {env['ranks']} ranks)" if "resolved" in wait and "ranks" in env else "")
+        )
     lines.append("units: times in seconds (tables in ms/µs as labelled), MB = 10^6 bytes")
     return lines
 

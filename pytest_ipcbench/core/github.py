@@ -70,11 +70,14 @@ class Client:
         except urllib.error.HTTPError as exc:
             detail = _message(exc)
             hint = _HINTS.get(exc.code, "")
-            raise GitHubError(f"{what}: HTTP {exc.code} {exc.reason}{': ' + detail if detail else ''}"
-                              f"{'; ' + hint if hint else ''}") from None
+            raise GitHubError(
+                f"{what}: HTTP {exc.code} {exc.reason}{': ' + detail if detail else ''}{'; ' + hint if hint else ''}"
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise GitHubError(f"{what}: cannot reach the GitHub API ({reason}); check --api-url and the network") from None
+            raise GitHubError(
+                f"{what}: cannot reach the GitHub API ({reason}); check --api-url and the network"
+            ) from None
         try:
             return (json.loads(text) if text.strip() else None), _next(link)
         except ValueError:

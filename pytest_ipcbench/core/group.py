@@ -4,7 +4,8 @@ Two implementations share one interface:
 
 * :class:`MPIGroup` wraps an mpi4py communicator (every rank runs the same program, SPMD);
 * :class:`~.local.LocalGroup` (in ``core/local.py``) joins the calling process (rank 0) with worker
-  processes started by :class:`~.local.LocalWorld` (spawn), so backends that do not need MPI are tested with several ranks
+  processes started by :class:`~.local.LocalWorld` (spawn), so backends that do not need MPI are tested with several
+  ranks
   by plain ``pytest`` too. Rank 0 is the hub; collectives go through one pipe per worker.
   Before a run, rank 0 sends the workers its run-time registrations of backends and payload
   kinds (a conftest.py's ``register_backend``), which a spawned process would not have.
@@ -19,8 +20,9 @@ from __future__ import annotations
 import os
 import traceback
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from .errors import IpcbenchError
 
@@ -210,7 +212,7 @@ class MPIGroup(Group):
         self.node, self.nodes, self.node_rank, self.node_size, self.node_of = layout
 
     @classmethod
-    def world(cls) -> "MPIGroup":
+    def world(cls) -> MPIGroup:
         from mpi4py import MPI
 
         return cls(MPI.COMM_WORLD)
@@ -243,7 +245,7 @@ class MPIGroup(Group):
         with _InCollective("an allgather"):
             return self.comm.allgather(obj)
 
-    def split(self, n: int) -> "MPIGroup | None":
+    def split(self, n: int) -> MPIGroup | None:
         """Ranks ``< n`` form a new group (collective over them only); the others get None.
 
         The ranks outside take no part (``MPI_Comm_create_group``), so a rank that is idle for a
@@ -278,13 +280,13 @@ class MPIGroup(Group):
         raise_failures(outcomes)
         return [value for _, value in outcomes]
 
-    def node_group(self) -> "MPIGroup":
+    def node_group(self) -> MPIGroup:
         """The ranks of this rank's node as a group (collective over the node; made once)."""
         if self._node_group is None:
             self._node_group = MPIGroup(self.node_comm)
         return self._node_group
 
-    def leaders_group(self) -> "MPIGroup | None":
+    def leaders_group(self) -> MPIGroup | None:
         """The lowest rank of each node as a group (None on the other ranks; collective over the
         leaders; made once)."""
         if self.leaders_comm is None:
@@ -318,6 +320,13 @@ class MPIGroup(Group):
         return self.comm == MPI.COMM_WORLD
 
 
+def comm_of(group: Group) -> Any:
+    """The mpi4py communicator of ``group``: the backends that need MPI run on an :class:`MPIGroup`."""
+    if not isinstance(group, MPIGroup):
+        raise TypeError(f"an MPI backend runs on an MPIGroup, not on a {type(group).__name__}")
+    return group.comm
+
+
 def in_mpi_job() -> bool:
     """True when this process was started by an MPI launcher (Hydra or Open MPI)."""
     keys = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
@@ -339,6 +348,7 @@ __all__ = [
     "Group",
     "GroupError",
     "MPIGroup",
+    "comm_of",
     "in_mpi_job",
     "launcher_rank_size",
 ]

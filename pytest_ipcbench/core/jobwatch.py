@@ -14,11 +14,14 @@ import select
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable
+from typing import TypeVar
 
 from . import names, procs
 from .cleanup import HYDRA_PREFIX, MPICH_PREFIX
+
+_Watch = TypeVar("_Watch", bound="JobWatch")  # start() returns the watch it started, of its own class
 
 
 class JobWatch:
@@ -40,7 +43,7 @@ class JobWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "JobWatch":
+    def start(self: _Watch) -> _Watch:
         self._thread = threading.Thread(target=self._loop, name="ipcbench-jobwatch", daemon=True)
         self._thread.start()
         return self
@@ -89,7 +92,9 @@ _BAD_PID = re.compile(r"^=\s+PID (\d+) RUNNING AT")
 _BAD_CODE = re.compile(r"^=\s+(?:EXIT CODE|KILLED BY SIGNAL): (\d+)")
 _EXIT_STRING = re.compile(r"EXIT STRING: (.*\(signal (\d+)\))")
 #: a rank's own reaper (core/reaper.py) read the same zombie: whichever of the two got it says how
-_REAPER_SAYS = re.compile(r"^ipcbench: rank \d+ \(pid (\d+)\)(?: first)? (was killed by signal \d+ \(\w+\)|exited with code \d+)")
+_REAPER_SAYS = re.compile(
+    r"^ipcbench: rank \d+ \(pid (\d+)\)(?: first)? (was killed by signal \d+ \(\w+\)|exited with code \d+)"
+)
 
 
 def _pmi_rank(pid: int) -> int | None:
@@ -213,7 +218,7 @@ class JobReaper(JobWatch):
             out[-1] += f" (then Hydra ended the others: {hydra})"
         return out
 
-    def reap(self, wait: float = 10.0, patterns: tuple[str, ...] | list[str] = ()) -> list[Path]:
+    def reap(self, wait: float = 10.0, patterns: Sequence[str] = ()) -> list[Path]:
         """Remove what the job left once none of its ranks runs (at most ``wait`` s from now);
         the paths removed."""
         self.stop()
@@ -241,7 +246,7 @@ class JobReaper(JobWatch):
         return removed
 
 
-def reap_job(reaper: JobReaper, log: Callable[[str], None], patterns: tuple[str, ...] | list[str] = ()) -> list[str]:
+def reap_job(reaper: JobReaper, log: Callable[[str], None], patterns: Sequence[str] = ()) -> list[str]:
     """After an MPI job that did not finish: remove what it left (:meth:`JobReaper.reap`) and
     print on stderr, and ``log``, which rank died and how and what was removed."""
     removed = reaper.reap(patterns=patterns)

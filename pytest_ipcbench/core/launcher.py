@@ -21,8 +21,9 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import IpcbenchError
 from .procs import find_mpiexec, kill_group
@@ -54,8 +55,9 @@ def check_shm_room(ranks: int, shm: str = "/dev/shm") -> None:
         return  # no /dev/shm: MPICH says what it lacks
     free, need = st.f_bavail * st.f_frsize, SHM_PER_JOB + ranks * SHM_PER_RANK
     if free < need:
-        raise ShmFull(f"{shm} has {free >> 20} MiB free, an MPI job of {ranks} ranks needs about {need >> 20} MiB "
-                      f"there for MPICH's shared memory: free some (`ipcbench clean`, `ls -la {shm}`) or make it larger")
+        raise ShmFull(f"{shm} has {free >> 20} MiB free, an MPI job of {ranks} ranks needs about "
+                      f"{need >> 20} MiB there for MPICH's shared memory: free some (`ipcbench clean`, "
+                      f"`ls -la {shm}`) or make it larger")
 
 
 def command(ranks: int, module: str, args: Sequence[str] = (), mpiexec: str | None = None) -> list[str]:

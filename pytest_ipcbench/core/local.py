@@ -20,14 +20,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait as wait_for
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import cleanup, names, procs, registry, where
+from .group import DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure, raise_failures
 from .terminate import AsInterrupt, Terminated, tracker_outlives_hangup
-from .group import (DEFAULT_TIMEOUT, Group, GroupError, PeerFailed, RankFailure, describe_failure,
-                    raise_failures)
-
 
 _RUN, _STOP, _RESULT, _ERROR, _DATA, _READY = "run", "stop", "result", "error", "data", "ready"
 _REGISTER = "register"  # rank 0's run-time registrations of backends and payload kinds
@@ -46,7 +45,7 @@ class LocalGroup(Group):
         links: dict[int, Connection],
         mailboxes: Sequence[Any] = (),
         timeout: float = DEFAULT_TIMEOUT,
-        world: "LocalWorld | None" = None,
+        world: LocalWorld | None = None,
     ) -> None:
         self.rank = rank
         self.size = size
@@ -139,7 +138,7 @@ class _Stopped(GroupError):
     pass
 
 
-def hung(world: "LocalWorld | None", rank: int, waited: str, hint: str) -> str:
+def hung(world: LocalWorld | None, rank: int, waited: str, hint: str) -> str:
     """A hung rank's failure: where it is stuck (the backend and its step), how long it was waited
     for, and how to raise that."""
     step = world.where(rank) if world is not None else ""
@@ -261,7 +260,8 @@ def _serve(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float
                 registry.replay(pickle.loads(payload))
                 replay_error = ""
             except Exception as exc:
-                replay_error = f"could not make rank 0's registrations (register_backend/register_payload) here: {describe_failure(exc)}"
+                replay_error = ("could not make rank 0's registrations (register_backend/register_payload) here: "
+                                + describe_failure(exc))
             continue
         if tag != _RUN:
             continue  # a stray collective message after an abort
@@ -403,6 +403,7 @@ class LocalWorld:
                 daemon=True,
             )
             proc.start()
+            assert proc.pid is not None  # started
             self.pids.append(proc.pid)
             there.close()
             probe.close()
@@ -509,8 +510,10 @@ class LocalWorld:
         try:
             hooks = pickle.dumps(before_ranks_hooks())
         except Exception as exc:
-            raise GroupError(f"{label or 'rank 0'}: its before_ranks hooks cannot reach a process of their own "
-                             f"(define the backend class at the top level of a module): {describe_failure(exc)}") from exc
+            raise GroupError(
+                f"{label or 'rank 0'}: its before_ranks hooks cannot reach a process of their own "
+                f"(define the backend class at the top level of a module): {describe_failure(exc)}"
+            ) from exc
         host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path, hooks,
                                                                    probe_there, hint),
                                  name="ipcbench-rank0", daemon=False)  # it starts workers of its own
@@ -555,7 +558,9 @@ class LocalWorld:
                 raise GroupError(f"{label}: rank 0 (pid {host.pid}) {text}{f'; {hint}' if hint else ''}")
             with open(fault_path, errors="replace") as f:
                 step = _crash_step(f.read())
-            how = f"was killed by signal {-code} ({procs.signal_name(-code)})" if code < 0 else f"exited with code {code}"
+            how = (
+                f"was killed by signal {-code} ({procs.signal_name(-code)})" if code < 0 else f"exited with code {code}"
+            )
             raise GroupError(f"{label}: rank 0 (pid {host.pid}) {how}{f' in {step}' if step else ''}; "
                              "the session goes on")
         finally:
@@ -607,7 +612,7 @@ class LocalWorld:
 
     def close(self) -> None:
         """Stop every worker (politely, then by force) and drop the pipes."""
-        for rank, conn in self._links.items():
+        for conn in self._links.values():
             try:
                 conn.send((_STOP, None))
             except OSError:
@@ -643,7 +648,7 @@ class LocalWorld:
             except Exception as exc:
                 self.release_problems.append(f"backend {name}: its after_ranks hook failed: {describe_failure(exc)}")
 
-    def __enter__(self) -> "LocalWorld":
+    def __enter__(self) -> LocalWorld:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,9 +18,9 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from . import procs
 
@@ -111,7 +111,7 @@ def _expand(pattern: str) -> str:
     return pattern.replace("{tmp}", tempfile.gettempdir()).replace("{shm}", str(SHM_DIR))
 
 
-def check_patterns(patterns: tuple[str, ...] | list[str]) -> None:
+def check_patterns(patterns: Sequence[str]) -> None:
     """ValueError unless every pattern is absolute (after {tmp}/{shm}) with {pid} in its last part."""
     if isinstance(patterns, str):
         raise ValueError(f"expected a tuple of patterns, got the string {patterns!r}")
@@ -126,7 +126,7 @@ def check_patterns(patterns: tuple[str, ...] | list[str]) -> None:
             raise ValueError(f"bad resource pattern {pattern!r}: only {{pid}}, {{tmp}} and {{shm}} are placeholders")
 
 
-def _declared(patterns: tuple[str, ...] | list[str], pid: int | None) -> list[tuple[Path, int]]:
+def _declared(patterns: Sequence[str], pid: int | None) -> list[tuple[Path, int]]:
     """(path, owner pid) of every entry matching a declared pattern (of one owner if ``pid``)."""
     found = []
     for pattern in patterns:
@@ -143,7 +143,7 @@ def _declared(patterns: tuple[str, ...] | list[str], pid: int | None) -> list[tu
     return found
 
 
-def find_ours(pid: int | None = None, patterns: tuple[str, ...] | list[str] = ()) -> list[Leftover]:
+def find_ours(pid: int | None = None, patterns: Sequence[str] = ()) -> list[Leftover]:
     """Every resource of ours in /dev/shm and the temp dir (optionally of one owner pid), and
     every entry matching a declared pattern (``Backend.resources``)."""
     found: dict[Path, Leftover] = {}

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .affinity import PIN_MODES
 from .checks import MAX_RANKS, Check, OptionError, boolean, choice, names, naming, seconds, sizes, text, whole
@@ -161,8 +162,8 @@ RUN: tuple[Option, ...] = (
     Option("sizes", sizes, "override every size list, e.g. 1KB,1MB", flag="--sizes", key="sizes"),
     Option("only", names, "run the cases whose label matches (glob or substring; repeatable, or a comma "
                           "list); see --list. The extras run only when named: --only mpi-methods (MPI transfer "
-                          "methods: 1D and ragged 2D int32), --only shared-arrays (shared-array experiment)", flag="--only", key="only", metavar="PATTERN",
-           action="extend"),
+                          "methods: 1D and ragged 2D int32), --only shared-arrays (shared-array experiment)",
+           flag="--only", key="only", metavar="PATTERN", action="extend"),
     Option("list", None, "print the cases and exit", flag="--list", action="store_true"),
     Option("results_only", None, "write results.json and run.log only: no CSV, plots or tables (what the gate's "
                                  "rounds need)", flag="--results-only", action="store_const", const=True),
@@ -180,9 +181,11 @@ RUN: tuple[Option, ...] = (
                           "every rank under valgrind (slow: minutes per case; docs/counters.md)", flag="--deep",
            key="deep", metavar="PATTERN", action="extend"),
     Option("no_mpi", None, "do not launch mpiexec (local backends only)", flag="--no-mpi", action="store_true"),
-    Option("no_extras", None, "skip the MPI transfer methods and the shared-array experiment (the default under [tool.ipcbench])",
+    Option("no_extras", None,
+           "skip the MPI transfer methods and the shared-array experiment (the default under [tool.ipcbench])",
            flag="--no-extras", action="store_const", const=True),
-    Option("no_extras", boolean, "the MPI transfer methods and the shared-array experiment (default: off under [tool.ipcbench])",
+    Option("no_extras", boolean,
+           "the MPI transfer methods and the shared-array experiment (default: off under [tool.ipcbench])",
            key="extras", to_field=lambda extras: not extras),
     Option("mpiexec", text, "the mpiexec to launch (default: next to python, then PATH)", flag="--mpiexec"),
     Option("progress", choice(*PROGRESS), "auto | rich | plain | none (default auto)", flag="--progress"),

@@ -19,11 +19,11 @@ import contextlib
 import errno
 import fcntl
 import os
-import stat
 import shutil
+import stat
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from .errors import IpcbenchError
 
@@ -76,7 +76,11 @@ def check_links(folder: Path) -> None:
             raise _oserror(Path(nxt), exc) from None
         if stat.S_ISLNK(st.st_mode):
             if st.st_uid != me and (final or st.st_uid != 0):
-                raise _not_yours(Path(nxt), st.st_uid, f"is a symlink that {'points to ' + os.readlink(nxt) + ' and ' if final else ''}")
+                raise _not_yours(
+                    Path(nxt),
+                    st.st_uid,
+                    f"is a symlink that {'points to ' + os.readlink(nxt) + ' and ' if final else ''}",
+                )
             hops += 1
             if hops > 40:
                 raise OutputFolderError(f"{folder}: too many levels of symbolic links")
@@ -245,7 +249,8 @@ def check_output_file(path: str | os.PathLike[str], what: str, need: int = 0) ->
     except OSError as exc:
         raise OutputFolderError(f"{what}: {_oserror(real, exc)}") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode)
+                else "not a regular file")
         raise OutputFolderError(f"{what}: {path} is {kind}; name a file to write")
     folder = real.parent
     try:

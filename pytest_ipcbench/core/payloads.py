@@ -20,8 +20,9 @@ A payload is built from a picklable :class:`PayloadSpec`, so every rank can buil
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

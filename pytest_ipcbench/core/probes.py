@@ -26,17 +26,18 @@ and MPI have helper threads) between :meth:`~CounterProbe.snapshot` calls:
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import resource
 import sys
 import threading
 import tracemalloc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .counters import IO_COUNTERS, PICKLE_COUNTERS, SYSCALL_COUNTERS
 from .syscalls import SyscallCounter, syscall_unavailable
-
 
 _ORIG = (pickle.dumps, pickle.loads)  # pickle's own functions, for mpi4py's Pickle
 
@@ -73,16 +74,14 @@ class PickleCounter:
         for owner, name, wrap in ((pickle, "dumps", self._dumps), (pickle, "loads", self._loads)):
             orig = getattr(owner, name)
             setattr(owner, name, wrap(orig))
-            self._undo.append(lambda owner=owner, name=name, orig=orig: setattr(owner, name, orig))
+            self._undo.append(functools.partial(setattr, owner, name, orig))
         # ForkingPickler.dumps is a classmethod; keep the descriptor to put it back as it was
         fp_dumps, fp_loads = ForkingPickler.__dict__["dumps"], ForkingPickler.__dict__["loads"]
-        ForkingPickler.dumps = classmethod(self._dumps(fp_dumps.__func__))  # type: ignore[method-assign]
-        ForkingPickler.loads = staticmethod(self._loads(fp_loads))  # type: ignore[method-assign]
-
-        def undo_fp() -> None:
-            ForkingPickler.dumps = fp_dumps  # type: ignore[method-assign]
-            ForkingPickler.loads = fp_loads  # type: ignore[method-assign]
-        self._undo.append(undo_fp)
+        # patched and restored by name: setattr says it is a patch (the class declares other types)
+        setattr(ForkingPickler, "dumps", classmethod(self._dumps(fp_dumps.__func__)))  # noqa: B010
+        setattr(ForkingPickler, "loads", staticmethod(self._loads(fp_loads)))  # noqa: B010
+        self._undo.append(functools.partial(setattr, ForkingPickler, "dumps", fp_dumps))
+        self._undo.append(functools.partial(setattr, ForkingPickler, "loads", fp_loads))
         mpi = sys.modules.get("mpi4py.MPI")
         if mpi is not None:
             # mpi4py's Pickle takes new functions through __init__ only and does not show the
@@ -196,7 +195,7 @@ class CounterProbe:
         else:
             self._sys = SyscallCounter()
 
-    def __enter__(self) -> "CounterProbe":
+    def __enter__(self) -> CounterProbe:
         self._harness = sorted(harness_threads())
         if self._sys is not None:
             try:
@@ -257,7 +256,7 @@ class AllocProbe:
     for it. Starts tracemalloc unless it runs already (then leaves it on); the profile and trace
     functions in force (a profiler's, coverage's) are put back after each iteration."""
 
-    def __enter__(self) -> "AllocProbe":
+    def __enter__(self) -> AllocProbe:
         self._started = not tracemalloc.is_tracing()
         if self._started:
             tracemalloc.start(1)

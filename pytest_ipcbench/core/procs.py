@@ -7,17 +7,17 @@ measurement records.
 
 from __future__ import annotations
 
-import importlib.util
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,8 @@ def _tree_cpu_ticks() -> int:
             ticks[int(entry)] = sum(int(x) for x in fields[11:15])
         except (OSError, ValueError, IndexError):
             continue
-    below, frontier = set(), {os.getpid()}
+    below: set[int] = set()
+    frontier = {os.getpid()}
     while frontier:
         frontier = {c for c, parent in parent_of.items() if parent in frontier} - below
         below |= frontier

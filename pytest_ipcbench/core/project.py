@@ -20,7 +20,8 @@ Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv su
 Every key is optional; the command line overrides the table key by key. Each key is an option of
 ``ipcbench run``'s table (core/options.py: RUN) and is checked by the same function as its flag,
 the error naming the file, the key and the value. Names are checked by
-:class:`~..runner.job.RunOptions` against the registry (built-ins and plugins). A file without the table declares nothing (None), which the gate reports as
+:class:`~..runner.job.RunOptions` against the registry (built-ins and plugins). A file without the table declares
+nothing (None), which the gate reports as
 "predates the adoption".
 """
 
@@ -38,8 +39,8 @@ else:  # pragma: no cover - Python 3.10
 
 from .case_rules import KEYS as RULE_KEYS
 from .case_rules import CaseRules, parse_rules
-from .errors import FileMissing, UsageError
 from .checks import OptionError
+from .errors import FileMissing, UsageError
 from .options import RUN, TABLE, table_values, toml_text
 
 

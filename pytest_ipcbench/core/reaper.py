@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     return reap(int(argv[0]), int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]), argv[6:], watch)
 
 
-def start(rank: int) -> "subprocess.Popen[bytes] | None":
+def start(rank: int) -> subprocess.Popen[bytes] | None:
     """Start this process's reaper (None where pidfds are missing); :func:`release` at a normal end."""
     if not hasattr(os, "pidfd_open"):
         return None
@@ -85,7 +85,7 @@ def start(rank: int) -> "subprocess.Popen[bytes] | None":
             os.close(each)
 
 
-def release(reaper: "subprocess.Popen[bytes] | None") -> None:
+def release(reaper: subprocess.Popen[bytes] | None) -> None:
     """A normal end: the reaper goes away without touching anything."""
     if reaper is None:
         return

@@ -25,8 +25,9 @@ import pickle
 import re
 import sys
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from .errors import IpcbenchError, UsageError
 
@@ -56,7 +57,7 @@ class Reference:
         return f"{self.module}:{self.qualname}" if self.qualname else f"an object of module {self.module}"
 
 
-_REGISTRIES: dict[str, "Registry[Any]"] = {}
+_REGISTRIES: dict[str, Registry[Any]] = {}
 _version = 0  # bumped by every run-time registration: workers are sent a new snapshot
 
 
@@ -257,7 +258,7 @@ def _describe_ep(ep: importlib.metadata.EntryPoint) -> str:
 def _reference(name: str, obj: Any, origin: Any, what: str) -> Reference:
     module_name = origin.__name__ if isinstance(origin, types.ModuleType) else getattr(origin, "__module__", None)
     module = sys.modules.get(module_name or "")
-    if module is None:
+    if module is None or not module_name:
         raise ExtensionError(f"cannot register {what} {name!r}: the module of {origin!r} is not known")
     file = getattr(module, "__file__", None)
     qualname = getattr(obj, "__qualname__", None) if isinstance(obj, (type, types.FunctionType)) else None

@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Callable, NoReturn, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 GRACE_S = 5.0  # a plain run's interrupt path takes about a second (its workers stopped, its resources removed)
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -119,7 +120,8 @@ def fail_early_exit(rank: int) -> Callable[[], None]:
     """
     real, me = os._exit, os.getpid()
 
-    def guarded(code: int) -> NoReturn:
+    def guarded(status: int) -> NoReturn:  # os._exit's own signature
+        code = status
         if code == 0 and os.getpid() == me:
             os.write(2, f"ipcbench: rank {rank} called os._exit(0) before its pytest session ended; "
                         "exit 1 instead: the run did not finish\n".encode())

@@ -57,7 +57,9 @@ def check_size(nbytes: int, text: Any = None) -> int:
     """
     memory = machine_memory()
     if memory and nbytes > memory:
-        shown = f"{text!r} ({Decimal(nbytes):.3g} bytes)" if text is not None and str(text) != str(nbytes) else f"{nbytes}"
+        shown = (
+            f"{text!r} ({Decimal(nbytes):.3g} bytes)" if text is not None and str(text) != str(nbytes) else f"{nbytes}"
+        )
         raise SizeTooLarge(
             f"size {shown} is more than this machine's memory ({memory / 1e9:.3g} GB): a payload must fit in it"
         )
@@ -151,7 +153,8 @@ def admit_sizes(sizes: Any, ranks: Any, source: str = "size", in_shm: bool = Fal
     free = shm_free() if in_shm else 0
     if free and size * SHARED_COPIES > free:
         raise SizeTooLarge(
-            f"{source} {size_label(size)} ({format_bytes(size)}) needs {format_bytes(size * SHARED_COPIES)} in /dev/shm "
+            f"{source} {size_label(size)} ({format_bytes(size)}) needs {format_bytes(size * SHARED_COPIES)} in "
+            "/dev/shm "
             f"(the backend keeps the payload there), but /dev/shm has {format_bytes(free)} free: refused before "
             f"starting (use a smaller size, or free /dev/shm)"
         )

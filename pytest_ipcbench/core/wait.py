@@ -14,7 +14,6 @@ import time
 from .errors import UsageError
 from .procs import cores as _cores
 
-
 # ----------------------------------------------------------------------------- wait strategy
 
 #: How a reader waits for the writer (docs/method.md rule 18). ``block``: the way its mechanism waits
@@ -106,7 +105,7 @@ class Spin:
         precise_sleeps()
         self.restart()
 
-    def restart(self) -> "Spin":
+    def restart(self) -> Spin:
         """Start a new wait (the same timeout), as a fresh object would."""
         self.start = time.monotonic()
         self.deadline = self.start + self.timeout
@@ -158,7 +157,7 @@ def precise_sleeps() -> bool:
     return _slack_set
 
 
-def pacer(wait: str, timeout: float) -> "Spin | Backoff":
+def pacer(wait: str, timeout: float) -> Spin | Backoff:
     """A fresh pacing object for one wait under a resolved strategy (``block`` or ``backoff``)."""
     return Spin(timeout) if wait == "block" else Backoff(timeout)
 
@@ -187,7 +186,7 @@ class Backoff:
         precise_sleeps()
         self.restart()
 
-    def restart(self) -> "Backoff":
+    def restart(self) -> Backoff:
         """Start a new wait (the same timeout), as a fresh object would."""
         self.start = time.monotonic()
         self.deadline = self.start + self.timeout
@@ -215,5 +214,17 @@ class Backoff:
         return True
 
 
-__all__ = ["WAITS", "WAIT_ENV", "Backoff", "Spin", "default_wait", "pacer", "parse_wait", "precise_sleeps", "resolve_wait",
-           "restore_wait_state", "set_default_wait", "wait_state"]
+__all__ = [
+    "WAITS",
+    "WAIT_ENV",
+    "Backoff",
+    "Spin",
+    "default_wait",
+    "pacer",
+    "parse_wait",
+    "precise_sleeps",
+    "resolve_wait",
+    "restore_wait_state",
+    "set_default_wait",
+    "wait_state",
+]

@@ -25,7 +25,7 @@ import select
 import signal
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from . import names
 from .where import main_thread_backend_step

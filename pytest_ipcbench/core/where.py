@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 STEPS = {"setup": "setup", "__enter__": "setup", "_create": "setup", "_attach": "setup",
          "open_collectively": "setup", "prepare": "prepare", "write": "write", "read": "read",
@@ -50,7 +51,7 @@ def locate(frame: FrameType | None) -> tuple[str, str]:
     while frame is not None:
         name = frame.f_code.co_name
         if name in STEPS:
-            owner = frame.f_locals.get("self")
+            owner: Any = frame.f_locals.get("self")
             if _is_backend(owner):
                 step = f"{type(owner).name}'s {STEPS[name]}"
                 break

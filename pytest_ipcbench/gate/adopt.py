@@ -18,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import UsageError
 
@@ -191,7 +192,7 @@ def render_workflows(install: Install, python: str = DEFAULT_PYTHON, project_dir
         raise UsageError(f"bad Python version {python!r} (e.g. 3.12)")
     project_dir = project_dir.strip("/") + "/" if project_dir.strip("/") else ""
     local = install.ci.startswith(".")
-    common = dict(install=install.ci, install_kind=install.kind, python=python, project_dir=project_dir)
+    common: dict[str, Any] = dict(install=install.ci, install_kind=install.kind, python=python, project_dir=project_dir)
     out = {"gate": workflows.render(workflows.GATE, gate_args=gate_args, **common),
            workflows.COMMENT_FILE: workflows.render(workflows.COMMENT, checkout=local, **common)}
     if asv:
@@ -216,7 +217,9 @@ def write_files(root: Path, workflow: str | None, install: str, python: str = DE
         gate_path = root / workflow
         todo.append((gate_path, texts.pop("gate"), "perf gate workflow (pull_request)"))
         for name, text in texts.items():
-            what = "its pull request comment (workflow_run)" if "comment" in name else "asv history to GitHub Pages (push)"
+            what = (
+                "its pull request comment (workflow_run)" if "comment" in name else "asv history to GitHub Pages (push)"
+            )
             todo.append((gate_path.with_name(name), text, what))
     if asv:
         conf = dict(ASV_CONF, project=_project_name(pyproject) or project.name)

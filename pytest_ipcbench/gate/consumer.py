@@ -26,8 +26,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.project import ProjectConfig, ipcbench_table, parse_table, tomllib
 from ..comparison.verdict import GateError
+from ..core.project import ProjectConfig, ipcbench_table, parse_table, tomllib
 
 SELF = "pytest-ipcbench"
 

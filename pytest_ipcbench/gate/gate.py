@@ -38,7 +38,8 @@ from ..comparison.compare import compare_sets
 from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, default_run_args, git, install_sides,
                          no_run_message, repo_top, resolve_commit, run_round, side_args, tree_has_run, warm_up)
 from ..comparison.rounds import merge_rounds
-from ..comparison.verdict import Comparison, Decision, GateError
+from ..comparison.verdict import Comparison, Decision, GateError, rule_callables
+from ..comparison.verdict_json import write_json
 from ..comparison.verdict_text import format_markdown, format_table
 from ..results.results import ResultSet
 
@@ -86,15 +87,20 @@ EXTRA_LABELS = {"mpi-method": "seed004", "shared-array": "seed002", "shared-arra
                 "seed002": "seed002", "seed002-handle": "seed002"}
 
 
-def doubtful(comparison: Comparison, head: ResultSet, threshold: float) -> list[str] | None:
-    """The ``--only`` labels of the cases still in doubt (:data:`IN_DOUBT`). None when a doubtful
-    case cannot be selected alone (results of a version that does not record its case label):
-    then the whole matrix runs again."""
+def doubtful(comparison: Comparison, head: ResultSet, reachable: int | None = None) -> list[str] | None:
+    """The ``--only`` labels of the cases the next confirming round measures: of the cases in doubt
+    (:data:`IN_DOUBT`), those that look slower (or are slower, to confirm it) while there are any,
+    since they decide the outcome; then the others. A case that would need more rounds than
+    ``reachable`` (what the budget still allows) is left out while others can still be decided.
+    None when a chosen case cannot be selected alone (results of a version that does not record its
+    case label): then the whole matrix runs again."""
     by_key = head.by_key()
+    cases = [c for c in comparison.cases if c.interval is not None and c.status in IN_DOUBT and c.waiver is None]
+    decidable = [c for c in cases if reachable is None or c.rounds_needed is None or c.rounds_needed <= reachable]
+    cases = decidable or cases
+    first = [c for c in cases if c.status == "slower" or (c.status == "inconclusive" and c.looks_slower)]
     labels: list[str] = []
-    for case in comparison.cases:
-        if case.interval is None or case.status not in IN_DOUBT:
-            continue
+    for case in first or cases:
         r = by_key.get(case.key)
         label = (r.extra or {}).get("case") if r is not None else None
         label = label or (EXTRA_LABELS.get(r.scenario) if r is not None else None)
@@ -205,8 +211,9 @@ def run_gate(opts: GateOptions) -> int:
     repo = repo_top()
     cache = Path(opts.cache_dir).resolve() if opts.cache_dir else repo / ".ipcbench-gate"
     out = Path(opts.out) if opts.out else cache / "report"
-    if opts.decision.markdown:  # checked before an hour of rounds, as the report folder is
-        check_output_file(opts.decision.markdown, "--markdown")
+    for given, flag in ((opts.decision.markdown, "--markdown"), (opts.decision.json, "--json")):
+        if given:  # checked before an hour of rounds, as the report folder is
+            check_output_file(given, flag)
     try:
         base, head = _sides(repo, opts)
     except Unadopted as exc:
@@ -316,7 +323,8 @@ def run_gate(opts: GateOptions) -> int:
         try:
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
                                       opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
-                                      paired=True, calibration=calibration, rules=rules)
+                                      paired=True, calibration=calibration,
+                                      **rule_callables(rules, opts.decision.threshold))
         except ValueError as exc:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)
@@ -335,10 +343,12 @@ def run_gate(opts: GateOptions) -> int:
         # left, the rounds are spent or the budget would be; every verdict is taken on all the
         # rounds a case has
         while confirmed < opts.confirm_rounds:
-            only = doubtful(comparison, merged_head, opts.decision.threshold)
+            elapsed = time.monotonic() - started
+            per_round = last_round_s(sets)
+            left = min(opts.confirm_rounds - confirmed, int((opts.budget - elapsed) / per_round) if per_round else 0)
+            only = doubtful(comparison, merged_head, len(sets["base"]) + max(left, 1))
             if only == []:
                 break
-            elapsed = time.monotonic() - started
             if elapsed + last_round_s(sets) > opts.budget:
                 stopped = (f"the budget ({opts.budget / 60:.1f} min) ended the confirming rounds with "
                            f"{'every case' if only is None else f'{len(only)} case(s)'} still in doubt")
@@ -372,7 +382,10 @@ def run_gate(opts: GateOptions) -> int:
     write_text(out / "compare.md", md)
     if opts.decision.markdown:
         write_output(opts.decision.markdown, md, "--markdown")
-    print(intro)
-    print(table)
+    if opts.decision.json:
+        write_json(opts.decision.json, comparison, "gate", opts.decision.inconclusive_pass)
+    write_json(out / "verdicts.json", comparison, "gate", opts.decision.inconclusive_pass, checked=False)
     print(f"[gate] report: {out}")
-    return comparison.exit_code
+    print(intro)
+    print(table)  # its last line is the verdict's
+    return opts.decision.exit_code(comparison)

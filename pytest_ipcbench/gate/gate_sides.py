@@ -10,18 +10,18 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
+from ..comparison.verdict import GateError
 from ..core import names
 from ..core.envinfo import cores
 from ..core.launcher import ended_with_us
 from ..core.outdir import write_text
 from ..core.procs import kill_group
-from . import consumer
 from ..results.results import ResultSet
-from ..comparison.verdict import GateError
+from . import consumer
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
@@ -46,7 +46,8 @@ def resolve_commit(repo: Path, ref: str) -> str:
     )
     if proc.returncode != 0 or not proc.stdout.strip():
         shallow = git(repo, "rev-parse", "--is-shallow-repository", check=False) == "true"
-        hint = " (this clone is shallow: fetch the full history, e.g. actions/checkout with fetch-depth: 0)" if shallow else ""
+        hint = (" (this clone is shallow: fetch the full history, e.g. actions/checkout with fetch-depth: 0)"
+                if shallow else "")
         raise GateError(f"cannot resolve {ref!r} to a commit{hint}")
     return proc.stdout.strip()
 
@@ -65,7 +66,7 @@ class Side:
     commit: str | None  # None: a working tree (never cached)
     source: Path | None = None  # a folder holding the source to install
     venv: Path | None = None
-    decl: "consumer.Declared | None" = None  # another project: its pyproject.toml (None: pytest-ipcbench itself)
+    decl: consumer.Declared | None = None  # another project: its pyproject.toml (None: pytest-ipcbench itself)
     config: Path | None = None  # another project: the copy of its pyproject.toml given to `ipcbench run --config`
     prefix: str = ""  # the project's folder inside the repository ("" at the top, else ending in "/")
     run_help: str = ""  # `ipcbench run --help` of this side: which options its version knows
@@ -281,7 +282,8 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
     else:
         cmd = [side.bin / "ipcbench", "run", *run_args, "--out", out]
     started = time.monotonic()
-    code = _run_logged(cmd, log, timeout, cwd=scratch, env=names.child_env(scratch, {**_side_env(side.venv), **(env or {})}))
+    child_env = names.child_env(scratch, {**_side_env(side.venv), **(env or {})})
+    code = _run_logged(cmd, log, timeout, cwd=scratch, env=child_env)
     took = time.monotonic() - started
     results = out / "results.json"
     if code not in (0, 1) or not results.is_file():
@@ -317,7 +319,8 @@ def run_help(side: Side, scratch: Path, timeout: float) -> str:
     may predate one)."""
     if not side.run_help:
         assert side.venv is not None
-        cmd = [*consumer.run_command(side.bin / "python")] if side.config is not None else [str(side.bin / "ipcbench"), "run"]
+        cmd = ([*consumer.run_command(side.bin / "python")] if side.config is not None
+               else [str(side.bin / "ipcbench"), "run"])
         proc = subprocess.run([*cmd, "--help"], capture_output=True, text=True, cwd=scratch,
                               env=_side_env(side.venv), timeout=min(timeout, 300))
         side.run_help = proc.stdout or " "
@@ -386,12 +389,12 @@ def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[st
         if notes else []
 
 
-def warm_up(sides: dict[str, "Side"], scratch: Path, log: Path, timeout: float) -> None:
+def warm_up(sides: dict[str, Side], scratch: Path, log: Path, timeout: float) -> None:
     """Import each side's packages once before the first timed round, so that neither side pays
     for a cold file cache or a first compilation in a round the other does not."""
     for side in sides.values():
         assert side.venv is not None
         code = "import numpy, mpi4py, pytest_ipcbench.runner.job, pytest_ipcbench.harness.measure"
         if side.decl is not None:
-            code += "; import importlib.metadata as m; m.distribution(%r)" % side.decl.name
+            code += f"; import importlib.metadata as m; m.distribution({side.decl.name!r})"
         _run_logged([side.bin / "python", "-c", code], log, min(timeout, 300), cwd=scratch, env=_side_env(side.venv))

@@ -70,6 +70,7 @@ def _estimate_offsets(group: Group, root: int, rounds: int) -> RankClocks:
         # readers -> writer: t_writer - t_reader = backward delay - offset
         stamps = group.gather(perf_counter(), root=root)
         if writer:
+            assert stamps is not None  # gathered at the writer (the root)
             arrived = perf_counter()
             backward = [min(b, arrived - t) for b, t in zip(backward, stamps)]
     backward = group.bcast(backward if writer else None, root=root)

@@ -9,17 +9,18 @@ and keeps phase 1 minus phase 2 per counter: the messages' cost, not the harness
 (a local group's barrier is pipe reads and writes; an MPI one may sleep). A counter is exact when
 every repeat gave the same total; else it is statistical with its spread. Then a pass of its own
 with tracemalloc (tracing slows every allocation, so it never shares a pass with the others)
-takes each iteration's bytes allocated and allocation peak above its start (core/probes.AllocProbe). Timed samples are never touched.
+takes each iteration's bytes allocated and allocation peak above its start (core/probes.AllocProbe). Timed samples are
+never touched.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
 
 from ..core.counters import Counters, RankCounters
-from ..core.probes import AllocProbe, CounterProbe, differences
 from ..core.group import Group
+from ..core.probes import AllocProbe, CounterProbe, differences
 from .plan import BenchSettings, Plan
 from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier
 
@@ -144,7 +145,7 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     t2 = time.perf_counter()
     case.record.warm_times.clear()  # the untimed iterations appended there
     mine = RankCounters(group.rank, role(case), totals, n * per, absent)
-    everyone: list[Any] = group.gather(mine)
-    if group.rank != 0:
+    everyone = group.gather(mine)
+    if everyone is None:  # not the root
         return None
     return Counters(list(everyone), n, per, settings.count_repeats, (t1 - t0, t2 - t1))

@@ -29,20 +29,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..backends.base import BackendSpec, get_backend
 from ..core.counters import DEEP_COUNTERS, Counters, RankCounters
 from ..core.errors import UsageError
-from ..core.launcher import command as mpi_command
-from ..core.launcher import emit, record
+from ..core.launcher import command as mpi_command, emit, record
 from ..core.payloads import PayloadSpec
 from ..core.procs import kill_group
 from ..core.wait import WAIT_ENV
 from .count import _harness_waits, messages_per_iteration, role
-from .plan import BenchSettings
 from .payload import BufferPayload
+from .plan import BenchSettings
 from .scenarios import _SCENARIO_CLASSES, _Case
 
 MARK = "@@ipcbench-deep "
@@ -170,7 +170,7 @@ def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: 
     try:
         case.open()
         if barrier is not None:
-            group.barrier = barrier  # type: ignore[method-assign]  # this group's barrier from now on
+            group.barrier = barrier  # this group's barrier from now on
         never = lambda i: False  # noqa: E731 - unverified, as the counting pass
         case.block(0, WARMUP, False, never)
         harness = _harness_waits(case, settings)
@@ -300,12 +300,12 @@ def _one_run(case: DeepCase, tool: str, iterations: int, messages: int, waits: i
         except subprocess.TimeoutExpired:
             kill_group(proc)
             proc.communicate()
-            raise RuntimeError(f"deep {tool} run of {case.label} did not end within {timeout:g} s")
+            raise RuntimeError(f"deep {tool} run of {case.label} did not end within {timeout:g} s") from None
         except BaseException:
             kill_group(proc)
             proc.wait()
             raise
-        recs = [record(ln, MARK) for ln in out.splitlines() if ln.startswith(MARK)]
+        recs = [r for ln in out.splitlines() if ln.startswith(MARK) and (r := record(ln, MARK)) is not None]
         if proc.returncode != 0 or not recs:
             tail = "\n".join(err.strip().splitlines()[-15:])
             raise RuntimeError(f"deep {tool} run of {case.label} failed (exit {proc.returncode}): {tail}")
@@ -351,8 +351,8 @@ def deep_counters(case: DeepCase, iterations: int = ITERATIONS, repeats: int = R
     for tool in tools:
         runs = [_one_run(case, tool, iterations, k * iterations, (repeats + 1 - k) * iterations, timeout)
                 for k in range(1, repeats + 2)]
-        for rank, (_, role_, per, _) in runs[0].items():
-            roles[rank] = role_
+        for rank, (_, role_, per_rank, _) in runs[0].items():
+            roles[rank], per = role_, per_rank
             for name in runs[0][rank][3]:
                 totals.setdefault(rank, {})[name] = [b[rank][3][name] - a[rank][3][name]
                                                      for a, b in zip(runs, runs[1:])]

@@ -42,7 +42,7 @@ import mmap
 import os
 import struct
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..core.group import Group
 from ..core.injection import Slowdown, injected
@@ -130,6 +130,7 @@ class DeliveryStretch:
             if mapped is not None:
                 mapped.close()
             return None
+        assert mapped is not None  # every rank mapped it
         slot = readers.index(group.rank) if group.rank in readers else -1
         return cls(mapped, factor, slot, len(readers))
 

@@ -58,9 +58,8 @@ on any rank fails every rank (:class:`VerificationError`) after the case has end
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
-
 
 from ..backends.base import BackendSpec
 from ..core.affinity import pinned
@@ -68,13 +67,28 @@ from ..core.counters import Counters
 from ..core.group import Group, MPIGroup
 from ..core.heap import steady_heap
 from ..results.results import Result
-from .inrun import (PIPE_REFERENCE_SIZES, REFERENCE_SCENARIOS, CopyReference, copy_result, copy_samples,
-                    pipe_pingpong_result, pipe_pingpong_samples, with_copy_reference)
 from .count import count_case, not_counted
-from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan, verify_per_iteration
+from .inrun import (
+    PIPE_REFERENCE_SIZES,
+    REFERENCE_SCENARIOS,
+    CopyReference,
+    copy_result,
+    copy_samples,
+    pipe_pingpong_result,
+    pipe_pingpong_samples,
+    with_copy_reference,
+)
 from .payload import BufferPayload, Payload, payload_bytes, touch
-from .scenarios import _SCENARIO_CLASSES, PAIR_SCENARIOS, SCENARIOS, VerificationError, _Case, perf_counter, quiet_barrier
-
+from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan, verify_per_iteration
+from .scenarios import (
+    _SCENARIO_CLASSES,
+    PAIR_SCENARIOS,
+    SCENARIOS,
+    VerificationError,
+    _Case,
+    perf_counter,
+    quiet_barrier,
+)
 
 # ------------------------------------------------------------------------------- the driver
 
@@ -99,7 +113,7 @@ def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
     case.block(0, 1, False, lambda i: True)
     first = perf_counter() - t0
     firsts = group.gather(first)
-    if group.rank == 0:
+    if firsts is not None:  # rank 0
         more = static.warmup - 1
         if settings.warmup is None:
             more = min(more, int(WARMUP_SHARE * settings.time_budget / max(max(firsts), 1e-9)))
@@ -118,7 +132,7 @@ def _plan_case(case: _Case, group: Group, settings: BenchSettings) -> Plan:
     verify_cost = verify_per_iteration(rec.verify_times[first_checks:] if later else rec.verify_times,
                                        static.warmup - 1 if later else 1)
     costs = group.gather((wall, verify_cost))
-    if group.rank == 0:
+    if costs is not None:  # rank 0
         per_iteration = max(c[0] for c in costs)
         worst_verify = max(c[1] for c in costs)
         plan = timed_plan(static, per_iteration, worst_verify, settings)
@@ -143,7 +157,7 @@ def _finish(cases: list[_Case], plans: list[Plan], group: Group,
     problems: list[str] = []
     for case, plan, counters in zip(cases, plans, counted):
         records = group.gather(case.record)
-        if group.rank == 0:
+        if records is not None:  # rank 0
             case.counted = counters
             result = case.result(records, plan)
             results.append(result)
@@ -162,7 +176,9 @@ def _finish(cases: list[_Case], plans: list[Plan], group: Group,
     return results
 
 
-def _count_cases(cases: list[_Case], plans: list[Plan], group: Group, settings: BenchSettings) -> list[Counters | str | None]:
+def _count_cases(
+    cases: list[_Case], plans: list[Plan], group: Group, settings: BenchSettings
+) -> list[Counters | str | None]:
     """Collective: the counting pass of every case (harness/count.py), after all timed rounds.
 
     Rank 0 gets each case's Counters, or the reason it has none; the others get Nones.
@@ -298,7 +314,9 @@ def _bench_pinned(group: Group, backends: Sequence[BackendSpec], payload: Payloa
     return results
 
 
-def _bench_rank0(group: Group, backend: BackendSpec, payload: Payload, scenario: str, settings: BenchSettings | None) -> Result | None:
+def _bench_rank0(
+    group: Group, backend: BackendSpec, payload: Payload, scenario: str, settings: BenchSettings | None
+) -> Result | None:
     return bench(group, backend, payload, scenario, settings)
 
 

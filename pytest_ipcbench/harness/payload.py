@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core.aliasing import MIN_BYTES, placed
-from ..core.payloads import DICT_ENTRY_BYTES, NDARRAY_COLS, ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec
+from ..core.payloads import DICT_ENTRY_BYTES, ELEMENTS_PER_BASE, NDARRAY_COLS, TINY_BYTES, PayloadSpec
 from ..core.units import size_label
 
 

@@ -21,8 +21,9 @@ crossing (figures: docs/measurements/2026-11-code-notes.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -53,7 +54,9 @@ class PhysicsViolation:
         )
 
 
-def crossing_floor(pingpongs: Iterable[tuple[str, int, float, T]], max_bytes: int = SMALL_BYTES) -> dict[str, tuple[float, T]]:
+def crossing_floor(
+    pingpongs: Iterable[tuple[str, int, float, T]], max_bytes: int = SMALL_BYTES
+) -> dict[str, tuple[float, T]]:
     """Per backend, its fastest one-way crossing and what measured it: the smallest fast end
     among its ping-pongs ``(backend, size, fast end, what)`` of at most ``max_bytes`` (of any
     mode: a crossing of the mechanism is a crossing), else of its smallest size."""
@@ -73,7 +76,12 @@ def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> li
                            for r in results if r.scenario == "pingpong" and r.samples.get("latency"))
     found = []
     for r in results:
-        if r.scenario != "broadcast" or r.delivery != "channel" or r.size > max_bytes or not r.samples.get("completion"):
+        if (
+            r.scenario != "broadcast"
+            or r.delivery != "channel"
+            or r.size > max_bytes
+            or not r.samples.get("completion")
+        ):
             continue
         if r.backend not in floor:
             continue

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from ..core.affinity import PIN_MODES
 
-
-
 VERIFY_MODES = ("auto", "every", "ends")
 #: how broadcast readers' timestamps are put on the writer's clock: ``auto`` (one clock when every
 #: rank runs on one host, else offset-corrected) or ``offset`` (always estimate the offsets)
@@ -98,9 +96,8 @@ class Plan:
 def static_plan(nbytes: int, settings: BenchSettings = BenchSettings(), per_iteration_bytes: int | None = None) -> Plan:
     """The plan from the size alone: count by size, capped by ``max_iterations`` and volume."""
     moved = max(1, per_iteration_bytes if per_iteration_bytes is not None else nbytes)
-    for limit, count, warm in STATIC_PLAN:
-        if nbytes <= limit:
-            break
+    # the first row whose limit holds the size (the last row beyond them all)
+    _, count, warm = next((row for row in STATIC_PLAN if nbytes <= row[0]), STATIC_PLAN[-1])
     limited_by = "count"
     n = count
     if n > settings.max_iterations:

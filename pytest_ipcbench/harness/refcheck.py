@@ -5,7 +5,8 @@ One cohesive thing: the reference checks of ``ipcbench selfcheck``, their cases,
 For each backend, mode, scenario and size, :func:`compare_on` times the backend and its
 reference (:mod:`.references`) with the same harness, interleaved (``bench_interleaved``: A B A
 B ..., docs/method.md rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks`` (default 2), and keeps
-the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth = bytes / latency) and
+the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth =
+bytes / latency) and
 ``stream`` (time per delivered message, channels only).
 
 **The target** (docs/method.md rule 17): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at
@@ -28,12 +29,14 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..backends.base import MODES, BackendSpec, BackendUnavailable, backend_names, get_backend
+from ..backends.base import MODES, Backend, BackendSpec, BackendUnavailable, backend_names, get_backend
+from ..backends.references import reference_of
 from ..core import launcher
 from ..core.errors import UsageError
 from ..core.group import Group, MPIGroup, in_mpi_job
@@ -43,7 +46,6 @@ from ..results.stats import ratio_interval
 from .floor import FLOOR_BACKEND, FLOOR_SCENARIOS, measure_floor
 from .measure import BenchSettings, BufferPayload, bench_interleaved
 from .physics import FAST_END_PERCENTILE, PHYSICS_SHARE, SMALL_BYTES, crossing_floor
-from ..backends.references import reference_of
 
 SIZES = (1, 1024, 64 * 1024, 10**6, 16 * 2**20)
 #: the counters set beside the reference's (per message, the writer and the costliest reader)
@@ -126,7 +128,7 @@ class RefRow:
         return {**asdict(self), "target": self.target, "ok": self.ok, "overhead": self.overhead, "alloc": self.alloc}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RefRow":
+    def from_dict(cls, d: dict[str, Any]) -> RefRow:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -161,7 +163,7 @@ def missing_reference(name: str) -> str | None:
     return None
 
 
-def stream_modes(cls: type, modes: Sequence[str]) -> list[str]:
+def stream_modes(cls: type[Backend], modes: Sequence[str]) -> list[str]:
     """The modes the stream scenario checks ``cls`` in: a backend whose native values are views that
     the next write overwrites (``native_views_until_next_write``, mpi-shm-win) cannot keep the
     scenario's window of values, so its native stream case is timed in bytes mode instead (once)."""
@@ -200,10 +202,10 @@ def skipped_cases(backends: Sequence[str], sizes: Sequence[int]) -> list[str]:
             cls = get_backend(name)
         except (ValueError, BackendUnavailable):
             continue
-        beyond = [s for s in sizes if beyond_largest(cls, s)]
-        if beyond:
+        beyond, largest = [s for s in sizes if beyond_largest(cls, s)], cls.max_message_bytes
+        if beyond and largest is not None:
             lines.append(f"skipped: {name} at {', '.join(size_label(s) for s in beyond)}: above the largest message it "
-                         f"takes ({size_label(cls.max_message_bytes)}, its max_message_bytes)")
+                         f"takes ({size_label(largest)}, its max_message_bytes)")
     return lines
 
 
@@ -260,7 +262,7 @@ def compare_on(
                     failure = None
                     try:
                         results = bench_interleaved(group, specs, BufferPayload(size), scenario, settings, rounds)
-                    except Exception as exc:  # noqa: BLE001 (one case's failure is reported; the others still run)
+                    except Exception as exc:
                         failure = f"{type(exc).__name__}: {exc}"
                     # every rank takes part, so the ranks agree before the next case (and a failure on
                     # one rank is named on rank 0)
@@ -314,7 +316,8 @@ def compare_on(
 
 def _split(backends: Sequence[str]) -> tuple[list[str], list[str]]:
     """(backends that need MPI, the others): the first run under mpiexec, the others locally."""
-    mpi, local = [], []
+    mpi: list[str] = []
+    local: list[str] = []
     for name in backends:
         try:
             needs_mpi = get_backend(name).needs_mpi
@@ -354,8 +357,8 @@ def run_refchecks(
     for s in scenarios:
         if s not in SCENARIOS:
             raise UsageError(f"unknown scenario {s!r} for the reference checks; choose from {', '.join(SCENARIOS)}")
-    kwargs = dict(modes=list(modes), sizes=list(sizes), scenarios=list(scenarios), time_budget=time_budget,
-                  rounds=rounds, wait=wait, floor=True)
+    kwargs: dict[str, Any] = dict(modes=list(modes), sizes=list(sizes), scenarios=list(scenarios),
+                                  time_budget=time_budget, rounds=rounds, wait=wait, floor=True)
     mpi, local = _split(backends)
     rows: list[RefRow] = []
     problems: list[str] = []
@@ -386,19 +389,20 @@ def run_refchecks(
                                     f"{job.stderr.strip()[-2000:]}")
     if local:
         try:
-            with LocalWorld(ranks) as world:
+            with LocalWorld(ranks) as local_world:
                 for scenario in scenarios:  # a local group is exactly the ranks a scenario runs on
                     n = 2 if scenario == "pingpong" else ranks
                     args = {**kwargs, "backends": local, "scenarios": [scenario]}
-                    rows.extend(world.run(_local_rank0, args, ranks=n)[0])
-        except Exception as exc:  # noqa: BLE001 (reported, the MPI rows still count)
+                    rows.extend(local_world.run(_local_rank0, args, ranks=n)[0])
+        except Exception as exc:
             problems.append(f"the local reference checks failed: {type(exc).__name__}: {exc}")
     problems += [f"{r.backend} {r.mode} {r.scenario} {size_label(r.size)} failed (the other cases still ran): "
                  f"{r.extra['error']}" for r in rows if r.extra.get("error")]
     rows = [r for r in rows if not r.extra.get("error")]
     check_physics(rows)
     order = {name: i for i, name in enumerate(backends)}
-    rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), -1 if r.is_floor else order.get(r.backend, 99), MODES.index(r.mode), r.size))
+    rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), -1 if r.is_floor else order.get(r.backend, 99),
+                             MODES.index(r.mode), r.size))
     return rows, problems
 
 
@@ -447,5 +451,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["REF_COUNTERS", "RefRow", "SIZES", "beyond_largest", "skipped_cases", "missing_reference", "stream_modes", "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on",
-           "run_refchecks"]
+__all__ = ["REF_COUNTERS", "RefRow", "SIZES", "beyond_largest", "skipped_cases", "missing_reference", "stream_modes",
+           "stream_notes", "TARGET_FACTOR", "TARGET_SLACK", "compare_on", "run_refchecks"]

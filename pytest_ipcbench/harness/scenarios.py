@@ -9,23 +9,24 @@ Each is a class with ``open`` (backends, payloads), ``iteration(i, timed, verify
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..backends.base import BackendSpec
-from ..core.envinfo import cores as _cores
-from ..core.units import duration_label
-from ..core.group import Group
+from ..backends.base import Backend, BackendSpec
 from ..core.counters import Counters
-from ..results.results import Result, Verified
+from ..core.envinfo import cores as _cores
 from ..core.errors import IpcbenchError
+from ..core.group import Group
+from ..core.units import duration_label
+from ..results.results import Result, Verified
 from .clock import SHARED, rank_clocks
 from .inject import DeliveryStretch, slowdown_for, stretcher
 from .payload import Payload, payload_bytes, steady_place, touch
-from .transfer import describe_difference
 from .plan import BenchSettings, Plan, static_plan
+from .transfer import describe_difference
 
 SCENARIOS = ("broadcast", "pingpong", "stream", "granularity", "idle")
 
@@ -101,6 +102,7 @@ class _Case:
 
     scenario = ""
     primary = "completion"
+    live_backend: Backend  # the opened backend (open())
 
     def __init__(self, group: Group, spec: BackendSpec, payload: Payload, settings: BenchSettings) -> None:
         self.group = group

@@ -29,14 +29,15 @@ import re
 import statistics
 import sys
 import timeit
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..backends.base import Backend, BackendSpec, register
-from ..core.group import in_mpi_job
 from ..core import launcher
+from ..core.group import comm_of, in_mpi_job
 
 DEFAULT_TOLERANCE = 0.15
 LATENCY_BYTES = 1
@@ -65,7 +66,7 @@ class MPIRaw(Backend):
         # path with mpi4py.bench's two calls, so it carries as little Python as it can.
         from mpi4py import MPI
 
-        comm, tag, byte = self.group.comm, _TAG, MPI.BYTE
+        comm, tag, byte = comm_of(self.group), _TAG, MPI.BYTE
         send, recv = comm.Send, comm.Recv
         readers, root = tuple(self.readers), self.root
         single = readers[0] if len(readers) == 1 else None

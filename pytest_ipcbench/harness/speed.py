@@ -30,8 +30,9 @@ from __future__ import annotations
 import gc
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..core.errors import IpcbenchError
 from ..core.units import format_time
@@ -44,7 +45,7 @@ MIN_SAMPLE_TIME = 2e-3  # seconds per sample: inner loop long enough for the clo
 class SpeedAssertionError(IpcbenchError, AssertionError):
     """A speed claim that the measurements contradict; ``.comparison`` holds the figures."""
 
-    def __init__(self, message: str, comparison: "Comparison") -> None:
+    def __init__(self, message: str, comparison: Comparison) -> None:
         super().__init__(message)
         self.comparison = comparison
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ..core.envinfo import collect, describe
 from ..results.record import RunRecord
@@ -36,7 +36,7 @@ class MatrixOptions:
     quiet: bool = False
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "MatrixOptions":
+    def from_args(cls, args: argparse.Namespace) -> MatrixOptions:
         """Raises ValueError naming the bad value."""
         if args.case_time <= 0:
             raise ValueError(f"--case-time must be positive, got {args.case_time}")
@@ -60,8 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--full", action="store_true", help="every configuration, up to XXXLarge (440 MB)")
     p.add_argument("--methods", default="all", help=f"comma list of {', '.join(METHOD_NAMES)}")
     p.add_argument("--shapes", default="1d,2d")
-    p.add_argument("--out", default=None, help="results JSON file (written by rank 0); `ipcbench report FILE` makes the tables")
-    p.add_argument("--case-time", type=float, default=DEFAULT_CASE_TIME, help="seconds of timed transfers per case, all rounds")
+    p.add_argument(
+        "--out", default=None, help="results JSON file (written by rank 0); `ipcbench report FILE` makes the tables"
+    )
+    p.add_argument(
+        "--case-time", type=float, default=DEFAULT_CASE_TIME, help="seconds of timed transfers per case, all rounds"
+    )
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="interleaved rounds per case")
     p.add_argument("--quiet-waits", action="store_true",
                    help="the harness's barriers sleep instead of waiting in MPI (docs/method.md rule 18; "
@@ -85,7 +89,7 @@ def run(options: MatrixOptions, comm: object, say: Callable[[str], None] | None)
     results = run_matrix(group, options.configs, options.methods, options.shapes,
                          progress=say, settings=settings, rounds=options.rounds)
     peaks = group.gather(_peak_rss_bytes())
-    if record is None:
+    if record is None or peaks is None:  # not rank 0
         return None
     wall = round(time.perf_counter() - t0, 1)
     if say:

@@ -23,11 +23,12 @@ untimed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 from ..backends.base import Backend, BackendSpec, register
-from ..core.group import MPIGroup
+from ..core.group import MPIGroup, comm_of
 from ..harness.measure import BenchSettings, VerificationError, bench
 from ..results.results import Result
 from ..results.stats import Summary
@@ -68,7 +69,7 @@ class MethodBackend(Backend):
         info = ShapeInfo.of(sources[0])  # what the receivers know beforehand (configs.ShapeInfo)
         method = self.method_class()
         data = (sources[0] if len(sources) == 1 else sources) if self.group.rank == self.root else None
-        method.prepare(self.group.comm, data, info, self.root, slots=len(sources))
+        method.prepare(comm_of(self.group), data, info, self.root, slots=len(sources))
         self.method, self._sources, self._reads = method, sources, 0
 
     def _prepared(self) -> Method:
@@ -93,8 +94,9 @@ class MethodBackend(Backend):
         return method.result()
 
     def close(self) -> None:
-        if getattr(self, "method", None) is not None:
-            self.method.free()  # type: ignore[union-attr]
+        method = getattr(self, "method", None)
+        if method is not None:
+            method.free()
             self.method = None
 
 

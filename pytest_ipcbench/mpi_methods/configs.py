@@ -14,8 +14,9 @@ The one place these constants live: the matrix, the fixtures, ``ipcbench run`` a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -121,7 +122,7 @@ class ShapeInfo:
     length: int  # 1d: elements; 2d: number of rows
 
     @classmethod
-    def of(cls, data: Data) -> "ShapeInfo":
+    def of(cls, data: Data) -> ShapeInfo:
         """Describe ``data`` (a 1-D array, or a list/tuple of 1-D arrays of one dtype)."""
         if isinstance(data, np.ndarray):
             _check_array(data)

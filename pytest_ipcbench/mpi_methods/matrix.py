@@ -14,15 +14,16 @@ from __future__ import annotations
 import gc
 import resource
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..backends.base import BackendSpec
 from ..core.procs import load_average
 from ..core.units import format_time
 from ..harness.measure import BenchSettings, bench
 from ..results.results import Result, Verified
-from .backend import DEFAULT_SETTINGS, group_of, backend_name, with_transfer_metric
+from .backend import DEFAULT_SETTINGS, backend_name, group_of, with_transfer_metric
 from .configs import (
     DEFAULT_CONFIGS,
     MODE,
@@ -48,7 +49,9 @@ DEFAULT_CASE_TIME = 1.5
 MAX_TRANSFERS = 1_000
 
 
-def matrix_settings(case_time: float = DEFAULT_CASE_TIME, rounds: int = DEFAULT_ROUNDS, **changes: Any) -> BenchSettings:
+def matrix_settings(
+    case_time: float = DEFAULT_CASE_TIME, rounds: int = DEFAULT_ROUNDS, **changes: Any
+) -> BenchSettings:
     """The harness settings of one round: ``case_time`` shared among the ``rounds``."""
     if case_time <= 0:
         raise ValueError(f"case_time must be positive, got {case_time}")
@@ -138,9 +141,14 @@ def _pooled(results: list[Result | None], method: str, **extra: Any) -> Result:
         scenario=SCENARIO,
         backend=method,
         samples=samples,
-        extra={**first.extra, "timing": "harness broadcast: per transfer, max over every rank (root included)", **extra},
-        verified=Verified(sum(r.verified.checked for r in got if r.verified),
-                          sum(r.verified.failed for r in got if r.verified)),
+        extra={
+            **first.extra,
+            "timing": "harness broadcast: per transfer, max over every rank (root included)",
+            **extra,
+        },
+        verified=Verified(
+            sum(r.verified.checked for r in got if r.verified), sum(r.verified.failed for r in got if r.verified)
+        ),
         plan={"rounds": [r.plan for r in got]},
     )
 

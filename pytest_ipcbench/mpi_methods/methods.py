@@ -31,7 +31,8 @@ the seed exposed its one array.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -67,11 +68,11 @@ class Method:
     label: ClassVar[str]  # short human label for tables
     notes_1d: ClassVar[str]
     notes_2d: ClassVar[str]
+    info: ShapeInfo  # what every rank knows beforehand: set by prepare()
 
     def __init__(self) -> None:
         self.comm: Any = None
         self.root = 0
-        self.info: ShapeInfo | None = None
         self.slots = 1
         self.is_root = False
         self.sources: list[Data] = []  # the root's payloads, one per slot
@@ -114,7 +115,7 @@ class Method:
 
     def transfer(self, slot: int = 0) -> None:
         """Collective: move source ``slot`` from the root to every rank once."""
-        if self.info is None:
+        if getattr(self, "info", None) is None:
             raise RuntimeError(f"{self.name}: prepare() first")
         if not 0 <= slot < self.slots:
             raise ValueError(f"{self.name}: slot {slot} of {self.slots}")
@@ -123,7 +124,7 @@ class Method:
         self._move(slot)
 
     def _move(self, slot: int) -> None:
-        if self.info.shape == "1d":  # type: ignore[union-attr]
+        if self.info.shape == "1d":
             self._transfer_1d()
         else:
             self._transfer_2d()
@@ -138,7 +139,7 @@ class Method:
         """What this rank holds after the last transfer (the root: its own data)."""
         if self.is_root:
             return self.data
-        if self.info is not None and self.info.shape == "1d":
+        if getattr(self, "info", None) is not None and self.info.shape == "1d":
             return self._rows[0] if self._rows else None
         return list(self._rows)
 
@@ -151,18 +152,18 @@ class Method:
         self.data = None
         self.sources = []
 
-    def __enter__(self) -> "Method":
+    def __enter__(self) -> Method:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.free()
 
     # -- helpers for 2D receivers
-    def _receive_rows(self, lengths: Sequence[int]) -> list[np.ndarray]:
+    def _receive_rows(self, lengths: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """Receive buffers of these lengths; reused when the lengths are unchanged."""
         lengths = [int(n) for n in lengths]
         if [r.size for r in self._rows] != lengths:
-            dtype = self.info.np_dtype  # type: ignore[union-attr]
+            dtype = self.info.np_dtype
             self._rows = [np.empty(n, dtype) for n in lengths]
         return self._rows
 
@@ -170,7 +171,7 @@ class Method:
         """Row lengths (int64): filled on the root, empty on the others."""
         if self.is_root:
             return np.fromiter((r.size for r in self.data), dtype=np.int64, count=len(self.data))
-        return np.empty(self.info.length, np.int64)  # type: ignore[union-attr]
+        return np.empty(self.info.length, np.int64)
 
     def _bcast_lengths(self) -> np.ndarray:
         lens = self._lengths_array()
@@ -275,7 +276,7 @@ class Pack(Method):
 
     def _transfer_1d(self) -> None:
         MPI = _mpi()
-        n = self.info.length  # type: ignore[union-attr]
+        n = self.info.length
         size = self.mpitype.Pack_size(n, self.comm)
         buf = self._staging(size)
         if self.is_root:
@@ -288,7 +289,7 @@ class Pack(Method):
 
     def _transfer_2d(self) -> None:
         MPI = _mpi()
-        nrows = self.info.length  # type: ignore[union-attr]
+        nrows = self.info.length
         head = np.empty(1, np.int64)
         if self.is_root:
             lens = self._lengths_array()
@@ -359,8 +360,8 @@ class _RMA(Method):
         self._attached: list[tuple[Any, np.ndarray]] = []
         for slot in range(self.slots):
             source = self.sources[slot] if self.is_root else None
-            if self.info.shape == "1d":  # type: ignore[union-attr]
-                itemsize = self.info.np_dtype.itemsize  # type: ignore[union-attr]
+            if self.info.shape == "1d":
+                itemsize = self.info.np_dtype.itemsize
                 self._wins.append(MPI.Win.Create(source, itemsize, comm=self.comm))
             else:
                 win = MPI.Win.Create_dynamic(comm=self.comm)
@@ -371,14 +372,14 @@ class _RMA(Method):
         self.win: Any = self._wins[0]
 
     def transfer(self, slot: int = 0) -> None:
-        if self.info is not None and 0 <= slot < len(self._wins):
+        if getattr(self, "info", None) is not None and 0 <= slot < len(self._wins):
             self.win = self._wins[slot]
         super().transfer(slot)
 
     def _bcast_meta(self) -> tuple[np.ndarray, np.ndarray]:
         """Timed: the row lengths and the rows' addresses in the root's dynamic window."""
         MPI = _mpi()
-        nrows = self.info.length  # type: ignore[union-attr]
+        nrows = self.info.length
         meta = np.empty(2 * nrows, np.int64)
         if self.is_root:
             meta[:nrows] = [r.size for r in self.data]
@@ -387,7 +388,7 @@ class _RMA(Method):
         return meta[:nrows], meta[nrows:]
 
     def _get_1d(self) -> None:
-        n = self.info.length  # type: ignore[union-attr]
+        n = self.info.length
         self.win.Get([self._rows[0], self.mpitype], self.root, target=(0, n, self.mpitype))
 
     def _get_2d(self, lens: np.ndarray, addrs: np.ndarray) -> None:
@@ -501,7 +502,7 @@ class Pkl5Bcast(PickleBcast):
         return self._pcomm.bcast(obj, root=self.root)
 
     def free(self) -> None:
-        self._pcomm = None
+        self.__dict__.pop("_pcomm", None)  # the wrapper of self.comm goes with it
         super().free()
 
 

@@ -26,9 +26,9 @@ from ..backends.base import BACKENDS, BackendSpec, backend_names, restore_wait_s
 from ..core.group import Group
 from ..core.local import LocalGroup
 from ..core.payloads import PayloadSpec
+from .hygiene import MpiHygiene, item_timeout, rank_temproot, refuse_ranks_without_mpi, timeout_hint
 from .session import SESSION_KEY, IpcSession, backend_fixture_name, backend_fixtures, get_session
 from .settings import MARKER_KEYS, add_pytest_options, describe, marker_kwargs, resolve_settings
-from .hygiene import MpiHygiene, item_timeout, rank_temproot, refuse_ranks_without_mpi, timeout_hint
 
 # fixtures and hooks written in their own modules (one concern each), registered with this plugin
 pytest_plugins = [
@@ -75,8 +75,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if refuse_ranks_without_mpi(_mpi_mode(config)):
         try:
             from mpi4py import MPI
-        except ImportError:
-            raise pytest.UsageError("--with-mpi: the ipcbench plugin needs mpi4py (pip install 'pytest-ipcbench[mpi]')")
+        except ImportError as exc:
+            raise pytest.UsageError("--with-mpi: the ipcbench plugin needs mpi4py "
+                                    "(pip install 'pytest-ipcbench[mpi]')") from exc
         comm = MPI.COMM_WORLD
     rank = comm.Get_rank() if comm is not None else 0
     if comm is not None:
@@ -279,13 +280,14 @@ def _backend_fixture(name: str) -> Any:
     def fixture(request: pytest.FixtureRequest, ipc_mode: str) -> BackendSpec:
         return _backend_spec(request, name, ipc_mode)
 
-    fixture.__doc__ = f"A BackendSpec of the {name} backend in ``ipc_mode`` (skipped with the reason where it cannot run)."
+    fixture.__doc__ = (f"A BackendSpec of the {name} backend in ``ipc_mode`` "
+                       "(skipped with the reason where it cannot run).")
     fixture.__name__ = backend_fixture_name(name)
     return pytest.fixture(name=fixture.__name__)(fixture)
 
 
 # plugin manager -> backends that have their <name>_backend fixture there (pytester runs nest)
-_FIXTURES_MADE: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+_FIXTURES_MADE: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: pytest.PytestPluginManager) -> None:

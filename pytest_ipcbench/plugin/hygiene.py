@@ -10,8 +10,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any, Generator
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,6 @@ from .fixtures.conformance import conformance_deadline, deadline_hint
 from .session import IpcSession, get_session
 from .settings import marker_kwargs
 from .verdict import WorldChannel, exchange_and_apply, failure_text, idle_call
-
 
 INTERRUPT_SETTLE_S = 2.0  # rank 0 prints the summary of a run every rank was interrupted in
 
@@ -71,30 +71,30 @@ def item_ranks(item: pytest.Item) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _conformance_class(item: pytest.Item) -> type | None | bool:
-    """The kit's class of a conformance case without a marker timeout (False for any other test)."""
+def _conformance_class(item: pytest.Item) -> tuple[type | None] | None:
+    """(the kit's class,) of a conformance case without a marker timeout (None for any other test)."""
     if "conformance_backend" not in getattr(item, "fixturenames", ()):
-        return False
+        return None
     if marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout") is not None:
-        return False
-    return getattr(item, "cls", None)
+        return None
+    return (getattr(item, "cls", None),)
 
 
 def item_timeout(item: pytest.Item) -> float:
     """The deadline of one test: its marker's ``timeout``, else the conformance kit's (a case of
     ``BackendConformance``), else the session's (0: no deadline)."""
     session = get_session(item.config)
-    cls = _conformance_class(item)
-    if cls is not False and session.settings.timeout:
-        return conformance_deadline(cls)  # type: ignore[arg-type]
+    kit = _conformance_class(item)
+    if kit is not None and session.settings.timeout:
+        return conformance_deadline(kit[0])
     return session.timeout_for(marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout"))
 
 
 def timeout_hint(item: pytest.Item) -> str:
     """How to raise :func:`item_timeout`, said with a hang."""
-    cls = _conformance_class(item)
-    if cls is not False and get_session(item.config).settings.timeout:
-        return deadline_hint(cls)  # type: ignore[arg-type]
+    kit = _conformance_class(item)
+    if kit is not None and get_session(item.config).settings.timeout:
+        return deadline_hint(kit[0])
     return "raise it with --ipc-timeout SECONDS or @pytest.mark.ipcbench(timeout=SECONDS) if it is only slow"
 
 

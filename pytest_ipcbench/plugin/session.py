@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pytest
 

@@ -11,20 +11,20 @@ where it came from.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 
 from ..backends.base import MODES, backend_names
+from ..core.checks import MAX_RANKS, OptionError, boolean, choice, listed, one_of, path, seconds, size, whole
 from ..core.envinfo import INJECT_ENV
 from ..core.errors import UsageError
 from ..core.group import DEFAULT_TIMEOUT
 from ..core.injection import injected
 from ..core.nodes import check_node_env
-from ..core.checks import (MAX_RANKS, OptionError, boolean, choice, listed, one_of, path, seconds, size,
-                           whole)
 from ..core.options import Option
 from ..core.payloads import payload_kinds
 from ..core.units import size_label
@@ -56,8 +56,8 @@ PYTEST_OPTIONS: tuple[Option, ...] = (
     Option("backends", one_of(backend_names, "backend", hint=_PLUGIN_HINT.format("backend")),
            "backends to test, comma-separated, or 'all' (default)",
            flag="--ipc-backends", ini="ipc_backends", env="IPCBENCH_BACKENDS", metavar="LIST", marker=True),
-    Option("sizes", listed(size, "size"), f"payload sizes (default {DEFAULT_SIZES})", flag="--ipc-sizes", ini="ipc_sizes",
-           env="IPCBENCH_SIZES", metavar="LIST", marker=True, default=(10**3, 10**6)),
+    Option("sizes", listed(size, "size"), f"payload sizes (default {DEFAULT_SIZES})", flag="--ipc-sizes",
+           ini="ipc_sizes", env="IPCBENCH_SIZES", metavar="LIST", marker=True, default=(10**3, 10**6)),
     Option("ranks", listed(whole(1, MAX_RANKS), "rank count"),
            "rank counts (default: 2,4 locally; 2 and the world size under MPI)",
            flag="--ipc-ranks", ini="ipc_ranks", env="IPCBENCH_RANKS", metavar="LIST", marker=True),

@@ -15,8 +15,9 @@ import os
 import pickle
 import time
 from array import array
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..core.errors import IpcbenchError
 
@@ -39,7 +40,7 @@ class WorldChannel:
         self.poll = poll
 
     @classmethod
-    def open(cls, comm: Any, poll: float = POLL_S) -> "WorldChannel":
+    def open(cls, comm: Any, poll: float = POLL_S) -> WorldChannel:
         """Duplicate ``comm`` (non-blocking, so a late rank does not make the others spin)."""
         dup, request = comm.Idup()
         cls._wait(request, poll)

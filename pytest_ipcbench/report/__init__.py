@@ -28,8 +28,8 @@ from pathlib import Path
 from ..results.results import ResultSet
 from .csv_files import csv_rows, write_csv
 from .markdown import headline, markdown
-from .plots import write_plots
 from .mpi_methods import write_mpi_method_report
+from .plots import write_plots
 
 __all__ = ["headline", "markdown", "write_report"]
 

@@ -45,11 +45,8 @@ def load_history(results: Path, benchmark: str = "track_median") -> dict[str, li
             cols = dict(zip(columns, row))
             values, params = cols.get("result") or [], cols.get("params") or [[]]
             labels = [" / ".join(p) for p in _product(params)] or [name]
-
-            def column(key: str) -> list:
-                return list(cols.get(key) or []) + [None] * len(values)
-
-            lows, highs, repeats = column("stats_ci_99_a"), column("stats_ci_99_b"), column("stats_repeat")
+            lows, highs, repeats = (list(cols.get(key) or []) + [None] * len(values)
+                                    for key in ("stats_ci_99_a", "stats_ci_99_b", "stats_repeat"))
             for i, (label, value) in enumerate(zip(labels, values)):
                 if value is None or not isinstance(value, (int, float)) or math.isnan(value):
                     continue

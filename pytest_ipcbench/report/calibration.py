@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..comparison.calibration import Calibration
 from ..comparison.calibration_summary import GroupSummary

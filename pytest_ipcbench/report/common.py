@@ -4,14 +4,14 @@ efficiency of a result, a markdown table."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..backends.base import backend_names
 from ..core.units import size_label
 from ..results.results import Result
-
 
 KIND_ORDER = ("dict", "ndarray", "array1d", "ragged2d", "buffer", "tiny")
 STAT_FIELDS = ("n", "median", "mean", "stddev", "min", "max", "q1", "q3", "p10", "p90", "p99")

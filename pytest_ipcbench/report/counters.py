@@ -7,7 +7,8 @@ source was missing here (the reasons are listed under the table).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..core.counters import COUNTERS, DEEP_COUNTERS, CounterAbsent, Counters
 from ..core.units import format_count, size_label
@@ -77,8 +78,9 @@ def cost_section(results: Sequence[Result]) -> list[str]:
            "number was exact (the same in every repeat); `~` marks a statistical one (median repeat; "
            "the spread is in counters.csv). Readers: the largest over the readers. The harness's own "
            "barrier is subtracted. A reference (`ref-<backend>`, the plain use of the mechanism: "
-           "`ipcbench run --backends zmq,ref-zmq --count`) is listed under its backend." + (" Copied B, copies and instructions: deep mode (`--deep`, valgrind's DHAT "
-                                       "and callgrind; every thread; docs/counters.md)." if columns != COLUMNS else ""),
+           "`ipcbench run --backends zmq,ref-zmq --count`) is listed under its backend."
+           + (" Copied B, copies and instructions: deep mode (`--deep`, valgrind's DHAT "
+              "and callgrind; every thread; docs/counters.md)." if columns != COLUMNS else ""),
            "",
            table(["Scenario", "Backend", "Case", "Rank", *[h for h, _ in columns]], rows, "llll" + "r" * len(columns)),
            ""]

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..core.csvfile import write_csv  # noqa: F401 (its older home; the report writes with it)
 from ..results.results import Result
 from ..results.stats import summarize
+from .common import (
+    STAT_FIELDS,
+    backend_order,
+    by_scenario,
+    copy_bandwidth_by_size,
+    efficiency,
+    kind_order,
+    median_of,
+    nearest,
+    process_model,
+)
 from .counters import counter_rows
-from .common import STAT_FIELDS, backend_order, kind_order, median_of, by_scenario, copy_bandwidth_by_size, nearest, efficiency, process_model
 
 
 def _stats(r: Result, metric: str, prefix: str = "") -> dict[str, Any]:
@@ -91,7 +102,9 @@ def csv_rows(results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
             "send_MB_per_s": r.nbytes / send / 1e6 if send else None,
             "delivered_MB_per_s": r.nbytes / deliv / 1e6 if deliv else None,
         })
-    for r in sorted(by_scenario(results, "granularity"), key=lambda r: (backend_order(r.backend), r.mode, r.extra.get("work_s", 0))):
+    for r in sorted(
+        by_scenario(results, "granularity"), key=lambda r: (backend_order(r.backend), r.mode, r.extra.get("work_s", 0))
+    ):
         rt, work, over = median_of(r, "roundtrip"), median_of(r, "work"), median_of(r, "overhead")
         out["granularity_summary.csv"].append({
             **_case(r), "work_s": r.extra.get("work_s"), "roundtrip_median_s": rt,

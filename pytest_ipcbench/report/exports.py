@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..core.errors import UsageError
+from ..core.outdir import write_output
 from ..harness.inrun import REFERENCE_SCENARIOS
 from ..results.results import Result, ResultSet
 from ..results.stats import median_interval
-from ..core.outdir import write_output
 
 CONFIDENCE = 0.95
 
@@ -149,7 +150,8 @@ def pytest_benchmark(rs: ResultSet) -> dict[str, Any]:
     system, _, release = str(env.get("platform", platform.platform())).partition("-")
     return {
         "machine_info": {"node": str(env.get("host", "")), "processor": str(env.get("cpu", "")),
-                         "machine": platform.machine(), "python_implementation": str(env.get("python", "")).split(" ")[0],
+                         "machine": platform.machine(),
+                         "python_implementation": str(env.get("python", "")).split(" ")[0],
                          "python_version": str(env.get("python", "")).split(" ")[-1], "system": system,
                          "release": release, "cpu": {"brand_raw": str(env.get("cpu", "")), "count": env.get("cores")}},
         "commit_info": {"id": str(git.get("commit") or ""), "dirty": bool(git.get("dirty", False)), "project": "",

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
 from ..core.envinfo import describe as describe_env
 from ..core.units import format_bytes, format_percent, format_rate, format_time
 from ..results.results import Result, ResultSet
+from .common import (
+    WIDE_SPREAD,
+    backend_order,
+    by_scenario,
+    copy_bandwidth_by_size,
+    efficiency,
+    is_wide,
+    kind_order,
+    median_of,
+    mixed_models_note,
+    percentiles_of,
+    process_model,
+    size_of,
+    table,
+    wide_note,
+)
 from .counters import cost_section
-from .common import (WIDE_SPREAD, kind_order, backend_order, median_of, percentiles_of, size_of, table, by_scenario,
-                     copy_bandwidth_by_size, efficiency, is_wide, mixed_models_note, process_model, wide_note)
 
 
 def test_of(result: Result) -> str:
@@ -49,7 +63,8 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
         p10, _, p90, p99 = percentiles_of(r, "completion") or (None,) * 4
         lines.append([
             r.backend, r.mode, r.delivery, str(r.ranks), process_model(r), format_time(median_of(r, "write")),
-            format_time(median_of(r, "read_avg")), format_time(p10), format_time(c) + (" (wide)" if is_wide(r, "completion") else ""),
+            format_time(median_of(r, "read_avg")), format_time(p10),
+            format_time(c) + (" (wide)" if is_wide(r, "completion") else ""),
             format_time(p90), format_time(p99), format_time(median_of(r, "completion_touched")), rel,
             format_percent(eff),
             f"{ver.checked - ver.failed}/{ver.checked}" if ver else "-",
@@ -60,8 +75,9 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
             notes.append(note)
     mixed = mixed_models_note(rows)
     return table(
-        ["Backend", "Mode", "Delivery", "Ranks", "Processes", "Median write", "Median read", "Completion p10", "p50", "p90",
-         "p99", "Completion p50, touched", "Relative speed", "Copy eff.", "Verified", *(["Test"] if tests else [])],
+        ["Backend", "Mode", "Delivery", "Ranks", "Processes", "Median write", "Median read", "Completion p10", "p50",
+         "p90", "p99", "Completion p50, touched", "Relative speed", "Copy eff.", "Verified",
+         *(["Test"] if tests else [])],
         lines, "lllrl" + "r" * 10 + ("l" if tests else ""),
     ) + _notes(([mixed] if mixed else []) + notes)
 
@@ -90,8 +106,8 @@ def _by_size_table(results: Sequence[Result], value: Callable[[Result], str]) ->
     labels = {r.size: size_of(r) for r in results}
     tests = any(k[4] for k in keys)
     return table(["Backend", "Mode", "Ranks", "Processes", *[labels[s] for s in sizes], *(["Test"] if tests else [])],
-                  [[b, m, str(n), p, *[rows[(b, m, n, p, t)].get(s, "-") for s in sizes], *([t or "-"] if tests else [])]
-                   for b, m, n, p, t in keys])
+                  [[b, m, str(n), p, *[rows[(b, m, n, p, t)].get(s, "-") for s in sizes],
+                    *([t or "-"] if tests else [])] for b, m, n, p, t in keys])
 
 
 def headline(results: Sequence[Result]) -> str:
@@ -171,7 +187,8 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
         for kind in sorted({r.payload for r in bcast}, key=kind_order):
             of_kind = [r for r in bcast if r.payload == kind]
             out += [f"### {kind}", "", _by_size_table(
-                of_kind, lambda r: format_time(median_of(r, "completion")) + (" (wide)" if is_wide(r, "completion") else "")),
+                of_kind,
+                lambda r: format_time(median_of(r, "completion")) + (" (wide)" if is_wide(r, "completion") else "")),
                 "", _wide_cells(of_kind, "completion", "completion"), ""]
         out += ["## Write time against size", ""]
         for kind in sorted({r.payload for r in bcast}, key=kind_order):
@@ -187,7 +204,11 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
 
             def cell(r: Result) -> str:
                 eff = efficiency(r, copies)
-                return f"{format_rate(r.bandwidth())} ({format_percent(eff)})" if eff is not None else format_rate(r.bandwidth())
+                return (
+                    f"{format_rate(r.bandwidth())} ({format_percent(eff)})"
+                    if eff is not None
+                    else format_rate(r.bandwidth())
+                )
 
             out += [f"### {kind}", "", _by_size_table(of_kind, cell), ""]
     pp = by_scenario(results, "pingpong")
@@ -218,17 +239,20 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
             over, rt, work = median_of(r, "overhead"), median_of(r, "roundtrip"), median_of(r, "work") or 0.0
             rows[(r.backend, r.mode)][r.extra.get("work_s", 0.0)] = (
                 f"{format_time(over)} ({work / rt:.0%})" if rt else "-")
-        out += ["## Granularity: overhead per round trip (efficiency = work / round trip; a 64-byte task with a fixed amount of work)", "",
+        out += ["## Granularity: overhead per round trip "
+                "(efficiency = work / round trip; a 64-byte task with a fixed amount of work)", "",
                 table(["Backend", "Mode", *[f"work {format_time(w) if w else '0'}" for w in works]],
                        [[b, m, *[rows[(b, m)].get(w, "-") for w in works]]
                         for b, m in sorted(rows, key=lambda k: (backend_order(k[0]), k[1]))]), ""]
     out += cost_section(results)  # report/counters.py
     if copies:
         out += ["## Copy bandwidth of this machine (numpy copy into a touched destination, same run)", "",
-                table(["Size", "Bandwidth"], [[format_bytes(n), format_rate(bw)] for n, bw in sorted(copies.items())], "lr"),
+                table(["Size", "Bandwidth"],
+                      [[format_bytes(n), format_rate(bw)] for n, bw in sorted(copies.items())], "lr"),
                 ""]
     if any(r.scenario == "mpi-method" for r in results):
-        out += ["## MPI transfer methods (1D and ragged 2D int32 data)", "", "See [mpi-methods.md](mpi-methods.md).", ""]
+        out += ["## MPI transfer methods (1D and ragged 2D int32 data)", "",
+                "See [mpi-methods.md](mpi-methods.md).", ""]
     s2 = sorted(by_scenario(results, "shared-array"), key=lambda r: median_of(r, r.primary) or 0)
     if s2:
         copy = next((median_of(r, r.primary) for r in s2 if r.backend == "copy"), None)
@@ -264,8 +288,8 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
                         format_bytes(r.nbytes), format_time(median_of(r, r.primary)), len(r.samples.get(r.primary, ()))]
                        for r in sorted(refs, key=lambda r: (r.backend, r.size))], "lrrr"), ""]
     other = sorted({r.scenario for r in results}
-                   - {"broadcast", "pingpong", "idle", "stream", "granularity", "copy", "reference", "mpi-method", "shared-array",
-                      "shared-array-handle"})
+                   - {"broadcast", "pingpong", "idle", "stream", "granularity", "copy", "reference", "mpi-method",
+                      "shared-array", "shared-array-handle"})
     if other:
         out += ["## Other results", "", f"Scenarios {', '.join(other)}: see all_results.csv.", ""]
     failures = rs.env.get("failures") if rs.env else None

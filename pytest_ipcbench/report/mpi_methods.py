@@ -1,4 +1,5 @@
-"""Report of the MPI method matrix (scenario ``mpi-method``): the original C++ benchmark's tables, a plot, a C++ comparison.
+"""Report of the MPI method matrix (scenario ``mpi-method``): the original C++ benchmark's tables, a plot,
+a C++ comparison.
 
 One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows.
 
@@ -16,16 +17,16 @@ configurations, shapes and method names come from :mod:`pytest_ipcbench.mpi_meth
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from ..core.units import format_bytes, format_ratio, format_time
-from ..results.results import Result
 from ..mpi_methods.configs import CONFIG_ORDER, SCENARIO, SHAPE_OF_PAYLOAD, SHAPE_TITLES, config_of_size
 from ..mpi_methods.methods import METHOD_NAMES, METHODS
+from ..results.results import Result
 
 # The C++ benchmark (README, "Credits"; its "Performance Results"): C++ with Google
 # Benchmark, GCC -O3, 4 processes, average time per operation, converted here to microseconds.
@@ -125,6 +126,12 @@ class Row:
     n: int
 
 
+def _cpp_name(method: str) -> str:
+    """The C++ benchmark's name for ``method`` (the shortest of its names there)."""
+    return ", ".join(sorted({CPP_EQUIVALENT[s][method] for s in CPP_EQUIVALENT if method in CPP_EQUIVALENT[s]},
+                            key=len)[:1])
+
+
 def method_results(results: Iterable[Result]) -> list[Result]:
     return [r for r in results if r.scenario == SCENARIO]
 
@@ -201,7 +208,9 @@ def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d
             for config in configs:
                 rows = groups[(ranks, shape, config)]
                 best = rows[0].median
-                parts.append(f"#### {_size_label(config, rows[0].nbytes)} (C++ benchmark: {CPP_SIZE_LABELS.get(config, '?')})")
+                parts.append(
+                    f"#### {_size_label(config, rows[0].nbytes)} (C++ benchmark: {CPP_SIZE_LABELS.get(config, '?')})"
+                )
                 parts.append(
                     _table(
                         ("Rank", "Method", "Time", "vs best", "IQR / median", "samples"),
@@ -342,15 +351,15 @@ def cpp_comparison_table(results: Iterable[Result], ranks: int | None = CPP_RANK
     for c in comps:
         cells[(c.ranks, c.shape, c.config)][c.method] = c
     header = ["Config", "Shape", "Ranks"] + [
-        f"{m} (C++ {', '.join(sorted({CPP_EQUIVALENT[s][m] for s in CPP_EQUIVALENT if m in CPP_EQUIVALENT[s]}, key=len)[:1])})"
-        for m in methods
+        f"{m} (C++ {_cpp_name(m)})" for m in methods
     ]
     rows = []
     for (r, shape, config), by_method in cells.items():
         row = [config, shape.upper(), str(r)]
         for m in methods:
-            c = by_method.get(m)
-            row.append(f"{format_time(c.python)} vs {format_time(c.cpp)}: **{format_ratio(c.ratio)}**" if c else "")
+            pair = by_method.get(m)
+            row.append(f"{format_time(pair.python)} vs {format_time(pair.cpp)}: **{format_ratio(pair.ratio)}**"
+                       if pair else "")
         rows.append(row)
     return _table(header, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
 
@@ -409,7 +418,9 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_cpp: boo
         for j, shape in enumerate(shapes):
             ax = axes[i][j]
             for m in methods:
-                pts = sorted((r.nbytes, r.median) for r in rows if r.ranks == ranks and r.shape == shape and r.method == m)
+                pts = sorted(
+                    (r.nbytes, r.median) for r in rows if r.ranks == ranks and r.shape == shape and r.method == m
+                )
                 if pts:
                     x, y = zip(*pts)
                     ax.plot(x, y, marker="o", ms=3.5, lw=1.4, label=m, color=colors[m])
@@ -464,8 +475,8 @@ def report_markdown(results: Iterable[Result], plot_name: str | None = "mpi-meth
     parts = [
         "# MPI transfer methods: 1D and ragged 2D int32 data",
         "Median time per transfer from rank 0 to every rank; each sample is one transfer timed by "
-        "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. C++ figures: the C++ MPI "
-        f"benchmark these methods come from, {CPP_RANKS} processes.",
+        "the harness after a barrier, the max over every rank (the root included). MB = 10^6 bytes. "
+        f"C++ figures: the C++ MPI benchmark these methods come from, {CPP_RANKS} processes.",
     ]
     if plot_name:
         parts.append(f"![time vs size]({plot_name})")

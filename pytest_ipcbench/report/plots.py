@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from ..core.outdir import atomic_output
 from ..core.units import format_bytes, format_time
 from ..results.results import Result
-from .common import (kind_order, backend_order, median_of, percentiles_of, by_scenario, copy_bandwidth_by_size, efficiency,
-                     process_model)
+from .common import (
+    backend_order,
+    by_scenario,
+    copy_bandwidth_by_size,
+    efficiency,
+    kind_order,
+    median_of,
+    percentiles_of,
+    process_model,
+)
 
 Colours = dict[str, int]  # backend -> its place in the report's palette
 
@@ -46,8 +56,7 @@ def _palette() -> list[Any]:
     import matplotlib
 
     # 27 colours of three qualitative maps; beyond them the marker still tells the lines apart
-    return [*matplotlib.colormaps["tab10"].colors, *matplotlib.colormaps["Dark2"].colors,
-            *matplotlib.colormaps["Set1"].colors]
+    return [colour for name in ("tab10", "Dark2", "Set1") for colour in matplotlib.color_sequences[name]]
 
 
 def series_label(backend: str, mode: str, group: str) -> str:
@@ -76,6 +85,12 @@ def _panels(kinds: Sequence[str]) -> tuple[int, int]:
     return (1, n) if n <= 2 else (2, (n + 1) // 2)
 
 
+def _throughput(r: Result, metric: str) -> float | None:
+    """Bytes per second of ``r``'s median ``metric`` time (None without one)."""
+    t = median_of(r, metric)
+    return r.nbytes / t if t else None
+
+
 def _series(results: Iterable[Result], value: Callable[[Result], float | None]
             ) -> dict[tuple[str, str, str], list[tuple[int, float]]]:
     """(backend, mode, group) -> its points: a backend run in two process models is two lines."""
@@ -84,7 +99,9 @@ def _series(results: Iterable[Result], value: Callable[[Result], float | None]
         v = value(r)
         if v is not None and math.isfinite(v) and v > 0:
             lines[(r.backend, r.mode, r.group)].append((max(r.nbytes, 1), v))
-    return {k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2]))}
+    return {
+        k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2]))
+    }
 
 
 def _band(results: Iterable[Result], metric: str) -> list[tuple[int, float, float]]:
@@ -144,8 +161,8 @@ def plot_by_kind(
                 spread = _band([r for r in results if r.payload == kind
                                 and (r.backend, r.mode, r.group) == (backend, mode, group)], band)
                 if spread:
-                    bx, lo, hi = zip(*spread)
-                    ax.fill_between(bx, [v * scale for v in lo], [v * scale for v in hi], color=h.get_color(),
+                    bx, band_lo, band_hi = zip(*spread)
+                    ax.fill_between(bx, [v * scale for v in band_lo], [v * scale for v in band_hi], color=h.get_color(),
                                     alpha=0.15, linewidth=0)
         if reference:
             lo = min((r.nbytes for r in results if r.payload == kind), default=1)
@@ -185,7 +202,9 @@ def plot_granularity(results: Sequence[Result], path: Path, colours: Colours | N
     groups: dict[tuple[str, str, str], list[Result]] = defaultdict(list)
     for r in res:
         groups[(r.backend, r.mode, r.group)].append(r)
-    for (backend, mode, group), rs in sorted(groups.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2])):
+    for (backend, mode, group), rs in sorted(
+        groups.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2])
+    ):
         rs.sort(key=lambda r: r.extra.get("work_s", 0))
         work = [max(r.extra.get("work_s", 0), 1e-6) for r in rs]
         over = [median_of(r, "overhead") for r in rs]
@@ -218,11 +237,15 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
     Figure, Canvas = _mpl()
     fig = Figure(figsize=(13.5, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
-    for metric, ax, what in (("delivered", ax1, "delivered (acknowledged)"), ("send", ax2, "send-only (write() returned)")):
-        for (backend, mode, group), pts in _series(
-                res, lambda r, m=metric: (r.nbytes / median_of(r, m)) if median_of(r, m) else None).items():
+    for metric, ax, what in (
+        ("delivered", ax1, "delivered (acknowledged)"),
+        ("send", ax2, "send-only (write() returned)"),
+    ):
+        for (backend, mode, group), pts in _series(res, functools.partial(_throughput, metric=metric)).items():
             xs, ys = zip(*pts)
-            ax.plot(xs, ys, label=series_label(backend, mode, group), **_style(backend, mode, colours or colour_order(res)))
+            ax.plot(
+                xs, ys, label=series_label(backend, mode, group), **_style(backend, mode, colours or colour_order(res))
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"stream to every reader: {what}")
@@ -239,9 +262,7 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
 
 def _log_labels(axis: Any, formatter: Any, lim: tuple[float, float]) -> None:
     """Our labels on a log axis: major ticks, and minor ones too when it spans under a decade."""
-    from matplotlib.ticker import NullFormatter
-
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     axis.set_major_formatter(formatter)
     lo, hi = sorted(lim)
@@ -298,7 +319,8 @@ def write_plots(results: Sequence[Result], out: Path) -> list[Path]:
                      band="write", colours=colours),
         plot_by_kind(bcast, lambda r: median_of(r, "read_avg"), out / "read_performance.png",
                      f"Broadcast read time ({who})", "median read time (avg over readers)",
-                     subtitle="read() until a usable object; a store's read starts after the write", band="read_avg", colours=colours),
+                     subtitle="read() until a usable object; a store's read starts after the write",
+                     band="read_avg", colours=colours),
         plot_by_kind(bcast, lambda r: median_of(r, "completion"), out / "completion.png",
                      f"Broadcast completion ({who})", "median completion time",
                      subtitle="barrier exit until the last reader has a usable object (max over readers)",

@@ -5,8 +5,9 @@ of ``ipcbench selfcheck`` (rows from :func:`~..harness.refcheck.run_refchecks`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..core.csvfile import write_csv
 from ..core.units import format_count, format_time, size_label
@@ -91,8 +92,8 @@ def table(rows: Sequence[RefRow]) -> str:
     for r in rows:
         alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
         lines.append(
-            f"{r.scenario:<8} {r.ranks:>1} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7} {format_time(r.ours):>9} "
-            f"{format_time(r.ref):>9} {_ratio_cells(r)} "
+            f"{r.scenario:<8} {r.ranks:>1} {r.backend:<10} {r.mode:<6} {size_label(r.size):>7} "
+            f"{format_time(r.ours):>9} {format_time(r.ref):>9} {_ratio_cells(r)} "
             f"{_bw(r, r.ours):>10} {_bw(r, r.ref):>7} {alloc:>6}  {r.verdict:<7} {r.reference or '(none)'}"
         )
     lines.append(
@@ -111,14 +112,16 @@ def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
     if env:
         out += [", ".join(f"{k}: {v}" for k, v in env.items()), ""]
     out += [
-        "| scenario | backend | mode | size | ours | reference | overhead | ratio (95% CI) | alloc | target | reference |",
+        "| scenario | backend | mode | size | ours | reference | overhead | ratio (95% CI) | alloc | target "
+        "| reference |",
         "|---|---|---|---:|---:|---:|---:|---|---:|---|---|",
     ]
     for r in rows:
         alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
         out.append(
             f"| {r.scenario} | {r.backend} | {r.mode} | {size_label(r.size)} | {format_time(r.ours)} | "
-            f"{format_time(r.ref)} | {format_time(r.overhead) if r.overhead >= 0 else '-' + format_time(-r.overhead)} | "
+            f"{format_time(r.ref)} | "
+            f"{format_time(r.overhead) if r.overhead >= 0 else '-' + format_time(-r.overhead)} | "
             f"{f'{r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f})' if r.has_reference else '-'} | {alloc} | {r.verdict} | "
             f"{r.reference or '(none)'} |"
         )

@@ -10,9 +10,10 @@ run's own fields. Only :meth:`RunRecord.finish` builds the :class:`~.results.Res
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ..core.envinfo import collect
 from ..core.procs import cpu_mark, load_average, others_busy
@@ -31,7 +32,7 @@ class RunRecord:
     @classmethod
     def start(cls, ranks: int | None, *, group_kind: str = "", mode: str = "", node_sizes: list[int] | None = None,
               extra: Mapping[str, Any] | None = None,
-              update: Callable[[dict[str, Any]], None] | None = None) -> "RunRecord":
+              update: Callable[[dict[str, Any]], None] | None = None) -> RunRecord:
         """The record at the start of a run: the environment (``collect``'s arguments), a run id
         (two files with different ids are not a paired experiment: ``ipcbench compare``), the load
         now; then ``update(env)`` (the pytest plugin's ``pytest_ipcbench_update_environment``)."""

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from ..core.counters import CounterAbsent, Counters
 from ..core.errors import FileMissing
 from ..core.outdir import atomic_output
-from ..core.counters import CounterAbsent, Counters
 from .stats import Summary, summarize
 from .validation import MalformedResults, check_env, check_record, describe_value, read_regular_file
 
@@ -138,7 +139,7 @@ class Result:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Result":
+    def from_dict(cls, d: dict[str, Any]) -> Result:
         """A result from its JSON form, schema 2 or 1 (whose ``extra`` keys become fields)."""
         d = {OLD_FIELDS.get(k, k): v for k, v in d.items()}
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
@@ -199,7 +200,7 @@ class ResultSet:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "ResultSet":
+    def load(cls, path: str | os.PathLike[str]) -> ResultSet:
         """Read and check a results file: every problem is MalformedResults (a ValueError) naming
         the file, the record and the field; memory and time stay bounded (MAX_FILE_BYTES,
         MAX_SAMPLES, MAX_DEPTH) and a FIFO, folder or device is refused, never read."""
@@ -236,6 +237,6 @@ class ResultSet:
         first: dict[str, int] = {}
         for i, r in enumerate(results):  # one case twice: which one would a verdict be on?
             if first.setdefault(r.key, i) != i:
-                raise MalformedResults(f"{path}: results[{i}] repeats the case {r.key[:100]} of results[{first[r.key]}]; "
-                                       "a case may be recorded once")
+                raise MalformedResults(f"{path}: results[{i}] repeats the case {r.key[:100]} of "
+                                       f"results[{first[r.key]}]; a case may be recorded once")
         return cls(env=data.get("env", {}), results=results, created=data.get("created", ""))

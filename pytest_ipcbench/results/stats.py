@@ -1,4 +1,5 @@
-"""Statistics of timing samples: summaries, bootstrap intervals of a ratio, verdicts.
+"""Statistics of timing samples: summaries, bootstrap intervals of a ratio (the verdict rule is
+history/compare.py's).
 
 Times are seconds. A ratio is always ``median(a) / median(b)``; its confidence interval comes
 from a percentile bootstrap that resamples ``a`` and ``b`` independently (seeded, so a verdict
@@ -8,9 +9,9 @@ is reproducible for the same samples).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
@@ -130,20 +131,6 @@ def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) 
                            for i in range(0, resamples, block)])
 
 
-def verdict(interval: RatioInterval, threshold: float = 0.10) -> str:
-    """``slower`` / ``faster`` only when the whole interval is past the threshold, else ``unchanged``.
-
-    ``interval`` is head / base time: above ``1 + threshold`` with confidence means slower.
-    """
-    if threshold < 0:
-        raise ValueError(f"threshold must not be negative, got {threshold}")
-    if interval.low > 1 + threshold:
-        return "slower"
-    if interval.high < 1 / (1 + threshold):
-        return "faster"
-    return "unchanged"
-
-
 def rounds_ratio_interval(
     a_rounds: Sequence[Sequence[float]],
     b_rounds: Sequence[Sequence[float]],
@@ -194,7 +181,7 @@ def round_statistic(samples: Sequence[float], quantile: float = 0.5) -> float:
     return float(np.median(samples)) if quantile == 0.5 else float(np.quantile(samples, quantile))
 
 
-def _resampled_medians(rounds: Sequence[Sequence[float]], picks: np.ndarray, rng: np.random.Generator,
+def _resampled_medians(rounds: Sequence[Sequence[float] | np.ndarray], picks: np.ndarray, rng: np.random.Generator,
                        quantile: float = 0.5) -> np.ndarray:
     """The statistic of each resample: the median, over the drawn rounds, of each drawn round's
     median (or ``quantile``) after resampling that round's samples with replacement.

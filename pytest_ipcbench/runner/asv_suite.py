@@ -20,7 +20,8 @@ history noise: the same code moved several-fold from run to run on a busy machin
 
 ``DeclaredCounters`` (each case's counters per message) exists only where they are measured: the
 declared matrix counts (``count`` of ``[tool.ipcbench]``, ``ipcbench run``'s default) and, for the
-system call counters, this machine can count them; never a benchmark that is all n/a. The parameters are the case keys of the declared matrix as the *current*
+system call counters, this machine can count them; never a benchmark that is all n/a. The parameters are the case keys
+of the declared matrix as the *current*
 pyproject.toml declares it (asv's suite is fixed over history); a commit that cannot run it
 (before the adoption, or without a backend) skips those cases.
 
@@ -75,9 +76,9 @@ def config_path() -> Path | None:
 
 def declared_keys(path: Path | None = None) -> list[str]:
     """The result keys of the declared matrix (what ``ipcbench run --config`` would record)."""
-    from ..harness.measure import PAIR_SCENARIOS
-    from ..core.units import duration_label
     from ..core.project import read_config
+    from ..core.units import duration_label
+    from ..harness.measure import PAIR_SCENARIOS
     from .job import RunOptions
     from .matrix import build_matrix
 

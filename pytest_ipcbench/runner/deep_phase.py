@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..core.counters import Counters
 from ..harness.deep import DeepCase, deep_counters, merge as merge_deep

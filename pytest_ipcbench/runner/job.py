@@ -25,34 +25,36 @@ import fnmatch
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..backends.base import BACKENDS, MODES, backend_names, parse_wait, set_default_wait
-from ..core.payloads import PAYLOADS
-from ..core.errors import UsageError
+from ..backends.base import BACKENDS, MODES, backend_names, holds_payload_in_shm, parse_wait, set_default_wait
+from ..comparison.compare_notes import host_state_change
+from ..core.cpu_pair import NBYTES as CROSS_CPU_BYTES, cross_cpu_copy
 from ..core.envinfo import INJECT_ENV, describe as describe_env
+from ..core.errors import UsageError
 from ..core.group import MPIGroup, in_mpi_job
+from ..core.injection import injected
 from ..core.local import LocalWorld
 from ..core.outdir import FolderLock, OutputFolderError, claim, save_or_keep, write_text
-from ..core.cpu_pair import NBYTES as CROSS_CPU_BYTES, cross_cpu_copy
+from ..core.payloads import PAYLOADS
 from ..core.procs import has_module
-from ..harness.measure import (PAIR_SCENARIOS, PIPE_REFERENCE_SIZES, SCENARIOS, copy_result, payload_bytes,
-                               pipe_pingpong_result, quiet_barrier)
-from ..core.injection import injected
+from ..core.units import admit_sizes
+from ..harness.measure import PIPE_REFERENCE_SIZES, copy_result, payload_bytes, pipe_pingpong_result
 from ..harness.physics import below_physics, judge
-from ..comparison.compare_notes import host_state_change
+from ..harness.scenarios import PAIR_SCENARIOS, SCENARIOS, quiet_barrier
+from ..report import headline, write_report
 from ..results.record import RunRecord
 from ..results.results import Result, ResultSet
-from ..report import headline, write_report
 from ..shared.experiment import run_experiment
 from .deep_phase import deep_phase
-from .shared_arrays import experiment_results
 from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, load_problem, needs_mpi
-from .progress import Progress, summary_note
 from .mpijob import MpiPhase
+from .progress import Progress, summary_note
+from .shared_arrays import experiment_results
 from .worker import case_unavailable, error_text, harness_floor, noop, run_case_local
 
 
@@ -129,7 +131,7 @@ class Runner:
         settings = self.level.settings
         if opts.time_budget is not None:
             settings = replace(settings, time_budget=opts.time_budget)
-        settings = replace(settings, count=opts.count is not False, **({"pin": opts.pin} if opts.pin else {}))
+        settings = replace(settings, count=opts.count is not False, pin=opts.pin or settings.pin)
         self.settings = settings
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -225,16 +227,15 @@ class Runner:
         opts = self.options
         if opts.wait is not None:
             set_default_wait(opts.wait)  # exported: the mpiexec job and local workers follow it
-        world = None
-        if in_mpi_job():
-            world = MPIGroup.world()
+        world = MPIGroup.world() if in_mpi_job() else None
         rank0 = world is None or world.rank == 0
         cases = build_matrix(opts.level, opts.ranks if world is None else world.size, opts.backends, opts.modes,
                              opts.kinds, opts.scenarios, opts.sizes, opts.only)
-        have_mpi = has_module("mpi4py")
-        self.unloadable = {n: why for n in dict.fromkeys(c.backend for c in cases) if (why := load_problem(n))}  # no mpi4py...
+        have_mpi = has_module("mpi4py")  # and below, the backends that do not load here (no mpi4py...)
+        self.unloadable = {n: why for n in dict.fromkeys(c.backend for c in cases) if (why := load_problem(n))}
         mpi_cases = [c for c in cases if c.phase == "mpi" and have_mpi and not opts.no_mpi]
-        local_cases = [c for c in cases if c not in mpi_cases and c.backend not in self.unloadable and (c.phase == "local" or not needs_mpi(c.backend))]
+        local_cases = [c for c in cases if c not in mpi_cases and c.backend not in self.unloadable
+                       and (c.phase == "local" or not needs_mpi(c.backend))]
         dropped = [c for c in cases if c not in mpi_cases and c not in local_cases]
         methods = None
         if extra_selected(opts, METHODS_BLOCK) and have_mpi and not opts.no_mpi:
@@ -255,8 +256,8 @@ class Runner:
                 for block, on in ((METHODS_BLOCK, methods), (SHARED_ARRAYS_BLOCK, shared_arrays)):
                     if on:
                         print(f"extra {block}")
-                print(f"{len(mpi_cases) + len(local_cases)} cases"
-                      + (" + MPI transfer methods" if methods else "") + (" + shared-array experiment" if shared_arrays else ""))
+                print(f"{len(mpi_cases) + len(local_cases)} cases" + (" + MPI transfer methods" if methods else "")
+                      + (" + shared-array experiment" if shared_arrays else ""))
             return 0
         # deep mode runs after the timed run, from the launching command (it starts mpiexec under valgrind)
         self.deep_cases = [c for c in mpi_cases + local_cases if c.scenario in ("broadcast", "pingpong", "stream")
@@ -267,12 +268,10 @@ class Runner:
                       "itself)", file=sys.stderr)
             self.deep_cases = []
         elif opts.deep and not self.deep_cases:
-            raise UsageError(f"--deep {','.join(opts.deep)} matches no broadcast, ping-pong or stream case (see --list)")
+            raise UsageError(f"--deep {','.join(opts.deep)} matches no broadcast, ping-pong or stream case "
+                             "(see --list)")
         ranks = opts.ranks if world is None else world.size
         if world is None:  # the launching command: sizes that cannot fit are refused before any rank starts
-            from ..backends import holds_payload_in_shm
-            from ..core.units import admit_sizes
-
             for c in mpi_cases + local_cases:
                 admit_sizes(c.size, c.ranks, f"{c.label}: size", in_shm=holds_payload_in_shm(c.backend))
         self.claim_folder(world)
@@ -301,9 +300,9 @@ class Runner:
     def _run(self, world: MPIGroup | None, rank0: bool, ranks: int, mpi_cases: list[Case], local_cases: list[Case],
              dropped: list[Case], methods: dict[str, Any] | None, shared_arrays: bool) -> int:
         opts = self.options
-        if rank0:
+        if rank0:  # node_sizes None: the MPI job's, later
             self.run_record = RunRecord.start(ranks, group_kind="mpi+local", extra={"level": opts.level},
-                                              node_sizes=world.node_sizes if world is not None else None)  # else: from the MPI job
+                                              node_sizes=world.node_sizes if world is not None else None)
             print(f"ipcbench run ({opts.level}): {len(mpi_cases)} MPI cases on {ranks} ranks, "
                   f"{len(local_cases)} local cases" + (", MPI transfer methods" if methods else "")
                   + (", shared-array experiment" if shared_arrays else "") + f" -> {self.out}")
@@ -319,7 +318,8 @@ class Runner:
                 self.log(f"skipped {c.label}: {text}")
                 skipped.setdefault(text if c.backend not in self.unloadable else "unload", set()).add(c.backend)
         for text, names in skipped.items() if rank0 else ():  # the backends that do not load: one line, one example
-            print(f"  skipped: the cases of {', '.join(sorted(names))}: " + (text if text != "unload" else f"they do not load here (run.log: each); {self.unloadable[min(names)]}"))
+            print(f"  skipped: the cases of {', '.join(sorted(names))}: " + (text if text != "unload" else
+                  f"they do not load here (run.log: each); {self.unloadable[min(names)]}"))
         total = 1 + len(mpi_cases) + len(local_cases) + (1 if methods else 0) + (1 if shared_arrays else 0)
         progress = Progress(total, opts.progress if rank0 else "none")
         t0 = time.monotonic()
@@ -336,7 +336,6 @@ class Runner:
                 self.local_phase(local_cases, progress)
                 if shared_arrays:
                     self.shared_arrays_phase(progress)
-            if rank0:
                 copies = self.copy_phase(mpi_cases + local_cases, None)  # again: the faster one counts
             if world is not None:
                 quiet_barrier(world)
@@ -353,8 +352,9 @@ class Runner:
         env: dict[str, Any] = {}
         if self.mpi.mpi_env.get("mpi"):
             env["mpi"] = self.mpi.mpi_env["mpi"]
-        if self.mpi.mpi_env.get("ranks_per_node"):  # the MPI job's node layout (the launcher sees one host)
-            env["nodes"], env["ranks_per_node"] = len(self.mpi.mpi_env["ranks_per_node"]), self.mpi.mpi_env["ranks_per_node"]
+        per_node = self.mpi.mpi_env.get("ranks_per_node")
+        if per_node:  # the MPI job's node layout (the launcher sees one host)
+            env["nodes"], env["ranks_per_node"] = len(per_node), per_node
         if MEMORY_COPY_BYTES in copies:  # beyond the caches: the machine's memory copy bandwidth
             env["copy_bandwidth_MBps"] = copies[MEMORY_COPY_BYTES] / 1e6
             env["copy_bandwidth_size"] = MEMORY_COPY_BYTES

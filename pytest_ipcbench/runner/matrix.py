@@ -7,8 +7,9 @@ A :class:`Case` is one backend x mode x payload x size x scenario at a rank coun
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..backends.base import MODES, BackendUnavailable, backend_names, get_backend
 from ..core.payloads import PAYLOADS, PayloadSpec, get_kind, payload_kinds

@@ -55,7 +55,9 @@ class MpiPhase:
         exe = self.runner.options.mpiexec or launcher.find_mpiexec()
         if exe is None:
             for c in cases:
-                self.runner.fail(c.label, "no mpiexec found (install the mpi extra: pip install 'pytest-ipcbench[mpi]')")
+                self.runner.fail(
+                    c.label, "no mpiexec found (install the mpi extra: pip install 'pytest-ipcbench[mpi]')"
+                )
                 progress.finish(c.label, "no mpiexec", ok=False)
             return
         start = 0

@@ -6,8 +6,8 @@ import time
 from typing import Any
 
 from ..core.units import format_time
-from ..results.results import Result
 from ..report.counters import run_note
+from ..results.results import Result
 
 
 class Progress:
@@ -22,8 +22,14 @@ class Progress:
         if mode in ("auto", "rich"):
             try:
                 from rich.console import Console
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, \
-                    TextColumn, TimeElapsedColumn, TimeRemainingColumn
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress as RichProgress,
+                    TextColumn,
+                    TimeElapsedColumn,
+                    TimeRemainingColumn,
+                )
 
                 console = Console(stderr=False)
                 if mode == "rich" or console.is_terminal:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..backends.base import BackendSpec, get_backend, unavailable_reason
 from ..core import launcher
@@ -82,7 +83,7 @@ def harness_floor(group: Any) -> dict[str, Any] | None:
 
     try:
         return measure_floor(group)
-    except Exception:  # noqa: BLE001 (the floor is a note beside the results, never a reason to stop)
+    except Exception:
         return None
 
 

@@ -19,7 +19,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from . import _libc
 

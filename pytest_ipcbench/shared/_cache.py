@@ -30,7 +30,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: Idle mappings kept per process (each costs one mapping and one file descriptor).
 MAX_ENTRIES = 32

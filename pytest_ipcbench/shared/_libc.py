@@ -75,8 +75,8 @@ def _holder_struct(pid: int) -> tuple[bytes, bytes]:
     if raw is None:
         if len(_holder_structs) > 64:  # a fork child's pid is new: keep the table small
             _holder_structs.clear()
-        raw = _holder_structs[pid] = tuple(  # type: ignore[assignment]
-            bytes(_Flock(t, os.SEEK_SET, LOCK_BASE + pid, 1, 0)) for t in (fcntl.F_RDLCK, fcntl.F_UNLCK))
+        lock, unlock = (bytes(_Flock(t, os.SEEK_SET, LOCK_BASE + pid, 1, 0)) for t in (fcntl.F_RDLCK, fcntl.F_UNLCK))
+        raw = _holder_structs[pid] = (lock, unlock)
     return raw
 
 

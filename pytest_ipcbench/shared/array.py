@@ -29,15 +29,16 @@ import contextlib
 import contextvars
 import marshal
 import math
-from typing import Any, Iterator, Literal, SupportsIndex, cast
+from collections.abc import Iterator
+from typing import Any, Literal, SupportsIndex, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from . import segment as _segment
 from ..core import nodes as _nodes
 from ..core.errors import IpcbenchError
 from ..core.nodes import this_node
+from . import segment as _segment
 from .segment import Segment
 
 #: Arrays with fewer bytes than this are kept in process memory and pickled by value.
@@ -81,7 +82,8 @@ def _over(seg: Segment, offset: int, shape: tuple[int, ...], strides: tuple[int,
 
     numpy checks that the items stay inside the segment (ValueError otherwise).
     """
-    arr = _new_array(cls or SharedNDArray, shape, dtype, seg.anchor(), offset, strides)
+    # a ctypes array is a buffer (numpy's stubs declare the buffer protocol from Python 3.12 on only)
+    arr = _new_array(cls or SharedNDArray, shape, dtype, seg.anchor(), offset, strides)  # type: ignore[arg-type]
     arr._ipcb_seg = seg
     arr._ipcb_off = offset  # the data pointer of an array never moves: pickling needs no lookup
     if readonly:  # as sent; like any read-only view of writable memory, it may be made writable
@@ -214,9 +216,9 @@ class SharedNDArray(np.ndarray):
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
         args = self._send_args()
         if args is not None:
-            sent = _sent.get()
-            if sent is not None:
-                sent.append(self._ipcb_seg)
+            sent, seg = _sent.get(), self._ipcb_seg
+            if sent is not None and seg is not None:  # args: it has a segment
+                sent.append(seg)
             cls = type(self)
             return (_rebuild, args if cls is SharedNDArray else args + (cls,))
         return (_by_value, (self.view(np.ndarray), type(self)))
@@ -296,10 +298,10 @@ def to_wire(arr: Any) -> tuple[bytes, Segment] | None:
     an array that travels by value.  The caller gives the reference back if the send fails."""
     if type(arr) is not SharedNDArray or not _plain(arr.dtype):
         return None
-    args = arr._send_args(True)
-    if args is None:
+    args, seg = arr._send_args(True), arr._ipcb_seg
+    if args is None or seg is None:  # (a handle always has its segment)
         return None
-    return _WIRE_PREFIX + marshal.dumps(args, 4), arr._ipcb_seg  # type: ignore[return-value]
+    return _WIRE_PREFIX + marshal.dumps(args, 4), seg
 
 
 #: Bare handles already parsed here, by their bytes (the handle, dtype object, node checked).

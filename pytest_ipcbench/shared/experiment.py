@@ -15,7 +15,8 @@ import json
 import multiprocessing
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -129,7 +130,7 @@ def measure(array: np.ndarray, paths: Sequence[str] = PATHS, repeats: int = 5,
             for p in paths:
                 samples[p].append(run(p))  # arrays are freed by refcounting: no gc pass here
     finally:
-        premade = None  # noqa: F841  (drop our reference before the pool closes)
+        premade = None  # drop our reference before the pool closes
         pool.close()
         if own_consumer:
             consumer.close()
@@ -174,11 +175,14 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
                 out["skipped"][label] = str(exc)
                 continue
             out["sizes"].append(int(n))
-        got = {label: {"handle": [], "ping": []} for label in arrays}
+        got: dict[str, dict[str, list[float]]] = {label: {"handle": [], "ping": []} for label in arrays}
         release: dict[str, list[float]] = {label: [] for label in arrays}
         for i in range(max(2, int(rounds)) + 1):
             for label, arr in arrays.items():
-                h = consumer.transfer("q", lambda a=arr: consumer.q.put(a))
+                def put(a: Any = arr) -> Any:  # bound now, called within the timed transfer
+                    return consumer.q.put(a)
+
+                h = consumer.transfer("q", put)
                 dropped = consumer.release_times[-1]
                 p = consumer.transfer("q", lambda: consumer.q.put(None))
                 if i:  # the first round warms both paths (and makes the consumer's mappings)
@@ -267,8 +271,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     paths = PATHS if args.paths is None else tuple(p for p in args.paths.split(",") if p)
     if args.handle_sizes is not None and args.paths is None:
-        sizes = [parse_size(x) for x in args.handle_sizes.split(",") if x]
-        sweep = handle_sweep(sizes, args.repeats)
+        sweep = handle_sweep([parse_size(x) for x in args.handle_sizes.split(",") if x], args.repeats)
         print(json.dumps(sweep, indent=2) if args.json else _format_sweep(sweep, args.repeats))
         return
     if args.handle_sizes is None:  # the sweep by default only when every path runs
@@ -293,10 +296,12 @@ def _format_sweep(sweep: dict[str, Any], rounds: int) -> str:
     lines = [f"handle only vs None through the same queue, {rounds} interleaved rounds (medians):"]
     for label, med in sweep["median"].items():
         p10 = sweep.get("p10", {}).get(label, {})
-        lines.append(f"  {label:>6s}  handle {med['handle'] * 1e6:8.1f} us   ping {med['ping'] * 1e6:8.1f} us"
-                     f"   handle/ping {sweep['ratio'][label]:.2f}x   paired {sweep['paired'][label]:.2f}x"
-                     + (f"   (10th percentiles {p10['handle'] * 1e6:.1f} / {p10['ping'] * 1e6:.1f} us)" if p10 else "")
-                     + (f"   release {sweep['release'][label] * 1e6:.1f} us" if label in sweep.get("release", {}) else ""))
+        lines.append(
+            f"  {label:>6s}  handle {med['handle'] * 1e6:8.1f} us   ping {med['ping'] * 1e6:8.1f} us"
+            f"   handle/ping {sweep['ratio'][label]:.2f}x   paired {sweep['paired'][label]:.2f}x"
+            + (f"   (10th percentiles {p10['handle'] * 1e6:.1f} / {p10['ping'] * 1e6:.1f} us)" if p10 else "")
+            + (f"   release {sweep['release'][label] * 1e6:.1f} us" if label in sweep.get("release", {}) else "")
+        )
     for label, why in sweep["skipped"].items():
         lines.append(f"  {label:>6s}  skipped: {why}")
     return "\n".join(lines)

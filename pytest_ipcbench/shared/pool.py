@@ -19,8 +19,7 @@ from types import TracebackType
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from . import array as _array
-from . import segment as _segment
+from . import array as _array, segment as _segment
 from .array import Order, SharedNDArray
 from .segment import Segment
 

@@ -88,9 +88,12 @@ import struct
 import threading
 import time
 import weakref
+
+# what WeakValueDictionary uses: atomic under the GIL (private: typeshed does not list it)
+from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
-from _weakref import _remove_dead_weakref  # what WeakValueDictionary uses: atomic under the GIL
+from typing import Any
 
 from ..core import names as _names
 from ..core.errors import IpcbenchError
@@ -180,7 +183,8 @@ class _State:
         self.gen = _U64.from_address(addr + _OFF_GEN)  # made once: every handle reads it
         # The counts every handle takes, bound once (libatomic only): send, send, adopt, uncount.
         hot = [_atomic.bind(mode, addr + off, delta, width) for off, delta, width in _HOT_ADDS]
-        self._hot = None if None in hot else tuple(hot)
+        bound = [f for f in hot if f is not None]
+        self._hot = tuple(bound) if len(bound) == len(hot) else None
 
     def add(self, offset: int, delta: int, width: int) -> int:
         return _atomic.fetch_add(self.mode, self.addr + offset, delta, width, self.fd)
@@ -424,8 +428,8 @@ class Segment:
         buftype = st.buftype
         if buftype is None:  # one type per mapping: making a ctypes type costs more than a handle
             buftype = st.buftype = ctypes.c_char * st.capacity
-        a = buftype.from_address(st.addr + HEADER_SIZE)
-        a.segment = self
+        a: Any = buftype.from_address(st.addr + HEADER_SIZE)
+        a.segment = self  # the anchor keeps its segment alive
         self._anchors.add(_AnchorRef(a, self._anchors.discard))
         return a
 
@@ -507,7 +511,8 @@ def _cache_check(st: _State, now: float) -> bool:
     the holders still counted are dead, and we unlink it as their last drop would have.
     """
     try:
-        if os.fstat(st.fd).st_nlink == 0:  # type: ignore[arg-type]
+        assert st.fd is not None  # only a mapping with its descriptor is cached
+        if os.fstat(st.fd).st_nlink == 0:
             return True  # unlinked: unmap now, our mapping alone keeps its pages allocated
         if st.probe_due:
             st.probe_due = False
@@ -704,7 +709,7 @@ def _map_existing(name: str, generation: int | None = None) -> Segment:
 
 
 def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | None = None,
-                    dry_run: bool = False, judge: "Callable[[str, int], bool] | None" = None,
+                    dry_run: bool = False, judge: Callable[[str, int], bool] | None = None,
                     skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Unlink our segments that no live process holds; return their names.
 

@@ -10,16 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import advice_support  # tests/ is on sys.path (rootdir conftest, no package)
 import numpy as np
 import pytest
-
-import advice_support  # tests/ is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench import Advice, advise
 from pytest_ipcbench.advice import advise_described, features
 from pytest_ipcbench.advice.cases import FAMILIES, cases
 from pytest_ipcbench.advice.decision import Candidate
 from pytest_ipcbench.advice.describe import described
+from pytest_ipcbench.advice.driver import pairs
 from pytest_ipcbench.advice.prior import shortlist
 from pytest_ipcbench.backends.base import BACKENDS, register_backend
 from pytest_ipcbench.core.errors import UsageError
@@ -109,6 +109,13 @@ def _advice() -> Advice:
                   race={"stages": 2, "stopped": "the budget", "rounds": 12}, notes=["n"])
 
 
+def test_the_stream_scenario_offers_channels_only() -> None:
+    """A store keeps only the newest value: streamed, it would lose messages (no group: this machine)."""
+    ok, why = pairs(None, "stream", ["shm", "zmq"])
+    assert {s.name for s in ok} == {"zmq"}
+    assert all("needs a channel" in why[f"shm/{mode}"] for mode in ("bytes", "native"))
+
+
 def test_the_decision_round_trips_through_json(tmp_path: Path) -> None:
     advice = _advice()
     path = tmp_path / "advice.json"
@@ -192,3 +199,11 @@ def test_every_mpi_rank_prints_the_same_pick(tmp_path: Path) -> None:
     assert len(lines) == 2 and len(picks) == 1, proc.stdout
     advice = Advice.read_json(out)
     assert advice.pick in picks and advice.environment["group"] == "mpi"
+
+
+def test_the_stream_scenario_offers_channels_only() -> None:
+    from pytest_ipcbench.advice.driver import pairs
+
+    ok, out = pairs(None, "stream", ["shm", "zmq", "mp-queue"])
+    assert {f"{s.name}/{s.mode}" for s in ok} == {"zmq/bytes", "zmq/native", "mp-queue/bytes", "mp-queue/native"}
+    assert "stream scenario needs a channel" in out["shm/native"]

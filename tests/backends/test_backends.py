@@ -8,20 +8,19 @@ it left nothing of ours in /dev/shm or the temp dir. The MPI backends are in tes
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
+import support as progs  # tests/ is on sys.path (rootdir conftest, no package)
 
-from pytest_ipcbench.core import names
 from pytest_ipcbench.backends import BackendSpec, BackendUnavailable, PayloadError, get_backend
 from pytest_ipcbench.backends.base import backend_names, unavailable_reason
+from pytest_ipcbench.core import names
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec
 from pytest_ipcbench.harness.transfer import assert_delivered, deliver
-
-import support as progs  # tests/ is on sys.path (rootdir conftest, no package)
 
 LOCAL = ("lmdb", "shm", "zmq", "mp-queue")
 STORES = ("lmdb", "shm")

@@ -10,6 +10,7 @@ longer shows. ``make test`` and ``make bench`` run the whole suite and the whole
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -49,6 +50,9 @@ EXERCISED: dict[str, str] = {
     "ipcbench compare base/results.json head/results.json --json verdicts.json":
         HERE + "test_run_report_compare_calibrate_as_written",
     f'ipcbench calibrate --runs 3 --run-args "{SMALL}"': HERE + "test_run_report_compare_calibrate_as_written",
+    "ipcbench comment --json verdicts.json": HERE + "test_run_report_compare_calibrate_as_written",
+    "ipcbench export base/results.json --format bmf --out bmf.json": HERE + "test_run_report_compare_calibrate_as_written",
+    'ipcbench advise --describe "dict of 50 float64 arrays of 4 KiB"': HERE + "test_advise_describe_as_written",
     # installs base and head into venvs of their own and runs them interleaved: minutes
     "ipcbench gate --base origin/main":
         "tests/gate/test_gate_project.py::test_gate_in_the_example_history_catches_an_injected_slowdown",
@@ -178,3 +182,17 @@ def test_run_report_compare_calibrate_as_written(tmp_path: Path) -> None:
     if not has_json:
         pytest.skip("ipcbench compare has no --json yet: ran the README's compare without it")
     assert '"pytest-ipcbench-verdicts"' in (tmp_path / "verdicts.json").read_text()
+    # what a pull request's comment and other tools get from those two runs
+    for command in [c for c in shown if c.startswith(("ipcbench comment", "ipcbench export"))]:
+        proc = _run(command, tmp_path, timeout=300)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, f"{command}\n{proc.stdout}{proc.stderr}"
+    assert "<!-- pytest-ipcbench -->" in _run("ipcbench comment --json verdicts.json", tmp_path, 300).stdout
+    assert json.loads((tmp_path / "bmf.json").read_text())
+
+
+def test_advise_describe_as_written(tmp_path: Path) -> None:
+    """The README's advise line: the prior's pick for a described object, at once, no traceback."""
+    command = next(c for c in readme_commands() if c.startswith("ipcbench advise"))
+    proc = _run(command, tmp_path, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("use "), proc.stdout

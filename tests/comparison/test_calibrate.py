@@ -8,14 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_compare_runs import run_set  # tests/comparison is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench.commands import main
-from pytest_ipcbench.comparison import calibration as cal
-from pytest_ipcbench.comparison import calibration_summary as tell
-from pytest_ipcbench.comparison import compare
+from pytest_ipcbench.comparison import calibration as cal, calibration_summary as tell, compare
 from pytest_ipcbench.results.results import ResultSet
-
-from test_compare_runs import run_set  # tests/comparison is on sys.path (rootdir conftest, no package)
 
 
 def test_sigma_of_a_case_is_what_its_runs_scatter() -> None:

@@ -16,8 +16,8 @@ import pytest
 from pytest_ipcbench.commands import main as ipcbench
 from pytest_ipcbench.core import cleanup, names
 from pytest_ipcbench.core.cleanup import stale_mpich_segments
-from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.shared import segment
 
 MPIEXEC = Path(sys.executable).with_name("mpiexec")

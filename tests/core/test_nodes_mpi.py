@@ -125,7 +125,7 @@ def test_node_local_store_is_made_once_per_node(world: Any, name: str, root: int
         pytest.skip(reason)
     out = world.run(_store_once_per_node, spec)
     writers = {}
-    for rank, (node, node_rank, created, got) in enumerate(out):
+    for rank, (node, _node_rank, created, got) in enumerate(out):
         if rank != root:
             assert got == [True, True], f"rank {rank} (node {node}) read {got}"
         if created:

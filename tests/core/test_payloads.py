@@ -7,7 +7,6 @@ import pickle
 import numpy as np
 import pytest
 
-from pytest_ipcbench.core.units import SizeTooLarge, machine_memory, size_label
 from pytest_ipcbench.core.payloads import (
     NDARRAY_COLS,
     TINY_BYTES,
@@ -16,6 +15,7 @@ from pytest_ipcbench.core.payloads import (
     parse_size,
     payload_kinds,
 )
+from pytest_ipcbench.core.units import SizeTooLarge, machine_memory, size_label
 
 
 @pytest.mark.parametrize(

@@ -5,15 +5,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Iterator
-
-import pytest
+from collections.abc import Iterator
 
 import plugin_support  # tests/ is on sys.path (rootdir conftest, no package)
+import pytest
 from plugin_support import FileStore, records_kind
 
-from pytest_ipcbench import BackendSpec, ExtensionError, Kind, PayloadSpec, backend_names, payload_kinds
-from pytest_ipcbench import register_backend, register_payload
+from pytest_ipcbench import (
+    BackendSpec,
+    ExtensionError,
+    Kind,
+    PayloadSpec,
+    backend_names,
+    payload_kinds,
+    register_backend,
+    register_payload,
+)
 from pytest_ipcbench.backends.base import BACKENDS, Backend, get_backend
 from pytest_ipcbench.core import names
 from pytest_ipcbench.core.group import GroupError, in_mpi_job

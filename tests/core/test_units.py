@@ -6,8 +6,15 @@ import math
 
 import pytest
 
-from pytest_ipcbench.core.units import (duration_label, format_bytes, format_percent, format_rate, format_ratio,
-                                        format_time, parse_size)
+from pytest_ipcbench.core.units import (
+    duration_label,
+    format_bytes,
+    format_percent,
+    format_rate,
+    format_ratio,
+    format_time,
+    parse_size,
+)
 
 
 def test_format_time_picks_the_unit() -> None:

@@ -15,11 +15,11 @@ import pytest
 
 from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
 from pytest_ipcbench.core.counters import COUNTERS, DEEP_COUNTERS, CounterAbsent, RankCounters
-from pytest_ipcbench.core.probes import AllocProbe, CounterProbe, PickleCounter
-from pytest_ipcbench.core.syscalls import syscall_unavailable
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.payloads import PayloadSpec
+from pytest_ipcbench.core.probes import AllocProbe, CounterProbe, PickleCounter
+from pytest_ipcbench.core.syscalls import syscall_unavailable
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, run_bench
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="local process groups: not inside an MPI job")

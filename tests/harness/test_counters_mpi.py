@@ -13,9 +13,9 @@ import pytest
 
 from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
 from pytest_ipcbench.core.counters import RankCounters
-from pytest_ipcbench.core.syscalls import syscall_unavailable
 from pytest_ipcbench.core.group import MPIGroup
 from pytest_ipcbench.core.payloads import PayloadSpec
+from pytest_ipcbench.core.syscalls import syscall_unavailable
 from pytest_ipcbench.harness import measure
 from pytest_ipcbench.harness.measure import BenchSettings
 

@@ -4,10 +4,10 @@ failure never dropping the other backends' rows from the reference checks (issue
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-
 from plugin_support import FileStore  # tests/ is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench.backends.base import BackendSpec, PayloadError, backend_names, get_backend, register_backend

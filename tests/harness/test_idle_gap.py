@@ -9,8 +9,8 @@ from pytest_ipcbench import BenchSettings, BufferPayload, LocalWorld
 from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.harness.measure import bench
-from pytest_ipcbench.results.results import ResultSet
 from pytest_ipcbench.report.markdown import markdown
+from pytest_ipcbench.results.results import ResultSet
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="local worker processes: not inside an MPI job")
 

@@ -18,10 +18,10 @@ import pytest
 from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.envinfo import INJECT_ENV, collect
 from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.injection import Slowdown, format_injection, injected, parse_injection
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.procs import BUSY_SHARE, cpu_mark, others_busy
 from pytest_ipcbench.harness import measure
-from pytest_ipcbench.core.injection import Slowdown, format_injection, injected, parse_injection
 from pytest_ipcbench.harness.inject import stretcher
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload
 

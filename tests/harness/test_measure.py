@@ -18,16 +18,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_ipcbench.harness import measure
-from pytest_ipcbench.harness.count import ALLOC_ITERATIONS
-
-from pytest_ipcbench.core import names
 from pytest_ipcbench.backends.base import Backend, BackendSpec, register, unavailable_reason
+from pytest_ipcbench.core import names
 from pytest_ipcbench.core.group import GroupError, in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
-from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, Plan, static_plan, timed_plan
 from pytest_ipcbench.core.payloads import PAYLOADS, Kind, PayloadSpec, register_payload
+from pytest_ipcbench.harness import measure
 from pytest_ipcbench.harness.clock import rank_clocks
+from pytest_ipcbench.harness.count import ALLOC_ITERATIONS
+from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, Plan, static_plan, timed_plan
 from pytest_ipcbench.harness.scenarios import delivery_times
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="local process groups: not inside an MPI job")

@@ -14,12 +14,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pytest_ipcbench.harness import measure
-from pytest_ipcbench.harness.count import ALLOC_ITERATIONS
 from pytest_ipcbench.backends.base import Backend, BackendSpec, get_backend, register, unavailable_reason
 from pytest_ipcbench.core.group import GroupError, MPIGroup
-from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload
 from pytest_ipcbench.core.payloads import PayloadSpec
+from pytest_ipcbench.harness import measure
+from pytest_ipcbench.harness.count import ALLOC_ITERATIONS
+from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload
 from pytest_ipcbench.harness.physics import below_physics
 from pytest_ipcbench.harness.speed import assert_faster
 

@@ -7,7 +7,8 @@ The MPI backends have the same tests in test_references_mpi.py (run under mpiexe
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,28 +16,28 @@ import pytest
 from pytest_ipcbench.backends.base import (
     BACKENDS,
     Backend,
-    BackendUnavailable,
-    register_backend,
-    Backoff,
     BackendSpec,
+    BackendUnavailable,
+    Backoff,
     Spin,
     backend_names,
     default_wait,
     get_backend,
     parse_wait,
+    register_backend,
     resolve_wait,
     restore_wait_state,
     set_default_wait,
     wait_state,
 )
+from pytest_ipcbench.backends.references import reference_of
 from pytest_ipcbench.core import envinfo
 from pytest_ipcbench.core.group import Group
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, bench, bench_interleaved
-from pytest_ipcbench.backends.references import reference_of
 from pytest_ipcbench.harness.refcheck import RefRow, compare_on
-from pytest_ipcbench.report.references import markdown, table, write_report
 from pytest_ipcbench.harness.speed import assert_not_slower
+from pytest_ipcbench.report.references import markdown, table, write_report
 
 LOCAL = ("zmq", "shm", "lmdb", "mp-queue")
 QUICK = BenchSettings(time_budget=0.15, warmup=3)

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from pytest_ipcbench.backends.base import BackendSpec
+from pytest_ipcbench.backends.references import reference_of
 from pytest_ipcbench.core.group import MPIGroup
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, bench_interleaved
-from pytest_ipcbench.backends.references import reference_of
 from pytest_ipcbench.harness.speed import SpeedAssertionError, assert_not_slower
 
 pytestmark = pytest.mark.mpi

@@ -10,14 +10,14 @@ import time
 import numpy as np
 import pytest
 
-from pytest_ipcbench.harness import speed
 from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
-from pytest_ipcbench.harness.measure import BenchSettings, run_interleaved
 from pytest_ipcbench.core.payloads import PayloadSpec
-from pytest_ipcbench.results.results import Result
+from pytest_ipcbench.harness import speed
+from pytest_ipcbench.harness.measure import BenchSettings, run_interleaved
 from pytest_ipcbench.harness.speed import SpeedAssertionError, assert_faster, assert_not_slower, assert_ratio, compare
+from pytest_ipcbench.results.results import Result
 
 # CPU-bound claims are timed in CPU time: a machine shared with other jobs slices wall time
 # unevenly between the samples, but not the work a sample does.

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from pytest_ipcbench import mpi_methods as mm
-from pytest_ipcbench.mpi_methods.methods import Bcast
 from pytest_ipcbench.harness.measure import BenchSettings, VerificationError, static_plan
+from pytest_ipcbench.mpi_methods.methods import Bcast
+
 # the fixtures mpi_method, ragged_payload and contiguous_payload come from the plugin
-from pytest_ipcbench.plugin.fixtures.mpi_methods import MethodRunner, MethodPayload, mpi_unavailable_reason
+from pytest_ipcbench.plugin.fixtures.mpi_methods import MethodPayload, MethodRunner, mpi_unavailable_reason
 
 QUICK = mm.QUICK_SETTINGS
 

@@ -43,8 +43,8 @@ def test_the_methods_never_import_the_report_nor_a_timer_of_its_own() -> None:
 
 
 def test_the_report_takes_the_methods_constants_from_the_package() -> None:
-    import pytest_ipcbench.report.mpi_methods as rep
     import pytest_ipcbench.mpi_methods as s4
+    import pytest_ipcbench.report.mpi_methods as rep
 
     assert rep.SCENARIO is s4.SCENARIO and rep.CONFIG_ORDER is s4.CONFIG_ORDER
     assert rep.SHAPE_OF_PAYLOAD is s4.SHAPE_OF_PAYLOAD and rep.SHAPE_TITLES is s4.SHAPE_TITLES

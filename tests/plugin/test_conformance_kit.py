@@ -10,9 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import plugin_support  # tests/ is on sys.path (rootdir conftest, no package)
+import pytest
 
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.plugin.fixtures.conformance import DEFAULT_TIMEOUT, TIMEOUT_ENV, conformance_timeout

@@ -15,9 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import plugin_support  # tests/ is on sys.path (rootdir conftest, no package)
+import pytest
 
 from pytest_ipcbench.core.group import in_mpi_job
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_ipcbench.backends.base import backend_names
-from pytest_ipcbench.plugin.session import backend_fixtures, IpcSession, payload_specs
 from pytest_ipcbench.core.checks import OptionError
+from pytest_ipcbench.plugin.session import IpcSession, backend_fixtures, payload_specs
 from pytest_ipcbench.plugin.settings import OPTIONS, Settings, default_ranks
 
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from pytest_ipcbench.plugin.verdict import RankOutcome, Verdict, apply, decide, outcome_of, short_error
 from pytest_ipcbench.core.watchdog import Watchdog
+from pytest_ipcbench.plugin.verdict import RankOutcome, Verdict, apply, decide, outcome_of, short_error
 
 
 def report(outcome: str = "passed", when: str = "call", longrepr=None, **attrs) -> pytest.TestReport:

@@ -166,9 +166,9 @@ def test_one_setup_cache_serves_every_mpi_benchmark(monkeypatch: pytest.MonkeyPa
     """asv keys a setup_cache by its function's module and line: both MPI modules share one."""
     asv_base = pytest.importorskip("asv_runner.benchmarks._base")
     monkeypatch.syspath_prepend(str(REPO))  # the `pytest` script does not put the checkout on sys.path
-    import benchmarks._job as job  # noqa: PLC0415
-    import benchmarks.bench_mpi_methods as methods  # noqa: PLC0415
-    import benchmarks.bench_transfer as transfer  # noqa: PLC0415
+    import benchmarks._job as job
+    import benchmarks.bench_mpi_methods as methods
+    import benchmarks.bench_transfer as transfer
 
     assert transfer.setup_cache is methods.setup_cache is job.setup_cache
     keys = {asv_base.get_setup_cache_key(m.setup_cache) for m in (transfer, methods)}

@@ -4,8 +4,9 @@ backends" beside a list of nine). README.md is checked by its own owner's tests;
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).parents[2]
 WORDS = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}

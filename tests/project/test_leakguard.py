@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import leakguard  # tests/ is on sys.path (rootdir conftest, no package)
+
 from pytest_ipcbench.core import names
 
 

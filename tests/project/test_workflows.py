@@ -108,6 +108,15 @@ def test_tests_workflow_covers_the_matrix() -> None:
     assert "timeout-minutes" in text and "--oversubscribe" in text
 
 
+def test_lint_runs_in_ci_and_first_in_make_test() -> None:
+    text = (WORKFLOWS / "tests.yml").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    for step in ("ruff check pytest_ipcbench tests tools benchmarks", "mypy pytest_ipcbench"):
+        assert step in text
+    assert "$(BIN)/ruff check $(LINTED)" in makefile and "$(BIN)/mypy pytest_ipcbench" in makefile
+    assert "\ntest: $(STAMP) lint\n" in makefile
+
+
 def test_perf_gate_workflow_runs_the_make_target_and_reports() -> None:
     text = (WORKFLOWS / "perf-gate.yml").read_text()
     assert "pull_request" in text and "fetch-depth: 0" in text

@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 
 from pytest_ipcbench.core.counters import Counters, RankCounters
-from pytest_ipcbench.results.results import Result, ResultSet
 from pytest_ipcbench.report import write_report
 from pytest_ipcbench.report.counters import cost_section, counter_rows, run_note
+from pytest_ipcbench.results.results import Result, ResultSet
 
 
 def counted() -> Result:

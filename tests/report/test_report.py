@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from pytest_ipcbench import report
+from pytest_ipcbench.commands import main as cli_main
 from pytest_ipcbench.report.common import copy_bandwidth_by_size
 from pytest_ipcbench.report.markdown import relative_speed_table
-from pytest_ipcbench.commands import main as cli_main
 from pytest_ipcbench.results.results import Result, ResultSet, Verified
 
 BACKENDS = {"shm": 1.0, "zmq": 1.5, "mp-queue": 4.0}

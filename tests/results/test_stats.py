@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_ipcbench.results.stats import RatioInterval, ratio_interval, summarize, verdict
+from pytest_ipcbench.comparison.compare import compare_sets, decide
+from pytest_ipcbench.results.results import ResultSet
+from pytest_ipcbench.results.stats import RatioInterval, ratio_interval, summarize
 
 
 def test_summarize():
@@ -50,16 +52,20 @@ def test_ratio_interval_rejects_bad_input():
         ratio_interval([1.0], [1.0], confidence=1.5)
 
 
-def test_verdict_needs_the_whole_interval_past_the_threshold():
+def test_the_rule_needs_the_whole_interval_past_the_threshold_to_decide():
+    """compare's one rule (history/compare.py decide): slower or faster only when the whole
+    interval is past the threshold, unchanged only when it lies within it, else inconclusive."""
     def iv(low: float, high: float) -> RatioInterval:
         return RatioInterval((low + high) / 2, low, high, 0.95, 1.0, 1.0)
 
-    assert verdict(iv(1.2, 1.4), 0.1) == "slower"
-    assert verdict(iv(1.05, 1.4), 0.1) == "unchanged"  # could be within 10%
-    assert verdict(iv(0.7, 0.85), 0.1) == "faster"
-    assert verdict(iv(0.7, 0.95), 0.1) == "unchanged"
-    with pytest.raises(ValueError):
-        verdict(iv(1, 1), -0.1)
+    assert decide(iv(1.2, 1.4), 0.1) == "slower"
+    assert decide(iv(1.05, 1.4), 0.1) == "inconclusive"  # could be within 10%, or past it
+    assert decide(iv(0.7, 0.85), 0.1) == "faster"
+    assert decide(iv(0.7, 0.95), 0.1) == "inconclusive"
+    assert decide(iv(0.95, 1.05), 0.1) == "unchanged"
+    assert decide(iv(1.0, 1.1), 0.1) == "unchanged"  # the boundary itself is within
+    with pytest.raises(ValueError, match="threshold must not be negative"):
+        compare_sets(ResultSet(env={}, results=[]), ResultSet(env={}, results=[]), threshold=-0.1)
 
 
 def test_results_of_schema_1_still_load(tmp_path) -> None:

@@ -17,9 +17,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import leakguard  # tests/ is on sys.path (rootdir conftest, no package)
 import pytest
 
-import leakguard  # tests/ is on sys.path (rootdir conftest, no package)
 from pytest_ipcbench.core import names, procs
 from pytest_ipcbench.core.group import in_mpi_job
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ipcbench.runner.matrix import is_channel
-from pytest_ipcbench.runner.progress import Progress
 from pytest_ipcbench.backends.base import BACKENDS, unavailable_reason
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import find_mpiexec
-from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix
-from pytest_ipcbench.runner.shared_arrays import experiment_results
 from pytest_ipcbench.results.results import SCHEMA, ResultSet
+from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix
+from pytest_ipcbench.runner.matrix import is_channel
+from pytest_ipcbench.runner.progress import Progress
+from pytest_ipcbench.runner.shared_arrays import experiment_results
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="starts its own processes: not inside an MPI job")
 MPIEXEC = find_mpiexec()
@@ -163,6 +163,11 @@ def test_ipcbench_run_quick_end_to_end(tmp_path):
     assert data["schema"] == SCHEMA
     env = data["env"]
     assert env["ranks"] == 3 and "oversubscribed" in env and env["mpi"].get("vendor") and env["copy_bandwidth_MBps"] > 0
+    # the harness's own floor, per process model (harness/floor.py): the MPI job's on its 3 ranks
+    floor = env["harness_floor"]["mpi"]
+    assert floor["group"] == "mpi" and floor["ranks"] == 3 and set(floor["seconds"]) == {"pingpong", "broadcast"}
+    if not unavailable_reason("mp-queue"):  # local cases ran: the local workers' floor too
+        assert env["harness_floor"]["local"]["group"] == "local"
     if len(os.sched_getaffinity(0)) > 1:  # the host's state at the run's start and end (core/cpu_pair.py)
         assert len(env["cross_cpu_copy_s"]) == 2 and all(0 < x < 0.1 for x in env["cross_cpu_copy_s"]), env
     rs = ResultSet.load(out / "results.json")

@@ -10,10 +10,10 @@ import time
 
 import numpy as np
 import pytest
+from support import Worker  # tests/ is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench.shared import SharedNumpyPool, _cache, segment
 from pytest_ipcbench.shared.segment import cache_info, clear_cache, shm_path
-from support import Worker  # tests/ is on sys.path (rootdir conftest, no package)
 
 N = 100_000  # 800 kB of float64: above the inline threshold
 
@@ -255,7 +255,7 @@ def test_handle_sweep_visits_every_size_in_every_round():
     class _Recorder:
         release_times: list[float] = []
 
-        class q:  # noqa: N801 - stands in for the consumer's queue
+        class q:  # stands in for the consumer's queue
             @staticmethod
             def put(item):
                 sent.append(None if item is None else item.nbytes)

@@ -11,9 +11,9 @@ import signal
 
 import numpy as np
 import pytest
+from support import Worker  # tests/ is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench.shared import Queue, SegmentGone, SharedNDArray, SharedNumpyPool, reclaim_orphans
-from support import Worker  # tests/ is on sys.path (rootdir conftest, no package)
 from pytest_ipcbench.shared.segment import shm_path
 
 N = 100_000  # 800 kB of float64: above the inline threshold

@@ -8,9 +8,9 @@ import pickle
 
 import numpy as np
 import pytest
+from support import Worker  # tests/ is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench.shared import Queue, SharedNumpyPool
-from support import Worker  # tests/ is on sys.path (rootdir conftest, no package)
 from pytest_ipcbench.shared.segment import shm_path
 
 N = 100_000  # 800 kB of float64

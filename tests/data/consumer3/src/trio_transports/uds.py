@@ -71,7 +71,7 @@ class UdsBackend(Backend):
             try:
                 for part in parts:
                     self._socks[rank].sendall(part)
-            except socket.timeout:
+            except TimeoutError:
                 raise TimeoutError(f"uds ({self.mode} mode): the writer waited {self.timeout:g} s for rank {rank} "
                                    "to take a message and gave up") from None
 
@@ -80,7 +80,7 @@ class UdsBackend(Backend):
         try:
             tag, length = _HEAD.unpack(_recv_exact(sock, _HEAD.size))
             body = _recv_exact(sock, length)
-        except socket.timeout:
+        except TimeoutError:
             raise self.timeout_error("a message on its socket") from None
         if tag == _ERROR:
             raise self.writer_failed(bytes(body).decode("utf-8", "replace"))

@@ -20,6 +20,7 @@ import pickle
 from typing import Any
 
 import numpy as np
+
 from pytest_ipcbench.backends.shm import SharedMemoryBackend
 
 from .variant import VARIANT
