@@ -35,7 +35,7 @@ class InheritedShm(Backend):
     """See the module docstring."""
 
     name = "inshm"
-    kind = "store"
+    delivery = "store"
     SIZE = 4 << 20
 
     @classmethod

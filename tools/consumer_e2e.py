@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,23 +36,44 @@ PROJECT = ROOT / "tests" / "data" / "consumer3"
 STEP_TIMEOUT = 1200  # seconds: a step that takes longer hangs
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def ours() -> set[str]:
-    """Our resources now: ipcb-* in /dev/shm and the temp folder."""
+    """Leftovers now: ipcb-<pid>-* in /dev/shm and the temp folder whose owner is gone (another
+    job's live resources on a shared machine are not ours to count)."""
     found = set()
     for folder in (Path("/dev/shm"), Path(tempfile.gettempdir())):
-        found |= {str(p) for p in folder.glob("ipcb-*")}
+        for path in folder.glob("ipcb-*"):
+            owner = re.match(r"ipcb-(\d+)", path.name)
+            if owner and not _alive(int(owner.group(1))):
+                found.add(str(path))
     return found
 
 
 def step(name: str, cmd: list[str], cwd: Path, log: Path, env: dict[str, str]) -> tuple[bool, str]:
     start = time.monotonic()
     with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=STEP_TIMEOUT,
-                                  start_new_session=True)
-            code = proc.returncode
+            code: int | None = proc.wait(timeout=STEP_TIMEOUT)
         except subprocess.TimeoutExpired:
             code = None
+        finally:  # a hung step, Ctrl-C or SIGTERM: its whole session (mpiexec and its ranks) goes too
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
     took = time.monotonic() - start
     text = log.read_text(errors="replace")
     problems = []
@@ -67,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (venv, project copy, logs)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the running step is ended
     work = Path(args.keep).resolve() if args.keep else Path(tempfile.mkdtemp(prefix="ipcbench-consumer-e2e-"))
     work.mkdir(parents=True, exist_ok=True)
     before = ours()

@@ -1,39 +1,54 @@
 """Compare two result sets case by case: slower, faster, unchanged or inconclusive.
 
-Cases are matched by key. Each case's head / base of the medians gets an interval: the bootstrap
-of its samples (two-level over rounds for sides merged from rounds or runs), widened by the noise
-its situation could not show itself (:mod:`.noise`: one experiment with rounds; several runs a
-side; separate runs with a calibration; separate runs without one). Then one rule decides
-(:func:`decide`): *slower* when the whole interval lies above ``1 + threshold``, *faster* when
-below ``1 / (1 + threshold)``, *unchanged* when within both, else *inconclusive*; a case whose
-between-run noise nobody measured only "looks" slower or faster (docs/method.md rule 19). Sides of
-several runs and a gate's rounds are judged by their medians and by their fast tails, each at half
-the error rate. A whole file is never refused because some cases are noisy. The outcome and its
-exit code: :class:`~.verdict.Comparison`.
+Cases are matched by key. Each case's head / base of the medians gets an interval: the bootstrap of
+its samples (two-level over rounds), widened by the noise its situation could not show itself
+(:mod:`.noise`). Then one rule (:func:`decide`): *slower* when the whole interval lies above
+``1 + threshold``, *faster* when below ``1 / (1 + threshold)``, *unchanged* when within both, else
+*inconclusive*; a case whose between-run noise nobody measured only "looks" slower or faster
+(docs/method.md rule 19). A gate's rounds and several runs a side are judged by their medians and
+by their fast tails, each at half the error rate. The outcome: :class:`~.verdict.Comparison`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Callable, Sequence
 
-import numpy as np
-
-from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
-from .calibration_summary import JUDGEMENTS
-from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
-                            load_warning, spell_warning)
-from .counters import counter_verdict
-from .noise import CaseData, Noise, more_needed, one_experiment, runs_a_side, separate_calibrated, \
-    separate_uncalibrated
-from .normalise import Normalisation, is_reference, reference_factor
 from ..results.results import Result, ResultSet
+from ..results.stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    RatioInterval,
+    ratio_interval,
+    round_ratio_halfwidth,
+    rounds_ratio_interval,
+)
+from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
+from .compare_notes import (
+    across_runs_note,
+    calibration_load_note,
+    calibration_warning,
+    env_warnings,
+    load_warning,
+    spell_warning,
+)
+from .counters import counter_verdict
+from .noise import (
+    CaseData,
+    Noise,
+    case_spread,
+    median_ratio,
+    more_needed,
+    one_experiment,
+    runs_a_side,
+    separate_calibrated,
+    separate_uncalibrated,
+)
+from .normalise import Normalisation, is_reference, reference_factor
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
-from ..results.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth, \
-    rounds_ratio_interval
 from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison, Waiver
 
 Todo = tuple[str, str, list[float], list[float]]  # key, metric, head samples, base samples
@@ -161,20 +176,22 @@ def compare_sets(
     ways = (0.5, fast_tail) if s.judged_twice and fast_tail is not None else (0.5,)
     per_case = 1 - (1 - confidence) / (max(1, len(todo)) if family_wise else 1) / len(ways)
     z = NormalDist().inv_cdf(1 - (1 - per_case) / 2)
-    assumed = max(UNCALIBRATED_NOISE, _case_spread(todo) if s.across_runs else 0.0)
+    assumed = max(UNCALIBRATED_NOISE, case_spread(todo) if s.across_runs else 0.0)
     measured = {q: _measure(todo, old, new, s, per_case, z, q) for q in ways if quantiles is None or q in quantiles}
     one_round = 0
     for key, m, a, b in todo:
         found = [measured[q][key] for q in measured]
-        if isinstance(found[0], str):  # zero or negative times: a broken measurement, say so
-            cases.append(CaseVerdict(key, "inconclusive", m, None, len(b), len(a), found[0],
+        ok = [f for f in found if not isinstance(f, str)]
+        if len(ok) < len(found):  # zero or negative times: a broken measurement, say so
+            cases.append(CaseVerdict(key, "inconclusive", m, None, len(b), len(a),
+                                     next(f for f in found if isinstance(f, str)),
                                      threshold=threshold_of(key), decide="a measurement with positive times"))
             continue
-        one_round += s.from_gate and found[0][1] == 1 and not s.across_runs
+        one_round += s.from_gate and ok[0][1] == 1 and not s.across_runs
         judged = [_judge(s, data, _noise(s, data, k, assumed), threshold_of(key), m, len(b), len(a))
-                  for data, k in found]  # type: ignore[misc]
-        cases.append(_either(*judged, what="rounds" if not s.across_runs else "runs") if len(judged) > 1
-                     else judged[0])
+                  for data, k in ok]
+        what = "rounds" if not s.across_runs else "runs"
+        cases.append(_either(judged[0], judged[1], what) if len(judged) > 1 else judged[0])
     cases = sorted((_with_counters(c, old, new, waivers) for c in cases), key=lambda c: c.key)
     comparison = Comparison(cases, threshold, confidence, metric, s.warnings, per_case, paired=s.paired,
                             normalisation=s.norm, calibration=s.calibration)
@@ -200,7 +217,7 @@ def _sort_out(old: dict[str, Result], new: dict[str, Result], metric: str | None
             r = next(x for x in (new.get(key), old.get(key)) if x is not None)
             a = new[key].samples.get(r.primary) if key in new else None
             b = old[key].samples.get(r.primary) if key in old else None
-            ratio = _median_ratio(a, b) if a and b else None
+            ratio = median_ratio(a, b) if a and b else None
             note = f"in-run reference, head/base {ratio:.3f}x" if ratio else "in-run reference"
             cases.append(CaseVerdict(key, "reference", r.primary, None, len(b or ()), len(a or ()), note))
         elif key not in new or key not in old:
@@ -318,7 +335,8 @@ def _either(by_median: CaseVerdict, by_tail: CaseVerdict, what: str = "runs") ->
     if by_median.status == "inconclusive":
         return by_tail
     return replace(by_median, status="inconclusive", decide=by_median.decide or "more rounds or runs a side",
-                   note=f"{by_median.note}; the {what}' medians say {by_median.status}, their fast tails {by_tail.status}")
+                   note=f"{by_median.note}; the {what}' medians say {by_median.status}, "
+                        f"their fast tails {by_tail.status}")
 
 
 def _closing_warnings(s: Setting, base: ResultSet, head: ResultSet, old: dict[str, Result], new: dict[str, Result],
@@ -360,27 +378,9 @@ def _noise_line(s: Setting, base: ResultSet, head: ResultSet, assumed: float) ->
     return f"one run: each case's noise is its own samples' spread (a bootstrap){floor}"
 
 
-def _median_ratio(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
-    if not a or not b:
-        return None
-    ma, mb = float(np.median(a)), float(np.median(b))
-    return ma / mb if ma > 0 and mb > 0 else None
-
-
 def _growth(h: float) -> str:
     """A log-scale half-width as the percentage it spans: 0.0953 -> '10%'."""
     return "inf" if not math.isfinite(h) else f"{math.exp(h) - 1:.0%}"
-
-
-def _case_spread(todo: Sequence[Todo]) -> float:
-    """How far the cases' log ratios scatter around their own median (1.4826 x MAD): a spread,
-    not a shift, so a slowdown of every case does not read as noise, while two runs whose cases
-    each moved their own way do."""
-    logs = [math.log(r) for _k, _m, a, b in todo if (r := _median_ratio(a, b))]
-    if len(logs) < 8:
-        return 0.0
-    x = np.asarray(logs)
-    return float(1.4826 * np.median(np.abs(x - np.median(x))))
 
 
 def _with_counters(case: CaseVerdict, old: dict[str, Result], new: dict[str, Result],

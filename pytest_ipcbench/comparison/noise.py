@@ -18,10 +18,13 @@ measured (a verdict needs that), and what more would decide the case.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .calibration import Calibration
+import numpy as np
+
 from ..results.stats import RatioInterval
+from .calibration import Calibration
 
 #: The slowdown whose runs a side an undecided case of several runs a side reports.
 DECIDE_EFFECT = 1.5
@@ -119,3 +122,21 @@ def more_needed(noise: Noise, k: int, ratio: float, threshold: float) -> int | N
     if margin < 1e-3:
         return None
     return max(k + 1, math.ceil(k * (noise.h / margin) ** 2))
+
+
+def median_ratio(a: Sequence[float] | None, b: Sequence[float] | None) -> float | None:
+    if not a or not b:
+        return None
+    ma, mb = float(np.median(a)), float(np.median(b))
+    return ma / mb if ma > 0 and mb > 0 else None
+
+
+def case_spread(todo: Sequence[tuple[str, str, list[float], list[float]]]) -> float:
+    """How far the cases' log ratios scatter around their own median (1.4826 x MAD): a spread,
+    not a shift, so a slowdown of every case does not read as noise, while two runs whose cases
+    each moved their own way do."""
+    logs = [math.log(r) for _k, _m, a, b in todo if (r := median_ratio(a, b))]
+    if len(logs) < 8:
+        return 0.0
+    x = np.asarray(logs)
+    return float(1.4826 * np.median(np.abs(x - np.median(x))))

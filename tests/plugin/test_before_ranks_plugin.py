@@ -8,7 +8,6 @@ a green run at the leak check (no way to release it). Every run is a pytest subp
 
 from __future__ import annotations
 
-import inspect
 import re
 import sys
 import time
@@ -18,6 +17,7 @@ import before_ranks_support  # tests/ is on sys.path (rootdir conftest, no packa
 import pytest
 
 from pytest_ipcbench.core.group import in_mpi_job
+from pytest_ipcbench.core.names import owner_pid, pid_alive
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="runs pytest in a subprocess: not inside an MPI job")
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -40,11 +40,15 @@ def test_bench(ipc_bench, ipc_group, inshm_backend, ipc_payload):
     result = ipc_bench(inshm_backend, ipc_payload, time_budget=0.05)
     assert result.verified.failed == 0
 """
+# read, not imported: defining a backend class with before_ranks registers its hook in this process,
+# and every local world of this test session would then make a segment
+SUPPORT = (Path(__file__).parents[1] / "before_ranks_support.py").read_text()
 KIT = "from pytest_ipcbench.testing import BackendConformance\n\nclass TestInshm(BackendConformance):\n    backend = 'inshm'\n"
 
 
 def _segments() -> set[str]:
-    return {p.name for p in Path("/dev/shm").glob("ipcb-*-ishm")}
+    """ishm segments whose owner is gone: left behind (a live one is another run's, on a shared machine)."""
+    return {p.name for p in Path("/dev/shm").glob("ipcb-*-ishm") if not pid_alive(owner_pid(p.name) or 0)}
 
 
 def _installed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, source: str | None = None) -> None:
@@ -53,7 +57,7 @@ def _installed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sourc
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ipcbench-inshm\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[pytest_ipcbench.backends]\ninshm = inshm:InheritedShm\n")
-    (site / "inshm.py").write_text(source or inspect.getsource(before_ranks_support))
+    (site / "inshm.py").write_text(source or SUPPORT)
     monkeypatch.setenv("PYTHONPATH", str(site))
 
 
@@ -90,7 +94,7 @@ def test_the_kit_takes_the_path_of_ipc_group_and_ipc_bench(pytester: pytest.Pyte
 def test_a_before_ranks_plugin_without_after_ranks_is_named_by_the_kit(pytester: pytest.Pytester,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a release hook the segment outlives the world: the kit's check names it and the hook."""
-    source = inspect.getsource(before_ranks_support).replace("def after_ranks(", "def _not_after_ranks(")
+    source = SUPPORT.replace("def after_ranks(", "def _not_after_ranks(")
     _installed(pytester, monkeypatch, source)
     pytester.makepyfile(test_kit=KIT)
     result = pytester.runpytest_subprocess(*FAST, "-k", "releases", timeout=300)

@@ -1,8 +1,9 @@
 """``ishm``: a shared-memory store made before the ranks start (``before_ranks``), released after
 them (``after_ranks``).
 
-``before_ranks`` makes one sparse segment in /dev/shm, named with ``pytest_ipcbench.core.names``;
-every rank maps it in ``setup()``. The writer copies the pickle in, then bumps a sequence number;
+``before_ranks`` makes one sparse segment in /dev/shm, named with ``pytest_ipcbench.core.names``,
+with a region per possible writer (a ping-pong opens two at once); every rank maps its writer's
+region in ``setup()``. The writer copies the pickle in, then bumps a sequence number;
 readers wait for a newer one. ``after_ranks`` unlinks the segment once the ranks ended, before the
 session's leak check. Local workers only (mpiexec ranks inherit nothing: skipped with the reason).
 """
@@ -20,21 +21,21 @@ from pytest_ipcbench.core import names
 
 _HEAD = struct.Struct("<QQ")  # sequence number, length (ERROR: the writer's error message follows)
 _ERROR = (1 << 64) - 1
-SIZE = 64 << 20  # sparse: pages are used only where written
+SIZE = 64 << 20  # per writer (a ping-pong has two at once: one region per root); sparse: pages are used only where written
 
 
 class InheritedShmBackend(Backend):
     """See the module docstring."""
 
     name = "ishm"
-    kind = "store"
+    delivery = "store"
 
     @classmethod
     def before_ranks(cls, size: int) -> str:
         name = names.resource_name("ishm")
         fd = os.open(f"/dev/shm/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         try:
-            os.ftruncate(fd, SIZE)
+            os.ftruncate(fd, SIZE * size)
         finally:
             os.close(fd)
         return name
@@ -51,8 +52,8 @@ class InheritedShmBackend(Backend):
         if made is None:
             raise RuntimeError("ishm: nothing inherited from before the ranks started")
         fd = os.open(f"/dev/shm/{made}", os.O_RDWR)
-        try:
-            self._map: mmap.mmap | None = mmap.mmap(fd, SIZE)
+        try:  # this root's region of the segment
+            self._map: mmap.mmap | None = mmap.mmap(fd, SIZE, offset=SIZE * self.root)
         finally:
             os.close(fd)
         if self.group.rank == self.root:

@@ -27,7 +27,7 @@ class PosixMqBackend(Backend):
     """See the module docstring."""
 
     name = "posixmq"
-    kind = "channel"
+    delivery = "channel"
     resources = ("/dev/mqueue/ipcb-{pid}-*",)
 
     def setup(self) -> None:

@@ -20,13 +20,14 @@ from pytest_ipcbench.core import names
 
 _HEAD = struct.Struct("<cQ")
 _OK, _ERROR = b"O", b"E"
+CONNECT_S = 60.0  # setup's own deadline: the read timeout (0.5 s in a timeout check) is for reads
 
 
 class UdsBackend(Backend):
     """See the module docstring."""
 
     name = "uds"
-    kind = "channel"
+    delivery = "channel"
 
     def setup(self) -> None:
         self._socks: dict[int, socket.socket] = {}
@@ -42,18 +43,19 @@ class UdsBackend(Backend):
 
     def _attach(self, path: str) -> None:
         if self.group.rank == self.root:
-            self._listener.settimeout(self.timeout)
+            self._listener.settimeout(max(self.timeout, CONNECT_S))
             for _ in self.readers:
                 conn, _ = self._listener.accept()
-                conn.settimeout(self.timeout)
                 (rank,) = struct.unpack("<I", _recv_exact(conn, 4))
+                conn.settimeout(self.timeout)
                 self._socks[rank] = conn
             self._listener.close()
         else:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(self.timeout)
+            sock.settimeout(max(self.timeout, CONNECT_S))
             sock.connect(path)
             sock.sendall(struct.pack("<I", self.group.rank))
+            sock.settimeout(self.timeout)
             self._socks[self.group.rank] = sock
 
     def write(self, obj: Any) -> None:
