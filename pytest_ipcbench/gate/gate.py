@@ -39,8 +39,6 @@ from ..core.injection import Slowdown, format_injection
 from ..core.outdir import check_output_file, clear_own, write_output, write_text
 from ..core.project import declared_rules, find_pyproject
 from . import consumer
-from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, default_run_args, git, install_sides,
-                         no_run_message, repo_top, resolve_commit, run_round, side_args, tree_has_run, warm_up)
 from ..results.results import ResultSet
 from .gate_sides import (
     Side,
@@ -243,8 +241,7 @@ def run_gate(opts: GateOptions) -> int:
             write_output(opts.decision.markdown, md, "--markdown")
         return 0
     project = head.decl is not None
-    # the head's thresholds and waivers (a pull request may add a waiver: its reviewers see it); an
-    # expired one stops the gate before anything is installed
+    # the head's thresholds and waivers, an expired one an error before anything is installed
     rules = head.decl.config.rules if project and head.decl.config is not None else declared_rules(head.source)
     rules.check_expiry()
     if project and opts.isolated:
@@ -271,8 +268,7 @@ def run_gate(opts: GateOptions) -> int:
             side.config = out / f"{side.name}.pyproject.toml"
             write_text(side.config, side.decl.text)
             print(f"[gate] {side.name} declares {side.decl.config.describe()}", flush=True)
-    # a file named by --calibration is read now (a bad one stops the gate before it installs
-    # anything); the stored one of this machine is looked up by the sides' matrices after the first rounds
+    # a named calibration is read now; the stored one is looked up by the sides' matrices after the first rounds
     explicit = opts.decision.calibration is not None
     try:
         calibration = find_calibration(opts.decision.calibration) if explicit else None
@@ -285,12 +281,9 @@ def run_gate(opts: GateOptions) -> int:
         nonlocal calibration, env_notes
         calibration = found
         print(f"[gate] {describe_use(calibration, opts.decision.calibration)}", flush=True)
-        if calibration is not None:
-            budget_lines = budget_notice(calibration, opts)
-            for line in budget_lines:
-                print(f"[gate] {line}", flush=True)
-            env_notes = env_notes + budget_lines[:1]
-
+        budget_lines = budget_notice(calibration, opts) if calibration is not None else []
+        print("".join(f"[gate] {line}\n" for line in budget_lines), end="", flush=True)
+        env_notes = env_notes + budget_lines[:1]
     if explicit:
         use_calibration(calibration)
 
@@ -319,8 +312,7 @@ def run_gate(opts: GateOptions) -> int:
             what = f"{len(only)} case(s) in doubt" if only is not None else "every case"
             print(f"[gate] round {i + 1}: {name}, {what}", flush=True)
             dest = out / "rounds" / f"{i + 1}-{name}"
-            # exact counters need one counting pass a side, not one a round (docs/counters.md, "Cost"):
-            # each side's first round counts; merge_rounds keeps a case's counters from it
+            # one counting pass a side (its first round; merge_rounds keeps its counters): docs/counters.md
             args = side_args(sides[name], run_args, only, scratch, opts.timeout, opts.count and i == 0)
             rs, warning = run_round(sides[name], dest, args, scratch, log, opts.timeout,
                                     env=injected if name == "head" else None)
