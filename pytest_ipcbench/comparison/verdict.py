@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..core.case_rules import CaseRules
 from ..core.errors import IpcbenchError
 from ..results.stats import DEFAULT_CONFIDENCE, RatioInterval
 from .calibration import Calibration
@@ -58,6 +60,14 @@ class Waiver:
     reason: str
     expires: str  # YYYY-MM-DD
     pattern: str = ""
+
+
+def rule_callables(rules: CaseRules, default: float) -> dict[str, Any]:
+    """``compare_sets``' ``thresholds`` and ``waivers`` from ``[tool.ipcbench]``'s (core/case_rules.py)."""
+    def waiver(key: str) -> Waiver | None:
+        w = rules.waiver_for(key)
+        return None if w is None else Waiver(w.reason, w.expires.isoformat(), w.case)
+    return {"thresholds": lambda key: rules.threshold_for(key, default), "waivers": waiver}
 
 
 class GateError(IpcbenchError):
