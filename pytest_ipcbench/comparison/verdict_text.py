@@ -18,14 +18,13 @@ def _rules_note(case: CaseVerdict, default: float | None) -> str:
     own = f"; threshold ±{case.threshold:.0%} ([tool.ipcbench.thresholds])" \
         if default is not None and case.threshold != default else ""
     w = case.waiver
-    return own + (f"; waived until {w.expires} ({w.pattern}): {w.reason}" if w is not None else "")
+    return own + (f"; {w.describe()}" if w is not None else "")
 
 
 def waived_lines(comparison: Comparison) -> list[str]:
     """Every waived case, its status, its waiver's reason and date: a waiver is never silent."""
     return [f"waived: {c.key} ({c.status}{'' if c.interval is None else f', {c.interval.ratio:.3f}x'}"
-            f"{', counters grew' if c.counter_regressions else ''}), waived until {c.waiver.expires} "
-            f"({c.waiver.pattern}): {c.waiver.reason}" for c in comparison.cases if c.waiver is not None]
+            f"{', counters grew' if c.counter_regressions else ''}), {c.waiver.describe()}" for c in comparison.cases if c.waiver is not None]
 
 
 def _row(case: CaseVerdict, default: float | None = None) -> list[str]:
