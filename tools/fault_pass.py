@@ -167,7 +167,9 @@ Fault = Callable[[subprocess.Popen, Watch], str]
 
 def run_case(name: str, group: str, cmd: list[str], *, bound: float, expected: str = "2", cwd: Path | None = None,
              env: dict[str, str] | None = None, fault: Fault | None = None, results: Path | None = None,
-             victims: dict[Path, bytes] | None = None) -> Outcome:
+             victims: dict[Path, bytes] | None = None, must_say: str = "", never_say: str = "") -> Outcome:
+    """``must_say``: a regex the output must match (the field a refusal names); ``never_say``: one it
+    must not (a verdict); either missed counts as a wrong exit."""
     out = Outcome(name, group, bound=bound, expected=expected)
     log = tempfile.TemporaryFile(mode="w+")
     t0 = time.monotonic()
@@ -210,6 +212,10 @@ def run_case(name: str, group: str, cmd: list[str], *, bound: float, expected: s
             out.corrupt += 1
             out.note += f" {victim} changed or gone"
     rc_ok = expected == "any" or str(out.rc) in expected.split("|")
+    if must_say and not re.search(must_say, text):
+        rc_ok, out.note = False, (out.note + f" did not say {must_say!r}").strip()
+    if never_say and re.search(never_say, text):
+        rc_ok, out.note = False, (out.note + f" said {never_say!r}").strip()
     out.ok = rc_ok and not out.traceback and not out.left and not out.hang and not out.corrupt
     return out
 
@@ -553,6 +559,129 @@ def round_three_inputs(work: Path) -> list[tuple[str, list[str], dict]]:
         cases.append(("gate --out another user's symlink", ipcbench("gate", "--base", "HEAD", "--out", str(link)),
                       {"cwd": Path(__file__).resolve().parents[1],
                        "victims": {report / "thesis.tex": b"years of work\n"}, "bound": 120}))
+    cases += hostile_calibrations(work / "cal", good)
+    return cases
+
+
+VERDICT = r"REGRESSION|INCONCLUSIVE|\bOK\b|\bslower\b|\bfaster\b|\bunchanged\b"
+
+
+def hostile_calibrations(work: Path, good: Path) -> list[tuple[str, list[str], dict]]:
+    """Issue 42's first hole: a calibration that would decide verdicts. Each hostile file is planted
+    where compare finds it (the per-user store, XDG_CACHE_HOME a folder of the case's own) and also
+    passed with --calibration; compare of identical code must exit 2 naming the field, never a
+    verdict. A valid one planted the same way is the control (it must be found and used). Root
+    also plants the store folder as uid 65534's symlink, and as a folder of that user."""
+    from pytest_ipcbench.comparison import calibration as cal, calibration_store as store
+    from pytest_ipcbench.results.results import ResultSet
+
+    work.mkdir()
+    rs = ResultSet.load(good)
+    keys = store.matrix_keys(rs)
+    name = store.store_name(rs.env, keys)
+    key, group = keys[0], "broadcast r2"
+    valid = {"schema": cal.SCHEMA, "env": {"created": "2026-11-28T00:00:00"}, "runs": 5, "threshold": 0.1,
+             "groups": {group: 0.05}, "held_out": {group: [0, 10, 0.05]},
+             "cases": {k: {"sigma": 0.05, "upper": 0.06, "runs": 5, "group": group, "ratios": [1.0, 1.02, 0.98]}
+                       for k in keys}}
+
+    def case_field(field: str, value: object) -> tuple[dict, str]:
+        data = json.loads(json.dumps(valid))
+        data["cases"][key][field] = value
+        return data, f"field cases[{key!r}].{field}"
+
+    def top(path: list[str], value: object, label: str) -> tuple[dict, str]:
+        data = json.loads(json.dumps(valid))
+        target = data
+        for p in path[:-1]:
+            target = target[p]
+        target[path[-1]] = value
+        return data, f"field {label}"
+
+    hostile: dict[str, tuple[dict, str]] = {
+        "sigma 0": case_field("sigma", 0),
+        "sigma and upper 0": top(["cases", key], {**valid["cases"][key], "sigma": 0.0, "upper": 0.0},
+                                 f"cases[{key!r}].sigma"),
+        "sigma NaN": case_field("sigma", float("nan")),
+        "upper Infinity": case_field("upper", float("inf")),
+        "sigma -0.05": case_field("sigma", -0.05),
+        "sigma 1e9": case_field("sigma", 1e9),
+        "sigma a string": case_field("sigma", "0.05"),
+        "sigma true": case_field("sigma", True),
+        "case runs -5": case_field("runs", -5),
+        "case runs 2.5": case_field("runs", 2.5),
+        "case group 5": case_field("group", 5),
+        "ratios a string": case_field("ratios", "1,1,1"),
+        "a ratio -1": case_field("ratios", [1.0, -1.0, 1.0]),
+        "a ratio null": case_field("ratios", [1.0, None]),
+        "group noise 0": top(["groups", group], 0, f"groups[{group!r}]"),
+        "group noise NaN": top(["groups", group], float("nan"), f"groups[{group!r}]"),
+        "group noise -1": top(["groups", group], -1, f"groups[{group!r}]"),
+        "runs -3": top(["runs"], -3, "'runs'"),
+        "runs '5'": top(["runs"], "5", "'runs'"),
+        "threshold NaN": top(["threshold"], float("nan"), "'threshold'"),
+        "held_out [-1, 10]": top(["held_out", group], [-1, 10], f"held_out[{group!r}]"),
+        "held_out false > pairs": top(["held_out", group], [11, 10], f"held_out[{group!r}]"),
+        "cases a list": top(["cases"], [1, 2], "'cases'"),
+        "a case null": top(["cases", key], None, f"cases[{key!r}]"),
+    }
+    compare = ipcbench("compare", str(good), str(good))
+    cases: list[tuple[str, list[str], dict]] = []
+
+    def plant(data: dict) -> tuple[dict[str, str], Path]:
+        xdg = work / f"xdg-{len(cases)}"
+        folder = xdg / store.APP
+        folder.mkdir(parents=True, mode=0o700)
+        path = folder / name
+        path.write_text(json.dumps(data))  # NaN and Infinity as Python's json writes them
+        return {**os.environ, "XDG_CACHE_HOME": str(xdg)}, path
+
+    env, path = plant(valid)
+    cal.Calibration.load(path)  # the control must be a good file, or every refusal below proves nothing
+    # identical code is not slower (exit 0), or not decided by one run a side (3); never 1
+    cases.append(("compare, identical code, a valid calibration in the store (control)", compare,
+                  {"env": env, "expected": "0|3", "must_say": re.escape(str(path))}))
+    for label, (data, named) in hostile.items():
+        env, path = plant(data)
+        for how, argv in (("in the store", compare), ("--calibration", [*compare, "--calibration", str(path)])):
+            cases.append((f"compare, identical code, calibration {label} ({how})", argv,
+                          {"env": env, "must_say": re.escape(named), "never_say": VERDICT}))
+    zero, _ = case_field("sigma", 0.0)
+    zero["cases"] = {k: {**v, "sigma": 1e-9, "upper": 1e-9} for k, v in zero["cases"].items()}  # valid, not 0
+    if os.geteuid() == 0:
+        # the store folder: uid 65534's symlink to its folder holding a near-zero-noise calibration
+        elsewhere = work / "nobody-store"
+        elsewhere.mkdir(mode=0o700)
+        planted = elsewhere / name
+        planted.write_text(json.dumps(zero))
+        os.chown(elsewhere, NOBODY, NOBODY)
+        os.chown(planted, NOBODY, NOBODY)
+        xdg = work / "xdg-link"
+        xdg.mkdir()
+        _nobody_link(xdg, store.APP, elsewhere)
+        env = {**os.environ, "XDG_CACHE_HOME": str(xdg)}
+        keep = {planted: planted.read_bytes()}
+        cases.append(("compare, identical code, the store folder another user's symlink", compare,
+                      {"env": env, "must_say": "is a symlink", "never_say": VERDICT, "victims": keep}))
+        cases.append(("calibrate into a store folder that is another user's symlink",
+                      ipcbench("calibrate", "--from", str(good), str(good), str(good), "--plot", "none"),
+                      {"env": env, "must_say": "is a symlink", "victims": keep}))
+        # the store folder itself a folder of uid 65534 (not a link)
+        xdg = work / "xdg-theirs"
+        (xdg / store.APP).mkdir(parents=True, mode=0o700)
+        (xdg / store.APP / name).write_text(json.dumps(zero))
+        os.chown(xdg / store.APP / name, NOBODY, NOBODY)
+        os.chown(xdg / store.APP, NOBODY, NOBODY)
+        cases.append(("compare, identical code, the store folder belongs to uid 65534", compare,
+                      {"env": {**os.environ, "XDG_CACHE_HOME": str(xdg)}, "must_say": "belongs to uid 65534",
+                       "never_say": VERDICT}))
+    # the stored file (in a folder of ours) a symlink to a calibration elsewhere
+    xdg = work / "xdg-filelink"
+    (xdg / store.APP).mkdir(parents=True, mode=0o700)
+    (work / "elsewhere.json").write_text(json.dumps(zero))
+    _nobody_link(xdg / store.APP, name, work / "elsewhere.json")
+    cases.append(("compare, identical code, the stored calibration a symlink", compare,
+                  {"env": {**os.environ, "XDG_CACHE_HOME": str(xdg)}, "must_say": "symlink", "never_say": VERDICT}))
     return cases
 
 
@@ -730,6 +859,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fault-pass-") as tmp:
         work = Path(tmp)
+        # calibrate stores in the per-user cache: the pass's own, so that it leaves nothing in ~/.cache
+        os.environ["XDG_CACHE_HOME"] = str(work / "cache")
         plan: list[tuple[str, str, list[str], dict]] = []
         if not args.skip_inputs and not args.round_three:
             (work / "in").mkdir()

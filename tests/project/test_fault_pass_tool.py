@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "fault_pass.py"
 
 
@@ -25,3 +27,44 @@ def test_its_commands_get_ctrl_c_even_when_the_pass_was_started_with_sigint_igno
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "True", out.stdout + out.stderr
+
+
+def _tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fault_pass_tool", TOOL)
+    assert spec is not None and spec.loader is not None
+    tool = sys.modules["fault_pass_tool"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_a_refusal_that_does_not_name_the_field_or_gives_a_verdict_is_not_counted_ok(tmp_path: Path) -> None:
+    """The hostile-calibration cases pass only when the output names the field and holds no verdict:
+    an exit 2 for another reason would otherwise count as the hole closed."""
+    tool = _tool()
+    say = [sys.executable, "-c", "import sys; print('field runs is -3; also 2 slower'); sys.exit(2)"]
+    assert tool.run_case("named", "bad input", say, bound=60, must_say="field runs").ok
+    assert not tool.run_case("unnamed", "bad input", say, bound=60, must_say="field sigma").ok
+    assert not tool.run_case("verdict", "bad input", say, bound=60, never_say=tool.VERDICT).ok
+
+
+def test_each_hostile_calibration_is_refused_naming_its_field_and_the_control_is_used(tmp_path: Path) -> None:
+    """What the pass plants: the control loads; every hostile file fails its check with the field the
+    case expects compare to name (else the case would test nothing)."""
+    import re
+
+    from pytest_ipcbench.comparison.calibration import Calibration
+    from pytest_ipcbench.comparison.calibration_check import CalibrationError
+
+    tool = _tool()
+    cases = tool.hostile_calibrations(tmp_path / "cal", tool.good_results(tmp_path / "good.json"))
+    explicit = [(n, c, o) for n, c, o in cases if "--calibration" in c]
+    assert len(explicit) >= 20
+    for name, argv, opts in explicit:
+        with pytest.raises(CalibrationError) as err:
+            Calibration.load(argv[argv.index("--calibration") + 1])
+        assert re.search(opts["must_say"], str(err.value)), (name, str(err.value))
+    control = next(o for n, c, o in cases if "control" in n)
+    (stored,) = (Path(control["env"]["XDG_CACHE_HOME"]) / "pytest-ipcbench").iterdir()
+    Calibration.load(stored)
