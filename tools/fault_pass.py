@@ -735,11 +735,13 @@ def round_three_faults(work: Path) -> list[tuple[str, list[str], dict]]:
     (site / "ipcbench_leaky-1.0.dist-info" / "entry_points.txt").write_text("[pytest_ipcbench.backends]\nleakyplug = leakyplug:Leaky\n")
     (site / "leakyplug.py").write_text(LEAKY_PLUGIN)
     (site / "storeplugin.py").write_text((Path(__file__).resolve().parents[1] / "tests" / "plugin_support.py").read_text())
+    # the plugin's folder first, the pass's own path kept (how uid 65534 finds the package)
+    plugin_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     cases.append(("ipcbench run --no-mpi of a plugin whose close() leaves a declared segment",
                   ipcbench("run", "--quick", "--no-extras", "--scenarios", "broadcast", "--backends", "leakyplug",
                            "--modes", "bytes", "--ranks", "2", "--progress", "none", "--no-config", "--no-mpi",
                            "--kinds", "dict", "--sizes", "1KB", "--results-only", "--out", str(work / "leaky-out")),
-                  {"env": {**os.environ, "PYTHONPATH": str(site)}, "expected": "1", "bound": 120}))
+                  {"env": plugin_env, "expected": "1", "bound": 120}))
     d = work / "exits"
     d.mkdir()
     (d / "test_e.py").write_text(EXITS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -68,3 +69,13 @@ def test_each_hostile_calibration_is_refused_naming_its_field_and_the_control_is
     control = next(o for n, c, o in cases if "control" in n)
     (stored,) = (Path(control["env"]["XDG_CACHE_HOME"]) / "pytest-ipcbench").iterdir()
     Calibration.load(stored)
+
+
+def test_the_plugin_case_keeps_the_path_the_pass_itself_was_given(tmp_path: Path, monkeypatch) -> None:
+    """As uid 65534 the pass finds the package through PYTHONPATH (the venv's python is under /root):
+    the plugin case replaced it with its own folder, and its command died importing pytest_ipcbench."""
+    monkeypatch.setenv("PYTHONPATH", "/checkout:/venv/site-packages")
+    tool = _tool()
+    (name, _, opts), = [c for c in tool.round_three_faults(tmp_path) if "plugin whose close()" in c[0]]
+    parts = opts["env"]["PYTHONPATH"].split(os.pathsep)
+    assert parts[0] == str(tmp_path / "leaky-site") and parts[1:] == ["/checkout", "/venv/site-packages"], name
