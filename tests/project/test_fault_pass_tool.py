@@ -79,3 +79,13 @@ def test_the_plugin_case_keeps_the_path_the_pass_itself_was_given(tmp_path: Path
     (name, _, opts), = [c for c in tool.round_three_faults(tmp_path) if "plugin whose close()" in c[0]]
     parts = opts["env"]["PYTHONPATH"].split(os.pathsep)
     assert parts[0] == str(tmp_path / "leaky-site") and parts[1:] == ["/checkout", "/venv/site-packages"], name
+
+
+def test_the_calibrate_kill_comes_while_its_run_child_runs_however_quick_the_calibration(tmp_path: Path) -> None:
+    """The kill came at a fixed 15 s: on a quieter machine calibrate had ended (exit 0, "ended before
+    the SIGKILL"), and what the case is for, its child dying with it, went untested."""
+    tool = _tool()
+    (_, _, opts), = [c for c in tool.round_three_faults(tmp_path) if c[0].startswith("calibrate SIGKILL")]
+    quick = [sys.executable, "-c", "import subprocess, time; time.sleep(0.5); subprocess.run(['sleep', '4'])"]
+    out = tool.run_case("quick parent", "fault", quick, bound=60, expected="-9", fault=opts["fault"])
+    assert out.rc == -9 and out.ok and out.took < 4, (out.rc, out.note, out.left)
