@@ -858,6 +858,15 @@ def terminal_signals() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def private_homes(work: Path) -> None:
+    """The per-user folders the commands write besides their outputs, in the pass's temp folder, so
+    that it leaves nothing in the user's home: calibrate's store (``XDG_CACHE_HOME``) and
+    matplotlib's config and cache (``MPLCONFIGDIR``; as uid 65534 with HOME=/tmp a calibrate's plot
+    left ``/tmp/.config/matplotlib``)."""
+    os.environ["XDG_CACHE_HOME"] = str(work / "cache")
+    os.environ["MPLCONFIGDIR"] = str(work / "matplotlib")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="run the cases whose name holds this")
@@ -875,8 +884,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fault-pass-") as tmp:
         work = Path(tmp)
-        # calibrate stores in the per-user cache: the pass's own, so that it leaves nothing in ~/.cache
-        os.environ["XDG_CACHE_HOME"] = str(work / "cache")
+        private_homes(work)
         plan: list[tuple[str, str, list[str], dict]] = []
         if not args.skip_inputs and not args.round_three:
             (work / "in").mkdir()

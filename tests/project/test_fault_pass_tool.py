@@ -89,3 +89,17 @@ def test_the_calibrate_kill_comes_while_its_run_child_runs_however_quick_the_cal
     quick = [sys.executable, "-c", "import subprocess, time; time.sleep(0.5); subprocess.run(['sleep', '4'])"]
     out = tool.run_case("quick parent", "fault", quick, bound=60, expected="-9", fault=opts["fault"])
     assert out.rc == -9 and out.ok and out.took < 4, (out.rc, out.note, out.left)
+
+
+def test_the_commands_of_the_pass_keep_their_per_user_folders_in_its_temp_folder(tmp_path: Path) -> None:
+    """As uid 65534 (HOME=/tmp) a case's plot left /tmp/.config/matplotlib behind the pass."""
+    script = (f"import importlib.util, os, sys; spec = importlib.util.spec_from_file_location('t', {str(TOOL)!r}); "
+              "t = sys.modules['t'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(t); "
+              f"t.private_homes(__import__('pathlib').Path({str(tmp_path)!r})); import subprocess; "
+              "subprocess.run([sys.executable, '-c', 'import matplotlib; print(matplotlib.get_configdir()); "
+              "from pytest_ipcbench.comparison.calibration_store import cache_root; print(cache_root())'], check=True)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "HOME": str(tmp_path / "home")})
+    dirs = out.stdout.split()
+    assert len(dirs) == 2 and all(d.startswith(str(tmp_path) + "/") and "/home/" not in d for d in dirs), out
+    assert not (tmp_path / "home").exists()
