@@ -141,8 +141,8 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 
 
 def store(work: Path) -> None:
-    from pytest_ipcbench.results.results import ResultSet
     from pytest_ipcbench.comparison.rounds import merge_rounds
+    from pytest_ipcbench.results.results import ResultSet
 
     calibrated = [str(p) for p in sorted(work.glob("C/*/results.json"))]
     subprocess.run([sys.executable, "-m", "pytest_ipcbench", "calibrate", "--from", *calibrated, "--out",

@@ -15,25 +15,21 @@ exit code: :class:`~.verdict.Comparison`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Callable, Sequence
 
 import numpy as np
 
-from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
-from .calibration_summary import JUDGEMENTS
-from .compare_notes import (across_runs_note, calibration_load_note, calibration_warning, env_warnings,
-                            load_warning, spell_warning)
-from .counters import counter_verdict
-from .noise import CaseData, Noise, more_needed, one_experiment, runs_a_side, separate_calibrated, \
-    separate_uncalibrated
-from .normalise import Normalisation, is_reference, reference_factor
+from ..results import stats
 from ..results.results import Result, ResultSet
+from . import compare_notes as warn
+from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
+from .counters import counter_verdict
+from .noise import CaseData, Noise, more_needed, one_experiment, runs_a_side, separate_calibrated, separate_uncalibrated
+from .normalise import Normalisation, is_reference, reference_factor
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
-from ..results.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, RatioInterval, ratio_interval, round_ratio_halfwidth, \
-    rounds_ratio_interval
 from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison, Waiver
 
 Todo = tuple[str, str, list[float], list[float]]  # key, metric, head samples, base samples
@@ -53,7 +49,7 @@ def from_gate_rounds(base: ResultSet, head: ResultSet) -> bool:
     return same_experiment(base, head) and all(isinstance(rs.env.get("gate_rounds"), int) for rs in (base, head))
 
 
-def decide(interval: RatioInterval, threshold: float) -> str:
+def decide(interval: stats.RatioInterval, threshold: float) -> str:
     """slower / faster when the whole interval is past the threshold, unchanged when the whole
     interval is within it, else inconclusive (the noise cannot tell)."""
     if interval.low > 1 + threshold:
@@ -92,7 +88,7 @@ def setting_of(base: ResultSet, head: ResultSet, paired: bool | None, calibratio
     gate = from_gate_rounds(base, head)
     s = Setting(not one, one if paired is None else paired, gate,
                 min(base.env["gate_rounds"], head.env["gate_rounds"]) if gate else 0, why_not_runs is None,
-                calibration, warnings=env_warnings(base, head))
+                calibration, warnings=warn.env_warnings(base, head))
     if s.across_runs and not s.runs_a_side and (runs_of(base) or runs_of(head)):
         s.warnings.append(f"the sides' runs are judged as single runs are (the calibration's rule): {why_not_runs}")
     busy = [*shared_runs(base, "base", SHARED_RUN), *shared_runs(head, "head", SHARED_RUN)] if s.runs_a_side else []
@@ -104,11 +100,11 @@ def setting_of(base: ResultSet, head: ResultSet, paired: bool | None, calibratio
         s.warnings.append("--paired: the files do not come from one interleaved experiment (no shared gate job or "
                           "run id): they are not normalised, but the between-run noise still applies (docs/method.md "
                           "rule 19)")
-    elsewhere = calibration_warning(calibration, base, head)
+    elsewhere = warn.calibration_warning(calibration, base, head)
     if elsewhere:  # made on another machine: ignored
         s.warnings.append(elsewhere)
         s.calibration = None
-    load_note = calibration_load_note(s.calibration, base, head)
+    load_note = warn.calibration_load_note(s.calibration, base, head)
     notes = [load_note]
     if s.calibration is not None and s.across_runs and not s.runs_a_side:
         notes.append(s.calibration.held_out_note())
@@ -128,7 +124,7 @@ def compare_sets(
     base: ResultSet,
     head: ResultSet,
     threshold: float = DEFAULT_THRESHOLD,
-    confidence: float = DEFAULT_CONFIDENCE,
+    confidence: float = stats.DEFAULT_CONFIDENCE,
     metric: str | None = None,
     family_wise: bool = True,
     paired: bool | None = None,
@@ -170,11 +166,12 @@ def compare_sets(
             cases.append(CaseVerdict(key, "inconclusive", m, None, len(b), len(a), found[0],
                                      threshold=threshold_of(key), decide="a measurement with positive times"))
             continue
-        one_round += s.from_gate and found[0][1] == 1 and not s.across_runs
+        measures = [f for f in found if not isinstance(f, str)]  # the same samples: all measured, or none
+        one_round += s.from_gate and measures[0][1] == 1 and not s.across_runs
         judged = [_judge(s, data, _noise(s, data, k, assumed), threshold_of(key), m, len(b), len(a))
-                  for data, k in found]  # type: ignore[misc]
-        cases.append(_either(*judged, what="rounds" if not s.across_runs else "runs") if len(judged) > 1
-                     else judged[0])
+                  for data, k in measures]
+        cases.append(_either(judged[0], judged[1], what="rounds" if not s.across_runs else "runs")
+                     if len(judged) > 1 else judged[0])
     cases = sorted((_with_counters(c, old, new, waivers) for c in cases), key=lambda c: c.key)
     comparison = Comparison(cases, threshold, confidence, metric, s.warnings, per_case, paired=s.paired,
                             normalisation=s.norm, calibration=s.calibration)
@@ -227,7 +224,7 @@ def _measure(todo: Sequence[Todo], old: dict[str, Result], new: dict[str, Result
              z: float, quantile: float) -> dict[str, tuple[CaseData, int] | str]:
     """Each case's measurement (its samples' bootstrap interval, its rounds' spread) with its
     number of rounds, when it has rounds on a side (else 1); the error when its times are bad."""
-    resamples = DEFAULT_RESAMPLES if per_case <= 0.99 else 2 * DEFAULT_RESAMPLES
+    resamples = stats.DEFAULT_RESAMPLES if per_case <= 0.99 else 2 * stats.DEFAULT_RESAMPLES
     factor = s.norm.factor if s.norm is not None and s.norm.used else 1.0
     h_norm = s.norm.half_width * z / NormalDist().inv_cdf(0.975) if s.norm is not None and s.norm.used else 0.0
     moderated = moderated_round_halfwidths(old, new, todo, per_case, quantile)
@@ -239,10 +236,10 @@ def _measure(todo: Sequence[Todo], old: dict[str, Result], new: dict[str, Result
         try:
             if rounds:
                 ra, rb = chunks(a, split_a or []), chunks(b, split_b or [])
-                iv = rounds_ratio_interval(ra, rb, per_case, resamples, quantile=quantile)
-                h_rounds = moderated.get(key) or round_ratio_halfwidth(ra, rb, per_case, quantile)
+                iv = stats.rounds_ratio_interval(ra, rb, per_case, resamples, quantile=quantile)
+                h_rounds = moderated.get(key) or stats.round_ratio_halfwidth(ra, rb, per_case, quantile)
             else:
-                iv, h_rounds = ratio_interval(a, b, confidence=per_case, resamples=resamples), None
+                iv, h_rounds = stats.ratio_interval(a, b, confidence=per_case, resamples=resamples), None
         except ValueError as exc:
             out[key] = str(exc)
             continue
@@ -276,7 +273,7 @@ def _judge(s: Setting, data: CaseData, noise: Noise, threshold: float, metric: s
     low, high = iv.ratio * math.exp(-h), iv.ratio * math.exp(h)
     if noise.exact and h == data.h_within:  # the bootstrap's own (asymmetric) interval
         low, high = iv.low, iv.high
-    final = RatioInterval(iv.ratio, low, high, iv.confidence, iv.median_a, iv.median_b)
+    final = stats.RatioInterval(iv.ratio, low, high, iv.confidence, iv.median_a, iv.median_b)
     status = decide(final, threshold)
     looks = status if not noise.measured and status != "inconclusive" else None
     status = "inconclusive" if looks else status
@@ -318,7 +315,8 @@ def _either(by_median: CaseVerdict, by_tail: CaseVerdict, what: str = "runs") ->
     if by_median.status == "inconclusive":
         return by_tail
     return replace(by_median, status="inconclusive", decide=by_median.decide or "more rounds or runs a side",
-                   note=f"{by_median.note}; the {what}' medians say {by_median.status}, their fast tails {by_tail.status}")
+                   note=f"{by_median.note}; the {what}' medians say {by_median.status}, their fast tails "
+                        f"{by_tail.status}")
 
 
 def _closing_warnings(s: Setting, base: ResultSet, head: ResultSet, old: dict[str, Result], new: dict[str, Result],
@@ -339,8 +337,8 @@ def _closing_warnings(s: Setting, base: ResultSet, head: ResultSet, old: dict[st
                     "('looks slower' / 'looks faster' in their notes); run 2 or more rounds (--rounds) or calibrate"))
     if s.across_runs:
         runs = (len(runs_of(base)), len(runs_of(head))) if s.runs_a_side else None
-        out.append(across_runs_note(s.norm, s.calibration, assumed, runs))
-        out.extend(n for n in (load_warning(base, head), spell_warning(base, head)) if n)
+        out.append(warn.across_runs_note(s.norm, s.calibration, assumed, runs))
+        out.extend(n for n in (warn.load_warning(base, head), warn.spell_warning(base, head)) if n)
     noisy = round_noise(old, new, metric)
     if noisy is not None and noisy > 1 + threshold:
         out.append(f"noisy machine: between its own rounds the same code moved by a median factor of {noisy:.2f} "
@@ -351,7 +349,7 @@ def _closing_warnings(s: Setting, base: ResultSet, head: ResultSet, old: dict[st
 def _noise_line(s: Setting, base: ResultSet, head: ResultSet, assumed: float) -> str:
     """One line: how the noise of this comparison was taken."""
     if s.across_runs:
-        return across_runs_note(s.norm, s.calibration, assumed, (len(runs_of(base)), len(runs_of(head)))
+        return warn.across_runs_note(s.norm, s.calibration, assumed, (len(runs_of(base)), len(runs_of(head)))
                                 if s.runs_a_side else None)
     floor = f", at least the noise measured by the {s.calibration.describe()}" if s.calibration is not None else ""
     if s.from_gate:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .calibration import Calibration
 from ..results.stats import RatioInterval
+from .calibration import Calibration
 
 #: The slowdown whose runs a side an undecided case of several runs a side reports.
 DECIDE_EFFECT = 1.5

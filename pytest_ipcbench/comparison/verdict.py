@@ -44,7 +44,7 @@ class Decision:
     json: str | None = None  # also write the verdicts as JSON here (history/verdict_json.py)
     inconclusive_pass: bool = False  # an INCONCLUSIVE outcome exits 0, not 3
 
-    def exit_code(self, comparison: "Comparison") -> int:
+    def exit_code(self, comparison: Comparison) -> int:
         """The comparison's exit code, 3 (INCONCLUSIVE) made 0 by ``--inconclusive pass``."""
         code = comparison.exit_code
         return EXIT_OK if code == EXIT_INCONCLUSIVE and self.inconclusive_pass else code

@@ -21,26 +21,40 @@ from __future__ import annotations
 import shlex
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
+from ..comparison.calibration import Calibration, find_calibration
+from ..comparison.calibration_summary import JUDGEMENTS, decision_z, undecidable
+from ..comparison.compare import compare_sets
+from ..comparison.rounds import merge_rounds
+from ..comparison.verdict import Comparison, Decision, GateError
+from ..comparison.verdict_json import write_json
+from ..comparison.verdict_text import format_markdown, format_table
 from ..core import names
 from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
 from ..core.outdir import check_output_file, clear_own, write_output, write_text
 from ..core.project import find_pyproject
-from . import consumer
-from ..comparison.calibration import Calibration, find_calibration
-from ..comparison.calibration_summary import JUDGEMENTS, decision_z, undecidable
-from ..comparison.compare import compare_sets
-from .gate_sides import (Side, check_matrix, check_sides_equal, commit_has_run, default_run_args, git, install_sides,
-                         no_run_message, repo_top, resolve_commit, run_round, side_args, tree_has_run, warm_up)
-from ..comparison.rounds import merge_rounds
-from ..comparison.verdict import Comparison, Decision, GateError
-from ..comparison.verdict_json import write_json
-from ..comparison.verdict_text import format_markdown, format_table
 from ..results.results import ResultSet
+from . import consumer
+from .gate_sides import (
+    Side,
+    check_matrix,
+    check_sides_equal,
+    commit_has_run,
+    default_run_args,
+    git,
+    install_sides,
+    no_run_message,
+    repo_top,
+    resolve_commit,
+    run_round,
+    side_args,
+    tree_has_run,
+    warm_up,
+)
 
 DEFAULT_ROUNDS = 2
 #: At most this many confirming rounds; the budget usually ends them first. Under load more rounds
@@ -278,7 +292,8 @@ def run_gate(opts: GateOptions) -> int:
 
     injected = {INJECT_ENV: format_injection(opts.inject)} if opts.inject else {}
     if injected:
-        print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)", flush=True)
+        print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)",
+              flush=True)
 
     latest: dict[str, ResultSet] = {}  # the sides merged from every round so far
 
