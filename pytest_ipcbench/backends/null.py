@@ -29,7 +29,7 @@ class NullBackend(Backend):
     """Moves nothing; see the module docstring."""
 
     name = "null"
-    kind = "channel"
+    delivery = "channel"
     internal = True
     run_in = "mpi"
 
