@@ -9,6 +9,8 @@ from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.names import remove
 
 pytest_plugins = ["pytester"]
+# tests/data holds whole projects (with tests of their own) that some tests install and run
+collect_ignore = ["data"]
 
 _WATCH = pytest.StashKey[JobWatch]()
 # what an MPI launcher puts in its ranks' environment (Hydra's PMI, Open MPI's, PMIx)
@@ -16,10 +18,15 @@ _LAUNCHER_ENV = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "OMPI_", "MPI_LOCALNRANKS",
 
 
 @pytest.fixture(autouse=True)
-def _plain_environment(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under MPI a test without the mpi marker runs on rank 0 alone (ipc_unmarked = rank0): the
+def _plain_environment(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test gets a cache folder of its own (XDG_CACHE_HOME): a calibration one test stores is
+    never found by another, nor by the user's own commands (history/calibration_store.py).
+
+    Under MPI a test without the mpi marker runs on rank 0 alone (ipc_unmarked = rank0): the
     processes it starts must not inherit the job's PMI connection (their MPI_Init would fail on
     the rank's file descriptor), so they start as plain processes, as in a plain run."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     if in_mpi_job() and request.node.get_closest_marker("mpi") is None:
         for key in list(os.environ):
             if key.startswith(_LAUNCHER_ENV):

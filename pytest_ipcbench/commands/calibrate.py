@@ -5,8 +5,8 @@ It runs the code at hand again and again (A/A: ``ipcbench run``, one run after a
 between-run noise, prints per group the noise, the false-alarm rate a bare threshold would have
 (predicted and observed), the false verdicts ``compare`` is expected to give, the smallest
 slowdown ``compare`` and the gate can detect, and the rounds that decide a 1.5x slowdown; and
-writes the file that ``ipcbench compare`` and ``ipcbench gate`` read (``--calibration``, by
-default :data:`~pytest_ipcbench.comparison.calibration.DEFAULT_PATH`).
+stores it where ``ipcbench compare`` and ``ipcbench gate`` find it for this machine and matrix
+(:mod:`~pytest_ipcbench.comparison.calibration_store`; ``--out FILE``: a copy there too).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..comparison import calibration as cal, calibration_summary as tell
+from ..comparison import calibration as cal, calibration_store as store, calibration_summary as tell
 from ..comparison.run_sets import load_results
 from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
 from ..core import names
@@ -44,14 +44,14 @@ CALIBRATE: tuple[Option, ...] = (
            "the declared [tool.ipcbench] matrix in another project)", flag="--run-args"),
     Option("from_files", text, "calibrate from these results files of runs of identical code (>= 3) instead of running",
            flag="--from", nargs="+", metavar="RESULTS"),
-    Option("out", path, f"the calibration file to write (default {cal.DEFAULT_PATH})", flag="--out",
-           default=cal.DEFAULT_PATH),
+    Option("out", path, "also write the calibration to this file (it is always stored in the per-user cache, "
+           f"{store.CACHE_TEXT}, where compare and the gate find it for this machine and matrix)", flag="--out"),
     Option("threshold", DECISION[0].check,
            "the threshold the false-alarm rates are given at (default 0.10, the gate's)",
            flag="--threshold", default=DEFAULT_THRESHOLD),
     Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),
     Option("plot", text, "the plot of each case's noise and what compare and the gate can detect (default: beside "
-           "--out, with .png; 'none': no plot)", flag="--plot", metavar="FILE"),
+           "--out, else beside the stored calibration, with .png; 'none': no plot)", flag="--plot", metavar="FILE"),
 )
 
 
@@ -74,9 +74,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         # every output checked before the A/A runs (an hour's work lost to a FIFO or a full disk)
-        out = check_output_file(args.out, "--out")
+        out = check_output_file(args.out, "--out") if args.out else None
         markdown = check_output_file(args.markdown, "--markdown") if args.markdown else None
-        plot = None if args.plot == "none" else check_output_file(args.plot or out.with_suffix(".png"), "--plot")
+        plot = None if args.plot == "none" or not (args.plot or out) else \
+            check_output_file(args.plot or out.with_suffix(".png"), "--plot")  # type: ignore[union-attr]
         if args.from_files:
             sets = [load_results(path, f"run {i + 1}") for i, path in enumerate(args.from_files)]
             loads = [x for rs in sets for x in (rs.env.get("load_start"), rs.env.get("load_end"))
@@ -88,20 +89,30 @@ def run(args: argparse.Namespace) -> int:
             try:
                 print(f"[calibrate] runs of identical code (A/A): `ipcbench run {run_text}` within {args.budget:g} s",
                       flush=True)
-                sets, loads = tell.measure_runs(shlex.split(run_text), args.budget, scratch, args.runs)
+                run_args = shlex.split(run_text)
+                if not {"--count", "--no-count"} & set(run_args):  # A/A runs measure time: no counting pass
+                    run_args.append("--no-count")  # (as the gate's rounds after each side's first)
+                sets, loads = tell.measure_runs(run_args, args.budget, scratch, args.runs)
             finally:
                 names.remove(scratch)
         env = {"run_args": run_text, "load": [min(loads), max(loads)] if loads else None,
                "cores": sets[0].env.get("cores"), "host": sets[0].env.get("host") or sets[0].env.get("hostname")}
         calibration = cal.calibrate_sets(sets, args.threshold, env)
         calibration.held_out = tell.held_out_false(sets, args.threshold, _z(calibration))
+        path = store.save(calibration, sets)
+        if out is not None:
+            cal.Calibration.load(path).save(out)
     except (GateError, ValueError) as exc:
         print(f"ipcbench calibrate: {exc}", file=sys.stderr)
         return 2
-    path = calibration.save(out)
+    if plot is None and args.plot != "none":
+        plot = path.with_suffix(".png")  # beside the stored calibration, in the user's own folder
     text = format_calibration(calibration, args.threshold)
     print(text)
-    print(f"[calibrate] written: {path} (read by `ipcbench compare` and `ipcbench gate`)")
+    print(f"[calibrate] stored: {path} (found by `ipcbench compare` and `ipcbench gate` on this machine "
+          f"({calibration.env.get('machine')}) for this matrix ({calibration.env.get('matrix_cases')} cases))")
+    if out is not None:
+        print(f"[calibrate] copy written: {out}")
     if markdown:
         write_text(markdown, text + "\n", "--markdown")
     if plot:

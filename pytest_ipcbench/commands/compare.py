@@ -7,15 +7,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..comparison.calibration import DEFAULT_PATH, find_calibration
+from ..comparison.calibration_store import CACHE_TEXT, find_calibration
 from ..comparison.compare import compare_sets
 from ..comparison.run_sets import load_side
-from ..comparison.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError
+from ..comparison.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError, rule_callables
 from ..comparison.verdict_json import write_json
 from ..comparison.verdict_text import format_markdown, format_table
 from ..core.checks import choice, name, number, path, text
 from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_output
+from ..core.project import declared_rules
 from ..results.stats import DEFAULT_CONFIDENCE
 
 HELP = ("compare two results files case by case on a confidence interval of the ratio; exit 1 REGRESSION, "
@@ -33,8 +34,9 @@ DECISION: tuple[Option, ...] = (
     Option("per_case", None, "take --confidence per case (default: family-wise over all cases, Bonferroni)",
            flag="--per-case", action="store_true"),
     Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),
-    Option("calibration", text, f"the between-run noise per case measured by `ipcbench calibrate` (default "
-           f"{DEFAULT_PATH} when it exists; 'none': no calibration, a conservative noise is assumed)",
+    Option("calibration", text, f"the between-run noise per case measured by `ipcbench calibrate` (default: the one "
+           f"it stored in {CACHE_TEXT} for this machine and matrix, when there is one; 'none': no calibration, a "
+           f"conservative noise is assumed)",
            flag="--calibration", metavar="FILE"),
     Option("json_out", path, "also write the verdicts as JSON to FILE (docs/verdicts-json.md)", flag="--json",
            metavar="FILE"),
@@ -98,9 +100,10 @@ def compare_files(base_path: str, head_path: str, how: Decision, paired: bool | 
         base = load_side(base_path, "base")
         head = load_side(head_path, "head")
         check_calibration_file(how.calibration)
-        calibration = find_calibration(how.calibration)
+        calibration = find_calibration(how.calibration, head, base)
+        rules = declared_rules()  # [tool.ipcbench] thresholds and waivers of the project here
         comparison = compare_sets(base, head, how.threshold, how.confidence, how.metric, how.family_wise, paired,
-                                  calibration)
+                                  calibration, **rule_callables(rules, how.threshold))
     except (GateError, ValueError) as exc:
         print(f"ipcbench compare: {exc}", file=sys.stderr)
         return EXIT_ERROR

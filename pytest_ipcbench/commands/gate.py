@@ -47,9 +47,11 @@ GATE: tuple[Option, ...] = (
            "same numpy, mpi4py and MPI)", flag="--isolated", action="store_true"),
     Option("timeout", seconds(), "seconds allowed to one install or one run of one side (default 1800)",
            flag="--timeout", default=1800.0),
-    Option("count", None, "run each round with its counting pass (ipcbench run --count): the exact counters of every "
-           "case are compared exactly and one that grew fails the gate (exit 1) whatever the times say "
-           "(docs/counters.md, 'Counter verdicts'); it makes each round longer", flag="--count", action="store_true"),
+    Option("count", None, "no counting pass (by default each side's first round counts what each message costs; an "
+           "exact counter that grew fails the gate, exit 1, whatever the times say: docs/counters.md, 'Counter "
+           "verdicts')", flag="--no-count", action="store_const", const=False, default=True),
+    Option("count", None, "the default (kept for scripts that asked for it)", flag="--count", action="store_const",
+           const=True, default=True),
     Option("dry_run", None, "check the refs and the declared matrices, say what would run, install and measure nothing",
            flag="--dry-run", action="store_true"),
 )

@@ -25,10 +25,10 @@ import numpy as np
 
 from ..core.outdir import write_text
 from ..results.results import OLD_SCENARIOS, Result, ResultSet, current_key
+from .calibration_check import check_calibration, read_json
 from .normalise import is_reference, reference_factor
 
 SCHEMA = "pytest-ipcbench-calibration/1"
-DEFAULT_PATH = ".ipcbench/calibration.json"  # written by calibrate, read by compare and the gate
 #: One-sided confidence of the bound on a case's sigma (few runs: a lucky small estimate is not trusted).
 SIGMA_BOUND = 0.80
 #: The between-run noise assumed without a calibration (log-scale sd): separate runs of identical code
@@ -171,30 +171,20 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
-        """A calibration file; ValueError naming the file and the problem when it is not one."""
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ValueError(f"calibration file {path} does not exist (make it with `ipcbench calibrate`)") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"calibration file {path} cannot be read: {exc}") from None
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            got = data.get("schema") if isinstance(data, dict) else type(data).__name__
-            raise ValueError(f"{path} is not a calibration file (schema {got!r}, expected {SCHEMA!r})")
-        try:
-            cases = {current_key(str(k)): CaseNoise(float(v["sigma"]), float(v["upper"]), int(v["runs"]),
-                                                    _group(v["group"]), tuple(float(r) for r in v.get("ratios", ())))
-                     for k, v in data["cases"].items()}
-            groups = {_group(g): float(s) for g, s in data["groups"].items()}
-            bad = [k for k, c in cases.items() if not (math.isfinite(c.upper) and c.upper >= 0)]
-            if bad:
-                raise ValueError(f"case {bad[0]!r} has a negative or infinite sigma")
-            held = {str(g): [int(v[0]), int(v[1]), *(float(x) for x in v[2:3])]
-                    for g, v in (data.get("held_out") or {}).items()}
-            return cls(cases, groups, int(data["runs"]), float(data["threshold"]), dict(data.get("env") or {}),
-                       str(path), held)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"calibration file {path} is malformed: {exc}") from None
+        """A calibration file, every field checked (:mod:`.calibration_check`): CalibrationError
+        (a ValueError, exit 2) naming the file and the field when it is not one. Keys and groups of
+        a file written before 0.2 are read as this version names them."""
+        data = read_json(path)
+        check_calibration(data, path, SCHEMA)
+        cases = {current_key(str(k)): CaseNoise(float(v["sigma"]), float(v["upper"]), int(v["runs"]),
+                                               _group(v["group"]),
+                                               tuple(float(r) for r in v.get("ratios", ())))
+                 for k, v in data["cases"].items()}
+        groups = {_group(g): float(s) for g, s in data["groups"].items()}
+        held = {str(g): [int(v[0]), int(v[1]), *(float(x) for x in v[2:3])]
+                for g, v in (data.get("held_out") or {}).items()}
+        return cls(cases, groups, int(data["runs"]), float(data["threshold"]), dict(data.get("env") or {}),
+                   str(path), held)
 
 
 def _group(name: Any) -> str:
@@ -292,14 +282,3 @@ def busier_than_calibrated(calibration: Calibration, share: float | None) -> str
         return None
     return (f"other processes took {share:.0%} of the CPUs during this run, {typical:.0%} during the "
             f"calibration's median run")
-
-
-def find_calibration(path: str | None) -> Calibration | None:
-    """The calibration named by ``path``; None for "none" / "" ; the default path when it exists."""
-    if path is not None:
-        if path.strip().lower() in ("", "none", "off"):
-            return None
-        return Calibration.load(path)
-    if Path(DEFAULT_PATH).is_file():
-        return Calibration.load(DEFAULT_PATH)
-    return None

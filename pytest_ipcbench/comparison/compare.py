@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
+from ..core.case_rules import Waiver
 from ..results.results import Result, ResultSet
 from ..results.stats import (
     DEFAULT_CONFIDENCE,
@@ -31,8 +32,8 @@ from .compare_notes import (
     calibration_load_note,
     calibration_warning,
     env_warnings,
+    host_state_warning,
     load_warning,
-    spell_warning,
 )
 from .counters import counter_verdict
 from .noise import (
@@ -49,7 +50,7 @@ from .noise import (
 from .normalise import Normalisation, is_reference, reference_factor
 from .rounds import chunks, metric_of, moderated_round_halfwidths, round_noise, round_split
 from .run_sets import MIN_RUNS, RUN_QUANTILE, overlap_problem, runs_of, shared_runs
-from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison, Waiver
+from .verdict import DEFAULT_THRESHOLD, MAX_HALF_WIDTH, MIN_SAMPLES, CaseVerdict, Comparison
 
 Todo = tuple[str, str, list[float], list[float]]  # key, metric, head samples, base samples
 
@@ -358,7 +359,7 @@ def _closing_warnings(s: Setting, base: ResultSet, head: ResultSet, old: dict[st
     if s.across_runs:
         runs = (len(runs_of(base)), len(runs_of(head))) if s.runs_a_side else None
         out.append(across_runs_note(s.norm, s.calibration, assumed, runs))
-        out.extend(n for n in (load_warning(base, head), spell_warning(base, head)) if n)
+        out.extend(n for n in (load_warning(base, head), host_state_warning(base, head)) if n)
     noisy = round_noise(old, new, metric)
     if noisy is not None and noisy > 1 + threshold:
         out.append(f"noisy machine: between its own rounds the same code moved by a median factor of {noisy:.2f} "

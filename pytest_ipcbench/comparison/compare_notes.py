@@ -67,9 +67,6 @@ def host_state_warning(base: ResultSet, head: ResultSet) -> str | None:
             f"gate, whose rounds alternate")
 
 
-#: compare.py's name for :func:`host_state_warning` until it moves to the new one
-spell_warning = host_state_warning
-
 
 def host_state_change(copies: list[float | None]) -> str | None:
     """What a run says when the host's state changed between its start and its end."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..core.case_rules import CaseRules, Waiver
 from ..core.errors import IpcbenchError
 from ..results.stats import DEFAULT_CONFIDENCE, RatioInterval
 from .calibration import Calibration
@@ -50,14 +52,11 @@ class Decision:
         return EXIT_OK if code == EXIT_INCONCLUSIVE and self.inconclusive_pass else code
 
 
-@dataclass(frozen=True)
-class Waiver:
-    """A known slowdown accepted until ``expires`` (``[tool.ipcbench]``): the case keeps its
-    verdict, is listed with the waiver, and never makes a REGRESSION."""
-
-    reason: str
-    expires: str  # YYYY-MM-DD
-    pattern: str = ""
+def rule_callables(rules: CaseRules, default: float) -> dict[str, Any]:
+    """``compare_sets``' ``thresholds`` and ``waivers`` from ``[tool.ipcbench]``'s (core/case_rules.py)."""
+    def waiver(key: str) -> Waiver | None:
+        return rules.waiver_for(key)
+    return {"thresholds": lambda key: rules.threshold_for(key, default), "waivers": waiver}
 
 
 class GateError(IpcbenchError):

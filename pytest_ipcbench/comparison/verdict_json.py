@@ -30,7 +30,7 @@ def _case(c: CaseVerdict) -> dict[str, Any]:
         "base_median_s": _num(iv.median_b) if iv else None, "head_median_s": _num(iv.median_a) if iv else None,
         "counter_words": list(c.explanations), "counter_regressions": list(c.counter_regressions),
         "threshold": c.threshold,
-        "waiver": {"reason": c.waiver.reason, "expires": c.waiver.expires} if c.waiver is not None else None,
+        "waiver": c.waiver.to_json() if c.waiver is not None else None,
         "note": c.note, "decide": c.decide,
     }
 

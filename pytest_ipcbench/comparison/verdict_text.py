@@ -8,13 +8,29 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..core.units import format_ratio, format_time
+from .calibration_store import describe_use
 from .counters import regression_line
 from .verdict import STATUS_ORDER, CaseVerdict, Comparison, _pct, decide_summary
 
 
-def _row(case: CaseVerdict) -> list[str]:
+def _rules_note(case: CaseVerdict, default: float | None) -> str:
+    """A case's own threshold and its waiver ([tool.ipcbench], core/case_rules.py), for its notes."""
+    own = f"; threshold ±{case.threshold:.0%} ([tool.ipcbench.thresholds])" \
+        if default is not None and case.threshold != default else ""
+    w = case.waiver
+    return own + (f"; {w.describe()}" if w is not None else "")
+
+
+def waived_lines(comparison: Comparison) -> list[str]:
+    """Every waived case, its status, its waiver's reason and date: a waiver is never silent."""
+    return [f"waived: {c.key} ({c.status}{'' if c.interval is None else f', {c.interval.ratio:.3f}x'}"
+            f"{', counters grew' if c.counter_regressions else ''}), {c.waiver.describe()}"
+            for c in comparison.cases if c.waiver is not None]
+
+
+def _row(case: CaseVerdict, default: float | None = None) -> list[str]:
     iv = case.interval
-    extra = "".join(f"; {e}" for e in case.explanations)
+    extra = "".join(f"; {e}" for e in case.explanations) + _rules_note(case, default)
     if iv is None:
         return [case.key, "-", "-", "-", "-", case.status, "-", case.note + extra]
     return [
@@ -116,14 +132,15 @@ def _columns(comparison: Comparison) -> list[str]:
 
 def format_table(comparison: Comparison) -> str:
     """Plain-text table of every case, then the counts and the verdict."""
-    rows = [_columns(comparison)] + [_row(c) for c in _ordered(comparison)]
+    rows = [_columns(comparison)] + [_row(c, comparison.threshold) for c in _ordered(comparison)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1] for r in rows]
     lines = [line.rstrip() for line in lines]
     lines.insert(1, "-" * max(len(line) for line in lines))
     metric = comparison.metric or "each case's primary metric (completion)"
     intro = f"head / base median time of {metric}; {_decision_note(comparison)}"
-    out = [intro, *lines, "", *(f"warning: {w}" for w in comparison.warnings), _headline(comparison)]
+    out = [intro, *lines, "", describe_use(comparison.calibration), *(f"warning: {w}" for w in comparison.warnings),
+           *waived_lines(comparison), _headline(comparison)]
     return "\n".join(out)
 
 
@@ -132,12 +149,14 @@ def format_markdown(comparison: Comparison, title: str = "ipcbench performance c
     mark = {"REGRESSION": ":x:", "INCONCLUSIVE": ":warning:", "OK": ":white_check_mark:"}[comparison.outcome]
     head, verdict_line = _headline(comparison).split("\n")
     out = [f"## {title}", "", f"{mark} **{verdict_line}**", "", f"Cases: {head}.", ""]
+    out += [f"> {describe_use(comparison.calibration)}", ""]
     out += [f"> warning: {w}" for w in comparison.warnings]
+    out += [f"> {line}" for line in waived_lines(comparison)]
     cols = _columns(comparison)
     out.append("| " + " | ".join(cols) + " |")
     out.append("|" + "|".join(["---"] + ["---:"] * 4 + ["---", "---:", "---"]) + "|")
     for case in _ordered(comparison):
-        cells = [c.replace("|", "\\|") for c in _row(case)]
+        cells = [c.replace("|", "\\|") for c in _row(case, comparison.threshold)]
         if case.status == "slower":
             cells[5] = "**slower**"
         out.append("| " + " | ".join(f"`{cells[0]}`" if i == 0 else c for i, c in enumerate(cells)) + " |")

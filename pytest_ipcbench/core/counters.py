@@ -125,6 +125,9 @@ class Counters:
     iterations: int  # per repeat
     messages_per_iteration: int  # 1; a stream's window
     repeats: int
+    # seconds rank 0 spent in the pass: the kernel counters' repeats, then the tracemalloc pass
+    # (what the pass costs a run: docs/counters.md, "Cost")
+    seconds: tuple[float, float] = (0.0, 0.0)
 
     @property
     def messages(self) -> int:
@@ -175,9 +178,15 @@ class Counters:
 
     def to_dict(self) -> dict[str, Any]:
         return {"iterations": self.iterations, "messages_per_iteration": self.messages_per_iteration,
-                "repeats": self.repeats, "ranks": [r.to_dict() for r in self.ranks]}
+                "repeats": self.repeats, "seconds": [round(x, 4) for x in self.seconds],
+                "ranks": [r.to_dict() for r in self.ranks]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Counters:
+        seconds = d.get("seconds")
+        kept = (0.0, 0.0)  # informative only: never trusted
+        if isinstance(seconds, list) and len(seconds) == 2 and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9 for x in seconds):
+            kept = (float(seconds[0]), float(seconds[1]))
         return cls([RankCounters.from_dict(r) for r in d["ranks"]], int(d["iterations"]),
-                   int(d["messages_per_iteration"]), int(d["repeats"]))
+                   int(d["messages_per_iteration"]), int(d["repeats"]), kept)

@@ -171,12 +171,11 @@ RUN: tuple[Option, ...] = (
            key="time-budget"),
     Option("case_timeout", seconds(), "seconds without progress before a job is killed", flag="--case-timeout",
            key="case-timeout"),
-    Option("count", None, "count what each message costs after the timed rounds (off by default: it adds 60-130%% "
-                    "to the wall time)", flag="--count",
-           action="store_const", const=True),
-    Option("count", None, "no counting pass (the default)",
+    Option("count", None, "count what each message costs after the timed rounds (the default; docs/counters.md)",
+           flag="--count", action="store_const", const=True),
+    Option("count", None, "no counting pass: no counters in the results, no counter verdicts",
            flag="--no-count", action="store_const", const=False),
-    Option("count", boolean, "the counting pass after the timed rounds (default: off)", key="count"),
+    Option("count", boolean, "the counting pass after the timed rounds (default: on)", key="count"),
     Option("deep", names, "deep mode for the cases whose label matches (glob or substring, as --only; repeatable): "
                           "after the run, bytes copied (valgrind DHAT) and instructions (callgrind) per message, "
                           "every rank under valgrind (slow: minutes per case; docs/counters.md)", flag="--deep",

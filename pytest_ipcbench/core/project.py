@@ -14,6 +14,8 @@ Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv su
     extras = false                     # the MPI methods and the shared-array experiment (default: off here)
     time-budget = 0.2                  # seconds of timed iterations per case
     case-timeout = 120
+    [tool.ipcbench.thresholds]         # per-case thresholds and waivers: core/case_rules.py
+    "broadcast/shm/*" = 0.25
 
 Every key is optional; the command line overrides the table key by key. Each key is an option of
 ``ipcbench run``'s table (core/options.py: RUN) and is checked by the same function as its flag,
@@ -35,6 +37,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from .case_rules import KEYS as RULE_KEYS, CaseRules, parse_rules
 from .checks import OptionError
 from .errors import FileMissing, UsageError
 from .options import RUN, TABLE, table_values, toml_text
@@ -58,6 +61,7 @@ class ProjectConfig:
     path: Path
     options: dict[str, Any] = field(default_factory=dict)
     table: dict[str, Any] = field(default_factory=dict)
+    rules: CaseRules = field(default_factory=CaseRules)  # per-case thresholds and waivers (core/case_rules.py)
 
     def describe(self) -> str:
         keys = ", ".join(f"{k} = {v!r}" for k, v in self.table.items())
@@ -71,13 +75,14 @@ def parse_table(table: Any, path: Path) -> ProjectConfig:
     if "payloads" in table and "kinds" in table:
         raise OptionError(f"{TABLE} in {path}", "has both payloads and kinds; keep one")
     options: dict[str, Any] = {"no_extras": True}  # a project measures its own matrix, not our extras
-    options.update(table_values(table, path, RUN))
+    rules = parse_rules(table, f"{TABLE} in {path}")  # what compare and the gate decide by, not the matrix
+    options.update(table_values({k: v for k, v in table.items() if k not in RULE_KEYS}, path, RUN))
     if "payloads" in table:  # the broadcast payloads; ping-pong, stream, granularity keep their own
         scenarios = options.get("scenarios")
         fixed = [k for k, scenario in FIXED_KINDS.items()
                  if k not in options["kinds"] and (scenarios is None or set(scenario) & set(scenarios))]
         options["kinds"] = [*options["kinds"], *fixed]
-    return ProjectConfig(path, options, dict(table))
+    return ProjectConfig(path, options, dict(table), rules)
 
 
 def read_config(path: str | Path) -> ProjectConfig | None:
@@ -120,3 +125,12 @@ def discover(start: Path | None = None) -> ProjectConfig | None:
     """The declared matrix of the project around ``start`` (None: no pyproject.toml, or no table)."""
     path = find_pyproject(start)
     return read_config(path) if path is not None else None
+
+
+def declared_rules(start: Path | None = None) -> CaseRules:
+    """The per-case thresholds and waivers of the project around ``start`` (none: no rules), every
+    waiver checked against today's date (RuleError naming an expired one: exit 2)."""
+    config = discover(start)
+    rules = config.rules if config is not None else CaseRules()
+    rules.check_expiry()
+    return rules

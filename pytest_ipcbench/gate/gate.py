@@ -5,9 +5,8 @@ after round (base head, head base, ...: the order alternates so that a drift of 
 not favour one side): first every case (``rounds``, by default ``ipcbench run --quick`` at as many
 ranks as cores), then, one round at a time, only the cases still in doubt (head / base above 1 +
 half the threshold), until none is or ``confirm_rounds`` are spent. Each side's samples are kept
-round by round and compared (:mod:`.compare`) on a two-level bootstrap (rounds, then samples
-within a round): samples of one round share the state of the machine at that moment and are not
-independent draws. A real regression only gathers evidence in the confirming rounds, a fluke
+round by round and compared (:mod:`..comparison.compare`) round by round: samples of one round
+share the state of the machine at that moment and are not independent draws. A real regression only gathers evidence in the confirming rounds, a fluke
 rarely survives them, and a clearly unchanged case costs nothing after the first rounds. Nothing
 is tied to a machine's identity or to yesterday's number on another runner (docs/method.md rule 16).
 
@@ -25,18 +24,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..comparison.calibration import Calibration, find_calibration
+from ..comparison.calibration import Calibration
+from ..comparison.calibration_store import describe_use, find_calibration
 from ..comparison.calibration_summary import JUDGEMENTS, decision_z, undecidable
 from ..comparison.compare import compare_sets
 from ..comparison.rounds import merge_rounds
-from ..comparison.verdict import Comparison, Decision, GateError
+from ..comparison.verdict import Comparison, Decision, GateError, rule_callables
 from ..comparison.verdict_json import write_json
 from ..comparison.verdict_text import format_markdown, format_table
 from ..core import names
 from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
 from ..core.outdir import check_output_file, clear_own, write_output, write_text
-from ..core.project import find_pyproject
+from ..core.project import declared_rules, find_pyproject
 from ..results.results import ResultSet
 from . import consumer
 from .gate_sides import (
@@ -87,7 +87,7 @@ class GateOptions:
     skip_unadopted_base: bool = False  # another project: a base without [tool.ipcbench] exits 0, not 2
     inject: dict[str, Slowdown] = field(default_factory=dict)  # head only: backend -> slowdown (harness/inject.py)
     dry_run: bool = False  # say what would be installed and measured, then stop (exit 0)
-    count: bool = False  # each run with its counting pass: exact counters compared exactly (exit 1 when one grew)
+    count: bool = True  # each side's first round counts: exact counters compared exactly (exit 1 when one grew)
 
 
 class Unadopted(GateError):
@@ -240,6 +240,10 @@ def run_gate(opts: GateOptions) -> int:
             write_output(opts.decision.markdown, md, "--markdown")
         return 0
     project = head.decl is not None
+    # the head's thresholds and waivers, an expired one an error before anything is installed
+    config = head.decl.config if head.decl is not None else None
+    rules = config.rules if config is not None else declared_rules(head.source)
+    rules.check_expiry()
     if project and opts.isolated:
         raise GateError("--isolated is for pytest-ipcbench's own repository: in another project both sides "
                         "share the gate's pytest-ipcbench, numpy, mpi4py and MPI")
@@ -264,18 +268,24 @@ def run_gate(opts: GateOptions) -> int:
             side.config = out / f"{side.name}.pyproject.toml"
             write_text(side.config, side.decl.text)
             print(f"[gate] {side.name} declares {side.decl.config.describe()}", flush=True)
+    # a named calibration is read now; the stored one is looked up by the sides' matrices after the first rounds
+    explicit = opts.decision.calibration is not None
     try:
-        calibration = find_calibration(opts.decision.calibration)
+        calibration = find_calibration(opts.decision.calibration) if explicit else None
     except ValueError as exc:
         raise GateError(str(exc)) from None
     install_sides(repo, (base, head), cache, log, opts.timeout, opts.isolated)
     env_notes = check_sides_equal(base, head, out, cache)
-    if calibration is not None:
-        print(f"[gate] {calibration.describe()}", flush=True)
-        budget_lines = budget_notice(calibration, opts)
-        for line in budget_lines:
-            print(f"[gate] {line}", flush=True)
-        env_notes = env_notes + [calibration.describe()] + budget_lines[:1]
+
+    def use_calibration(found: Calibration | None) -> None:
+        nonlocal calibration, env_notes
+        calibration = found
+        print(f"[gate] {describe_use(calibration, opts.decision.calibration)}", flush=True)
+        budget_lines = budget_notice(calibration, opts) if calibration is not None else []
+        print("".join(f"[gate] {line}\n" for line in budget_lines), end="", flush=True)
+        env_notes = env_notes + budget_lines[:1]
+    if explicit:
+        use_calibration(calibration)
 
     sides = {"base": base, "head": head}
     sets: dict[str, list[ResultSet]] = {"base": [], "head": []}
@@ -302,7 +312,8 @@ def run_gate(opts: GateOptions) -> int:
             what = f"{len(only)} case(s) in doubt" if only is not None else "every case"
             print(f"[gate] round {i + 1}: {name}, {what}", flush=True)
             dest = out / "rounds" / f"{i + 1}-{name}"
-            args = side_args(sides[name], run_args, only, scratch, opts.timeout, opts.count)
+            # one counting pass a side (its first round; merge_rounds keeps its counters): docs/counters.md
+            args = side_args(sides[name], run_args, only, scratch, opts.timeout, opts.count and i == 0)
             rs, warning = run_round(sides[name], dest, args, scratch, log, opts.timeout,
                                     env=injected if name == "head" else None)
             sets[name].append(rs)
@@ -313,10 +324,16 @@ def run_gate(opts: GateOptions) -> int:
             rs.env["gate_side"] = sides[name].label
             rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
         latest.update(merged)
+        if not explicit and len(sets["base"]) == opts.rounds:  # the first rounds: every case, both matrices known
+            try:
+                use_calibration(find_calibration(None, merged["head"], merged["base"]))
+            except ValueError as exc:
+                raise GateError(str(exc)) from None
         try:
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
                                       opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
-                                      paired=True, calibration=calibration)
+                                      paired=True, calibration=calibration,
+                                      **rule_callables(rules, opts.decision.threshold))
         except ValueError as exc:
             raise GateError(str(exc)) from None
         comparison.warnings.extend(warnings)
@@ -365,7 +382,7 @@ def run_gate(opts: GateOptions) -> int:
         f"{' over the matrix each side declares in [tool.ipcbench]' if project else ''} per side"
         f"{f', then {confirmed} more of the cases in doubt' if confirmed else ''}, in this job, on this machine"
         f"{f'; head slowed on purpose ({injected[INJECT_ENV]})' if injected else ''}"
-        f"{'; with the counting pass (--count)' if opts.count else ''}"
+        f"{'; counted once a side (its first round)' if opts.count else '; not counted (--no-count)'}"
         f"; {(time.monotonic() - started) / 60:.1f} min"
     )
     table = format_table(comparison)

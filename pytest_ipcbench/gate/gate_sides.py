@@ -330,15 +330,16 @@ def run_help(side: Side, scratch: Path, timeout: float) -> str:
 def side_args(side: Side, run_args: Sequence[str], only: Sequence[str] | None, scratch: Path,
               timeout: float, count: bool = False) -> list[str]:
     """The arguments of one side's round: the gate's, ``--results-only`` when its version knows
-    it (no plots to wait for), ``--count`` when asked and known (a side that predates it is
-    not counted: its cases then get no counter verdict), and ``--only`` of the cases in doubt
-    (None: every case)."""
+    it (no plots to wait for), ``--count`` when this round counts and ``--no-count`` when it does
+    not, each when the side's version knows it (a side that predates counting is not counted: its
+    cases then get no counter verdict), and ``--only`` of the cases in doubt (None: every case)."""
     text = run_help(side, scratch, timeout)
     args = list(run_args)
     if "--results-only" in text:
         args.append("--results-only")
-    if count and "--count" in text and "--count" not in args:
-        args.append("--count")
+    flag = "--count" if count else "--no-count"
+    if flag in text and not {"--count", "--no-count"} & set(args):
+        args.append(flag)
     for label in only or ():
         args += ["--only", label]
     return args

@@ -64,6 +64,21 @@ jobs:
           key: perf-gate-venvs-${{{{ runner.os }}}}-py{python}-${{{{ github.event.pull_request.base.sha }}}}
           restore-keys: perf-gate-venvs-${{{{ runner.os }}}}-py{python}-
 
+      # the calibration (docs/calibration.md): `ipcbench calibrate` stores it in the user's cache under
+      # the machine's and the matrix's digests and the gate finds it there; kept between runs per
+      # runner type and pyproject, measured again only when the cache has none
+      - name: Calibration of this runner type (kept between runs)
+        id: calibration
+        uses: actions/cache@v4
+        with:
+          path: ~/.cache/pytest-ipcbench
+          key: ipcbench-calibration-${{{{ runner.os }}}}-${{{{ runner.arch }}}}-py{python}-${{{{ hashFiles('{project_dir}pyproject.toml') }}}}
+
+      - name: Calibrate (only when the cache had none)
+        if: steps.calibration.outputs.cache-hit != 'true'
+        working-directory: {working_directory}
+        run: ipcbench calibrate --plot none
+
       - name: Perf gate against the base branch
         working-directory: {working_directory}
         # --skip-unadopted-base: the pull request that adds [tool.ipcbench] has nothing to compare with

@@ -15,6 +15,7 @@ never touched.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from ..core.counters import Counters, RankCounters
@@ -25,9 +26,12 @@ from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quie
 
 #: messages a repeat aims at, and the payload bytes it may move at most (a repeat has at least
 #: 2 iterations). Fixed, not scaled by time: two runs of one case must count the same messages
-#: (per-message figures of a backend with a sequence number or batching depend on the count)
-COUNT_MESSAGES = 16
-COUNT_VOLUME = 16 * 2**20
+#: (per-message figures of a backend with a sequence number or batching depend on the count).
+#: Few: an exact counter is the same total in every repeat and divides by the messages exactly
+#: (as Go's AllocsPerRun), so more messages add cost, not exactness; the pass, on by default, is
+#: paid per message (16 messages and 16 MiB made it 80% of a run: docs/counters.md, "Cost")
+COUNT_MESSAGES = 4
+COUNT_VOLUME = 2 * 2**20
 #: iterations per repeat of the tracemalloc pass, at most (every message of a repeat: a harness's list
 #: that grows on one iteration in a repeat would weigh 8x as much in 2 iterations scaled to 16)
 ALLOC_ITERATIONS = COUNT_MESSAGES
@@ -95,6 +99,7 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
     harness = _harness_waits(case, settings)
     totals: dict[str, list[int]] = {}
+    t0 = time.perf_counter()
     with CounterProbe(syscalls=syscalls) as probe:
         absent = dict(probe.absent)
         # a barrier closes each phase: an asynchronous writer (mp.Queue's feeder thread, zmq's
@@ -114,6 +119,7 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
             for k, v in msg.items():
                 totals.setdefault(k, []).append(v - base[k])
             s0 = s2
+    t1 = time.perf_counter()
     with AllocProbe() as alloc:
         # the peak above each iteration's start (the harness's barrier's own transient, tens of
         # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages,
@@ -136,9 +142,10 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
             totals.setdefault("alloc.bytes", []).append(allocated * n // n_alloc)
             totals.setdefault("alloc.peak_bytes", []).append(peaks * n // n_alloc)
             totals.setdefault("alloc.net_bytes", []).append(nets * n // n_alloc)
+    t2 = time.perf_counter()
     case.record.warm_times.clear()  # the untimed iterations appended there
     mine = RankCounters(group.rank, role(case), totals, n * per, absent)
     everyone = group.gather(mine)
     if everyone is None:  # not the root
         return None
-    return Counters(list(everyone), n, per, settings.count_repeats)
+    return Counters(list(everyone), n, per, settings.count_repeats, (t1 - t0, t2 - t1))

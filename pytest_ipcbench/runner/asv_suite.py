@@ -108,7 +108,7 @@ def tracked_counters(path: Path | None = None) -> list[str]:
 
     path = path or config_path()
     config = read_config(path) if path is not None else None
-    if config is None or not RunOptions(**config.options).count:
+    if config is None or RunOptions(**config.options).count is False:  # not given: on
         return []
     syscalls = syscall_unavailable() is None
     return [c for c in TRACKED_COUNTERS if syscalls or " syscalls." not in c]

@@ -81,7 +81,7 @@ class RunOptions:
     wait: str | None = None  # auto | block | backoff; None: $IPCBENCH_WAIT, else auto
     pin: str | None = None  # none | core (core/affinity.py); None: BenchSettings' default
     results_only: bool = False  # results.json and run.log, no CSV, plots or tables (the gate's rounds)
-    # the counting pass (harness/count.py): off unless asked for (--count); its cost: docs/counters.md
+    # the counting pass (harness/count.py): on unless turned off (--no-count); cost: docs/counters.md
     count: bool | None = None
     # deep mode (harness/deep.py): labels matching these patterns get valgrind's counters after the run
     deep: Sequence[str] = ()
@@ -131,7 +131,7 @@ class Runner:
         settings = self.level.settings
         if opts.time_budget is not None:
             settings = replace(settings, time_budget=opts.time_budget)
-        settings = replace(settings, count=bool(opts.count), pin=opts.pin or settings.pin)
+        settings = replace(settings, count=opts.count is not False, pin=opts.pin or settings.pin)
         self.settings = settings
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -241,9 +241,10 @@ def test_cli_reads_the_calibration_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["compare", str(b), str(h), "--calibration", str(path)]) == 1
     out = capsys.readouterr().out
     assert "calibrated" in out and "REGRESSION" in out
-    monkeypatch.chdir(tmp_path)
-    calibrated(0.05).save(tmp_path / cal.DEFAULT_PATH)  # found at the default path
-    assert main(["compare", str(b), str(h)]) == 1
+    monkeypatch.chdir(tmp_path)  # a file in the working folder is never read unless named
+    (tmp_path / ".ipcbench").mkdir()
+    calibrated(0.05).save(tmp_path / ".ipcbench" / "calibration.json")
+    assert main(["compare", str(b), str(h)]) == 3
     assert main(["compare", str(b), str(h), "--calibration", "none"]) == 3
     capsys.readouterr()
     (tmp_path / "bad.json").write_text('{"schema": "other"}')

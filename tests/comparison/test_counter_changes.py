@@ -313,6 +313,39 @@ def test_a_change_on_some_messages_only_is_a_note_not_a_verdict():
     assert change.exact and change.regression and change.readers == 3
 
 
+def test_counts_of_different_message_numbers_are_not_compared():
+    """A version that counts 4 messages a repeat against one that counted 16: a backend that
+    batches or numbers its messages has other per-message figures, so no verdict either way."""
+    from pytest_ipcbench.comparison.counters import counter_verdict
+
+    head = result({**BASE_W, "syscalls.data": [2]}, BASE_R)
+    assert head.counters is not None
+    head.counters = Counters([RankCounters(r.rank, r.role, r.totals, r.messages // 4, r.absent)
+                              for r in head.counters.ranks], MESSAGES // 4, 1, 3)
+    verdict = counter_verdict(result(BASE_W, BASE_R), head)
+    assert verdict is not None and verdict.regressions == [] and "not compared" in verdict.lines[0]
+    assert "base counted 16 messages a repeat, head 4" in verdict.lines[0]
+
+
+def test_a_waived_case_whose_counter_grew_is_listed_never_a_regression():
+    from datetime import date
+
+    from pytest_ipcbench.comparison.compare import compare_sets
+    from pytest_ipcbench.comparison.verdict import EXIT_OK, rule_callables
+    from pytest_ipcbench.comparison.verdict_text import format_table
+    from pytest_ipcbench.core.case_rules import CaseRules, Waiver
+
+    base = ResultSet(results=[_timed(result(BASE_W, BASE_R), 1e-3)], env={"gate_job": "j"})
+    head = ResultSet(results=[_timed(result({**BASE_W, "syscalls.data": [2]}, BASE_R), 1e-3)], env={"gate_job": "j"})
+    rules = CaseRules(waivers=(Waiver("broadcast/x/*", "a write per message, on purpose", date(2999, 1, 1)),))
+    comparison = compare_sets(base, head, **rule_callables(rules, 0.10))
+    (case,) = comparison.cases
+    assert case.counter_regressions and case.waiver is not None and comparison.exit_code == EXIT_OK
+    text = format_table(comparison)
+    assert "waived: broadcast/x/bytes/ndarray/1048576/r2 (unchanged, 1.000x, counters grew), waived until 2999-01-01" in text
+    assert "COUNTER REGRESSION" not in text
+
+
 def test_asv_declares_counter_benchmarks_only_where_counters_are_measured(tmp_path, monkeypatch):
     """Issue 39 item 10: no benchmark that is all n/a."""
     import subprocess

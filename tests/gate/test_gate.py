@@ -355,6 +355,11 @@ def test_side_args_follow_what_the_side_knows(tmp_path: Path) -> None:
     assert gate.side_args(counting, ["--quick", "--count"], None, tmp_path, 10, count=True) == \
         ["--quick", "--count", "--results-only"]
     assert gate.side_args(old, ["--quick"], None, tmp_path, 10, count=True) == ["--quick"]
+    # a round that does not count says so to a side that counts by default (every round after a side's first)
+    both = gate.Side("head", "head", None, run_help="  --results-only\n  --count  the default\n  --no-count  no pass")
+    assert gate.side_args(both, ["--quick"], None, tmp_path, 10, count=False) == ["--quick", "--results-only", "--no-count"]
+    assert gate.side_args(both, ["--quick"], None, tmp_path, 10, count=True) == ["--quick", "--results-only", "--count"]
+    assert gate.side_args(counting, ["--quick"], None, tmp_path, 10, count=False) == ["--quick", "--results-only"]
 
 
 def _strip_rounds(rs: ResultSet) -> ResultSet:
@@ -542,7 +547,7 @@ def test_gate_catches_an_injected_slowdown_and_confirms_only_cases_in_doubt(tmp_
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "IPCBENCH_INJECT")}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_ipcbench", "gate", "--base", "HEAD", "--rounds", "2", "--confirm-rounds", "2",
-         "--inject", "shm=3",
+         "--inject", "shm=3", "--budget", "15",  # minutes: under load the installs alone took 6 of the default 7
          "--run-args", "--quick --ranks 2 --backends shm,zmq --scenarios pingpong --no-extras --no-config",
          "--cache-dir", str(tmp_path / "cache"), "--out", str(report)],
         cwd=REPO, capture_output=True, text=True, env=env, timeout=1100,
@@ -575,6 +580,10 @@ def test_gate_catches_an_injected_slowdown_and_confirms_only_cases_in_doubt(tmp_
     ran = [{r.extra["case"] for r in by_round[side].results if r.extra.get("case")} for side in ("3-base", "3-head")]
     assert ran[0] == ran[1] and ran[0] <= in_doubt  # those that look slower first, as the budget allows
     assert shm & ran[0]  # (not every one: on a machine shared with another test run, a 3x case once measured 1.0x)
+    # counted once a side: each side's first round only, and the merged sides carry its counters
+    assert all(r.counters is not None for r in by_round["1-head"].results if r.backend == "shm")
+    assert all(r.counters is None for name in ("2-base", "2-head", "3-base", "3-head") for r in by_round[name].results)
+    assert all(r.counters is not None for r in ResultSet.load(report / "head.json").results if r.backend == "shm")
     assert ResultSet.load(report / "head.json").env.get("injected") == "shm=3"
     assert "injected" not in ResultSet.load(report / "base.json").env
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)

@@ -123,6 +123,27 @@ def test_bad_table_at_head_is_named(consumer: Path, monkeypatch: pytest.MonkeyPa
     assert "unknown key(s) rank" in capsys.readouterr().err
 
 
+def test_the_heads_waivers_are_checked_before_anything_is_installed(
+        consumer: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """An expired waiver in the head's [tool.ipcbench] stops the gate with exit 2 naming it; a bad
+    threshold too; a valid waiver lets the dry run say what it would do (docs/thresholds.md)."""
+    waiver = '\n[[tool.ipcbench.waivers]]\ncase = "pingpong/shm/*"\nreason = "known"\nexpires = {}\n'
+    (consumer / "pyproject.toml").write_text(PYPROJECT + TABLE)
+    _commit(consumer, "adopt pytest-ipcbench")
+    monkeypatch.chdir(consumer)
+    cache = consumer.parent / "cache"
+    (consumer / "pyproject.toml").write_text(PYPROJECT + TABLE + waiver.format("2020-01-31"))
+    assert main(["gate", "--base", "HEAD", "--cache-dir", str(cache), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "expired waiver(s): case = 'pingpong/shm/*' (expired 2020-01-31: known)" in err
+    (consumer / "pyproject.toml").write_text(PYPROJECT + TABLE + '[tool.ipcbench.thresholds]\n"x/[" = 0.2\n')
+    assert main(["gate", "--base", "HEAD", "--cache-dir", str(cache), "--dry-run"]) == 2
+    assert "unclosed '['" in capsys.readouterr().err
+    (consumer / "pyproject.toml").write_text(PYPROJECT + TABLE + waiver.format("2999-01-31"))
+    assert main(["gate", "--base", "HEAD", "--cache-dir", str(cache), "--dry-run"]) == 0
+    assert not (cache / "venvs").exists()  # nothing was installed
+
+
 def _actionlint() -> str | None:
     beside = Path(sys.executable).parent / "actionlint"
     return os.environ.get("ACTIONLINT") or (str(beside) if beside.exists() else shutil.which("actionlint"))

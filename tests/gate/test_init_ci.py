@@ -131,6 +131,13 @@ def test_the_written_files_run_in_a_fresh_consumer(fresh: Path, tmp_path: Path) 
     assert [p.name for p in written] == ["asv-history.yml", "perf-gate-comment.yml", "perf-gate.yml"]
     for path in (*written, conf):
         assert spec in path.read_text() and "OWNER" not in path.read_text(), path
+    # the calibration is kept between runs (actions/cache of the user's cache folder, keyed by the runner
+    # type and the pyproject) and measured only when the cache had none: the gate finds it there
+    flow = workflow.read_text()
+    assert "path: ~/.cache/pytest-ipcbench" in flow
+    assert "key: ipcbench-calibration-${{ runner.os }}-${{ runner.arch }}-py3.12-${{ hashFiles('pyproject.toml') }}" in flow
+    assert "if: steps.calibration.outputs.cache-hit != 'true'" in flow and "run: ipcbench calibrate" in flow
+    assert flow.index("ipcbench calibrate") < flow.index("ipcbench gate")
     # the suite's comment names what the module really exports
     text = bench.read_text()
     assert "TimeDeclared" not in text and "MemDeclared" not in text and "Declared" in text

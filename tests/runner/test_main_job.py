@@ -208,6 +208,15 @@ def test_results_only_writes_results_and_log_and_labels_every_case(tmp_path):
     rs = ResultSet.load(out / "results.json")
     case = next(r for r in rs.results if r.backend == "mp-queue")
     assert case.extra["case"] == "pingpong mp-queue/bytes buffer-1KB r2"
+    # counted by default, 4 messages a repeat (harness/count.py), the pass's own seconds kept
+    assert case.counters is not None and case.counters.messages == 4 and sum(case.counters.seconds) > 0
+    off = tmp_path / "off"
+    proc = _run(["run", "--quick", "--no-config", "--no-mpi", "--backends", "mp-queue", "--scenarios", "pingpong",
+                 "--sizes", "1KB", "--modes", "bytes", "--time-budget", "0.03", "--no-extras", "--results-only",
+                 "--progress", "none", "--no-count", "--out", str(off)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    case = next(r for r in ResultSet.load(off / "results.json").results if r.backend == "mp-queue")
+    assert case.counters is None and "counting turned off" in case.extra["counting"]
 
 
 def test_no_mpi_skips_the_mpi_backends_it_was_not_asked_for_and_fails_the_ones_named(tmp_path):
