@@ -85,3 +85,26 @@ def test_pytest_route_records_every_call_and_is_comparable(two_runs: list[tuple[
     assert code in (0, 1, 3), err  # read whole (a case measured twice is its callN variant), never exit 2
     assert "different runs" in out + err
     assert "share no in-run reference" not in err
+
+
+SKIPPED_IN_SETUP = """
+    import pytest
+
+    @pytest.fixture
+    def cannot_run_here():
+        pytest.skip("not here")
+
+    @pytest.mark.ipcbench(backends="shm", modes="bytes", payloads="ndarray", sizes="1KB", ranks="2")
+    def test_skipped_after_ipc_bench(ipc_bench, cannot_run_here, ipc_backend, ipc_payload):
+        ipc_bench(ipc_backend, ipc_payload)
+"""
+
+
+def test_a_test_skipped_in_setup_gets_no_unused_benchmark_warning(pytester: pytest.Pytester) -> None:
+    """A fixture after ``ipc_bench`` that skips (the conformance kit's ``conformance_backend`` for a
+    local-only backend under mpiexec) left pytest-benchmark's fixture unused, and it warned
+    "Benchmark fixture was not used at all" about a skipped test."""
+    pytester.makepyfile(test_skip=textwrap.dedent(SKIPPED_IN_SETUP))
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", timeout=120)
+    res.assert_outcomes(skipped=1)
+    assert "not used at all" not in res.stdout.str()
