@@ -9,6 +9,8 @@ from pytest_ipcbench.core.jobwatch import JobWatch
 from pytest_ipcbench.core.names import remove
 
 pytest_plugins = ["pytester"]
+# tests/data holds whole projects (with tests of their own) that some tests install and run
+collect_ignore = ["data"]
 
 _WATCH = pytest.StashKey[JobWatch]()
 # what an MPI launcher puts in its ranks' environment (Hydra's PMI, Open MPI's, PMIx)

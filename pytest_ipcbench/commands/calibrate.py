@@ -16,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..comparison import calibration as cal, calibration_summary as tell
+from ..comparison import calibration as cal, calibration_store as store, calibration_summary as tell
 from ..comparison.run_sets import load_results
 from ..comparison.verdict import DEFAULT_THRESHOLD, GateError
 from ..core import names
@@ -25,7 +25,6 @@ from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_text
 from ..core.project import find_pyproject
 from ..core.units import format_percent, format_ratio
-from ..comparison import calibration_store as store
 from ..gate.gate import DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, default_run_args
 from ..report.calibration import plot_calibration
 from ..report.common import table
@@ -47,7 +46,8 @@ CALIBRATE: tuple[Option, ...] = (
            flag="--from", nargs="+", metavar="RESULTS"),
     Option("out", path, "also write the calibration to this file (it is always stored in the per-user cache, "
            f"{store.CACHE_TEXT}, where compare and the gate find it for this machine and matrix)", flag="--out"),
-    Option("threshold", DECISION[0].check, "the threshold the false-alarm rates are given at (default 0.10, the gate's)",
+    Option("threshold", DECISION[0].check,
+           "the threshold the false-alarm rates are given at (default 0.10, the gate's)",
            flag="--threshold", default=DEFAULT_THRESHOLD),
     Option("markdown", path, "also write the table as markdown to FILE", flag="--markdown", metavar="FILE"),
     Option("plot", text, "the plot of each case's noise and what compare and the gate can detect (default: beside "

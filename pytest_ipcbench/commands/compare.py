@@ -7,16 +7,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..core.checks import choice, name, number, path, text
-from ..core.options import Option, add_arguments
-from ..core.outdir import check_output_file, write_output
-from ..core.project import declared_rules
 from ..comparison.calibration_store import CACHE_TEXT, find_calibration
 from ..comparison.compare import compare_sets
 from ..comparison.run_sets import load_side
 from ..comparison.verdict import DEFAULT_THRESHOLD, EXIT_ERROR, Decision, GateError, rule_callables
 from ..comparison.verdict_json import write_json
 from ..comparison.verdict_text import format_markdown, format_table
+from ..core.checks import choice, name, number, path, text
+from ..core.options import Option, add_arguments
+from ..core.outdir import check_output_file, write_output
+from ..core.project import declared_rules
 from ..results.stats import DEFAULT_CONFIDENCE
 
 HELP = ("compare two results files case by case on a confidence interval of the ratio; exit 1 REGRESSION, "

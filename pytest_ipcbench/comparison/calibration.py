@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from ..core.outdir import write_text
-from .calibration_check import check_calibration, read_json
 from ..results.results import OLD_SCENARIOS, Result, ResultSet, current_key
+from .calibration_check import check_calibration, read_json
 from .normalise import is_reference, reference_factor
 
 SCHEMA = "pytest-ipcbench-calibration/1"
@@ -176,7 +176,8 @@ class Calibration:
         a file written before 0.2 are read as this version names them."""
         data = read_json(path)
         check_calibration(data, path, SCHEMA)
-        cases = {current_key(str(k)): CaseNoise(float(v["sigma"]), float(v["upper"]), int(v["runs"]), _group(v["group"]),
+        cases = {current_key(str(k)): CaseNoise(float(v["sigma"]), float(v["upper"]), int(v["runs"]),
+                                               _group(v["group"]),
                                                tuple(float(r) for r in v.get("ratios", ())))
                  for k, v in data["cases"].items()}
         groups = {_group(g): float(s) for g, s in data["groups"].items()}

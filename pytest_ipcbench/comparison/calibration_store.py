@@ -19,14 +19,15 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..core.outdir import write_text
+from ..results.results import ResultSet
 from .calibration import Calibration
 from .calibration_check import CalibrationError
 from .normalise import is_reference
-from ..results.results import ResultSet
 
 APP = "pytest-ipcbench"
 CACHE_TEXT = f"$XDG_CACHE_HOME/{APP}/ (else ~/.cache/{APP}/)"  # where, in words (help texts: the same everywhere)
@@ -78,10 +79,12 @@ def _python(text: Any) -> str:
 
 
 def _mpi(env: dict[str, Any]) -> str:
-    mpi = env.get("mpi") if isinstance(env.get("mpi"), dict) else {}
+    found = env.get("mpi")
+    mpi: dict[str, Any] = found if isinstance(found, dict) else {}
     if mpi.get("vendor"):
         return f"{mpi['vendor']} {mpi.get('vendor_version', '')}".strip()
-    packages = mpi.get("packages") if isinstance(mpi.get("packages"), dict) else {}
+    listed = mpi.get("packages")
+    packages: dict[str, Any] = listed if isinstance(listed, dict) else {}
     return ", ".join(f"{k} {v}" for k, v in sorted(packages.items())) or "no MPI"
 
 
@@ -151,7 +154,8 @@ def describe_use(calibration: Calibration | None, explicit: str | None = None) -
         return ("calibration: none for this machine and matrix (`ipcbench calibrate` stores one in "
                 f"{cache_root()}): the between-run noise is assumed")
     when = str(calibration.env.get("created", "?"))[:16].replace("T", " ")
-    where = calibration.env.get("machine") or f"{calibration.env.get('host', '?')}, {calibration.env.get('cores', '?')} cores"
+    env = calibration.env
+    where = env.get("machine") or f"{env.get('host', '?')}, {env.get('cores', '?')} cores"
     return f"calibration: {calibration.path or '(in memory)'}, made {when} on {where}"
 
 

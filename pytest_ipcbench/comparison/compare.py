@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
+from ..core.case_rules import Waiver
 from ..results.results import Result, ResultSet
 from ..results.stats import (
     DEFAULT_CONFIDENCE,
@@ -25,15 +26,14 @@ from ..results.stats import (
     round_ratio_halfwidth,
     rounds_ratio_interval,
 )
-from ..core.case_rules import Waiver
 from .calibration import SHARED_RUN, UNCALIBRATED_NOISE, Calibration, busier_than_calibrated, others_share
 from .compare_notes import (
     across_runs_note,
     calibration_load_note,
     calibration_warning,
     env_warnings,
-    load_warning,
     host_state_warning,
+    load_warning,
 )
 from .counters import counter_verdict
 from .noise import (

@@ -55,7 +55,6 @@ class Decision:
 def rule_callables(rules: CaseRules, default: float) -> dict[str, Any]:
     """``compare_sets``' ``thresholds`` and ``waivers`` from ``[tool.ipcbench]``'s (core/case_rules.py)."""
     def waiver(key: str) -> Waiver | None:
-        w = rules.waiver_for(key)
         return rules.waiver_for(key)
     return {"thresholds": lambda key: rules.threshold_for(key, default), "waivers": waiver}
 

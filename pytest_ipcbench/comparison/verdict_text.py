@@ -24,7 +24,8 @@ def _rules_note(case: CaseVerdict, default: float | None) -> str:
 def waived_lines(comparison: Comparison) -> list[str]:
     """Every waived case, its status, its waiver's reason and date: a waiver is never silent."""
     return [f"waived: {c.key} ({c.status}{'' if c.interval is None else f', {c.interval.ratio:.3f}x'}"
-            f"{', counters grew' if c.counter_regressions else ''}), {c.waiver.describe()}" for c in comparison.cases if c.waiver is not None]
+            f"{', counters grew' if c.counter_regressions else ''}), {c.waiver.describe()}"
+            for c in comparison.cases if c.waiver is not None]
 
 
 def _row(case: CaseVerdict, default: float | None = None) -> list[str]:

@@ -184,8 +184,9 @@ class Counters:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Counters:
         seconds = d.get("seconds")
-        ok = isinstance(seconds, list) and len(seconds) == 2 and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9 for x in seconds)
-        kept = (float(seconds[0]), float(seconds[1])) if ok else (0.0, 0.0)  # informative only: never trusted
+        kept = (0.0, 0.0)  # informative only: never trusted
+        if isinstance(seconds, list) and len(seconds) == 2 and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9 for x in seconds):
+            kept = (float(seconds[0]), float(seconds[1]))
         return cls([RankCounters.from_dict(r) for r in d["ranks"]], int(d["iterations"]),
                    int(d["messages_per_iteration"]), int(d["repeats"]), kept)

@@ -37,8 +37,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from .case_rules import KEYS as RULE_KEYS
-from .case_rules import CaseRules, parse_rules
+from .case_rules import KEYS as RULE_KEYS, CaseRules, parse_rules
 from .checks import OptionError
 from .errors import FileMissing, UsageError
 from .options import RUN, TABLE, table_values, toml_text

@@ -5,9 +5,8 @@ after round (base head, head base, ...: the order alternates so that a drift of 
 not favour one side): first every case (``rounds``, by default ``ipcbench run --quick`` at as many
 ranks as cores), then, one round at a time, only the cases still in doubt (head / base above 1 +
 half the threshold), until none is or ``confirm_rounds`` are spent. Each side's samples are kept
-round by round and compared (:mod:`.compare`) on a two-level bootstrap (rounds, then samples
-within a round): samples of one round share the state of the machine at that moment and are not
-independent draws. A real regression only gathers evidence in the confirming rounds, a fluke
+round by round and compared (:mod:`..comparison.compare`) round by round: samples of one round
+share the state of the machine at that moment and are not independent draws. A real regression only gathers evidence in the confirming rounds, a fluke
 rarely survives them, and a clearly unchanged case costs nothing after the first rounds. Nothing
 is tied to a machine's identity or to yesterday's number on another runner (docs/method.md rule 16).
 
@@ -38,8 +37,8 @@ from ..core.envinfo import INJECT_ENV
 from ..core.injection import Slowdown, format_injection
 from ..core.outdir import check_output_file, clear_own, write_output, write_text
 from ..core.project import declared_rules, find_pyproject
-from . import consumer
 from ..results.results import ResultSet
+from . import consumer
 from .gate_sides import (
     Side,
     check_matrix,
@@ -242,7 +241,8 @@ def run_gate(opts: GateOptions) -> int:
         return 0
     project = head.decl is not None
     # the head's thresholds and waivers, an expired one an error before anything is installed
-    rules = head.decl.config.rules if project and head.decl.config is not None else declared_rules(head.source)
+    config = head.decl.config if head.decl is not None else None
+    rules = config.rules if config is not None else declared_rules(head.source)
     rules.check_expiry()
     if project and opts.isolated:
         raise GateError("--isolated is for pytest-ipcbench's own repository: in another project both sides "

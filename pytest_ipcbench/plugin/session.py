@@ -170,12 +170,12 @@ class IpcSession:
 
     # -------------------------------------------------------------------------- results
 
-    def record(self, result: Result) -> None:
+    def record(self, result: Result) -> Result:
         """Keep a result for the report (rank 0 keeps them; other ranks drop theirs). The first
         one starts the run record: the environment (``results/record.RunRecord.start``), then every
         ``pytest_ipcbench_update_environment`` hook (another plugin's additions)."""
         if self.rank != 0:
-            return
+            return result
         if self.run_record is None:
             world = self._mpi_world
             config = self.config
@@ -183,7 +183,7 @@ class IpcSession:
                 self.world_size, group_kind=result.group, node_sizes=world.node_sizes if world is not None else None,
                 update=(lambda env: config.hook.pytest_ipcbench_update_environment(config=config, env=env))
                 if config is not None else None)
-        self.run_record.add(result)
+        return self.run_record.add(result)
 
     # ---------------------------------------------------------------------- parametrize
 

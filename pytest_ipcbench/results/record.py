@@ -52,10 +52,19 @@ class RunRecord:
         """The results so far, as built (what :meth:`finish` completes)."""
         return list(self._results)
 
-    def add(self, result: Result, **extra: Any) -> None:
+    def add(self, result: Result, **extra: Any) -> Result:
         """Keep ``result``, with what the run knows of it added to its ``extra`` (a copy: the
-        Result as the harness built it is not changed)."""
-        self._results.append(replace(result, extra={**result.extra, **extra}) if extra else result)
+        Result as the harness built it is not changed); the Result kept. A case measured again in
+        the same run (a test calling ``ipc_bench`` twice on it) is kept as the variant ``callN``:
+        a results file holds each case once, and the same test gives the same names next run."""
+        kept = replace(result, extra={**result.extra, **extra}) if extra else result
+        seen = sum(r.key == kept.key or r.extra.get("repeats") == kept.key for r in self._results)
+        if seen:
+            call = f"call{seen + 1}"
+            kept = replace(kept, variant=f"{kept.variant}-{call}" if kept.variant else call,
+                           extra={**kept.extra, "repeats": kept.key})
+        self._results.append(kept)
+        return kept
 
     def extend(self, results: Iterable[Result]) -> None:
         self._results.extend(results)

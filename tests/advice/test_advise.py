@@ -200,10 +200,3 @@ def test_every_mpi_rank_prints_the_same_pick(tmp_path: Path) -> None:
     advice = Advice.read_json(out)
     assert advice.pick in picks and advice.environment["group"] == "mpi"
 
-
-def test_the_stream_scenario_offers_channels_only() -> None:
-    from pytest_ipcbench.advice.driver import pairs
-
-    ok, out = pairs(None, "stream", ["shm", "zmq", "mp-queue"])
-    assert {f"{s.name}/{s.mode}" for s in ok} == {"zmq/bytes", "zmq/native", "mp-queue/bytes", "mp-queue/native"}
-    assert "stream scenario needs a channel" in out["shm/native"]

@@ -13,13 +13,11 @@ import stat
 from pathlib import Path
 
 import pytest
+from test_compare_runs import run_set  # tests/comparison is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench.commands import main
-from pytest_ipcbench.comparison import calibration as cal
-from pytest_ipcbench.comparison import calibration_store as store
+from pytest_ipcbench.comparison import calibration as cal, calibration_store as store
 from pytest_ipcbench.comparison.calibration_check import CalibrationError
-
-from test_compare_runs import run_set  # tests/comparison is on sys.path (rootdir conftest, no package)
 
 
 def _runs(tmp_path: Path, n: int = 4) -> list[str]:

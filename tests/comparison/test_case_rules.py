@@ -7,12 +7,11 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from test_compare_runs import calibrated, run_set  # tests/comparison is on sys.path (rootdir conftest, no package)
 
 from pytest_ipcbench.commands import main
 from pytest_ipcbench.core.case_rules import CaseRules, RuleError, Waiver, parse_rules
 from pytest_ipcbench.core.project import read_config
-
-from test_compare_runs import calibrated, run_set  # tests/comparison is on sys.path (rootdir conftest, no package)
 
 
 def test_thresholds_first_match_and_waivers_parsed() -> None:

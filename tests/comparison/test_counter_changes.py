@@ -330,10 +330,10 @@ def test_counts_of_different_message_numbers_are_not_compared():
 def test_a_waived_case_whose_counter_grew_is_listed_never_a_regression():
     from datetime import date
 
-    from pytest_ipcbench.core.case_rules import CaseRules, Waiver
     from pytest_ipcbench.comparison.compare import compare_sets
     from pytest_ipcbench.comparison.verdict import EXIT_OK, rule_callables
     from pytest_ipcbench.comparison.verdict_text import format_table
+    from pytest_ipcbench.core.case_rules import CaseRules, Waiver
 
     base = ResultSet(results=[_timed(result(BASE_W, BASE_R), 1e-3)], env={"gate_job": "j"})
     head = ResultSet(results=[_timed(result({**BASE_W, "syscalls.data": [2]}, BASE_R), 1e-3)], env={"gate_job": "j"})

@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import before_ranks_support  # tests/ is on sys.path (rootdir conftest, no package)
 import pytest
 
 from pytest_ipcbench.core.group import in_mpi_job

@@ -19,7 +19,10 @@ from pytest_ipcbench import Backend, PayloadError
 from pytest_ipcbench.backends.base import Backoff, dumps, loads
 from pytest_ipcbench.core import names
 
-_HEAD = struct.Struct("<QQ")  # sequence number, length (ERROR: the writer's error message follows)
+_HEAD = struct.Struct("=QQ")  # sequence number, length (ERROR: the writer's error message follows)
+# Each field is stored and loaded whole (an aligned 8-byte word through a "Q" memoryview): a
+# little-endian struct writes byte by byte, and a reader could see half of a new sequence number.
+# The writer stores the length before the sequence number; the reader loads them the other way.
 _ERROR = (1 << 64) - 1
 SIZE = 64 << 20  # per writer (a ping-pong has two at once: one region per root); sparse: pages are used only where written
 
@@ -56,8 +59,10 @@ class InheritedShmBackend(Backend):
             self._map: mmap.mmap | None = mmap.mmap(fd, SIZE, offset=SIZE * self.root)
         finally:
             os.close(fd)
+        self._head = memoryview(self._map)[:_HEAD.size].cast("Q")
         if self.group.rank == self.root:
-            _HEAD.pack_into(self._map, 0, 0, 0)
+            self._head[1] = 0
+            self._head[0] = 0
         self._seq = 0
         self.group.barrier()
 
@@ -69,20 +74,22 @@ class InheritedShmBackend(Backend):
         except PayloadError as exc:
             message = str(exc).encode()
             self._map[_HEAD.size:_HEAD.size + 8 + len(message)] = struct.pack("<Q", len(message)) + message
-            _HEAD.pack_into(self._map, 0, self._seq, _ERROR)
+            self._head[1] = _ERROR
+            self._head[0] = self._seq
             raise
         if len(data) > SIZE - _HEAD.size:
             raise PayloadError(f"ishm: {len(data)} B do not fit its {SIZE} B segment")
         self._map[_HEAD.size:_HEAD.size + len(data)] = data
-        _HEAD.pack_into(self._map, 0, self._seq, len(data))
+        self._head[1] = len(data)
+        self._head[0] = self._seq
 
     def read(self) -> Any:
         assert self._map is not None
         backoff = Backoff(self.timeout)
         while True:
-            seq, length = _HEAD.unpack_from(self._map, 0)
+            seq = self._head[0]
             if seq > self._seq:
-                self._seq = seq
+                self._seq, length = seq, self._head[1]
                 if length == _ERROR:
                     (n,) = struct.unpack_from("<Q", self._map, _HEAD.size)
                     raise self.writer_failed(self._map[_HEAD.size + 8:_HEAD.size + 8 + n].decode())
@@ -91,6 +98,9 @@ class InheritedShmBackend(Backend):
                 raise self.timeout_error(f"a value newer than number {self._seq}")
 
     def close(self) -> None:
+        if getattr(self, "_head", None) is not None:
+            self._head.release()
+            self._head = None
         if getattr(self, "_map", None) is not None:
             self._map.close()
         self._map = None
