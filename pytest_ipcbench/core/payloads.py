@@ -102,11 +102,15 @@ def _dict_nbytes(obj: dict[str, Any]) -> int:
     return len(obj) * DICT_ENTRY_BYTES
 
 
-def _ndarray_build(size: int, seed: int) -> np.ndarray:
+def ndarray_shape(size: int) -> tuple[int, int]:
+    """(rows, columns) of the ``ndarray`` payload of ``size`` bytes: float32 rows of 602 columns;
+    below one row (2,408 B), one row of size/4 columns ("1KB" holds 1,000 B, not 2,408)."""
     rows = size // (NDARRAY_COLS * 4)
-    # below one row (2,408 B) one row of size/4 columns: "1KB" holds 1,000 B, not 2,408
-    cols = NDARRAY_COLS if rows else max(1, size // 4)
-    rows = max(1, rows)
+    return (rows, NDARRAY_COLS) if rows else (1, max(1, size // 4))
+
+
+def _ndarray_build(size: int, seed: int) -> np.ndarray:
+    rows, cols = ndarray_shape(size)
     a = np.empty((rows, cols), dtype=np.float32)
     a[...] = np.arange(cols, dtype=np.float32)
     a += np.arange(rows, dtype=np.float32)[:, None] * 0.25 + seed

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core.aliasing import MIN_BYTES, placed
-from ..core.payloads import DICT_ENTRY_BYTES, ELEMENTS_PER_BASE, NDARRAY_COLS, TINY_BYTES, PayloadSpec
+from ..core.payloads import DICT_ENTRY_BYTES, ELEMENTS_PER_BASE, TINY_BYTES, PayloadSpec, ndarray_shape
 from ..core.units import size_label
 
 
@@ -54,7 +54,8 @@ def payload_bytes(payload: Payload) -> int:
     if isinstance(payload, PayloadSpec):
         kind, size = payload.kind, payload.size
         if kind == "ndarray":
-            return max(1, size // (NDARRAY_COLS * 4)) * NDARRAY_COLS * 4
+            rows, cols = ndarray_shape(size)
+            return rows * cols * 4
         if kind in ("array1d", "ragged2d"):
             return max(1, size // (ELEMENTS_PER_BASE * 4)) * ELEMENTS_PER_BASE * 4
         if kind == "dict":
