@@ -7,8 +7,8 @@ ranks as cores), then, one round at a time, only the cases still in doubt (head 
 half the threshold), until none is or ``confirm_rounds`` are spent. Each side's samples are kept
 round by round and compared (:mod:`..comparison.compare`) round by round: samples of one round
 share the state of the machine at that moment and are not independent draws. A real regression
-only gathers evidence in the confirming rounds, a fluke rarely survives them, and a clearly
-unchanged case costs nothing after the first rounds. Nothing is tied to a machine's identity or to yesterday's number on another runner (docs/method.md rule 16).
+only gathers evidence in the confirming rounds, a fluke rarely survives them; nothing is tied
+to a machine's identity or to another runner's number (docs/method.md rule 16).
 
 In another project (its pyproject.toml names another project than pytest-ipcbench) the gate
 measures what that project declares in ``[tool.ipcbench]``, installs the project itself at base
