@@ -97,8 +97,7 @@ def test_buffer_paths_never_pickle(world, name):
     exactly(c.ranks, "pickle.loads", 0)
 
 
-def test_shm_win_pickles_only_the_header(world):
+def test_shm_win_moves_an_array_without_pickling(world):
     result, c = counted(world, "mpi-shm-win", "native", MIB)
-    exactly([c.writer], "pickle.dumps", 1)
-    exactly(c.readers, "pickle.loads", 1)
-    assert c.writer.value("pickle.dumps_bytes") < 1000 < result.nbytes  # the description, not the data
+    exactly([c.writer], "pickle.dumps", 0)  # an array's dtype and shape go in the window's head
+    exactly(c.readers, "pickle.loads", 0)
