@@ -21,7 +21,9 @@ from pytest_ipcbench import Backend, PayloadError
 from pytest_ipcbench.backends.base import Backoff, dumps, loads
 from pytest_ipcbench.core import names
 
-_HEAD = struct.Struct("<QQ")  # sequence number, length (0xFF.. = the writer's error)
+_HEAD = struct.Struct("=QQ")  # sequence number, length (0xFF.. = the writer's error)
+# each word stored and loaded whole through a "Q" memoryview (a little-endian struct writes byte
+# by byte: a reader could see a torn sequence number); length stored before the sequence number
 _ERROR = (1 << 64) - 1
 
 
@@ -65,8 +67,10 @@ class InheritedShm(Backend):
             self._map = mmap.mmap(fd, self.SIZE)
         finally:
             os.close(fd)
+        self._head = memoryview(self._map)[:_HEAD.size].cast("Q")
         if self.group.rank == self.root:
-            _HEAD.pack_into(self._map, 0, 0, 0)
+            self._head[1] = 0
+            self._head[0] = 0
         self._seq = 0
         self.group.barrier()
 
@@ -78,20 +82,22 @@ class InheritedShm(Backend):
         except PayloadError as exc:
             message = str(exc).encode()
             self._map[_HEAD.size:_HEAD.size + 8 + len(message)] = struct.pack("<Q", len(message)) + message
-            _HEAD.pack_into(self._map, 0, self._seq, _ERROR)
+            self._head[1] = _ERROR
+            self._head[0] = self._seq
             raise
         if len(data) > self.SIZE - _HEAD.size:
             raise PayloadError(f"inshm: {len(data)} B do not fit the {self.SIZE} B segment")
         self._map[_HEAD.size:_HEAD.size + len(data)] = data
-        _HEAD.pack_into(self._map, 0, self._seq, len(data))
+        self._head[1] = len(data)
+        self._head[0] = self._seq
 
     def read(self) -> Any:
         _hang("read")
         backoff = Backoff(self.timeout)
         while True:
-            seq, length = _HEAD.unpack_from(self._map, 0)
+            seq = self._head[0]
             if seq > self._seq:
-                self._seq = seq
+                self._seq, length = seq, self._head[1]
                 if length == _ERROR:
                     (n,) = struct.unpack_from("<Q", self._map, _HEAD.size)
                     raise self.writer_failed(self._map[_HEAD.size + 8:_HEAD.size + 8 + n].decode())
@@ -100,6 +106,10 @@ class InheritedShm(Backend):
                 raise self.timeout_error(f"a value newer than number {self._seq}")
 
     def close(self) -> None:
+        head = getattr(self, "_head", None)
+        if head is not None:
+            head.release()
+            self._head = None
         mapped = getattr(self, "_map", None)
         if mapped is not None:
             mapped.close()
