@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +94,21 @@ def run(args: argparse.Namespace) -> int:
 
             rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
     if rank == 0:
-        print("\n".join(result.lines()))
+        lines = result.lines()
         if target is not None:
             result.write_json(target)
-            print(f"decision written to {target}")
+            lines.append(f"decision written to {target}")
+        _say("\n".join(lines))
     if size > 1:
-        print(f"rank {rank} of {size}: pick {result.pick}", flush=True)
+        # one write per rank: mpiexec forwards each rank's output as it comes, so a line written
+        # in pieces (text, then newline) can be split by another rank's report
+        _say(f"rank {rank} of {size}: pick {result.pick}")
     return 0
+
+
+def _say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 __all__ = ["Advice", "configure", "load_sample", "run"]
