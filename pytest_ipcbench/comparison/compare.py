@@ -298,7 +298,7 @@ def _judge(s: Setting, data: CaseData, noise: Noise, threshold: float, metric: s
     status = decide(final, threshold)
     looks = status if not noise.measured and status != "inconclusive" else None
     status = "inconclusive" if looks else status
-    parts = [f"/{s.norm.factor:.3g} load"] if s.norm is not None and s.norm.used else []
+    parts = [f"divided by {s.norm.factor:.3g} (the in-run references)"] if s.norm is not None and s.norm.used else []
     note = ", ".join([*parts, f"noise ±{_growth(h)} ({noise.source})"])
     todo, need = "", None
     if looks:

@@ -77,7 +77,8 @@ def verdict_line(comparison: Comparison) -> str:
         largest = f", the largest head/base {top.interval.ratio:.2f}x ({top.key})" if top and top.interval else ""
         slower = f"; {len(looks)} look slower than +{pct:g}%: {_keys(looks)}" if looks else ""
         todo = decide_summary(undecided)
-        tail = (f"; {len(undecided)} of {len(comparison.cases)} case(s) undecided{largest}{slower}"
+        judged = sum(c.status != "reference" for c in comparison.cases)  # in-run references are never judged
+        tail = (f"; {len(undecided)} of {judged} case(s) undecided{largest}{slower}"
                 f"{f'; to decide them: {todo}' if todo else ''}") + tail
     if comparison.outcome == "INCONCLUSIVE":
         return f"INCONCLUSIVE: {tail[2:]}"
