@@ -105,10 +105,6 @@ def store_name(env: dict[str, Any], keys: Iterable[str]) -> str:
     return f"calibration-{_digest(machine(env))}-{_digest(json.dumps(sorted(keys)))}.json"
 
 
-def store_path(env: dict[str, Any], keys: Iterable[str]) -> Path:
-    return cache_root() / store_name(env, keys)
-
-
 def save(calibration: Calibration, runs: Sequence[ResultSet]) -> Path:
     """Keep ``calibration`` where compare and the gate look for it: named by the first run's machine
     and every case of the runs (a case that failed in one run is still the matrix's, as a gate's

@@ -26,9 +26,6 @@ import numpy as np
 from ..results.stats import RatioInterval
 from .calibration import Calibration
 
-#: The slowdown whose runs a side an undecided case of several runs a side reports.
-DECIDE_EFFECT = 1.5
-
 
 @dataclass(frozen=True)
 class CaseData:
