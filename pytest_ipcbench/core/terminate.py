@@ -1,18 +1,12 @@
 """SIGTERM and SIGHUP taken like a Ctrl-C, so that a terminated process cleans up after itself.
 
-Ended by the default action of SIGTERM (``kill``, ``timeout``, a CI job cancelled, a whole session
-terminated) or SIGHUP (its terminal closed), a process runs nothing: no ``finally``, no ``atexit``,
-no multiprocessing finaliser. What it made stays in /dev/shm and the temp folder. An MPI rank has
-its reaper (core/reaper.py) for that; a plain ``pytest`` run and its local workers have none.
-:class:`AsInterrupt` makes these signals raise :class:`Terminated`, a KeyboardInterrupt: the way
-out that a Ctrl-C takes runs instead (pytest's teardown and summary, ``finally`` blocks, exit
-hooks), and ``except Exception`` in a test or a backend does not swallow it.
-
-Nothing may linger: with a ``grace``, a process still running ``grace`` seconds after the signal
-(stuck where the exception cannot reach it) leaves at once with ``128 + signal``, the code a shell
-shows for the signal's default, and says so; a repeated signal meanwhile is not raised again (it
-would cut the cleanup short: ``timeout``, CI runners and a session-wide ``pkill`` may send it
-twice), the grace bounds the end.
+Ended by the default action of SIGTERM or SIGHUP a process runs no ``finally``, no ``atexit``,
+no multiprocessing finaliser, and what it made stays in /dev/shm and the temp folder (an MPI rank
+has its reaper, core/reaper.py; a plain ``pytest`` run has none). :class:`AsInterrupt` makes
+these signals raise :class:`Terminated`, a KeyboardInterrupt, so the Ctrl-C path runs and
+``except Exception`` does not swallow it. With a ``grace``, a process still running ``grace``
+seconds after the signal leaves with ``128 + signal`` and says so; a repeated signal meanwhile
+is not raised again (it would cut the cleanup short).
 """
 
 from __future__ import annotations
