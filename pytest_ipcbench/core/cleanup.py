@@ -110,7 +110,7 @@ def owner_gone(path: Path, pid: int, min_age: float = STALE_AFTER, ns: int | Non
     * names without a namespace (older names, plugins' declared patterns) whose pid is not
       running here: at once when every process of the machine is in this, the initial, PID
       namespace (:func:`procs.only_namespace`: no container could own it); else only once the
-      file is ``min_age`` seconds old, as before.
+      file is ``min_age`` seconds old.
     """
     state = procs.owner_state(pid, ns)
     if state == "alive":

@@ -86,11 +86,9 @@ def tracker_outlives_hangup() -> None:
     """Start multiprocessing's resource tracker (if it is not running) deaf to SIGHUP.
 
     The tracker unlinks the semaphores of our queues (``/dev/shm/sem.mp-*``) when their makers die
-    without doing it, and ends when the last of them closes its pipe. It ignores SIGINT and SIGTERM,
-    not SIGHUP: a closed terminal killed it with the run, and the semaphores stayed. Started with
-    SIGHUP blocked (multiprocessing does the same for the other two), it keeps it blocked: exec
-    keeps the mask and the tracker unblocks only those two. Blocked, not ignored, here: a SIGHUP
-    that comes meanwhile is delivered to this process once the tracker runs.
+    without doing it. It ignores SIGINT and SIGTERM, not SIGHUP; started with SIGHUP blocked it
+    keeps it blocked (exec keeps the mask; the tracker unblocks only the other two). Blocked, not
+    ignored, here: a SIGHUP meanwhile is delivered to this process once the tracker runs.
     """
     from multiprocessing import resource_tracker
 
@@ -105,11 +103,9 @@ def tracker_outlives_hangup() -> None:
 def unlink_queue_names(queues: Sequence[Any]) -> None:
     """Unlink the named semaphores (``/dev/shm/sem.mp-*``) of spawn-context ``queues`` once every
     process that uses them has opened them: they keep working (each process maps them), and no
-    name is left for anyone to remove, whatever kills whom later. Without it a SIGKILL of the
-    whole process group (a CI job's cancel, a launcher's kill of its job) took the resource
-    tracker too, and every queue's three names stayed. Their finalizers and the tracker's entries
-    go with the names (they would unlink them again). Python's own attributes: a version without
-    them keeps the tracker's way."""
+    name is left for anyone to remove, even when a SIGKILL of the process group takes the resource
+    tracker too. Their finalizers and the tracker's entries go with the names. Python's own
+    attributes: a version without them keeps the tracker's way."""
     from multiprocessing import resource_tracker, synchronize, util
 
     try:  # private names, read as such: a Python without them keeps the tracker's way
