@@ -62,9 +62,6 @@ class Queue:
                     seg.unsend_ref()
                 raise
 
-    def put_nowait(self, obj: Any) -> None:
-        self.put(obj, False)
-
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """Next item; shared arrays are mapped (raises queue.Empty like multiprocessing)."""
         data = self._q.get(block, timeout)
