@@ -1,32 +1,22 @@
 """A backend author's kit: the conformance suite every backend must pass, built-in or plugin.
 
-In the spirit of the abstract test classes that storage libraries ship for their implementations:
-subclass it in a test module of your project and name your backend::
+Subclass it in a test module of your project and name your backend::
 
     from pytest_ipcbench.testing import BackendConformance
 
     class TestMyFifo(BackendConformance):
         backend = "fifo"
 
-The subclass runs with the ipcbench fixtures, so it follows the usual options: plain ``pytest``
-runs it over local worker processes at 2 and 4 ranks, ``mpiexec -n 4 python -m pytest --with-mpi
--m mpi`` over MPI (2 and 4 ranks). It checks, in both modes:
-
-* **delivery**: every registered payload kind (``--ipc-payloads``, default all) at every size
-  (``--ipc-sizes``) reaches every reader exactly, several rounds in a row (a stale read fails);
-* **writer errors**: an object the writer cannot pickle raises :class:`PayloadError` on the writer
-  *and* on every reader (no reader waits for a value that never comes), and the next transfer works;
-* **timeouts**: a reader whose writer writes nothing gives up after the backend's ``timeout`` with
-  a TimeoutError that names the backend (skipped, with the reason, for a backend whose class sets
-  ``no_read_timeout``: a read inside an MPI collective cannot be abandoned);
-* **nothing left behind**: after a transfer, and after an exception inside ``with``, no rank still
-  has a resource of ours (``ipcb-<pid>-*`` names, and the backend's declared ``resources``);
-* **objects made before the ranks** (a backend with a ``before_ranks`` hook): every rank inherited them,
-  and its ``after_ranks`` released them once the ranks ended;
-* **the paths users take**: an installed plugin's backend runs where ``ipc_group`` runs it (rank 0 in
-  a process of its own, whose world runs the ``before_ranks`` hooks too), and through ``ipc_bench``.
-
-Where the backend cannot run (``Backend.unavailable``) every test is skipped with its reason.
+It runs with the ipcbench fixtures and options: plain ``pytest`` over local workers at 2 and 4
+ranks, ``mpiexec -n 4 python -m pytest --with-mpi -m mpi`` over MPI. It checks, in both modes:
+**delivery** of every payload kind at every size, several rounds (a stale read fails); **writer
+errors** (an unpicklable object raises PayloadError on the writer and every reader, and the next
+transfer works); **timeouts** (a reader given nothing raises a TimeoutError naming the backend,
+unless the class sets ``no_read_timeout``); **nothing left behind** (no ``ipcb-<pid>-*`` name or
+declared ``resources`` after a transfer or an exception); **objects made before the ranks**
+(``before_ranks`` inherited, released by ``after_ranks``); and **the paths users take** (an
+installed plugin's backend through ``ipc_group`` and ``ipc_bench``). Where the backend cannot run
+(``Backend.unavailable``) every test is skipped with its reason.
 """
 
 from __future__ import annotations

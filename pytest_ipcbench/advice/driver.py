@@ -1,15 +1,11 @@
 """``advise(obj)``: which (backend, mode) pair moves this object fastest here, measured on it.
 
-The steps (docs/advise.md): the object's features (advice/features.py); every pair this group can
-run (the registry's backends, users' entry points and registrations included, in both modes);
-a shortlist from the prior (advice/prior.py); each shortlisted pair probed once with the object
-(a pair that fails is reported with the reason and left out); the race and its confirmation
-(advice/race.py); the :class:`~.decision.Advice`, decided on rank 0 and broadcast, so every rank
-holds the same one.
-
-Outside MPI the ranks are a :class:`~..core.local.LocalWorld` of ``readers + 1`` processes (2 for
-ping-pong), each probe in a run of its own (a backend that crashes or hangs is stopped there and
-the world restarts); under ``mpiexec`` every rank of COMM_WORLD calls :func:`advise`.
+The steps (docs/advise.md): the object's features; every pair this group can run (users'
+backends included, both modes); a shortlist from the prior; each shortlisted pair probed once
+with the object (a failure is reported and the pair left out); the race and its confirmation;
+the :class:`~.decision.Advice`, decided on rank 0 and broadcast. Outside MPI the ranks are a
+:class:`~..core.local.LocalWorld` of ``readers + 1`` processes, each probe in a run of its own
+(a crash or hang restarts the world); under ``mpiexec`` every rank calls :func:`advise`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """What an object is made of, as far as moving it goes: cheap, deterministic features.
 
-:func:`features` pickles the object once with protocol 5 and a buffer callback (what the native
-modes of the backends do: ``backends/base.dumps_oob``) and walks it once:
-
-* ``total_bytes``: the in-band pickle plus every out-of-band buffer (what a pickle-5 transport moves);
-* ``inband_bytes``, ``oob_count``, ``oob_bytes``, ``oob_largest``, ``oob_largest_share``;
-* ``python_objects``: the objects pickle handles one by one in band (containers, keys, scalars,
-  strings, the elements of an object-dtype array; an array with a plain dtype counts as none);
-* ``arrays``, ``noncontiguous_arrays``, ``object_arrays``, ``dtypes``; ``depth`` (a plain value 0,
-  a list of values 1, a dict of lists of values 2); ``top`` (the outer type's name).
-
-The same object gives the same features in every process (no addresses, no timings).
+:func:`features` pickles the object once with protocol 5 and a buffer callback (as the native
+modes do) and walks it once: ``total_bytes``, ``inband_bytes``, ``oob_count``, ``oob_bytes``,
+``oob_largest``, ``oob_largest_share``; ``python_objects`` (what pickle handles one by one in
+band; a plain-dtype array counts as none); ``arrays``, ``noncontiguous_arrays``,
+``object_arrays``, ``dtypes``; ``depth`` (a list of values 1, a dict of lists 2); ``top``. The
+same object gives the same features in every process (no addresses, no timings).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The prior: which (backend, mode) pairs are worth racing for an object with these features.
 
-A small table (``prior.json`` or :data:`DEFAULT_ORDER`), never the decision alone: it orders the candidates, the race
-measures the first :data:`SHORTLIST` of them on the object (commands/advise, advice/race.py).
-Rows are keyed by two features, the object's size class (:func:`size_class`) and its make-up
-(:func:`makeup`); each row ranks the built-in pairs. Two sources, the one in use printed with
-every advice: ``prior.json`` beside this module when it exists, written by
-``tools/advise_eval.py --fit FILE`` from an evaluation's cases (the public generator,
-advice/cases.py: per row, the pairs by their mean rank in those cases' full interleaved
-measurement); else :data:`DEFAULT_ORDER`, the order the mechanisms suggest, which is what the
-evaluation in docs/advise.md scored (its file is the data a fit is made from). A pair the table
-does not name (a user's backend, an MPI backend under mpiexec) is always shortlisted: the prior
-knows nothing of it, so only a measurement can place it.
+A small table that orders the candidates, never the decision: the race measures the first
+:data:`SHORTLIST` (advice/race.py). Rows are keyed by size class (:func:`size_class`) and make-up
+(:func:`makeup`); each ranks the built-in pairs. Source, printed with every advice: ``prior.json``
+beside this module when it exists (``tools/advise_eval.py --fit``, docs/advise.md), else
+:data:`DEFAULT_ORDER`. A pair the table does not name (a user's backend) is always shortlisted.
 """
 
 from __future__ import annotations

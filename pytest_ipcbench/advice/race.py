@@ -1,29 +1,17 @@
 """The race: shortlisted (backend, mode) pairs measured interleaved on one object, the slow ones
 eliminated by their intervals, the pick confirmed against the runner-up in a fresh run.
 
-Collective (every rank of the group calls :func:`race`; rank 0 decides, every rank follows its
-broadcast decisions, so every rank makes the same calls). Each stage is one
-:func:`~..harness.measure.bench_interleaved` of the pairs still in (A B C A B C ...: drift hits
-every pair alike, docs/method.md rule 16), ``rounds`` rounds; a pair's rounds accumulate over the
-stages, paired with the others' (round i of every pair ran side by side). After each stage rank 0
-takes the leader (the smallest median of round medians) and each other pair's ratio to it with the
-rounds' two-level bootstrap interval (``history/stats.rounds_ratio_interval``, the gate's): a pair
-whose whole interval lies above ``1 + tie`` is out. The race stops when the runner-up is decided
-against the leader (its interval above 1: the leader is faster; or inside ``1 +- tie``: a tie),
-when one pair is left, or when the next stage would not fit the race's share of the budget.
+Collective: rank 0 decides and broadcasts, so every rank makes the same calls. Each stage is one
+:func:`~..harness.measure.bench_interleaved` of the pairs still in (rule 16); rounds accumulate
+over stages. After each stage a pair whose rounds' interval of its ratio to the leader
+(``results/stats.rounds_ratio_interval``, the gate's) lies above ``1 + tie`` is out. The race
+stops when the runner-up is decided against the leader, one pair is left, or the next stage
+would not fit the budget.
 
-The pick is the simplest pair (:func:`simplicity`) among those whose median is within ``tie`` of
-the leader's; the runner-up the fastest other pair. Their **confirmation** is a fresh interleaved
-run of the two alone: the race's samples favour its winner (it won on them), so the printed ratio
-and interval come from the confirmation only. Should the confirmation find the runner-up faster
-beyond the tie, the two swap and the record says so.
-
-Then, when its estimate (:func:`count_estimate`) fits in what is left of the budget or in
-:data:`COUNT_SHARE` of it, the harness's counting pass
-(harness/count.py) for the pick and the runner-up, with :data:`COUNT_REPEATS` repeats, in a run
-of its own with one timed iteration: the reason in counts. Not for every raced pair: its
-allocation pass traces every Python call and took tens of seconds a pair for objects of many
-small parts on a loaded machine.
+The pick is the simplest pair (:func:`simplicity`) within ``tie`` of the leader; its ratio to the
+runner-up comes from a fresh run of the two alone (the race's samples favour its winner); should
+that find the runner-up faster beyond the tie, they swap. Then, when it fits the budget
+(:func:`count_estimate`, :data:`COUNT_SHARE`), the counting pass of the two (harness/count.py).
 """
 
 from __future__ import annotations

@@ -3,22 +3,13 @@
 One cohesive thing: the backend protocol and its registry, the one import path a backend module
 needs (docs/extending.md).
 
-A backend moves one object from a writer (rank ``root``) to every other rank of a group:
-
-* a **store** (``delivery = "store"``, e.g. LMDB, shared memory) is written once and read by every
-  reader; ``read()`` waits until a value newer than the last one read is there;
-* a **channel** (``delivery = "channel"``, e.g. ZeroMQ, mp.Queue, MPI) delivers one message per
-  reader per round; ``write()`` sends to every reader.
-
-Two modes: ``bytes`` (the fair protocol: pickle at write, move bytes, unpickle at read)
-and ``native`` (the backend's best path: buffers, pickle-5 out-of-band, zero-copy views).
-
-Backends are extensions: the built-in ones are entry points of the group
-``pytest_ipcbench.backends`` (name -> ``module:BackendClass``) in our pyproject.toml, exactly as
-another distribution declares its own; a conftest.py adds one with :func:`register_backend`.
-Nothing checks names against a fixed list: :func:`backend_names` is whatever is known now.
-
-Life cycle, collective on every rank of the group::
+A backend moves one object from a writer (rank ``root``) to every other rank of a group: a
+**store** (``delivery = "store"``) is written once and read by every reader (``read()`` waits for
+a value newer than the last one read); a **channel** (``delivery = "channel"``) delivers one
+message per reader per write. Two modes: ``bytes`` (pickle, move bytes, unpickle) and ``native``
+(the backend's best path: buffers, pickle-5 out-of-band, zero-copy views). The built-ins are
+entry points of ``pytest_ipcbench.backends``, as another distribution declares its own; a
+conftest.py adds one with :func:`register_backend`. Life cycle, collective on every rank::
 
     with BackendSpec("shm", "bytes").open(group) as backend:   # setup(): root creates, bcasts names
         if group.rank == backend.root:

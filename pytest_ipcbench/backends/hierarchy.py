@@ -1,23 +1,13 @@
 """A node-local store on a group that spans nodes: one copy per node, moved between nodes by MPI.
 
-A store backend (``shm``, ``lmdb``, ``mpi-shm-win``, a plugin's store) keeps its value in
-resources of one host. On a group whose ranks sit on several nodes, :class:`HierarchicalStore`
-(made by ``BackendSpec.open`` when ``group.nodes > 1``) runs it the way HPC codes do:
-
-* the writer (``root``) and one *forwarder* per other node (its lowest rank) form a leaders
-  communicator; the writer sends the object to the forwarders over it (nonblocking broadcasts
-  of the pickled bytes, or of the pickle-5 header and raw buffers in native mode);
-* on every node, the inner store is opened on the node's ranks with the node's writer as its
-  root: the root itself on its node, the forwarder elsewhere. Each node writer writes its node's
-  store; the other readers read it locally. So the inner store's resources exist once per node.
-
-The writer's ``write()`` writes its own node's store and *posts* the inter-node broadcasts, then
-returns (a store's write does not wait for readers); the broadcasts complete while the forwarders
-read, and the next ``write()`` or ``close()`` waits for them (up to ``timeout``). A forwarder's
-``read()`` waits for the broadcast with :class:`~.base.Backoff` (TimeoutError after ``timeout``),
-writes its node's store and returns the object. A write that fails (an unpicklable object) is
-announced to the forwarders, which publish the failure in their node's store, so every reader
-raises PayloadError instead of waiting.
+On a group over several nodes, ``BackendSpec.open`` makes a :class:`HierarchicalStore`: the
+writer and one *forwarder* per other node (its lowest rank) form a leaders communicator; the
+inner store is opened per node with the node's writer (the root, or the forwarder) as its root.
+The writer writes its node's store and posts nonblocking broadcasts to the forwarders (pickled
+bytes, or pickle-5 header and buffers), which the next ``write()`` or ``close()`` completes; a
+forwarder waits for its broadcast (:class:`~.base.Backoff`, ``timeout``) and writes its node's
+store. A failed write is announced and published in every node's store, so every reader raises
+PayloadError instead of waiting.
 """
 
 from __future__ import annotations

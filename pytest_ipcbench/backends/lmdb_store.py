@@ -1,43 +1,27 @@
 """``lmdb``: a store in an LMDB environment that the root creates and every reader maps.
 
-The root creates the environment in a private folder (``names.private_dir("lmdb")``, mode 0o700)
-and broadcasts its path; each reader opens its own :class:`lmdb.Environment` in ``setup()`` (an
-environment is never shared across fork or spawn). The writer opens it with ``writemap=True``
-(values are copied straight into the map, one copy instead of two) and ``sync=False,
-metasync=False`` (we measure IPC, not durability; the original LMDB benchmark used the same settings).
+The root creates the environment in a private folder (``names.private_dir("lmdb")``) and
+broadcasts its path; each reader opens its own :class:`lmdb.Environment` in ``setup()`` (never
+shared across fork, rule 13). The writer uses ``writemap=True`` (one copy into the map) and
+``sync=False, metasync=False`` (IPC, not durability).
 
 One write is one write transaction: key ``seq`` (sequence number, state, buffer count) and the
-value (``data`` in bytes mode; ``head`` and ``buf<i>`` in native mode). LMDB's MVCC gives a reader
-a consistent snapshot, so a reader polls ``seq`` in a fresh read transaction (with
-:meth:`~.base.Backend.pacer`, by the wait strategy) until it is newer than the last one it read.
+value (``data`` in bytes mode; ``head`` and ``buf<i>`` in native mode). A reader polls ``seq`` in
+a fresh read transaction (paced by the wait strategy) until it is newer than its last.
 
-Map size: the writer sizes the map before writing (``set_mapsize`` to at least three times the
-value plus slack: a reader may pin the previous version while a new one is written) and grows it
-again on ``MapFullError``. A reader whose map is then too small gets ``MapResizedError`` when it
-begins its next transaction; it adopts the new size with ``set_mapsize(0)`` (allowed because it
-holds no transaction then) and retries.
+The writer sizes the map to three times the value plus slack (a reader may pin the previous
+version) and grows it on ``MapFullError``; a reader adopts a new size on ``MapResizedError``.
+Before each transaction the writer ``posix_fallocate``s the pages it may write, so a full
+filesystem is an ``OSError`` naming the folder, not a SIGBUS.
 
-Full filesystem: with ``writemap`` a write goes through a mapping of a sparse file, and a page
-the filesystem cannot hold is SIGBUS, which kills the process. So before each transaction the
-writer allocates (``posix_fallocate``) the file's pages it may write past the last used one, as
-the shm backend does: a filesystem too small for the value raises ``OSError`` (ENOSPC) naming the
-folder, the value's size and the free space, and the run goes on.
+Modes: ``bytes`` (pickle; a reader copies the bytes out and unpickles) and ``native`` (a plain
+numpy array as dtype, shape and bytes; anything else pickle-5 with its buffers under their own
+keys; a reader unpickles over zero-copy, read-only views into the map and keeps the transaction
+open until its next ``read()`` or ``close()``: **do not use such an object after that**, its
+pages may be reused or unmapped).
 
-Modes:
-
-* ``bytes``: pickle at write; a reader copies the bytes out (``buffers=False``), ends the
-  transaction and unpickles.
-* ``native``: a plain numpy array is stored as its (dtype, shape) and its bytes, without pickling;
-  anything else with pickle protocol 5; header and out-of-band buffers are stored under their own keys
-  (each put copies a buffer once into the map); a reader opens the transaction with
-  ``buffers=True`` and unpickles with zero-copy, read-only views into the map. The reader keeps
-  that transaction open until its next ``read()`` or ``close()``, so the snapshot (and the views)
-  stay valid while the writer writes newer values. **Do not use such an object after the
-  reader's next read() or close()**: LMDB may then reuse the pages, or unmap them when the map
-  grew, and an access can crash the process.
-
-The owner removes the folder at ``close()``; close is local (no collective): readers' open
-environments keep working on unlinked files.
+The owner removes the folder at ``close()``, which is local (readers' environments keep working
+on unlinked files).
 """
 
 from __future__ import annotations

@@ -1,30 +1,17 @@
 """``mp-queue``: the :class:`multiprocessing.Queue` baseline, one message per reader per write.
 
-A queue can only be shared by inheritance, so this backend uses the group's mailboxes: one
-queue per rank, made by :class:`~pytest_ipcbench.core.group.LocalWorld` and inherited by its
-workers. The writer puts one message into every reader's mailbox; a reader gets from its own
-(``get(timeout=...)``). Under MPI there are no such queues: :meth:`unavailable` says so.
+A queue is shared only by inheritance, so this backend uses the group's mailboxes (one queue per
+rank, made by :class:`~pytest_ipcbench.core.group.LocalWorld`); under MPI it is unavailable. The
+writer puts one message into every reader's mailbox. Messages carry the instance's token drawn in
+``setup()``; a reader drops other tokens (an earlier failed instance's) and empties its mailbox
+in ``setup()``, so a rank reads from one live instance at a time.
 
-Every backend instance draws a token in ``setup()`` and tags its messages with it; a reader drops
-messages with another token (left in a mailbox by an earlier instance that failed), and empties
-its mailbox in ``setup()``. So a rank can be the reader of only one live mp-queue instance at a
-time (a ping-pong's two instances, 0 -> 1 and 1 -> 0, read from different mailboxes: fine).
-
-Modes:
-
-* ``bytes``: pickle at write, put the bytes (the queue's feeder thread pickles that bytes
-  object again, a copy); a reader gets the bytes and unpickles them.
-* ``native``: put the object itself, as users of mp.Queue do; the queue's feeder thread pickles
-  it (once per reader) after ``put()`` returned, so ``write()`` is send-only and never waits for
-  a reader (docs/method.md rule 11: the delivered time is the reader's). Because the feeder thread
-  would only print a traceback for an object it cannot pickle (and the reader would wait),
-  ``write()`` first checks that the object pickles: a pickling pass into a null sink with
-  protocol 5, whose out-of-band buffers are not copied, so the check costs microseconds for
-  arrays and about one pickling of the structure for dicts and other containers.
-
-Either way a failed write puts an error marker to every reader, whose ``read()`` then raises
-PayloadError instead of waiting. ``close()`` has nothing to release: the mailboxes belong to
-the world.
+Modes: ``bytes`` (pickle, put the bytes) and ``native`` (put the object, as users do: the
+feeder thread pickles it after ``put()`` returned, so ``write()`` is send-only, rule 11). The
+feeder would only print a traceback for an object it cannot pickle, so ``write()`` first pickles
+it into a null sink (protocol 5: buffers not copied). A failed write puts an error marker to
+every reader, whose ``read()`` raises PayloadError. ``close()`` releases nothing: the mailboxes
+are the world's.
 """
 
 from __future__ import annotations

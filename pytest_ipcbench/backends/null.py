@@ -1,16 +1,9 @@
-"""``null``: a channel that moves nothing, so its figures are the harness's own cost (issue 40).
+"""``null``: a channel that moves nothing, so its figures are the harness's own cost.
 
-Timed by the same scenario loop as every backend, it measures what the loop itself adds to a
-message: the calls, the clock, the samples kept (and in a broadcast, how far apart the ranks
-leave the harness's barrier). No case can show a change smaller than this floor: ``ipcbench
-selfcheck`` prints it and every results file records it (``env["harness_floor"]``,
-:func:`measure_floor`).
-
-Internal: usable by name (``BackendSpec("null")``), never offered by fixtures or default matrices.
-
-What a reader gets without anything moving: the object this process wrote last (ping-pong: rank
-0 reads back what it wrote, rank 1 echoes what it has), or in a broadcast the expected object
-the harness gave :meth:`~.base.Backend.prepare` (iteration ``i``: ``objs[i % len(objs)]``).
+Internal (``BackendSpec("null")``; never offered by fixtures or default matrices): the floor of
+harness/floor.py. A reader gets the object this process wrote last (ping-pong), or in a
+broadcast the expected object the harness gave :meth:`~.base.Backend.prepare` (iteration ``i``:
+``objs[i % len(objs)]``).
 """
 
 from __future__ import annotations

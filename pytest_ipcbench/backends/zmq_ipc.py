@@ -1,37 +1,20 @@
 """``zmq``: a channel over ZeroMQ ``ipc://`` sockets, one message per reader per write.
 
-Topology: the writer binds one ROUTER socket at ``ipc://<private dir>/router`` (the folder is
-``names.private_dir("zmq")``, mode 0o700); every reader connects a DEALER with its rank as
-routing id. ``setup()`` is a handshake: each reader sends a hello and the writer waits until it
-has one from every reader, so every connection exists before ``setup()`` returns and the first
-write cannot be lost (the slow-joiner problem of PUB/SUB does not arise). The ROUTER is
-``ROUTER_MANDATORY``: a message to a reader that is gone raises instead of vanishing.
+The writer binds a ROUTER (``ROUTER_MANDATORY``: a message to a reader that is gone raises) at
+``ipc://<names.private_dir("zmq")>/router``; every reader connects a DEALER with its rank as
+routing id. ``setup()`` waits for a hello (with the instance's random token) from every reader,
+so the first write cannot be lost. A reader blocks in ``recv`` (``RCVTIMEO`` is the timeout),
+whatever the wait strategy.
 
-A message is one frame that starts with its kind, then, for large payloads, the frames that did
-not fit in it: ``b``/``B`` (bytes: the pickle inline below 64 KiB, else in a second frame),
-``a``/``A`` (a plain numpy array in native mode: its cached dtype and shape, then its bytes, inline
-below 64 KiB, else in a second frame), ``N`` (native: a pickle-5 header, then one frame per
-out-of-band buffer) or ``E`` (the
-writer's error: ``read()`` raises PayloadError). A small object is one frame, as in a plain
-``send``. Each backend instance has its own random token in the hello, and its own context, so
-nothing of an earlier instance can be read. A reader blocks in ``recv`` (the kernel wakes it;
-``RCVTIMEO`` is the timeout), whatever the wait strategy.
+A message's first frame starts with its kind: ``b``/``B`` (a pickle, inline below 64 KiB, else
+in a second frame), ``a``/``A`` (native: a plain array's dtype and shape, its bytes likewise),
+``N`` (native: a pickle-5 header, then one frame per out-of-band buffer) or ``E`` (the writer's
+error: ``read()`` raises PayloadError). Large frames are sent with ``copy=False`` and read
+zero-copy (read-only): **the writer must not modify a sent object until the readers got it**.
 
-Modes:
-
-* ``bytes``: pickle at write, send the bytes (without a copy when large); a reader unpickles.
-* ``native``: a plain numpy array as its bytes (no pickling); anything else with pickle protocol
-  5: a header frame plus one frame per out-of-band buffer. Large frames are sent with
-  ``copy=False`` (pyzmq copies frames below its copy threshold, 64 KiB, and shares the rest).
-  A reader builds the array over, or unpickles over, the received frames (zero-copy, read-only;
-  the objects own their frames).
-  **Zero-copy send**: the writer must not modify a sent object until the readers got it (the
-  I/O thread reads it after ``write()`` returns).
-
-``write()`` returns when the messages are queued (send-only); delivery is the reader's
-``read()``. ``close()`` is local: linger 0, context terminated, and the owner removes the folder
-(and so the socket file); messages still queued are dropped, so close after the readers read
-(``deliver`` ends with a barrier).
+``write()`` returns when the messages are queued (send-only, rule 11). ``close()`` is local:
+linger 0, and the owner removes the folder; queued messages are dropped, so close after the
+readers read (``deliver`` ends with a barrier).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Where a calibration is kept so that it is found, not remembered (docs/calibration.md).
 
-``ipcbench calibrate`` stores its result in a per-user folder, ``$XDG_CACHE_HOME/pytest-ipcbench/``
-(else ``~/.cache/pytest-ipcbench/``), mode 0700, under a name made of two digests:
-
-* the **machine**: CPU model, cores, Python (implementation, major.minor) and MPI (vendor and
-  version, else the mpi4py / mpich packages), as a results file's ``env`` records them;
-* the **matrix**: the sorted keys of the cases measured (in-run references left out).
-
-``ipcbench compare`` and the gate compute both from the results they compare and use the file
-when it exists: the same machine and the same matrix. A folder that is a symlink, or is owned by
-another user, is refused (exit 2): a calibration sets every verdict's noise, and a shared default
-path (any ``/tmp`` folder) let another user plant one (issue 42).
+``ipcbench calibrate`` stores it in ``$XDG_CACHE_HOME/pytest-ipcbench/`` (else
+``~/.cache/pytest-ipcbench/``, mode 0700), named by two digests: the **machine** (CPU model,
+cores, Python, MPI, as a results file's ``env`` records them) and the **matrix** (the sorted case
+keys, in-run references left out). Compare and the gate compute both from the results they
+compare. A folder that is a symlink or another user's is refused (exit 2): a calibration sets
+every verdict's noise.
 """
 
 from __future__ import annotations
@@ -103,10 +98,6 @@ def _digest(text: str) -> str:
 
 def store_name(env: dict[str, Any], keys: Iterable[str]) -> str:
     return f"calibration-{_digest(machine(env))}-{_digest(json.dumps(sorted(keys)))}.json"
-
-
-def store_path(env: dict[str, Any], keys: Iterable[str]) -> Path:
-    return cache_root() / store_name(env, keys)
 
 
 def save(calibration: Calibration, runs: Sequence[ResultSet]) -> Path:

@@ -1,15 +1,12 @@
 """Counter verdicts: what changed in the cost of a message between two results of one case.
 
 :func:`counter_changes` is pure (two :class:`~.results.Result` in, a list out). An exact counter
-(every repeat counted the same, on both sides) changes when its value per message differs at
-all: counts do not move with load, so any difference is the code's (bytes and the allocator's
-counters within a small tolerance, below). A statistical one (inexact on either side: zmq's I/O
-thread) changes only when the two spreads lie apart by more than the wider of them and by half
-the larger value; it is a note, never a verdict. The counters driven by timing
-(:data:`TIMING_COUNTERS`: context switches, waits, futex calls, and the totals that hold them)
-are not compared across runs at all: between runs of identical code they moved by 1.2x to
-7919x (A/A, docs/counters.md), so no spread of three repeats within a run bounds them. :func:`explain` turns the changes
-of a case into one line per rank, e.g.
+(every repeat the same, on both sides) changes when its value per message differs at all
+(bytes and the allocator's counters within a small tolerance): counts do not move with load. A
+statistical one changes only when the two spreads lie apart by more than the wider of them and
+by half the larger value; it is a note, never a verdict. The counters driven by timing
+(:data:`TIMING_COUNTERS`) are not compared across runs at all (A/A: docs/counters.md).
+:func:`explain` says a case's changes in one line per rank, e.g.
 ``reader: +1 copy of 1.05 MB per message (+1,048,688 B allocated, +256 minor faults)``.
 """
 

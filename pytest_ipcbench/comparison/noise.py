@@ -1,18 +1,12 @@
 """How wide one case's interval of head / base is, in each of the four situations compare meets.
 
-Every situation starts from the same measurement of the case (:class:`CaseData`: the bootstrap
-interval of its samples, and its rounds' or runs' spread when it has them) and adds the noise that
-its files could not show themselves (docs/method.md rule 19):
-
-1. :func:`one_experiment`: both sides from one interleaved experiment (a gate's rounds, one run):
-   the rounds' own spread, at least a calibration's noise when there is one.
-2. :func:`runs_a_side`: several separate runs a side, made alternately: how far the runs moved.
-3. :func:`separate_calibrated`: separate runs and a calibration: its between-run noise of the case.
-4. :func:`separate_uncalibrated`: separate runs without one: a conservative assumed noise, and
-   the verdict only "looks", since nothing measured the noise between runs.
-
-Each returns a :class:`Noise`: the log-scale half-width, where it came from, whether it was
-measured (a verdict needs that), and what more would decide the case.
+Each starts from the case's measurement (:class:`CaseData`: the bootstrap interval of its
+samples, and its rounds' or runs' spread) and adds the noise its files could not show (rule 19):
+:func:`one_experiment` (one interleaved experiment: the rounds' spread, at least a calibration's),
+:func:`runs_a_side` (several alternate runs a side: how far they moved), :func:`separate_calibrated`
+(a calibration's between-run noise) and :func:`separate_uncalibrated` (an assumed noise: the
+verdict only "looks"). Each returns a :class:`Noise`: the log-scale half-width, its source,
+whether it was measured, and what more would decide the case.
 """
 
 from __future__ import annotations
@@ -25,9 +19,6 @@ import numpy as np
 
 from ..results.stats import RatioInterval
 from .calibration import Calibration
-
-#: The slowdown whose runs a side an undecided case of several runs a side reports.
-DECIDE_EFFECT = 1.5
 
 
 @dataclass(frozen=True)

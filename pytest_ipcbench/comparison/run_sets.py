@@ -1,18 +1,12 @@
 """One side of a comparison made of several separate runs (``ipcbench compare BASE HEAD`` with a
 folder or a glob on a side).
 
-Two single runs of the same code can move several-fold for some cases (a host that moves the
-guest's CPUs, ranks that share a core: docs/method.md rules 19 and 24), so a verdict between two single runs needs a
-change
-larger than any such jump (comparison/calibration.py). Several runs a side show that spread
-themselves: each side's runs are merged as rounds (comparison/rounds.py), and compare bounds a
-case's between-run noise by how far its runs moved (a t interval of the runs' log ratios, its
-variance moderated by its group's), which a single jump cannot fool: one run of k that jumped by
-J moves the mean by J / k and widens the interval by about as much. That holds only when the two
-sides' runs shared the machine's states: runs of one side all made before the other's would
-read a change of the machine between them as the code's, so the sides' runs must overlap in
-time (made alternately: base, head, base, head, ...), and there must be :data:`MIN_RUNS` of them,
-or compare falls back to the rule for single runs and says why.
+Two single runs of the same code can move several-fold for some cases (rules 19 and 24). Several
+runs a side show that spread: they are merged as rounds (comparison/rounds.py) and compare bounds
+a case's between-run noise by how far its runs moved (a t interval of the runs' log ratios,
+moderated by its group's), which one jump cannot fool. That holds only when the two sides' runs
+overlap in time (base, head, base, head, ...) and number at least :data:`MIN_RUNS`; otherwise
+compare falls back to the rule for single runs and says why.
 """
 
 from __future__ import annotations

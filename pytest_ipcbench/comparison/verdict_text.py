@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-
-import numpy as np
 
 from ..core.units import format_ratio, format_time
 from .calibration_store import describe_use
@@ -104,11 +101,6 @@ def _headline(comparison: Comparison) -> str:
 def _detect_text(x: float | None) -> str:
     """The smallest detectable slowdown for people: beyond 1000x it only says how hopeless."""
     return ">1000x" if x is not None and x > 1000 else format_ratio(x)
-
-
-def _median_detectable(cases: Sequence[CaseVerdict]) -> float | None:
-    xs = [c.detectable for c in cases if c.detectable is not None and math.isfinite(c.detectable)]
-    return float(np.median(xs)) if xs else None
 
 
 def _ci_label(comparison: Comparison) -> str:

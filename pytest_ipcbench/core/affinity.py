@@ -1,15 +1,11 @@
 """Pinning a rank to one CPU while a case runs (``pin``: auto, the default, core or none).
 
-When ranks outnumber cores (4 ranks on 2), the kernel decides afresh in every run which ranks
-share a core, and a broadcast's figures follow that choice: the same case reads one way in one
-run and another way in the next. Pinned, the node's ranks sit round-robin on the CPUs this
-process may use (node rank ``i`` on the ``i % n``-th), the same way in every run, as
-``mpiexec -bind-to core`` places them; each rank pins itself, so it works in plain mode and under
-any launcher. The old affinity comes back when the case ends. ``auto`` pins when the node's ranks
-outnumber the CPUs a rank may use, where it matters: over 5 quiet ``ipcbench run --quick`` with 4
-ranks on 2 cores, 132 broadcast cases moved between runs by a median 1.36x unpinned (58 within
-1.3x) and 1.17x pinned (99 within 1.3x). A launcher's own binding composes: a rank bound to one
-CPU stays on it.
+When ranks outnumber cores the kernel decides afresh in every run which ranks share a core, and
+a broadcast's figures follow that choice (rule 23). Pinned, the node's ranks sit round-robin on
+the CPUs this process may use (node rank ``i`` on the ``i % n``-th), as ``mpiexec -bind-to core``
+places them; each rank pins itself (any launcher, plain mode too) and gets its old affinity back
+when the case ends. ``auto`` pins when the node's ranks outnumber the CPUs a rank may use
+(figures: docs/measurements/2026-11-harness.md). A rank a launcher bound to one CPU stays on it.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Where to put a copy in memory we lay out ourselves, so that its speed does not depend on chance.
 
-A large copy whose destination starts 1-63 bytes after its source, modulo a 4 KiB page, can run
-several times slower when another core has just read the destination, as a broadcast's readers
-have (``tools/copy_place.py`` measures it; figures: docs/measurements/2026-11-code-notes.md).
-The copy's loads wait behind its own earlier stores to the same page offsets (4K aliasing) while
-those stores wait for the other core's lines. A heap buffer's place in its page follows what the
-process allocated before, so the same case could write at one speed in one run and slower in the
-next (docs/method.md rule 23). A store that chooses where a value goes
-(``shm``) moves it 64 bytes further when it would land in that window
-(:func:`clear_of_aliasing`). One that does not (LMDB puts a value 16 bytes into its page) keeps
-the source's luck, so the harness puts the arrays it sends where a fresh process has a large
-array, 16 bytes into a page (:func:`placed`).
+A large copy whose destination starts 1-63 bytes after its source, modulo a page, can run
+several times slower when another core has just read the destination (4K aliasing;
+``tools/copy_place.py``, docs/measurements/2026-11-code-notes.md). A heap buffer's place in its
+page follows the process's history, so the speed did too (rule 23). A store that chooses where a
+value goes (``shm``) moves it out of that window (:func:`clear_of_aliasing`); for one that does
+not (LMDB), the harness puts the arrays it sends 16 bytes into a page, as a fresh process has
+them (:func:`placed`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """What ``ipcbench clean`` removes: our OS resources left by dead processes.
 
-Ours: every ``ipcb-<pid>-*`` name (core/names.py) and whatever matches the ``resources`` patterns
-that installed backends declare (entry points; a conftest.py's registrations are not seen here).
-
-Also what an aborted MPICH job leaves (our watchdog ends hung jobs with ``MPI_Abort``): its
-segments ``/dev/shm/mpich_shm_*`` (unlinked only when a job ends normally) and Hydra's
-``/tmp/hydra_hwloc_xmlfile_*``. One is stale when
-no live process maps it and it is older than ten seconds (a job being set up maps it at once), and only where every
-process is visible
-(the initial PID namespace).
+Ours: every ``ipcb-<pid>-*`` name (core/names.py), what matches the ``resources`` patterns that
+installed backends declare, and what an aborted MPICH job leaves (``/dev/shm/mpich_shm_*``,
+``/tmp/hydra_hwloc_xmlfile_*``): those only when no live process maps them, they are older than
+ten seconds, and every process is visible (the initial PID namespace).
 """
 
 from __future__ import annotations
@@ -115,7 +110,7 @@ def owner_gone(path: Path, pid: int, min_age: float = STALE_AFTER, ns: int | Non
     * names without a namespace (older names, plugins' declared patterns) whose pid is not
       running here: at once when every process of the machine is in this, the initial, PID
       namespace (:func:`procs.only_namespace`: no container could own it); else only once the
-      file is ``min_age`` seconds old, as before.
+      file is ``min_age`` seconds old.
     """
     state = procs.owner_state(pid, ns)
     if state == "alive":

@@ -1,16 +1,11 @@
 """How fast this machine moves data between two of its CPUs now: a probe of the host's state.
 
-On a virtual machine the host places the guest's CPUs, and can place them differently from one
-minute to the next, while a copy within one CPU does not move. Every case whose data crosses CPUs
-(a broadcast's readers, a ping-pong's echo) moves with it, whatever the code (docs/method.md rule
-24; figures: docs/measurements/2026-11-code-notes.md); so a run records this probe at its start
-and end (``cross_cpu_copy_s``), and ``ipcbench compare`` says when two sides met different host
-states.
-
-:func:`cross_cpu_copy` runs ``python -m pytest_ipcbench.core.cpu_pair`` (a fresh process, so that
-the fork below never happens inside an MPI rank or a threaded runner): it forks, pins parent and
-child to two different CPUs, and the child copies a 1 MiB buffer the parent has just written
-(its lines in the parent's cache), ``REPS`` times; the median copy is the answer.
+On a virtual machine the host may place the guest's CPUs differently from one minute to the
+next, and every case whose data crosses CPUs moves with it, whatever the code (rule 24). A run
+records this probe at its start and end (``cross_cpu_copy_s``) and ``ipcbench compare`` says when
+two sides met different host states. :func:`cross_cpu_copy` runs this module in a fresh process
+(no fork inside an MPI rank): it forks, pins parent and child to two CPUs, and the child copies a
+1 MiB buffer the parent just wrote, ``REPS`` times; the median copy is the answer.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Process groups: rank, size and the few collectives the harness needs.
 
-Two implementations share one interface:
-
-* :class:`MPIGroup` wraps an mpi4py communicator (every rank runs the same program, SPMD);
-* :class:`~.local.LocalGroup` (in ``core/local.py``) joins the calling process (rank 0) with worker
-  processes started by :class:`~.local.LocalWorld` (spawn), so backends that do not need MPI are tested with several
-  ranks
-  by plain ``pytest`` too. Rank 0 is the hub; collectives go through one pipe per worker.
-  Before a run, rank 0 sends the workers its run-time registrations of backends and payload
-  kinds (a conftest.py's ``register_backend``), which a spawned process would not have.
-
-Code that must run on every rank is written as a function ``fn(group, *args)`` and started
-with :meth:`Group.run`; in MPI mode every rank is already running the caller, in local mode
-rank 0 ships ``fn`` (picklable, module level) to the workers.
+:class:`MPIGroup` wraps an mpi4py communicator (SPMD); :class:`~.local.LocalGroup`
+(core/local.py) joins the calling process (rank 0, the hub) with spawned workers, so backends
+that do not need MPI run with several ranks under plain ``pytest`` too. Code that runs on every
+rank is a function ``fn(group, *args)`` started with :meth:`Group.run`: under MPI every rank
+already runs the caller; locally rank 0 ships ``fn`` (module level, picklable) to the workers.
 """
 
 from __future__ import annotations

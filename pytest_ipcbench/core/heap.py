@@ -1,18 +1,12 @@
 """A heap whose large blocks cost the same whatever came before: glibc's malloc thresholds, fixed.
 
-glibc serves a block above its mmap threshold (128 KiB at start) with a fresh ``mmap`` and gives
-it back with ``munmap``; the first free of such a block raises the threshold to its size (the
-*dynamic* threshold, up to 32 MiB), and the top of the heap is given back to the kernel whenever
-more than twice that is free. So whether a 1 MB receive buffer or unpickled array comes with
-256 fresh pages to fault in depends on what the process allocated and freed before: the previous
-case, and whether the reader verified last iteration (a check that makes two 1 MB copies left
-more than the trim threshold free, so every next 1 MB block faulted in again). A broadcast's
-readers faulted 456 pages per timed iteration of ``zmq/bytes records-1MB`` in one run and 57 in
-the next, and a case read at two speeds from one run to the next; fixed, 0 (the same pattern
-in ``tests/core/test_heap.py``: ~1150 a round against 0). Setting the thresholds turns the dynamic one off (as
-``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` do): blocks up to 32 MiB come from
-the heap, which keeps up to 128 MiB free, so a steady stream of messages reuses warm pages as a
-long-running program's does. Not glibc (or no ``mallopt``): nothing changes.
+glibc serves a block above its mmap threshold with a fresh ``mmap``, raises that threshold
+dynamically at the first free of such a block, and trims the heap's top when enough is free. So
+whether a 1 MB receive buffer comes with fresh pages to fault in depends on what the process
+allocated and freed before (the previous case, last iteration's verification): rule 23. Setting
+both thresholds (as ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` do) turns the
+dynamic one off: blocks up to 32 MiB come from a heap that keeps up to 128 MiB free, so a steady
+stream of messages reuses warm pages. Not glibc (or no ``mallopt``): nothing changes.
 """
 
 from __future__ import annotations

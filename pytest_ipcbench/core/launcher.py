@@ -1,16 +1,10 @@
 """The one MPI launcher: ``mpiexec -n N python -m MODULE ARGS`` and the records its ranks print.
 
-``ipcbench run`` (runner/job.py), the reference checks (harness/refcheck.py) and the self-check
-(harness/selfcheck.py) each start a job of their own module under mpiexec. They all find mpiexec
-the same way (:func:`~.procs.find_mpiexec`: next to this Python, else on PATH), start it the same
-way (its own session, so a Ctrl-C or a timeout ends mpiexec *and* its ranks: :func:`~.procs.kill_group`;
-``PYTHONUNBUFFERED``, so records arrive as they are printed) and gather results the same way:
-rank 0 prints each record as one line, ``MARK`` + JSON (:func:`emit`), and the launcher picks
-those lines out of everything else the ranks print (:func:`record`).
-
-:func:`run` waits for the job and returns its records; :func:`start` hands back the running job
-for a caller that reads records as they come (``ipcbench run`` shows progress and resumes after
-a rank dies).
+``ipcbench run``, the reference checks and the self-check start their jobs here: mpiexec found
+by :func:`~.procs.find_mpiexec`, started in its own session (a Ctrl-C or a timeout ends mpiexec
+*and* its ranks) with ``PYTHONUNBUFFERED``; rank 0 prints each record as ``MARK`` + JSON on one
+line (:func:`emit`), picked out of the rest by :func:`record`. :func:`run` waits and returns the
+records; :func:`start` hands back the running job for a caller that reads them as they come.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """One table per command of its options: the flags, the ``[tool.ipcbench]`` keys, the help and the check.
 
-An :class:`Option` says once what a setting is: the typed field it fills, the one function that
-checks a value from any source (core/checks.py: value and where it came from -> typed value, or
-an OptionError naming both), its help, and where it may be given: a command-line flag, a
-``[tool.ipcbench]`` key, an environment variable, a pytest ini key. The command line
-(:func:`add_arguments`) and the pyproject table (:func:`table_values`) are derived from the table,
-so a value is checked the same way wherever it is written.
-
-:data:`RUN` is ``ipcbench run``'s table (its keys are the ``[tool.ipcbench]`` table's).
-``ipcbench selfcheck`` and the pytest plugin build theirs from the same pieces. To add an
-option, add one :class:`Option` to the table (and the field it fills, e.g. to ``RunOptions``).
+An :class:`Option` says once what a setting is: the typed field it fills, the one check of a
+value from any source (core/checks.py; an OptionError names the value and where it was written),
+its help, and where it may be given (flag, ``[tool.ipcbench]`` key, environment variable, pytest
+ini key). :func:`add_arguments` and :func:`table_values` are derived from the table. :data:`RUN`
+is ``ipcbench run``'s; to add an option, add one :class:`Option` and the field it fills.
 """
 
 from __future__ import annotations

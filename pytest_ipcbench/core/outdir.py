@@ -1,16 +1,11 @@
 """Output folders (``ipcbench run --out``, ``ipcbench report --out``): claimed safely.
 
-* a folder given by the user must be a folder (not a file), owned by the caller (a folder of
-  another user may hold symlinks planted by it: root would write through them), and writable;
-  the path is walked link by link without following any first (``lstat``): the folder or link it
-  names must be the caller's, and a link on the way the caller's or root's (a link of another user
-  lets that user choose where the caller writes);
-* a run holds an exclusive lock on ``<folder>/.ipcbench.lock`` for its whole life, so two runs
-  never share a folder (a second one is refused, naming the first one's pid);
-* the default folder name is unique (created exclusively, with a suffix when taken).
-
-Every problem is an :class:`OutputFolderError` (a ValueError: the command line reports it and
-exits 2) that names the folder and what is wrong.
+A folder given by the user must be a writable folder owned by the caller, its path walked link
+by link without following any (``lstat``): each link on the way the caller's or root's (another
+user's link would choose where the caller, or root, writes). A run holds an exclusive lock on
+``<folder>/.ipcbench.lock`` for its whole life (a second run is refused, naming the first's pid);
+a default folder name is created exclusively. Every problem is an :class:`OutputFolderError` (a
+ValueError: exit 2) naming the folder and what is wrong.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Payload factories, their exact equality checks and sizes (MB = 10**6 bytes).
 
-Payload kinds are extensions like backends: the built-in ones below are declared as entry points
-of the group ``pytest_ipcbench.payloads`` (name -> ``module:factory``, the factory returning a
-:class:`Kind`), exactly as another distribution declares its own, and a conftest.py adds one with
-:func:`register_payload`. A kind is ``build(size, seed)``, ``equal(a, b)`` and ``nbytes(obj)``.
-
-Built-in kinds, each from a seed document:
-
-* ``dict``: N entries of nested dicts of about 100 bytes each;
-* ``ndarray``: float32 rows x 602 columns, a GNN training batch (below one row,
-  2,408 B: one row of ``size / 4`` columns, so that a size means what it says);
-* ``array1d``: int32, ``base * 55`` elements (the MPI methods' contiguous vector);
-* ``ragged2d``: five int32 rows of ``base * (i + 1) ** 2`` elements (the MPI methods' ragged data);
-* ``tiny``: at most 64 bytes (small tasks); its size is fixed.
-
-A payload is built from a picklable :class:`PayloadSpec`, so every rank can build the same one
-(or the expected value to verify against) without moving it.
+Payload kinds are extensions like backends: entry points of ``pytest_ipcbench.payloads`` (name ->
+factory returning a :class:`Kind`: ``build(size, seed)``, ``equal(a, b)``, ``nbytes(obj)``) or
+:func:`register_payload`. Built-ins: ``dict`` (nested dicts of about 100 bytes an entry),
+``ndarray`` (float32 rows x 602 columns, a GNN batch), ``array1d`` and ``ragged2d`` (the MPI
+methods' data) and ``tiny`` (at most 64 bytes, fixed). A payload is built from a picklable
+:class:`PayloadSpec`, so every rank builds the same one without moving it.
 """
 
 from __future__ import annotations

@@ -3,26 +3,19 @@
 Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv suite measure::
 
     [tool.ipcbench]
-    backends = ["fifo", "shm"]         # its own backend (an entry point) and a built-in to compare with
+    backends = ["fifo", "shm"]         # its own backend (an entry point) and a built-in
     modes = ["bytes", "native"]
-    payloads = ["records", "ndarray"]  # broadcast payload kinds (ping-pong, stream: bytes as always)
+    payloads = ["records", "ndarray"]  # broadcast payload kinds
     sizes = ["1KB", "1MB"]
     scenarios = ["broadcast", "pingpong"]
     ranks = 2
-    level = "quick"                    # quick | default | full: settings and default sizes
-    only = ["*fifo*"]                  # label patterns (see ipcbench run --list)
-    extras = false                     # the MPI methods and the shared-array experiment (default: off here)
-    time-budget = 0.2                  # seconds of timed iterations per case
-    case-timeout = 120
+    level = "quick"                    # quick | default | full
     [tool.ipcbench.thresholds]         # per-case thresholds and waivers: core/case_rules.py
     "broadcast/shm/*" = 0.25
 
-Every key is optional; the command line overrides the table key by key. Each key is an option of
-``ipcbench run``'s table (core/options.py: RUN) and is checked by the same function as its flag,
-the error naming the file, the key and the value. Names are checked by
-:class:`~..runner.job.RunOptions` against the registry (built-ins and plugins). A file without the table declares
-nothing (None), which the gate reports as
-"predates the adoption".
+Every key is optional and an option of ``ipcbench run``'s table (core/options.py: RUN), checked
+as its flag is; the command line overrides it. A file without the table declares nothing (None),
+which the gate reports as "predates the adoption".
 """
 
 from __future__ import annotations

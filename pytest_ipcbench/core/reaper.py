@@ -1,24 +1,15 @@
 """A rank's reaper: a small process that outlives a killed MPI rank and reclaims what it left.
 
-Under ``mpiexec`` a rank killed by SIGKILL (or crashing) runs no cleanup, and Hydra then kills
-every other rank with SIGKILL too: nobody inside the job is left to remove its segments and
-folders. So each rank of a pytest ``--with-mpi`` job starts one reaper, in a session of its
-own (Hydra's kill does not reach it). The reaper records the MPICH segments its rank maps, and
-waits on a pidfd of the rank and on a pipe: ``done`` on the pipe (a normal end) sends it away;
-the rank's death without it makes it print which rank died and how, wait (at most
-``SETTLE`` s) for the rank's siblings on this node to end, then remove the rank's resources
-(``ipcb-<pid>-*``) and the MPICH segments that no process maps any more. It then exits: nothing
-is left running.
-
-A killed launcher is a death too: the reaper also holds pidfds of ``mpiexec`` and, for a job that
-``ipcbench run`` (core/launcher.py) started, of that command (``LAUNCHER_ENV`` names it). When one
-of them ends while the rank runs, nobody would end the job (a prctl death signal does not cross
-Hydra's proxy, and a rank blocked in MPI never notices): the reaper says so, kills its rank and
-reclaims as above. Hydra's topology file, which the rank's proxy holds open, goes with the rest
-once the proxy and the ranks are gone.
+A SIGKILLed rank runs no cleanup and Hydra then kills its siblings too, so each rank of a pytest
+``--with-mpi`` job starts a reaper in a session of its own. It records the MPICH segments its
+rank maps and waits on a pidfd of the rank and a pipe: ``done`` sends it away; the rank's death
+without it makes it say which rank died and how, wait (at most ``SETTLE`` s) for the node's
+siblings, remove the rank's ``ipcb-<pid>-*`` resources and the MPICH segments nobody maps, and
+exit. A launcher's death (pidfds of ``mpiexec`` and of the command named by ``LAUNCHER_ENV``) is
+one too: nobody else would end the job, so the reaper kills its rank and reclaims.
 
 Started by :func:`start` (``python -c _BOOT PACKAGE_DIR PID RANK PIDFD ERRFD PROXY WATCH [SEGMENT ...]``,
-WATCH a comma-separated list of ``FD:PID:NAME``, pidfds of the launchers, or ``-``).
+WATCH a comma-separated list of ``FD:PID:NAME`` or ``-``).
 """
 
 from __future__ import annotations

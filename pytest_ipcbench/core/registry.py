@@ -1,18 +1,10 @@
 """Registries of extensions (backends, payload kinds): entry points and run-time registrations.
 
-A :class:`Registry` knows names from two sources and treats them alike:
-
-* the entry points of its group (``pytest_ipcbench.backends``, ``pytest_ipcbench.payloads``),
-  the built-ins included: listed without importing anything, each loaded on first use, with an
-  error naming the distribution and the entry point when it cannot be imported;
-* ``register(name, obj)`` calls made at run time (a conftest.py calling ``register_backend``).
-  Each is remembered by reference (module, its file, qualified name) so that worker processes
-  started with *spawn* — which import our modules afresh and never ran the conftest — can replay
-  it: :class:`~pytest_ipcbench.core.group.LocalWorld` ships :func:`snapshot` to its workers,
-  which call :func:`replay`.
-
-An MPI rank runs the same program as every other rank (the same conftest.py, the same installed
-entry points), so it sees the same registrations without any shipping.
+A :class:`Registry` knows the entry points of its group (built-ins included: listed without
+importing, loaded on first use, an import error naming the distribution) and ``register(name,
+obj)`` calls made at run time (a conftest.py). Those are remembered by reference (module, file,
+qualified name) so that *spawned* workers, which never ran the conftest, replay them
+(:func:`snapshot`, :func:`replay`); an MPI rank runs the same program and needs no shipping.
 """
 
 from __future__ import annotations

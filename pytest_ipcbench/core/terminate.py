@@ -1,18 +1,12 @@
 """SIGTERM and SIGHUP taken like a Ctrl-C, so that a terminated process cleans up after itself.
 
-Ended by the default action of SIGTERM (``kill``, ``timeout``, a CI job cancelled, a whole session
-terminated) or SIGHUP (its terminal closed), a process runs nothing: no ``finally``, no ``atexit``,
-no multiprocessing finaliser. What it made stays in /dev/shm and the temp folder. An MPI rank has
-its reaper (core/reaper.py) for that; a plain ``pytest`` run and its local workers have none.
-:class:`AsInterrupt` makes these signals raise :class:`Terminated`, a KeyboardInterrupt: the way
-out that a Ctrl-C takes runs instead (pytest's teardown and summary, ``finally`` blocks, exit
-hooks), and ``except Exception`` in a test or a backend does not swallow it.
-
-Nothing may linger: with a ``grace``, a process still running ``grace`` seconds after the signal
-(stuck where the exception cannot reach it) leaves at once with ``128 + signal``, the code a shell
-shows for the signal's default, and says so; a repeated signal meanwhile is not raised again (it
-would cut the cleanup short: ``timeout``, CI runners and a session-wide ``pkill`` may send it
-twice), the grace bounds the end.
+Ended by the default action of SIGTERM or SIGHUP a process runs no ``finally``, no ``atexit``,
+no multiprocessing finaliser, and what it made stays in /dev/shm and the temp folder (an MPI rank
+has its reaper, core/reaper.py; a plain ``pytest`` run has none). :class:`AsInterrupt` makes
+these signals raise :class:`Terminated`, a KeyboardInterrupt, so the Ctrl-C path runs and
+``except Exception`` does not swallow it. With a ``grace``, a process still running ``grace``
+seconds after the signal leaves with ``128 + signal`` and says so; a repeated signal meanwhile
+is not raised again (it would cut the cleanup short).
 """
 
 from __future__ import annotations
@@ -92,11 +86,9 @@ def tracker_outlives_hangup() -> None:
     """Start multiprocessing's resource tracker (if it is not running) deaf to SIGHUP.
 
     The tracker unlinks the semaphores of our queues (``/dev/shm/sem.mp-*``) when their makers die
-    without doing it, and ends when the last of them closes its pipe. It ignores SIGINT and SIGTERM,
-    not SIGHUP: a closed terminal killed it with the run, and the semaphores stayed. Started with
-    SIGHUP blocked (multiprocessing does the same for the other two), it keeps it blocked: exec
-    keeps the mask and the tracker unblocks only those two. Blocked, not ignored, here: a SIGHUP
-    that comes meanwhile is delivered to this process once the tracker runs.
+    without doing it. It ignores SIGINT and SIGTERM, not SIGHUP; started with SIGHUP blocked it
+    keeps it blocked (exec keeps the mask; the tracker unblocks only the other two). Blocked, not
+    ignored, here: a SIGHUP meanwhile is delivered to this process once the tracker runs.
     """
     from multiprocessing import resource_tracker
 
@@ -111,11 +103,9 @@ def tracker_outlives_hangup() -> None:
 def unlink_queue_names(queues: Sequence[Any]) -> None:
     """Unlink the named semaphores (``/dev/shm/sem.mp-*``) of spawn-context ``queues`` once every
     process that uses them has opened them: they keep working (each process maps them), and no
-    name is left for anyone to remove, whatever kills whom later. Without it a SIGKILL of the
-    whole process group (a CI job's cancel, a launcher's kill of its job) took the resource
-    tracker too, and every queue's three names stayed. Their finalizers and the tracker's entries
-    go with the names (they would unlink them again). Python's own attributes: a version without
-    them keeps the tracker's way."""
+    name is left for anyone to remove, even when a SIGKILL of the process group takes the resource
+    tracker too. Their finalizers and the tracker's entries go with the names. Python's own
+    attributes: a version without them keeps the tracker's way."""
     from multiprocessing import resource_tracker, synchronize, util
 
     try:  # private names, read as such: a Python without them keeps the tracker's way

@@ -1,20 +1,12 @@
 """A per-test deadline that ends the whole MPI job when a rank hangs.
 
-One daemon thread per process. :meth:`Watchdog.arm` starts a deadline for a test; when it passes,
-the thread writes a clear message and every thread's traceback to the real stderr (saved when
-the plugin started, so pytest's output capture cannot swallow it) and calls ``abort`` (the
-plugin passes ``MPI.COMM_WORLD.Abort``: Hydra then stops every rank). If ``abort`` does not end
-the process, ``os._exit`` does.
-
-A rank that only waits for the others (in the verdict exchange) gets ``grace`` seconds more, so
-the rank that is really stuck fires first and its traceback is the one printed.
-
-Ctrl-C: under ``mpiexec`` each rank gets SIGINT, and Python raises KeyboardInterrupt only when
-the main thread next runs Python code. A rank blocked inside an MPI call (waiting for a rank
-that has already stopped) never does, and the job hung. :meth:`Watchdog.watch_interrupts` hears
-the signal through ``signal.set_wakeup_fd`` (written by the C handler, whatever the main thread
-does); if the process is still there ``interrupt_grace`` seconds later, it aborts the job with
-exit code 2, pytest's own for an interrupted run.
+One daemon thread per process. When a deadline armed by :meth:`Watchdog.arm` passes, it writes
+a message and every thread's traceback to the real stderr (saved at start: pytest's capture
+cannot swallow it) and calls ``abort`` (``MPI.COMM_WORLD.Abort``), then ``os._exit``. A rank
+that only waits for the others gets ``grace`` seconds more, so the stuck rank's traceback is the
+one printed. A rank blocked inside an MPI call never sees a Ctrl-C's KeyboardInterrupt:
+:meth:`Watchdog.watch_interrupts` hears SIGINT through ``signal.set_wakeup_fd`` and aborts the
+job with exit code 2 (pytest's for an interrupted run) after ``interrupt_grace`` seconds.
 """
 
 from __future__ import annotations

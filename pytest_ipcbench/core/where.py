@@ -1,14 +1,10 @@
 """Where a rank is stuck: the backend and its step (setup, prepare, write, read, close).
 
-A rank that hangs cannot say where it is; a thread of its own can. :func:`describe` reads the main
-thread's stack (``sys._current_frames``) and finds the innermost call of a backend's step: a frame
-of a method named like a step whose ``self`` is a backend (it has ``name``, ``group`` and
-``root``). Nothing runs in the timed region: the stack is read only when someone asks.
-
-Local workers answer over a pipe of their own (:func:`serve`, a daemon thread): the rank that
-waited in vain (:meth:`~pytest_ipcbench.core.local.LocalGroup`) asks (:func:`ask`) before it
-reports the hang, so the failure reads "rank 1 hung in inshm's setup (at _hang, inshm.py:30)".
-Under MPI the watchdog (core/watchdog.py) asks its own process.
+:func:`describe` reads the main thread's stack (``sys._current_frames``) from a thread of the
+rank's own and finds the innermost backend step (a method named like a step whose ``self`` has
+``name``, ``group`` and ``root``); nothing runs in the timed region. A local worker answers over
+a pipe (:func:`serve`) when the rank that waited in vain asks (:func:`ask`), so a hang reads
+"rank 1 hung in inshm's setup (at _hang, inshm.py:30)"; under MPI the watchdog asks its own process.
 """
 
 from __future__ import annotations

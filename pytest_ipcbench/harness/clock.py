@@ -1,15 +1,10 @@
 """One clock for a broadcast: readers' timestamps on the writer's clock.
 
-A broadcast completes when the last reader holds the object, counted from the moment the writer
-started writing. That compares timestamps taken on different ranks, so it needs one clock:
-
-* ranks on one host (one boot of one kernel) share ``CLOCK_MONOTONIC``, which is what
-  ``time.perf_counter`` reads on Linux: their timestamps compare as they are (``shared``);
-* ranks on other hosts get an offset to the writer's clock, estimated as NTP and IMB do from
-  timestamps exchanged both ways (``offset-corrected``): the forward delay plus the offset is at
-  least ``min(t_reader - t_writer)``, the backward delay minus the offset at least
-  ``min(t_writer - t_reader)``; the offset is half their difference and its error at most half
-  their sum (a round trip over two), which the result records.
+A broadcast's completion compares timestamps of different ranks. Ranks on one host share
+``CLOCK_MONOTONIC`` (``time.perf_counter`` on Linux): ``shared``. Ranks on other hosts get an
+offset to the writer's clock estimated as NTP and IMB do (``offset-corrected``): from the minimum
+of ``t_reader - t_writer`` and of ``t_writer - t_reader`` exchanged both ways, the offset is half
+their difference and its error at most half their sum, which the result records.
 """
 
 from __future__ import annotations

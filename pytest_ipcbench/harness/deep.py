@@ -1,22 +1,14 @@
 """Deep mode: bytes copied and instructions executed per message, under valgrind (opt-in).
 
-docs/counters.md "Deep mode". For one case, every rank runs under valgrind, once with DHAT in copy
-mode (``copied.bytes``, ``copied.calls``: memcpy, memmove, strcpy... calls and their bytes, every
-thread) and once with callgrind (``instructions``: Ir, every thread). valgrind cannot be switched
-on and off around the messages of a Python program, so start-up is cancelled by difference: run
-``k`` (k = 1 .. repeats + 1) makes ``k * n`` message iterations and ``(repeats + 1 - k) * n``
-iterations of the harness's own waits alone, so every run has the same barriers and set-up, and
-run ``k+1`` minus run ``k`` is what ``n`` message iterations cost beyond the harness's waits. The
-``repeats`` differences are the repeats of the counting pass: a counter is exact when they agree.
-callgrind counts only the window from the barrier before the messages to the last wait (two
-marker calls, ``--zero-before``/``--dump-before``): MPI's collectives outside it poll for as long
-as valgrind stretches a wait. DHAT counts the whole process (copies do not poll).
-
-Under MPI: ``mpiexec -n R valgrind ... python -m pytest_ipcbench.harness.deep``; a backend that
-runs in local processes (mp-queue): ``valgrind --trace-children=yes python -m ...`` (its spawned
-ranks are traced too). Each rank reports its pid, so valgrind's per-pid output files (``%p``)
-map to ranks; files of other processes (multiprocessing's resource tracker) are ignored.
-PYTHONHASHSEED is fixed: hash randomisation changes the instructions of dict and set work.
+docs/counters.md "Deep mode". Every rank of one case runs under valgrind twice: DHAT in copy
+mode (``copied.bytes``, ``copied.calls``) and callgrind (``instructions``). Start-up cancels by
+difference: run ``k`` (1 .. repeats + 1) makes ``k * n`` message iterations and
+``(repeats + 1 - k) * n`` of the harness's waits alone, so run ``k+1`` minus run ``k`` is ``n``
+messages; the ``repeats`` differences agree for an exact counter. callgrind counts only the
+window between two marker calls (MPI collectives outside it poll as long as valgrind stretches a
+wait). Under MPI: ``mpiexec -n R valgrind ... python -m pytest_ipcbench.harness.deep``; local
+backends: ``valgrind --trace-children=yes``. Ranks report their pids to map valgrind's ``%p``
+files; PYTHONHASHSEED is fixed (hash randomisation changes instruction counts).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""The harness's own floor: what a case costs when nothing moves (issue 40).
+"""The harness's own floor: what a case costs when nothing moves.
 
-The ``null`` backend (backends/null.py) is timed by the same scenario loop as every backend; its
-median per message is the smallest change a case can show. :func:`measure_floor` times it on a
-group (1 B, ping-pong and broadcast); ``ipcbench selfcheck`` prints it and ``ipcbench run``
-records it in each results file as ``env["harness_floor"]``::
-
-    {"seconds": {"pingpong": 1.2e-07, "broadcast": 3.1e-06}, "ranks": 4, "group": "mpi",
-     "backend": "null", "size": 1}
-
-(one-way latency for ping-pong, completion for broadcast; ``group`` is the process model the
-floor was taken in: MPI ranks or local workers). The stream scenario has no floor here: a null
-channel cannot hand a reader the window of values the scenario verifies.
+:func:`measure_floor` times the ``null`` backend (backends/null.py) with the same scenario loop
+(1 B, ping-pong and broadcast); its median per message is the smallest change a case can show.
+``ipcbench selfcheck`` prints it and ``ipcbench run`` records it as ``env["harness_floor"]``
+(``{"seconds": {"pingpong": ..., "broadcast": ...}, "ranks", "group", "backend", "size"}``).
+Stream has no floor: a null channel cannot hand a reader the window of values it verifies.
 """
 
 from __future__ import annotations

@@ -1,39 +1,20 @@
 """Injected slowdowns: make named backends slower on purpose, to measure what a gate can see.
 
-``IPCBENCH_INJECT="shm=1.5,zmq=2"`` (or ``ipcbench gate --inject shm=1.5``, which sets it for the
-head's runs only) makes every case of those backends that many times slower (``shm=1.5@1MiB``:
-only its cases of at least 1 MiB, a regression of the large-message path), in the measured
-path: where a rank ends a timed operation (a broadcast's reader once it holds the object, the
-ping-pong's rank 0 once the echo is back, the stream's writer once the window is acknowledged),
-it first spins for ``factor - 1`` times the time the operation took, so the time it then
-records is about ``factor`` times the mechanism's (or more: a rank that spins reaches the next
-barrier late, and the wake-up of a rank waiting there can land in the next measured time). A
-spin, not a sleep: a real regression takes the CPU too, and on an oversubscribed machine that
-matters. (A spin of a share of the write alone would slow a case by an unknown fraction: the
-write is one part of what a case times.) Granularity cases whose echo side works are not slowed:
-rank 0 cannot tell the mechanism's share of their round trip from the work.
+``IPCBENCH_INJECT="shm=1.5,zmq=2"`` (``ipcbench gate --inject`` sets it for the head's runs;
+``shm=1.5@1MiB``: only cases of at least 1 MiB) slows every case of those backends by that
+factor in the measured path: where a rank ends a timed operation it spins (a real regression
+takes the CPU too) for ``factor - 1`` times what the operation took. Granularity cases whose
+echo side works are not slowed: the mechanism's share of their round trip is unknown.
 
-**A channel broadcast** completes when the last reader holds the message, counted from the
-writer's start of the write on one clock (harness/clock.py). A reader that stretched its own
-time since it left the barrier missed that: one that leaves the barrier late finds the message
-waiting, and a "1.5x" slowed 1 KB broadcasts 1.13-1.26x; and every reader spinning at once took
-the cores the last one needed (4 ranks on 2 cores: 2x became 2.9x). So where every rank shares one
-clock (one host: ``CLOCK_MONOTONIC``), a :class:`DeliveryStretch` (a few bytes of shared memory,
-made only when a case is slowed: nothing changes when it is off) holds the writer's start of each
-write and each reader's arrival; the reader that finds itself the last to arrive spins until
-``start + factor x (last arrival - start)``, and the others do not spin, so the completion is the
-factor times the mechanism's. (Two readers that arrive together may both see the other
-there and both spin, which is harmless; for neither to see the other, the store of one's
-arrival would have to wait in its core's store buffer through the other's whole Python-level
-check, hundreds of nanoseconds.) Across hosts the clocks differ by an estimated offset and
-there is no shared memory: there each reader stretches its own time since it left the barrier,
-as before, which slows a broadcast by less than its factor. A store's completion is write +
-slowest read, two durations: the writer stretches its write and each reader its read (the
-reader's time from the barrier before the write includes the barrier's wait for the writer, so
-stretching it would overstate a small store's slowdown many times).
+A channel broadcast completes when the last reader holds the message, on the writer's clock, so
+readers stretching their own times would miss the factor. On one host a
+:class:`DeliveryStretch` (shared memory, made only when a case is slowed) holds the write's start
+and each arrival; the last reader to arrive spins until ``start + factor x (arrival - start)``.
+Across hosts each reader stretches its own time (less than the factor). A store's completion is
+write + slowest read: the writer stretches its write and each reader its read.
 
-The environment record of a run says which slowdowns were injected (``injected``): such results
-are never a measurement of the code.
+A run's environment record names its injected slowdowns (``injected``): such results are never
+a measurement of the code.
 """
 
 from __future__ import annotations

@@ -1,58 +1,29 @@
 """The harness: time a backend on every rank of a group, by the rules of docs/method.md.
 
-Usable without pytest. Collective: :func:`bench` runs on every rank of a group (under MPI every
-rank calls it; a local group runs it through ``group.run``, which :func:`run_bench` does)::
+Usable without pytest. Collective: :func:`bench` runs on every rank of a group (a local group
+through ``group.run``, as :func:`run_bench` does)::
 
     result = run_bench(group, BackendSpec("shm", "native"), PayloadSpec("ndarray", 10**6))
 
-What one case does:
+One case: rank 0 broadcasts the static plan (:func:`static_plan`); every rank warms up (verified,
+untimed); rank 0 sizes the timed plan from the warm-up's cost (rule 23) and broadcasts it, so
+every rank makes the same collective calls; the timed iterations keep samples on every rank,
+gathered on rank 0 into one :class:`~.results.Result`.
 
-1. rank 0 makes the **static plan** from the payload size (:func:`static_plan`: mpi4py.bench and
-   OSU's counts, 10000 iterations up to 16 KiB, 1000 up to 1 MiB, 100 up to 64 MB, 20 above,
-   capped by volume) and broadcasts it;
-2. every rank (its malloc thresholds fixed first: ``core/heap.py``) runs the **warm-up**
-   iterations (verified, untimed); rank 0 gathers how long an iteration and its verification
-   took (both per iteration, over the same later warm-up iterations: docs/method.md rule 23),
-   decides the **iteration count** (capped by the time budget, never below ``min_iterations``)
-   and whether verification runs every iteration or only on the first and last (when it would
-   cost more than half an iteration), and broadcasts the plan;
-   ranks never calibrate on their own, so every rank makes the same number of collective calls;
-3. the timed iterations keep **samples on every rank**; at the end they are gathered on rank 0,
-   which builds one :class:`~.results.Result` (per iteration: max / avg / min over readers).
+Scenarios (:data:`SCENARIOS`, classes in :mod:`.scenarios`) and their metrics:
 
-Scenarios (:data:`SCENARIOS`):
+* ``broadcast``: ``root`` writes, the others read. ``write``; ``read_avg|min|max`` (to a usable
+  object); ``touched_avg|min|max`` (every cache line read, rule 10); ``completion`` (primary: a
+  channel's delivery, writer's start to the last reader's arrival on the writer's clock,
+  :mod:`.clock`; a store's write plus the slowest read); ``completion_touched``;
+  ``completion_synced`` (each reader's own clock from the barrier: may read below latency);
+* ``pingpong``: two ranks; ``latency`` = round trip / 2 (rule 5);
+* ``stream``: channels only, windows acknowledged by a barrier (OSU bw): ``send``, ``delivered``;
+* ``granularity``: the echo side works ``work`` seconds; ``overhead`` = round trip - work.
 
-* ``broadcast``: rank ``root`` writes, every other rank reads. Barrier before each
-  iteration (and, for a store, between the write and the reads). Metrics: ``write`` (send-only
-  for a channel), ``read_avg|min|max`` (one reader's ``read()``: from leaving the barrier, or for
-  a store from the barrier after the write, to a usable object), ``touched_avg|min|max`` (read and
-  touch every cache line: time to a fully read object, docs/method.md rule 10), ``completion`` (the
-  primary metric: for a channel, delivery: from the writer's start of the write to the moment the
-  last reader holds a usable object, readers' timestamps on the writer's clock (clock.py: one
-  clock on one host, offset-corrected across hosts; ``extra["clock"]`` says which); for a store,
-  written then read, the write plus the slowest read of the iteration), ``completion_touched``
-  (the same to a fully read object) and ``completion_synced`` (what the readers saw: the max over
-  readers of each one's own clock from leaving the barrier; a reader that leaves it late finds
-  the message waiting and times a local receive, so this can read below the mechanism's latency);
-* ``pingpong``: two ranks; latency = round trip / 2 (primary ``latency``), bandwidth = bytes /
-  latency (mpi4py.bench's convention). A larger MPI group is split to its first two ranks; the
-  others wait without spinning;
-* ``stream``: channels only; the writer sends a window of messages back to back, a barrier
-  acknowledges the window (OSU bw). Per message: ``send`` (send-only) and ``delivered`` (primary);
-* ``granularity``: "how small can a task be": a ping-pong whose echo side works
-  ``work`` seconds (sleeps) before it answers; ``overhead`` = round trip - work (primary).
-
-Times are ``time.perf_counter`` durations in seconds; the only timestamps compared across ranks
-are the broadcast's delivery (above), put on one clock first. Other clocks start when each rank
-leaves the same barrier: under MPI they leave within microseconds of each other when the ranks
-have cores, but with more ranks than cores a rank may leave it much later (it was asleep);
-a local group's barrier goes through rank 0's pipes, so readers leave it some tens of
-microseconds after the writer. :mod:`.physics` flags a channel broadcast that completes faster
-than one message crosses the channel (its ping-pong's one-way latency) as a harness error.
-Payloads are built outside the timed region; two payloads (seeds 1 and 2) alternate, so a reader
-that gets a stale value fails verification (``alternate=False`` sends one, as mpi4py.bench does:
-the self-check uses it, so that both hold the same bytes in the caches). A verification failure
-on any rank fails every rank (:class:`VerificationError`) after the case has ended cleanly.
+Times are ``time.perf_counter`` seconds; only a broadcast's delivery compares clocks across
+ranks. Two payloads (seeds 1 and 2) alternate so a stale read fails verification; a failure on
+any rank fails every rank (:class:`VerificationError`) after the case ended cleanly.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """A figure below physics is a harness error, not a result.
 
-A broadcast through a channel cannot complete, on its slowest reader, faster than one message
-crosses that channel: its ``completion`` at small sizes must not be below the same backend's
-one-way ping-pong ``latency`` measured in the same run. Two things blur that bound, so the check
-leaves room for them:
-
-* the cases run seconds or minutes apart, and load on a shared machine only adds time: the bound
-  is the ping-pong's fast end (its 5th percentile, :data:`FAST_END_PERCENTILE`), which load moves
-  least (docs/method.md rule 8);
-* a ping-pong's half round trip is one crossing plus half the echo side's turn-around (a read and
-  a write in Python), so a 1-reader broadcast may deliver somewhat below it;
-* a ping-pong can have two speeds from one process to the next, and its slow one holds at the
-  fast end too.
-
-So the bound is the backend's fastest crossing of any mode (:func:`crossing_floor`), and only a
-completion below :data:`PHYSICS_SHARE` of it is flagged. The fault this catches reads lower still:
-a reader that starts its clock after the message arrived times a local receive, a fraction of one
-crossing (figures: docs/measurements/2026-11-code-notes.md).
+A channel broadcast cannot complete faster than one message crosses the channel: at small sizes
+its ``completion`` must not be below the same backend's one-way ping-pong ``latency`` of the same
+run. The bound leaves room for what blurs it (load only adds time, so the ping-pong's fast end,
+:data:`FAST_END_PERCENTILE`, rule 8; half a round trip includes half the echo's turn-around; a
+ping-pong may have two speeds): it is the backend's fastest crossing of any mode
+(:func:`crossing_floor`), and only a completion below :data:`PHYSICS_SHARE` of it is flagged. The
+fault it catches, a reader starting its clock after the message arrived, reads far lower.
 """
 
 from __future__ import annotations

@@ -114,11 +114,8 @@ def static_plan(nbytes: int, settings: BenchSettings = BenchSettings(), per_iter
 def verify_per_iteration(verify_times: list[float], iterations: int) -> float:
     """Seconds of verification per iteration: the sum over ``iterations`` warm-up iterations.
 
-    Not the longest single check: that one is the first touch of a fresh result, or a check the
-    kernel preempted, and it can be as long as a whole iteration. Set against the mean iteration,
-    it made :func:`timed_plan` choose ``ends`` and see an iteration of almost nothing, so the same
-    case got 8 timed iterations in one run and 1000 (the static count, 50x the budget) in the
-    next (``mpi-p2p/native records-1MB``, 4 ranks on 2 cores; docs/method.md rule 23).
+    Not the longest single check (a first touch, or a preempted check, as long as a whole
+    iteration): set against the mean iteration it made the plan depend on chance (rule 23).
     """
     return sum(verify_times) / max(1, iterations)
 

@@ -2,25 +2,14 @@
 
 One cohesive thing: the reference checks of ``ipcbench selfcheck``, their cases, rows and runs.
 
-For each backend, mode, scenario and size, :func:`compare_on` times the backend and its
-reference (:mod:`.references`) with the same harness, interleaved (``bench_interleaved``: A B A
-B ..., docs/method.md rule 16 and 17), ping-pong on 2 ranks, stream on ``ranks`` (default 2), and keeps
-the ratio of the medians with its bootstrap interval. Scenarios: ``pingpong`` (latency = round trip / 2; bandwidth =
-bytes / latency) and
-``stream`` (time per delivered message, channels only).
-
-**The target** (docs/method.md rule 17): ping-pong latency within ``1.25 x reference + 5 us`` (so bandwidth at
-least 0.8x the reference's), stream at least 0.8x the reference's messages per second.
-
-**Receive buffers.** The native MPI point-to-point and Bcast references receive into one reused
-buffer (as mpi4py.bench and OSU do); their ``-fresh`` variants allocate an array per message, and
-are timed beside them in the ping-pong cases, so ``alloc`` (fresh / reused) shows what allocating
-(first-touching new pages) costs. The stream scenario keeps a window of received messages alive
-to verify them, which a single reused buffer cannot hold, so it uses the ``-fresh`` variant as
-the reference where one exists.
-
-``ipcbench selfcheck`` runs :func:`run_refchecks`: the MPI backends in ``mpiexec -n 2`` (this
-module's ``--worker``), the others in two local processes.
+:func:`compare_on` times a backend and its reference (:mod:`.references`) interleaved (rules 16,
+17): ``pingpong`` on 2 ranks (latency = round trip / 2) and ``stream`` (time per delivered
+message, channels only) on ``ranks``, and keeps the ratio of medians with its bootstrap interval.
+The target (rule 17): latency within ``1.25 x reference + 5 us``, stream at least 0.8x the
+reference's rate. MPI references receive into a reused buffer (as OSU does); their ``-fresh``
+variants allocate per message (``alloc`` shows the cost) and are the stream's reference, whose
+window keeps every message alive. :func:`run_refchecks` runs the MPI backends under
+``mpiexec -n 2`` (``--worker``), the others in two local processes.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """Relative speed in tests: "A is at least k times faster than B", decided on a confidence interval.
 
-Absolute thresholds break when the machine changes; a ratio measured in the same test, with A and
-B interleaved (A B, B A, A B, ...: drift and caches hit both alike), does not. The verdict uses the
-bootstrap confidence interval of the ratio of medians (:func:`.stats.ratio_interval`) and gives
-the benefit of the doubt to noise: an assertion fails only when the whole interval excludes the
-claim **and** the ratio of the two fastest samples (:attr:`Comparison.best_ratio`) excludes it
-too. Contention only ever adds time: when another job oversubscribes the cores, one side's
-medians can swing by several times (two MPI jobs on two cores: a ping-pong's median ratio read
-0.3x to 7x between runs, its fastest samples 1.6x to 2.7x, quiet 1.9-2.2x), while a real slowdown
-moves the fastest samples as well. The failure message shows both medians, the ratio, its
-interval and the best ratio.
+A ratio measured in the same test, A and B interleaved, survives a change of machine where an
+absolute threshold does not. An assertion fails only when the bootstrap interval of the ratio of
+medians (:func:`.stats.ratio_interval`) excludes the claim **and** the ratio of the two fastest
+samples (:attr:`Comparison.best_ratio`) excludes it too: contention only adds time and can swing
+one side's median, while a real slowdown moves the fastest samples as well.
 
-Two ways to call each assertion:
-
-* with two callables: they are measured here, interleaved (``rounds`` samples each, every sample
-  the mean of an inner loop long enough for the clock);
-* with two sets of pre-collected samples (sequences of seconds, or :class:`~.results.Result`
-  records, whose primary metric is used, or ``(result, metric)`` pairs).
-
-::
+Each assertion takes two callables (measured here, interleaved, ``rounds`` samples each) or two
+sets of samples (seconds, :class:`~.results.Result` records, or ``(result, metric)`` pairs)::
 
     assert_faster(lambda: view(buf), lambda: bytes(buf), at_least=10)
     assert_not_slower(new_impl, old_impl, by_more_than=1.5)

@@ -1,24 +1,13 @@
 """The MPI methods on the one harness: each method is a harness backend.
 
-:class:`MethodBackend` adapts a :class:`~.methods.Method` to the backend protocol
-(:mod:`pytest_ipcbench.backends.base`): in the harness's ``broadcast`` scenario the root's
-``write(obj)`` and every reader's ``read()`` are the two halves of one collective
-``Method.transfer``. So :func:`pytest_ipcbench.harness.measure.bench` times a method with its
-plan (warm-up, iteration count by size and time), a barrier before every transfer, two
-alternating payloads verified on every reader, and ``completion`` = the max over readers of
-one transfer (docs/method.md rules 1-3, 7-9), like every other backend. One backend is registered per
-method, named ``mpi-method-<method>`` (:func:`backend_name`); :func:`method_backend` registers one
-for a method class of your own.
-
-Before the timed iterations the harness hands the payloads to :meth:`MethodBackend.prepare`
-(untimed), which prepares the method with both as sources: receive buffers are sized, RMA
-windows expose each payload (as the seed's window exposed its array). Iteration ``i`` sends
-payload ``i % 2``; a reader knows which one to ``Get`` from the count of its reads, as the
-seed's readers knew the window.
-
-:func:`bench_method` times one method on the MPI methods' data or on your own (:class:`DataPayload`)
-and returns a :class:`Measurement` on every rank; :func:`transfer_once` moves data once,
-untimed.
+:class:`MethodBackend` adapts a :class:`~.methods.Method` to the backend protocol: in the
+``broadcast`` scenario the root's ``write(obj)`` and every reader's ``read()`` are the two halves
+of one collective ``Method.transfer``, so the harness times a method like any other backend
+(rules 1-3, 7-9). One backend per method, ``mpi-method-<method>`` (:func:`backend_name`);
+:func:`method_backend` registers one for a method class of your own. :meth:`MethodBackend.prepare`
+(untimed) prepares the method with both alternating payloads as sources; iteration ``i`` sends
+payload ``i % 2``. :func:`bench_method` times one method on the configurations' data or yours
+(:class:`DataPayload`); :func:`transfer_once` moves data once, untimed.
 """
 
 from __future__ import annotations

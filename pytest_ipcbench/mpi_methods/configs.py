@@ -1,15 +1,10 @@
 """The MPI methods' configurations and data: names, sizes, shapes, and what receivers know beforehand.
 
-The one place these constants live: the matrix, the fixtures, ``ipcbench run`` and the report
-(:mod:`pytest_ipcbench.report.mpi_methods`) all import them from here.
-
-* configurations :data:`CONFIGS` (Small .. XXXLarge = base 50 .. 2,000,000; 11 KB .. 440 MB of
-  int32, i.e. ``base * 55 * 4`` bytes; the seed's "420 MB" is the same figure in MiB);
-* shapes ``1d`` (one array of ``base * 55`` int32) and ``2d`` (five int32 rows of
-  ``base * (i + 1) ** 2``), payload kinds ``array1d`` and ``ragged2d`` of
-  :mod:`~pytest_ipcbench.core.payloads`;
-* :class:`ShapeInfo`: what the receivers know before a timed transfer (shape, dtype, 1D length or
-  2D row count), as the seed's receivers whose ``vector`` is sized beforehand.
+The one place these constants live (the matrix, the fixtures, ``ipcbench run`` and the report
+import them): :data:`CONFIGS` (Small .. XXXLarge = base 50 .. 2,000,000: ``base * 55 * 4`` bytes
+of int32); shapes ``1d`` (``base * 55`` int32, payload kind ``array1d``) and ``2d`` (five int32
+rows of ``base * (i + 1) ** 2``, ``ragged2d``); :class:`ShapeInfo`, what receivers know before a
+timed transfer (shape, dtype, 1D length or 2D row count).
 """
 
 from __future__ import annotations

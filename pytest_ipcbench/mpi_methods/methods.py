@@ -4,29 +4,14 @@ One cohesive thing: the nine methods, each a short class over one protocol (:cla
 read side by side.
 
 Each method (:data:`METHODS`, ``name -> class``) has ``prepare`` (collective, untimed: a private
-communicator, RMA windows), ``transfer`` (collective: one move of the data), ``result`` (what
-the rank holds afterwards) and ``free``; every method works for both shapes. They know nothing
-about timing: :mod:`.backend` makes each one a harness backend, so
-:func:`pytest_ipcbench.harness.measure.bench` times them like any other transfer.
-
-What every transfer counts (the rules are the same for every method):
-
-* the receivers know the **shape** (1D or 2D), the **dtype**, the **1D length** and the
-  **number of 2D rows** before timing starts (a :class:`~.configs.ShapeInfo` given to
-  ``prepare``), as the seed's receivers, whose ``vector`` is sized beforehand;
-* the **2D row lengths** are not known to the receivers: every 2D transfer sends them first
-  (the seed's "metadata (sizes) are sent first"), by the method's own means;
-* receive buffers are **reused** from one transfer to the next when the lengths did not change
-  (what ``std::vector::resize`` to the same size does), so the timing does not include first-touch
-  page faults of fresh allocations, except for ``pickle`` and ``pkl5`` which build new objects
-  every time (that is what they do for a user);
-* derived datatypes are created, committed and freed **inside** each transfer (the layout can
-  change between transfers); RMA windows are created once, in ``prepare``.
-
-A method may be prepared with several **sources** (``slots``): the root's payloads that
-``transfer(slot)`` sends in turn. The harness alternates two payloads so that a stale receive
-buffer fails verification; an RMA method exposes each source in its own window beforehand, as
-the seed exposed its one array.
+communicator, RMA windows), ``transfer`` (collective: one move), ``result`` and ``free``, for both
+shapes; :mod:`.backend` makes each a harness backend. The rules every transfer follows: receivers
+know the shape, dtype, 1D length and 2D row count beforehand (:class:`~.configs.ShapeInfo`), not
+the 2D row lengths, which every 2D transfer sends first; receive buffers are reused while the
+lengths hold (``pickle`` and ``pkl5`` build new objects, as they do for a user); derived
+datatypes are made and freed inside each transfer, RMA windows once in ``prepare``. A method
+prepared with several sources (``slots``) sends ``transfer(slot)``'s in turn: the harness
+alternates two payloads so that a stale buffer fails verification.
 """
 
 from __future__ import annotations

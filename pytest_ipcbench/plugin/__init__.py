@@ -1,14 +1,10 @@
 """The pytest plugin (entry point ``ipcbench``): options, markers, fixtures and MPI hygiene hooks.
 
-Hooks and fixtures only; the logic lives in :mod:`.session` (settings, groups, parameters),
-:mod:`.hygiene` (the hooks under ``--with-mpi``), :mod:`.verdict` (collective outcomes) and
-:mod:`.watchdog` (hang detection).
-
-Tests that use the ipcbench fixtures run in both modes with the same code: under plain ``pytest``
-over local worker processes, and under ``mpiexec -n N python -m pytest --with-mpi`` over MPI,
-where they also get pytest-mpi's ``mpi`` marker (so ``-m mpi`` selects them). A test without the
-``mpi`` marker runs on every rank, as with pytest-mpi alone, or with ``--ipc-unmarked rank0`` once,
-on rank 0, while the other ranks wait for its verdict.
+Hooks and fixtures only; the logic lives in :mod:`.session`, :mod:`.hygiene` (the hooks under
+``--with-mpi``), :mod:`.verdict` and the watchdog. Tests that use the ipcbench fixtures run with
+the same code over local workers under plain ``pytest`` and over MPI under ``mpiexec -n N python
+-m pytest --with-mpi`` (marked ``mpi`` then). A test without the ``mpi`` marker runs on every
+rank, or with ``--ipc-unmarked rank0`` on rank 0 while the others wait for its verdict.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """A plain ``pytest`` run ended by SIGTERM or SIGHUP cleans up as after a Ctrl-C.
 
-Killed by the signal's default action, the run (and its local workers, core/local.py) left its
-segments and folders in /dev/shm and the temp folder, and nothing reclaimed them: only an MPI
-rank has a reaper (core/reaper.py). Here the signal raises ``Terminated``, a KeyboardInterrupt
-(core/terminate.py): pytest's interrupt path runs (fixtures' teardown, this plugin's session end:
-the workers stopped, what is ours swept), then the exit hooks. The run exits ``128 + signal``
-(143 for SIGTERM), the code its default death gave, not a test failure's. Under ``--with-mpi``
-nothing changes: Hydra ends the ranks and their reapers reclaim.
+The signal raises ``Terminated``, a KeyboardInterrupt (core/terminate.py): pytest's interrupt
+path runs (teardown, the session end that stops the workers and sweeps what is ours), and the run
+exits ``128 + signal``, the code its default death gave. Under ``--with-mpi`` nothing changes:
+Hydra ends the ranks and their reapers reclaim (core/reaper.py).
 """
 
 from __future__ import annotations

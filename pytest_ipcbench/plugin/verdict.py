@@ -1,12 +1,9 @@
 """Collective verdicts: every MPI rank reports each test phase the same way.
 
-After each phase (setup, call, teardown) of each test, the ranks exchange their outcome. A
-failure anywhere fails the phase everywhere, with a message naming the failing ranks; a skip or
-an expected failure anywhere makes it one everywhere (so no rank runs a body the others skip).
-
-All waiting goes through :class:`WorldChannel`: non-blocking MPI requests polled with short
-sleeps. On a machine with fewer cores than ranks, MPICH's blocking collectives spin and steal
-the CPU from the rank that still works; a sleeping poll leaves it alone.
+After each phase of each test the ranks exchange their outcome: a failure anywhere fails the
+phase everywhere, naming the failing ranks; a skip or expected failure anywhere is one
+everywhere. All waiting goes through :class:`WorldChannel`, non-blocking requests polled with
+short sleeps: MPICH's blocking collectives spin and steal the CPU when ranks outnumber cores.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """Reports of a results file: CSV summaries, PNG plots and markdown tables.
 
-:func:`write_report` (also ``ipcbench report RESULTS.json --out DIR`` and ``pytest --ipc-report
-DIR``) writes into one folder:
-
-* ``summary.md``: the environment, then the tables people expect: per payload kind the backends
-  ranked by broadcast completion with their relative speed, write and read time
-  against size, ping-pong latency, stream and granularity tables, copy bandwidth;
-* CSV: ``write_summary.csv``, ``read_summary.csv``, ``throughput_summary.csv``,
-  ``latency_summary.csv``, ``stream_summary.csv``, ``granularity_summary.csv``,
-  ``copy_bandwidth.csv`` and ``all_results.csv`` (every metric of every case);
-* PNG (matplotlib, Agg, no display needed): ``write_performance.png``, ``read_performance.png``,
-  ``completion.png``, ``throughput.png``, ``efficiency.png``, ``latency.png``, ``stream.png``,
-  ``granularity.png``; log axes with units;
-* the MPI method tables and plot (``mpi-methods.md`` / ``.png``) when the results hold
-  ``mpi-method`` cases (:mod:`.mpi_methods`).
-
-Units: times in seconds in the CSV (``_s`` columns), MB = 10**6 bytes, MB/s = 10**6 bytes/s.
+:func:`write_report` (``ipcbench report RESULTS.json --out DIR``, ``pytest --ipc-report DIR``)
+writes into one folder ``summary.md`` (:mod:`.markdown`); the CSVs ``write_summary``,
+``read_summary``, ``throughput_summary``, ``latency_summary``, ``stream_summary``,
+``granularity_summary``, ``copy_bandwidth`` and ``all_results`` (seconds in ``_s`` columns, MB =
+10**6 bytes); the PNGs ``write_performance``, ``read_performance``, ``completion``,
+``throughput``, ``efficiency``, ``latency``, ``stream``, ``granularity`` (matplotlib Agg); and,
+when the results hold ``mpi-method`` cases, ``mpi-methods.md`` / ``.png`` (:mod:`.mpi_methods`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Report of the MPI method matrix (scenario ``mpi-method``): the original C++ benchmark's tables, a plot,
+"""Report of the MPI method matrix (scenario ``mpi-method``): the C++ benchmark's tables, a plot,
 a C++ comparison.
 
 One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows.
 
-Every function takes a list of :class:`~.results.Result` (others than ``mpi-method`` are ignored)
-and works without MPI. :func:`write_mpi_method_report` writes ``mpi-methods.md`` and
-``mpi-methods.png`` into a folder; ``report.write_report`` calls it when the results hold any
-``mpi-method`` case.
-
-Times are the median over the samples of each result's primary metric (``transfer``: seconds
-per transfer, the max over every rank of each transfer, timed by the harness; ``completion`` in
-files written before the MPI methods ran on the harness). Sizes: MB = 10**6 bytes. The
-configurations, shapes and method names come from :mod:`pytest_ipcbench.mpi_methods`.
+Every function takes :class:`~.results.Result` s (others than ``mpi-method`` ignored) and works
+without MPI; :func:`write_mpi_method_report` writes ``mpi-methods.md`` and ``.png``. Times are
+each result's median of its primary metric (``transfer``: seconds, the max over ranks);
+MB = 10**6 bytes; configurations, shapes and methods come from :mod:`pytest_ipcbench.mpi_methods`.
 """
 
 from __future__ import annotations

@@ -115,8 +115,8 @@ def ratio_interval(
     return RatioInterval(med_a / med_b, float(low), float(high), confidence, med_a, med_b)
 
 
-#: samples of one side above which its resampled medians are drawn from their exact law: drawing
-#: each sample cost resamples x n draws (350,000 samples a case: compare ran past 10 minutes)
+#: samples of one side above which its resampled medians are drawn from their exact law (drawing
+#: each sample costs resamples x n draws)
 EXACT_LAW_FROM = 20_000
 
 
@@ -188,9 +188,8 @@ def _resampled_medians(rounds: Sequence[Sequence[float] | np.ndarray], picks: np
 
     A round's resampled median is drawn from its exact law instead of by drawing its samples:
     the m-th smallest of n draws from the round's sorted samples ``x`` is ``x`` at the quantile
-    ``U ~ Beta(m, n - m + 1)`` (the m-th smallest of n uniforms; m = (n + 1) * quantile, rounded).
-    That costs one draw per round and resample, not n: resampling 2000 samples a round made one
-    comparison take a minute.
+    ``U ~ Beta(m, n - m + 1)`` (the m-th smallest of n uniforms; m = (n + 1) * quantile, rounded):
+    one draw per round and resample, not n.
     """
     out = np.empty(picks.shape)
     for i, r in enumerate(rounds):

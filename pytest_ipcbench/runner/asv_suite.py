@@ -7,26 +7,15 @@ writes it, and asv.conf.json)::
     from pytest_ipcbench.runner.asv_suite import *  # noqa: F401,F403
 
 ``setup_cache`` runs ``python -m pytest_ipcbench run --config PYPROJECT`` several times per
-commit (``$IPCBENCH_ASV_REPEATS``, default 3: the same harness, MPI launch and in-run references
-as ``ipcbench run``). ``Declared.track_median`` hands asv each case's median of its primary metric
-(completion for a broadcast, one-way latency for a ping-pong; seconds) of every run as asv's
-samples, so asv records the median over the runs with its 99% interval (``ci_99``; with 3-5
-samples it is asv's posterior interval, wider than the runs' range) and quartiles, ``asv show``
-prints it as median±half the quartile spread, ``asv compare`` and ``asv continuous`` weigh it
-(one benchmark per case: the runs' lowest and highest as benchmarks of their own made ``asv
-compare`` flag the tails' noise as changes), and ``python -m pytest_ipcbench.runner.asv_suite
-plot`` draws the history with it (asv's own site draws no intervals). One run per commit made the
-history noise: the same code moved several-fold from run to run on a busy machine.
+commit (``$IPCBENCH_ASV_REPEATS``, default 3; one run per commit is noise on a busy machine).
+``Declared.track_median`` hands asv each run's median of each case's primary metric as its
+samples, so asv records their median and 99% interval, and ``python -m
+pytest_ipcbench.runner.asv_suite plot`` draws the history with it. ``DeclaredCounters`` (counters
+per message) exists only where the declared matrix counts them. The parameters are the case keys
+as the *current* pyproject.toml declares them; a commit that cannot run a case skips it.
 
-``DeclaredCounters`` (each case's counters per message) exists only where they are measured: the
-declared matrix counts (``count`` of ``[tool.ipcbench]``, ``ipcbench run``'s default) and, for the
-system call counters, this machine can count them; never a benchmark that is all n/a. The parameters are the case keys
-of the declared matrix as the *current*
-pyproject.toml declares it (asv's suite is fixed over history); a commit that cannot run it
-(before the adoption, or without a backend) skips those cases.
-
-Which pyproject.toml: ``$IPCBENCH_CONFIG``, else the one next to asv.conf.json (asv sets
-``$ASV_CONF_DIR`` for benchmarks), else the nearest one from the current folder.
+Which pyproject.toml: ``$IPCBENCH_CONFIG``, else the one next to asv.conf.json
+(``$ASV_CONF_DIR``), else the nearest one from the current folder.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """``ipcbench run``: the standard matrix, into one folder of results, CSV, plots and tables.
 
-Phases (one results folder, one JSON file):
+Phases, one results file: **copy** (the machine's copy bandwidth at every size), **mpi** (every
+case of a backend that runs over MPI ranks, in ``mpiexec -n RANKS python -m
+pytest_ipcbench.runner.worker`` jobs, then the MPI methods), **local** (the others over a
+LocalWorld) and **shared arrays** (:func:`..shared.experiment.run_experiment`). The worker
+reports each case as it ends, so a hung case costs its timeout: the job is killed, the case
+recorded as failed and a new job resumes after it (:mod:`.mpijob`).
 
-1. **copy**: this machine's numpy copy bandwidth at every payload size (efficiency's reference);
-2. **mpi**: every case of a backend that can run over MPI ranks (lmdb, shm, zmq, mpi-*), in one
-   ``mpiexec -n RANKS python -m pytest_ipcbench.runner.worker`` job (launched here unless ``ipcbench
-   run`` is under MPI; mpiexec next to ``sys.executable``, then on PATH); then the MPI methods;
-3. **local**: mp-queue and every backend that runs in local workers, over a LocalWorld of RANKS;
-4. **shared arrays**: the shared-array experiment (:func:`..shared.experiment.run_experiment`).
-
-The worker reports each case as it ends (a line on stdout), so a case that hangs costs only its
-timeout: the job is killed (its whole process group, which this process started), the case is
-recorded as failed and a new job resumes after it (:mod:`.mpijob`). Rank 0 alone reports; the
-progress (case, how many are left, elapsed) is shown here.
-
-Folder (default ``ipcbench-results/<YYYYmmdd-HHMMSS>/``, or ``--out``): ``results.json`` (its env
-holds the harness's floor per process model: harness/floor.py), ``summary.md``, the CSVs and PNGs
-of :mod:`..report`, ``run.log`` (what the jobs wrote on stderr and every failure).
+Folder (``ipcbench-results/<YYYYmmdd-HHMMSS>/`` or ``--out``): ``results.json``, ``summary.md``,
+the CSVs and PNGs of :mod:`..report`, ``run.log`` (the jobs' stderr and every failure).
 """
 
 from __future__ import annotations

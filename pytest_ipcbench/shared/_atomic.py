@@ -1,16 +1,10 @@
 """Atomic add/load on words of a shared mapping, callable from Python.
 
-Two interchangeable back ends, chosen per segment and recorded in its header so every process
-touching one segment uses the same one (mixing them would not be atomic):
-
-* ``LIBATOMIC`` -- ctypes calls into libatomic's ``__atomic_fetch_add_{4,8}`` (a ``lock xadd``
-  on x86-64); no compile step at install.  libatomic.so.1 ships with gcc's
-  runtime on Debian/Ubuntu.
-* ``FCNTL`` -- read-modify-write under an exclusive OFD lock on the header bytes; a system call
-  a change, and the segment must keep its fd open.  Used only when libatomic cannot be loaded (or when
-  ``IPCB_ATOMIC=fcntl`` forces it, for tests).
-
-A plain ``struct`` read-modify-write is *not* an option: it loses increments under contention.
+Two back ends, chosen per segment and recorded in its header so every process uses the same one:
+``LIBATOMIC`` (ctypes calls into libatomic's ``__atomic_fetch_add_{4,8}``: no compile step) and
+``FCNTL`` (read-modify-write under an exclusive OFD lock on the header: a system call a change,
+and the fd stays open), used only when libatomic cannot be loaded or ``IPCB_ATOMIC=fcntl``
+forces it. A plain ``struct`` read-modify-write loses increments under contention.
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """The receiver's cache of idle mappings: a segment mapped before is not opened and mapped again.
 
-When the last local array over a *received* segment dies, :mod:`.segment` gives back this
-process's reference and its holder lock as before, but keeps the mapping and its file
-descriptor here instead of unmapping.  The next handle of that segment takes the lock again on
-the kept descriptor and reuses the mapping (see ``segment.attach``).  An idle entry holds no
-lock and no reference, so for every other process it does not exist: the pool may reuse the
-segment, its last holder may unlink it.
+When the last local array over a *received* segment dies, :mod:`.segment` gives back the
+reference and the lock but parks the mapping and its descriptor here; the next handle of that
+segment locks the kept descriptor and reuses the mapping. An idle entry holds no lock and no
+reference, so for every other process it does not exist.
 
-What keeps the cache from leaking:
-
-* at most :data:`MAX_ENTRIES` entries (least recently used evicted), so at most that many
-  mappings and descriptors;
-* a sweeper thread (alive only while the cache is not empty) checks every
-  :data:`SWEEP_INTERVAL` seconds: an entry whose file was unlinked is unmapped at once (its
-  pages would otherwise stay allocated in /dev/shm, unnamed, as long as we map them); an entry
-  idle for :data:`IDLE_TIMEOUT` seconds is dropped;
-* the liveness probe that a holder's last drop ran (are the other counted holders alive?) runs
-  here, off the receive path: when an entry is swept, evicted or flushed at exit;
-* fork: a child drops the entries it inherited (they belong to the parent's descriptors);
-  exit flushes everything.
-
-The entries are opaque here: ``close(entry)`` (unmap, close), ``check(entry, now)`` (return
-True to drop it) are given by :mod:`.segment`.
+Bounds (docs/shared-arrays.md): at most :data:`MAX_ENTRIES` (least recently used evicted); a
+sweeper thread, alive only while entries exist, unmaps unlinked files every
+:data:`SWEEP_INTERVAL` and drops entries idle for :data:`IDLE_TIMEOUT`; the dead-holder probe runs
+when an entry is swept, evicted or flushed at exit; a forked child drops inherited entries.
+Entries are opaque: :mod:`.segment` gives ``close(entry)`` and ``check(entry, now)``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """SharedNDArray: a numpy array over a shared segment that pickles to a handle, not its data.
 
-Pickling (multiprocessing, :class:`~pytest_ipcbench.shared.Queue`, mpi4py's lowercase
-``send``/``recv``, plain ``pickle``) takes an in-transit reference on the caller's thread and
-sends ``(segment name, byte offset, shape, strides, dtype, read-only)``; unpickling maps the same
-memory and adopts that reference.  Any view or slice travels the same way -- offset and strides
-describe it, negative strides included -- so nothing is copied for views either, and a received
-array (or a view of it) can be forwarded again.
+Pickling (multiprocessing, :class:`~pytest_ipcbench.shared.Queue`, mpi4py's ``send``, plain
+``pickle``) takes an in-transit reference and sends ``(segment name, byte offset, shape, strides,
+dtype, read-only)``; unpickling maps the same memory and adopts that reference. Views and slices
+(negative strides included) travel the same way, and a received array can be forwarded again.
 
-Layout chosen by :meth:`SharedNDArray.from_numpy_array`: dtype kept exactly (byte order included,
-values never converted); Fortran order kept for inputs that are Fortran- but not C-contiguous;
-everything else (C-contiguous or strided) becomes C-contiguous.
-
-Small arrays: below :data:`INLINE_BELOW` bytes (256 KiB) the constructors return a SharedNDArray
-in ordinary process memory that pickles *by value* (``is_shared`` is False).  Measured with
-:func:`.experiment.measure` (2 cores, load ~3, medians of 25): through multiprocessing.Queue a
-128 KiB array takes 0.77 ms against 1.05 ms via a pooled segment (1.40 ms via a fresh one); at
-256 KiB it is 1.67 ms against 0.99 ms (1.49 ms fresh), and the gap widens with size (1 MiB: 4.6
-vs 1.1 ms).  Below the crossover a segment's fixed costs (create/fallocate/mmap/unlink, the
-receiver's open/lock/mmap, the liveness probe) exceed copying the bytes through the pipe.  Pass
-``inline_below=0`` to force a segment (same-memory semantics) for any size.
-
-Object dtypes are refused (TypeError): their items are pointers into one process's heap.
+:meth:`SharedNDArray.from_numpy_array` keeps the dtype exactly and Fortran order for
+Fortran-only-contiguous inputs; everything else becomes C-contiguous. Below
+:data:`INLINE_BELOW` bytes the array lives in ordinary memory and pickles *by value*
+(``is_shared`` is False): there a segment's fixed costs exceed copying the bytes through a pipe
+(docs/shared-arrays.md); ``inline_below=0`` forces a segment. Object dtypes are refused
+(TypeError): their items are pointers into one process's heap.
 """
 
 from __future__ import annotations

@@ -141,23 +141,11 @@ def handle_sweep(sizes: Sequence[int] = HANDLE_SIZES, rounds: int = 200,
                  consumer: _Consumer | None = None) -> dict[str, Any]:
     """Handle-only round trip against ``None`` through the same queue, per array size.
 
-    For each size a premade shared array (uint8, pages reserved, never copied) is sent by
-    handle; the consumer maps it (or reuses its cached mapping), reads one element and acks.
-    Every round visits every size: handle of size 1, ``None``, handle of size 2, ``None``, ...
-    (the first round discarded), so each size's handle is paired with the ``None`` right after
-    it and all sizes share the same minutes.  Measured one size after the other instead, the
-    machine's state drifts between blocks, and a ratio across blocks would compare minutes, not
-    paths (docs/method.md rule 16).  Sizes that /dev/shm cannot hold are reported under ``skipped``.
-
-    Returns ``{"sizes": [n], "samples": {label: {"handle": [s], "ping": [s]}},
-    "median": {label: {"handle": s, "ping": s}}, "ratio": {label: handle/ping},
-    "paired": {label: median over rounds of handle/ping of the same round},
-    "p10": {label: {"handle": s, "ping": s}}, "release": {label: s}, "skipped": {label: why}}`` with
-    labels like
-    ``1MB``, ``1GiB``.  ``release`` is the consumer's median time to drop a received array (its
-    last local reference: uncount, unlock, park the mapping), after the round trip's clock
-    stopped.  On a busy machine the paired ratio and the 10th percentiles say more than
-    the ratio of medians (a burst of load hits one round's pair alike).
+    Every round visits every size, each handle followed by a ``None`` (rule 16: pairs share the same
+    minutes); the first round is discarded. A size /dev/shm cannot hold is under ``skipped``.
+    Returns ``{"sizes", "samples", "median", "ratio", "paired" (median over rounds of each round's
+    handle/ping), "p10", "release" (the consumer's median time to drop a received array, after the
+    clock stopped), "skipped"}``, keyed by labels like ``1MB``.
     """
     own_consumer = consumer is None
     consumer = consumer or _Consumer()
@@ -213,28 +201,14 @@ def run_experiment(nbytes_rows: int = 250000, cols: int = 602, repeats: int = 5,
                 paths: Sequence[str] = PATHS, handle_sizes: Sequence[int] = HANDLE_SIZES) -> dict[str, Any]:
     """The 600 MB experiment between this process and one spawned consumer.
 
-    A float32 array of ``nbytes_rows x cols`` (ones) goes to the consumer by:
+    Paths: ``mpqueue`` (``multiprocessing.Queue``), ``fresh`` (``SharedNDArray.from_numpy_array`` +
+    our Queue), ``pool`` (``SharedNumpyPool``, a reused segment), ``handle`` (a premade array: only
+    its handle), ``copy`` (one ``np.copyto``, no IPC) and ``ping`` (``None``: the floor under
+    ``handle``); then :func:`handle_sweep` over ``handle_sizes``. A sample runs from before the put
+    to the consumer's acknowledgement of one element read; releases happen after the clock stops.
+    Rounds interleave the paths; one warm-up round is discarded.
 
-    * ``mpqueue`` -- ``multiprocessing.Queue.put`` (pickle, pipe, unpickle);
-    * ``fresh``   -- ``SharedNDArray.from_numpy_array`` (new segment + copy) + our Queue;
-    * ``pool``    -- ``SharedNumpyPool.from_numpy_array`` (reused, already touched segment) + Queue;
-    * ``handle``  -- a premade shared array: only its handle passes;
-    * ``copy``    -- reference: one ``np.copyto`` into a preallocated, touched array (no IPC);
-    * ``ping``    -- ``None`` through our Queue: the IPC latency floor under ``handle``.
-
-    Then :func:`handle_sweep` over ``handle_sizes`` (``()`` to skip it) with ``40 x repeats``
-    rounds, under the key ``"handle_sweep"``.
-
-    Time of one sample: from just before the put (including the copy into shared memory for
-    fresh/pool) until the consumer has got the item, has it mapped, has read one element and
-    its acknowledgement arrived through a Pipe.  Releasing the arrays happens after the clock
-    stops (the consumer drops its array when told, after the acknowledgement arrived, and before
-    the next round starts, so the pool can reuse).
-    Rounds are interleaved over paths; one warm-up round per path is discarded.
-
-    Returns ``{"nbytes", "shape", "repeats", "median": {path: s}, "samples": {path: [s]},
-    "ratios": {"pool/copy", "mpqueue/pool", "fresh/copy", "mpqueue/fresh", "handle/ping"},
-    "handle_sweep": {...}}`` (ratios only for measured paths).
+    Returns ``{"nbytes", "shape", "repeats", "median", "samples", "ratios", "handle_sweep"}``.
     """
     array = np.ones((nbytes_rows, cols), dtype=np.float32)
     consumer = _Consumer()

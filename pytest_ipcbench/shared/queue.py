@@ -1,18 +1,14 @@
 """Queue: a multiprocessing.Queue that pickles on the caller's thread.
 
-``multiprocessing.Queue.put`` returns before its feeder thread pickles the item, so an item that
-cannot be pickled is lost with a traceback on stderr, and a SharedNDArray would take its
-in-transit reference too late (a pool overwrite found in the design this replaced).  Here ``put`` pickles first (shared
-arrays become handles, taking their references now), then hands the bytes to an ordinary
-``multiprocessing.Queue``; if pickling or the hand-over fails, ``put`` raises and gives the
-references back.  A SharedNDArray put on its own (``queue.put(batch)``, the common case) is
-not pickled at all: its handle's fields go as ``marshal`` bytes behind a marker byte that no
-pickle starts with, and a receiver keeps the handles it parsed before, which makes a warm
-receive cheaper (docs/shared-arrays.md).
+``multiprocessing.Queue.put`` pickles in a feeder thread after it returned: an unpicklable item
+is lost with a traceback, and a SharedNDArray would take its in-transit reference too late. Here
+``put`` pickles first (shared arrays become handles, taking their references now), then hands
+the bytes to an ordinary ``multiprocessing.Queue``; on failure it raises and gives the references
+back. A SharedNDArray put alone goes as ``marshal`` bytes behind a marker byte no pickle starts
+with, and a receiver keeps the handles it parsed before (docs/shared-arrays.md).
 
-MPI ranks on one host need no queue of ours: mpi4py's lowercase ``comm.send(arr)`` /
-``comm.recv()`` pickle, so a SharedNDArray already travels as a handle and the receiver maps the
-same memory (tested under ``mpiexec -n 2``).  Uppercase ``comm.Send`` copies the buffer.
+MPI ranks need no queue of ours: mpi4py's lowercase ``comm.send(arr)`` pickles, so a
+SharedNDArray travels as a handle (uppercase ``comm.Send`` copies the buffer).
 """
 
 from __future__ import annotations
@@ -65,9 +61,6 @@ class Queue:
                 for seg in sent:
                     seg.unsend_ref()
                 raise
-
-    def put_nowait(self, obj: Any) -> None:
-        self.put(obj, False)
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any:
         """Next item; shared arrays are mapped (raises queue.Empty like multiprocessing)."""

@@ -55,24 +55,11 @@ see) and unmaps the others.  Processes ending through ``multiprocessing`` or ``a
 their references without unmapping (arrays may still be reachable during shutdown); a process
 that ends with ``os._exit`` or a signal leaves its count, which the lock test above discounts.
 
-Receiver's mapping cache (:mod:`._cache`).  A received segment keeps its file descriptor (up to
-:data:`FD_BUDGET` per process).  When its last local array dies the process uncounts, then
-unlocks through that descriptor, and parks the mapping in the cache instead of unmapping it: an
-idle entry holds neither a reference nor a lock, so it changes nothing for anybody else.  The
-next handle of that name takes the lock again on the kept descriptor (lock first, as always),
-checks that the handle's generation is the header's (random per file, so it also tells a file
-unlinked and recreated under the name; ``st_nlink`` is read only when they differ), then adopts
-the in-transit reference: one ``fcntl`` instead of open + fcntl + fstat + pread + mmap + close.  The
-probe for dead holders that a drop used to run is deferred to the cache (sweep, eviction,
-exit); unlinked files are unmapped by the sweep within :data:`._cache.SWEEP_INTERVAL`.
-Inherited (fork) mappings are never cached: they carry the parent's lock.
-
-Costs: a file descriptor stays open per received segment (bounded by :data:`FD_BUDGET`, beyond
-it they are closed and not cached), per pool segment (its liveness probe is one ``fcntl`` on
-it), with the fcntl counter fallback and for segments re-held after fork; other created
-segments keep none (the mapping holds the lock).  Attach on a cache miss = open + fcntl + mmap;
-the liveness probe = ``fstat`` + one ``F_OFD_GETLK`` on a kept descriptor (open + two + close
-without one).
+Receiver's mapping cache (:mod:`._cache`): a received segment keeps its descriptor (up to
+:data:`FD_BUDGET`); when its last local array dies the process uncounts, unlocks and parks the
+mapping there, and the next handle of that name locks the kept descriptor again, checks the
+generation and adopts the in-transit reference (docs/shared-arrays.md). Inherited (fork)
+mappings are never cached: they carry the parent's lock.
 """
 
 from __future__ import annotations
@@ -719,7 +706,7 @@ def reclaim_orphans(*, in_transit: bool | None = None, names: Iterable[str] | No
     handles pickled but never unpickled (in transit) are reclaimed when ``in_transit`` is True
     (nothing can be in flight any more: pool close, cleaning after a run), never when False,
     and by default (None) only if their creator process is dead -- the same rule as
-    ``ipcbench clean`` for other resources, but a segment some live process still maps is never touched.  Incomplete
+    ``ipcbench clean`` for other resources, never one a live process maps.  Incomplete
     files (creator died before writing the header) go when their creator is dead.  Safe to run
     while other sessions work.  ``names`` restricts the scan.
 
