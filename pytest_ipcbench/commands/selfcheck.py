@@ -21,9 +21,7 @@ from ..core.wait import WAITS
 from ..harness.physics import busy_note
 from ..harness.refcheck import (
     DEFAULT_ROUNDS,
-    DEFAULT_TIME_BUDGET,
     SCENARIOS,
-    SIZES,
     RefRow,
     missing_reference,
     run_refchecks,
@@ -45,6 +43,10 @@ def _backends(value: Any, where: str) -> list[str]:
 
 
 REF = "backends against their references"
+# A bare selfcheck is a quick check (under a minute): the latency end, the middle and the bandwidth
+# end at a short budget; --sizes and --time-budget give a fuller one (harness/refcheck.py's SIZES).
+QUICK_SIZES = (1, 64 * 1024, 16 * 2**20)
+QUICK_TIME_BUDGET = 0.15
 #: ``ipcbench selfcheck``'s options (core/options.py says how a table is read)
 SELFCHECK: tuple[Option, ...] = (
     Option("rounds", whole(1, 10_000), "interleaved rounds per harness figure (default 3)", flag="--rounds",
@@ -57,12 +59,12 @@ SELFCHECK: tuple[Option, ...] = (
                                   "'none' skips these checks", flag="--backends", group=REF),
     Option("modes", one_of(MODES, "mode"), "bytes,native (default native)", flag="--modes", group=REF,
            default=["native"]),
-    Option("sizes", sizes, "default 1B,1KB,64KiB,1MB,16MiB", flag="--sizes", group=REF, default=list(SIZES)),
+    Option("sizes", sizes, "default 1B,64KiB,16MiB", flag="--sizes", group=REF, default=list(QUICK_SIZES)),
     Option("scenarios", one_of(SCENARIOS, "scenario"),
            "pingpong,stream,broadcast (default all; broadcast: 1 B - 1 KB, checked against physics)",
            flag="--scenarios", group=REF, default=list(SCENARIOS)),
-    Option("time_budget", seconds(), f"seconds of timed iterations per case and side (default {DEFAULT_TIME_BUDGET})",
-           flag="--time-budget", group=REF, default=DEFAULT_TIME_BUDGET),
+    Option("time_budget", seconds(), f"seconds of timed iterations per case and side (default {QUICK_TIME_BUDGET})",
+           flag="--time-budget", group=REF, default=QUICK_TIME_BUDGET),
     Option("ref_rounds", whole(1, 10_000), f"interleaved rounds per backend/reference case (default {DEFAULT_ROUNDS})",
            flag="--ref-rounds", group=REF, default=DEFAULT_ROUNDS),
     Option("ranks", whole(2, MAX_RANKS), "ranks of the stream cases: 1 writer, RANKS - 1 readers (default 2; "
