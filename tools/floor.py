@@ -80,7 +80,8 @@ def steps(group: MPIGroup, name: str, size: int, n: int) -> dict[str, float] | N
     if group.rank != 0:
         return None
     med = statistics.median
-    return {"write": med(writes), "read": med(reads), "oneway": med(rtts) / 2, "verify": med(verifies)}
+    return {"write": med(writes), "read": med(reads), "oneway": med(rtts) / 2, "verify": med(verifies),
+            "write_min": min(writes), "read_min": min(reads)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,13 +110,22 @@ def main(argv: list[str] | None = None) -> int:
                 specs.append(BackendSpec("null", "native"))
             except ValueError:
                 pass
+            if args.rounds <= 0:  # the steps alone, of the backend, its reference and the raw loop
+                for spec in specs[:-1] if specs[-1].name == "null" else specs:
+                    got = got if spec.name == name else steps(group, spec.name, size, args.n)
+                    if got is not None:
+                        say(f"   {spec.name:<16} {size_label(size)}: fastest write {got['write_min'] * us:.2f} us, "
+                            f"read {got['read_min'] * us:.2f} us; medians write {got['write'] * us:.2f}, "
+                            f"read {got['read'] * us:.2f}")
+                continue
             results = bench_interleaved(group, specs, BufferPayload(size), "pingpong",
                                         BenchSettings(time_budget=args.budget), args.rounds)
             if got is None:
                 continue
             say(f"{name} {size_label(size)}: write {got['write'] * us:.2f} us, read {got['read'] * us:.2f} us, "
                 f"wait {(got['oneway'] - got['write'] - got['read']) * us:.2f} us (one way {got['oneway'] * us:.2f}), "
-                f"verify {got['verify'] * us:.2f} us")
+                f"verify {got['verify'] * us:.2f} us; fastest write {got['write_min'] * us:.2f} us, "
+                f"read {got['read_min'] * us:.2f} us (the least a loaded machine takes: the per-message work)")
             for spec, res in zip(specs, results):
                 assert res is not None
                 lat = statistics.median(res.samples["latency"]) * us

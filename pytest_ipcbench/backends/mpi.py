@@ -289,6 +289,16 @@ class _BufferBackend(_MPIBackend):
         self._spare: dict[Any, tuple[Any, ...]] = {}
         self._last_meta: tuple[bytes, Any] | None = None  # reader: the last meta and its description
         self._readers = self.readers
+        # the steady state of a plain array sent again and again, its head already in the buffer
+        # (issue 40): writer (dtype, shape, strides, the data's place in the head or None, what
+        # _send_again sends); reader (the head's first bytes, live, and as they were, the array
+        # returned, its bytes, the data's place in the head or None)
+        self._wfast: tuple[Any, ...] | None = None
+        self._rfast: list[Any] | None = None
+
+    def close(self) -> None:
+        self._wfast = self._rfast = None  # the fast paths skip _check: after close() they must be gone
+        super().close()
 
     def _encode(self, obj: Any) -> tuple[bytes, list[Any]]:
         if self.mode == "native" and _plain_array(obj):  # the common case, without pickling
@@ -303,6 +313,19 @@ class _BufferBackend(_MPIBackend):
         return encode(obj, self.mode)
 
     def write(self, obj: Any) -> None:
+        fast = self._wfast
+        if (fast is not None and type(obj) is np.ndarray and obj.dtype is fast[0] and obj.shape == fast[1]
+                and obj.strides == fast[2]):
+            # the same layout as the last message: the head in the buffer holds its status and meta
+            # already; only the data moves (into the head, or as the message after it)
+            data = memoryview(obj).cast("B")
+            if fast[3] is not None:
+                fast[3][:] = data
+                self._send_again(fast[4], None)
+            else:
+                self._send_again(fast[4], data)
+            return
+        self._wfast = None
         self._check(writer=True)
         failure: PayloadError | None = None
         try:
@@ -333,12 +356,39 @@ class _BufferBackend(_MPIBackend):
         self._head_size = next_head
         if failure is not None:
             raise failure
+        if meta_in and next_head == limit and self.mode == "native" and _plain_array(obj) and obj.flags.c_contiguous:
+            self._wfast = self._steady(obj, hv[used - data : used] if bufs_in else None, used)
+
+    def _steady(self, obj: np.ndarray, slot: Any, used: int) -> tuple[Any, ...] | None:
+        """The writer's fast path for more arrays like ``obj`` (None when its bytes cannot be a memoryview)."""
+        try:
+            if obj.nbytes == 0 or memoryview(obj).cast("B").nbytes != obj.nbytes:
+                return None
+        except (TypeError, ValueError):  # e.g. datetime64: no buffer format
+            return None
+        return (obj.dtype, obj.shape, obj.strides, slot, self._again(used))
 
     def read(self) -> Any:
-        self._check(writer=False)
-        hv = self._head_view
+        fast = self._rfast
+        if fast is None:
+            self._check(writer=False)
         self._recv_head()
-        status, meta_len, meta_in, bufs_in, self._head_size = _HEAD.unpack_from(hv)
+        if fast is not None:
+            if fast[0] == fast[1]:  # the same head as the last message's: the same array layout
+                value = fast[2]
+                if sys.getrefcount(value) > 4:  # the list, its bytes, this name, the argument: the caller kept it
+                    value = fast[2] = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
+                    fast[3] = memoryview(value).cast("B")
+                if fast[4] is not None:
+                    fast[3][:] = fast[4]
+                else:
+                    self._recv_buffers([fast[3]])
+                return value
+            self._rfast = None
+        hv = self._head_view
+        status, meta_len, meta_in, bufs_in, next_head = _HEAD.unpack_from(hv)
+        steady = next_head == self._head_size
+        self._head_size = next_head
         if meta_in:
             meta: Any = hv[_HEAD.size : _HEAD.size + meta_len]
         else:
@@ -349,15 +399,33 @@ class _BufferBackend(_MPIBackend):
         if self.mode == "bytes":
             return loads(meta)
         plan, buffers = self._receive_plan(meta)
+        pos = _HEAD.size + meta_len
         if bufs_in:
-            pos = _HEAD.size + meta_len
             for buf in buffers:
                 n = len(buf)
                 buf[:] = hv[pos : pos + n]
                 pos += n
         else:
             self._recv_buffers(buffers)
-        return plan[1] if plan[0] == "value" else finish(plan)
+        if plan[0] != "value":
+            return finish(plan)
+        if steady and status == _OK and meta_in and self._last_meta is not None and not self._last_meta[1][1][2]:
+            self._rfast = self._steady_reader(pos if bufs_in else None)
+        return plan[1]
+
+    def _steady_reader(self, end: int | None) -> list[Any] | None:
+        """The reader's fast path for more messages with this head (None when the array's bytes
+        cannot be a memoryview): an array of its own, filled in place while nobody else holds it."""
+        value = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
+        try:
+            raw = memoryview(value).cast("B")
+        except (TypeError, ValueError):
+            return None
+        if raw.nbytes == 0:
+            return None
+        hv = self._head_view
+        head = _HEAD.size + len(self._last_meta[0])  # type: ignore[index]
+        return [hv[:head], bytes(hv[:head]), value, raw, None if end is None else hv[end - raw.nbytes : end]]
 
     def _receive_plan(self, meta: Any) -> tuple[Any, list[Any]]:
         last = self._last_meta  # the same meta as the last message: its description, no lookup
@@ -408,7 +476,15 @@ class _BufferBackend(_MPIBackend):
                         return
                 raise self.timeout_error(what)
 
-    # the four steps each subclass provides
+    # the steps each subclass provides
+    def _again(self, used: int) -> Any:
+        """What :meth:`_send_again` sends: the head of ``used`` bytes as packed now."""
+        raise NotImplementedError
+
+    def _send_again(self, head: Any, data: Any) -> None:
+        """Send the head as :meth:`_again` made it, then ``data`` if not None."""
+        raise NotImplementedError
+
     def _send(self, used: int, meta: bytes | None, buffers: list[Any]) -> None:
         """Send the head (its first ``used`` bytes are packed), then the meta and buffers if given."""
         raise NotImplementedError
@@ -460,6 +536,17 @@ class MPIBufferBackend(_BufferBackend):
         for buf in buffers:
             if len(buf):
                 comm.Bcast(buf, root=root)
+
+    def _again(self, used: int) -> Any:
+        return self._head_of(self._head_size)
+
+    def _send_again(self, head: Any, data: Any) -> None:
+        if self.wait == "block":
+            self.comm.Bcast(head, root=self.root)
+        else:
+            self.comm.Ibcast(head, root=self.root).Wait()
+        if data is not None:
+            self.comm.Bcast(data, root=self.root)
 
     def _recv_head(self) -> None:
         head = self._head_of(self._head_size)
@@ -522,6 +609,18 @@ class MPIP2PBackend(_BufferBackend):
                 if len(buf):
                     requests.append(comm.Isend(buf, dest=reader, tag=_TAG_DATA))
         self.MPI.Request.Waitall(requests)
+
+    def _again(self, used: int) -> Any:
+        return [self._head, used, self._byte]
+
+    def _send_again(self, head: Any, data: Any) -> None:
+        readers = self._readers
+        if len(readers) != 1:
+            self._send(head[1], None, [] if data is None else [data])
+            return
+        self.comm.Send(head, dest=readers[0], tag=_TAG_HEAD)
+        if data is not None:
+            self.comm.Send(data, dest=readers[0], tag=_TAG_DATA)
 
     def _recv_head(self) -> None:
         request = self._head_request
