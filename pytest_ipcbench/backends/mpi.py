@@ -53,7 +53,9 @@ from ..core.group import comm_of
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
-_OK, _FAILED = 0, 1
+#: a head's status: a value; the writer's error message; a value laid out as the previous one (its
+#: meta is in the head all the same: a reader without the fast path reads it as a value)
+_OK, _FAILED, _SAME = 0, 1, 2
 
 
 class _Failed:
@@ -291,8 +293,8 @@ class _BufferBackend(_MPIBackend):
         self._readers = self.readers
         # the steady state of a plain array sent again and again, its head already in the buffer
         # (issue 40): writer (dtype, shape, strides, the data's place in the head or None, what
-        # _send_again sends); reader (the head's first bytes, live, and as they were, the array
-        # returned, its bytes, the data's place in the head or None)
+        # _send_again sends), its heads marked _SAME; reader [the array returned, its bytes, the
+        # data's place in the head or None]
         self._wfast: tuple[Any, ...] | None = None
         self._rfast: list[Any] | None = None
 
@@ -358,6 +360,8 @@ class _BufferBackend(_MPIBackend):
             raise failure
         if meta_in and next_head == limit and self.mode == "native" and _plain_array(obj) and obj.flags.c_contiguous:
             self._wfast = self._steady(obj, hv[used - data : used] if bufs_in else None, used)
+            if self._wfast is not None:
+                hv[0] = _SAME  # the status of the heads sent again (the low byte of a little-endian word)
 
     def _steady(self, obj: np.ndarray, slot: Any, used: int) -> tuple[Any, ...] | None:
         """The writer's fast path for more arrays like ``obj`` (None when its bytes cannot be a memoryview)."""
@@ -373,19 +377,19 @@ class _BufferBackend(_MPIBackend):
         if fast is None:
             self._check(writer=False)
         self._recv_head()
+        hv = self._head_view
         if fast is not None:
-            if fast[0] == fast[1]:  # the same head as the last message's: the same array layout
-                value = fast[2]
+            if hv[0] == _SAME:  # laid out as the last message: the same array, the same head
+                value = fast[0]
                 if sys.getrefcount(value) > 4:  # the list, its bytes, this name, the argument: the caller kept it
-                    value = fast[2] = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
-                    fast[3] = memoryview(value).cast("B")
-                if fast[4] is not None:
-                    fast[3][:] = fast[4]
+                    value = fast[0] = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
+                    fast[1] = memoryview(value).cast("B")
+                if fast[2] is not None:
+                    fast[1][:] = fast[2]
                 else:
-                    self._recv_buffers([fast[3]])
+                    self._recv_buffers([fast[1]])
                 return value
             self._rfast = None
-        hv = self._head_view
         status, meta_len, meta_in, bufs_in, next_head = _HEAD.unpack_from(hv)
         steady = next_head == self._head_size
         self._head_size = next_head
@@ -409,7 +413,7 @@ class _BufferBackend(_MPIBackend):
             self._recv_buffers(buffers)
         if plan[0] != "value":
             return finish(plan)
-        if steady and status == _OK and meta_in and self._last_meta is not None and not self._last_meta[1][1][2]:
+        if steady and status != _FAILED and meta_in and self._last_meta is not None and not self._last_meta[1][1][2]:
             self._rfast = self._steady_reader(pos if bufs_in else None)
         return plan[1]
 
@@ -423,9 +427,7 @@ class _BufferBackend(_MPIBackend):
             return None
         if raw.nbytes == 0:
             return None
-        hv = self._head_view
-        head = _HEAD.size + len(self._last_meta[0])  # type: ignore[index]
-        return [hv[:head], bytes(hv[:head]), value, raw, None if end is None else hv[end - raw.nbytes : end]]
+        return [value, raw, None if end is None else self._head_view[end - raw.nbytes : end]]
 
     def _receive_plan(self, meta: Any) -> tuple[Any, list[Any]]:
         last = self._last_meta  # the same meta as the last message: its description, no lookup
