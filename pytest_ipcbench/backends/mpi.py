@@ -294,7 +294,7 @@ class _BufferBackend(_MPIBackend):
         # the steady state of a plain array sent again and again, its head already in the buffer
         # (issue 40): writer (dtype, shape, strides, the data's place in the head or None, what
         # _send_again sends), its heads marked _SAME; reader [the array returned, its bytes, the
-        # data's place in the head or None]
+        # data's place in the head or None, whether the data comes alone (_alone)]
         self._wfast: tuple[Any, ...] | None = None
         self._rfast: list[Any] | None = None
 
@@ -374,16 +374,21 @@ class _BufferBackend(_MPIBackend):
 
     def read(self) -> Any:
         fast = self._rfast
+        hv = self._head_view
         if fast is None:
             self._check(writer=False)
-        self._recv_head()
-        hv = self._head_view
-        if fast is not None:
+            self._recv_head()
+        else:
+            value = fast[0]
+            if sys.getrefcount(value) > 4:  # the list, its bytes, this name, the argument: the caller kept it
+                value = fast[0] = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
+                fast[1] = memoryview(value).cast("B")
+            if fast[3]:  # the data may come alone, straight into the array
+                if self._recv_alone(fast[1]):
+                    return value
+            else:
+                self._recv_head()
             if hv[0] == _SAME:  # laid out as the last message: the same array, the same head
-                value = fast[0]
-                if sys.getrefcount(value) > 4:  # the list, its bytes, this name, the argument: the caller kept it
-                    value = fast[0] = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
-                    fast[1] = memoryview(value).cast("B")
                 if fast[2] is not None:
                     fast[1][:] = fast[2]
                 else:
@@ -427,7 +432,8 @@ class _BufferBackend(_MPIBackend):
             return None
         if raw.nbytes == 0:
             return None
-        return [value, raw, None if end is None else self._head_view[end - raw.nbytes : end]]
+        alone = end is None and self._alone and raw.nbytes > self.HEAD_CAP
+        return [value, raw, None if end is None else self._head_view[end - raw.nbytes : end], alone]
 
     def _receive_plan(self, meta: Any) -> tuple[Any, list[Any]]:
         last = self._last_meta  # the same meta as the last message: its description, no lookup
@@ -478,7 +484,15 @@ class _BufferBackend(_MPIBackend):
                         return
                 raise self.timeout_error(what)
 
+    #: a steady array larger than any head goes alone, without its head (the reader tells it
+    #: from a head by its size): one message where the head and the data were two
+    _alone = False
+
     # the steps each subclass provides
+    def _recv_alone(self, raw: Any) -> bool:
+        """Receive the next message: True if it was the data alone (into ``raw``), False if a head."""
+        raise NotImplementedError
+
     def _again(self, used: int) -> Any:
         """What :meth:`_send_again` sends: the head of ``used`` bytes as packed now."""
         raise NotImplementedError
@@ -588,6 +602,7 @@ class MPIP2PBackend(_BufferBackend):
         if self.group.rank != self.root:
             self._head_request = self.comm.Recv_init(self._head, source=self.root, tag=_TAG_HEAD)
         self._byte = MPI.BYTE
+        self._status = MPI.Status()
 
     def close(self) -> None:
         request, self._head_request = getattr(self, "_head_request", None), None
@@ -617,12 +632,36 @@ class MPIP2PBackend(_BufferBackend):
 
     def _send_again(self, head: Any, data: Any) -> None:
         readers = self._readers
+        if data is not None and data.nbytes > self.HEAD_CAP:  # alone, with the head's tag
+            for reader in readers:
+                self.comm.Send(data, dest=reader, tag=_TAG_HEAD)
+            return
         if len(readers) != 1:
             self._send(head[1], None, [] if data is None else [data])
             return
         self.comm.Send(head, dest=readers[0], tag=_TAG_HEAD)
         if data is not None:
             self.comm.Send(data, dest=readers[0], tag=_TAG_DATA)
+
+    _alone = True
+
+    def _recv_alone(self, raw: Any) -> bool:
+        # a matched probe (Mprobe/Improbe) tells the data alone from a head by its size; the
+        # persistent head request is not started meanwhile (it would take either)
+        comm, status = self.comm, self._status
+        if self.wait == "block":
+            message = comm.Mprobe(self.root, _TAG_HEAD, status)
+        else:
+            pace = self.pacer()
+            while (message := comm.Improbe(self.root, _TAG_HEAD, status)) is None:
+                if not pace.wait():
+                    raise self.timeout_error("the next message (Improbe)")
+        n = status.Get_count(self._byte)
+        if n > self.HEAD_CAP:
+            message.Recv(raw)
+            return True
+        message.Recv([self._head, n, self._byte])
+        return False
 
     def _recv_head(self) -> None:
         request = self._head_request
