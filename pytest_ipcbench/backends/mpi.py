@@ -190,6 +190,12 @@ def _as_bytes(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).view(np.uint8)
 
 
+def _raw(arr: Any) -> memoryview:
+    """A C-contiguous array's bytes as a flat memoryview: slices assign and compare without numpy.
+    (Typed Any: numpy's stubs declare the buffer protocol from Python 3.12 on only.)"""
+    return memoryview(arr).cast("B")
+
+
 def _encode_array(arr: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
     if arr.flags.c_contiguous:
         return (arr.dtype, arr.shape, False), arr
@@ -271,6 +277,11 @@ class _BufferBackend(_MPIBackend):
     by ``read()`` is recycled for the next message of the same dtype and shape once nobody else
     holds it (its reference count says so), otherwise a fresh one is allocated: no first-touch
     page faults when the caller drops what it read, and no value overwritten that it kept.
+
+    Steady state (issue 40): a plain C-contiguous array laid out as the previous message goes as
+    its bytes only -- the head packed last time stays in the buffer, its status says ``_SAME``,
+    and the reader fills the array it returned last time in place. ``mpi-p2p`` sends an array
+    larger than any head alone, without the head (one message, told from a head by its size).
     """
 
     HEAD_MAX = 512  # the first head's size (and the smallest)
@@ -320,12 +331,12 @@ class _BufferBackend(_MPIBackend):
                 and obj.strides == fast[2]):
             # the same layout as the last message: the head in the buffer holds its status and meta
             # already; only the data moves (into the head, or as the message after it)
-            data = memoryview(obj).cast("B")
+            raw = _raw(obj)
             if fast[3] is not None:
-                fast[3][:] = data
+                fast[3][:] = raw
                 self._send_again(fast[4], None)
             else:
-                self._send_again(fast[4], data)
+                self._send_again(fast[4], raw)
             return
         self._wfast = None
         self._check(writer=True)
@@ -366,7 +377,7 @@ class _BufferBackend(_MPIBackend):
     def _steady(self, obj: np.ndarray, slot: Any, used: int) -> tuple[Any, ...] | None:
         """The writer's fast path for more arrays like ``obj`` (None when its bytes cannot be a memoryview)."""
         try:
-            if obj.nbytes == 0 or memoryview(obj).cast("B").nbytes != obj.nbytes:
+            if obj.nbytes == 0 or _raw(obj).nbytes != obj.nbytes:
                 return None
         except (TypeError, ValueError):  # e.g. datetime64: no buffer format
             return None
@@ -382,7 +393,7 @@ class _BufferBackend(_MPIBackend):
             value = fast[0]
             if sys.getrefcount(value) > 4:  # the list, its bytes, this name, the argument: the caller kept it
                 value = fast[0] = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
-                fast[1] = memoryview(value).cast("B")
+                fast[1] = _raw(value)
             if fast[3]:  # the data may come alone, straight into the array
                 if self._recv_alone(fast[1]):
                     return value
@@ -427,7 +438,7 @@ class _BufferBackend(_MPIBackend):
         cannot be a memoryview): an array of its own, filled in place while nobody else holds it."""
         value = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
         try:
-            raw = memoryview(value).cast("B")
+            raw = _raw(value)
         except (TypeError, ValueError):
             return None
         if raw.nbytes == 0:
