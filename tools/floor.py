@@ -26,11 +26,12 @@ import argparse
 import statistics
 import sys
 import time
+from typing import Any
 
 from pytest_ipcbench.backends.base import BackendSpec, get_backend
 from pytest_ipcbench.core.group import MPIGroup
 from pytest_ipcbench.core.units import parse_size, size_label
-from pytest_ipcbench.harness import selfcheck  # noqa: F401  (registers mpi-raw)
+from pytest_ipcbench.harness import selfcheck  # (registers mpi-raw)
 from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, bench_interleaved
 
 COUNTS = ("syscalls.total", "pickle.dumps", "pickle.loads", "alloc.bytes", "faults.minor")
@@ -80,7 +81,55 @@ def steps(group: MPIGroup, name: str, size: int, n: int) -> dict[str, float] | N
     if group.rank != 0:
         return None
     med = statistics.median
-    return {"write": med(writes), "read": med(reads), "oneway": med(rtts) / 2, "verify": med(verifies)}
+    return {"write": med(writes), "read": med(reads), "oneway": med(rtts) / 2, "verify": med(verifies),
+            "write_min": min(writes), "read_min": min(reads)}
+
+
+def stubbed(names: list[str], size: int, number: int = 1000, repeat: int = 50) -> None:
+    """The Python work per message of MPI backends and references, MPI stubbed out (no process,
+    no waiting): the least of many short timeit runs, which a loaded machine stretches least. One
+    process; sizes that fit in a head (up to 16 KiB), the messages that are one call each."""
+    import timeit
+
+    import numpy as np
+
+    from pytest_ipcbench.backends import mpi, references
+    from pytest_ipcbench.core.group import MPIGroup
+
+    class Request:
+        def Start(self) -> None: ...
+        def Wait(self, *a: Any) -> None: ...
+
+    class Comm:  # the calls these backends make per message, doing nothing
+        def bcast(self, obj: Any, root: int = 0) -> Any: return obj
+        def Send(self, *a: Any, **k: Any) -> None: ...
+        def Recv(self, *a: Any, **k: Any) -> None: ...
+        def Bcast(self, *a: Any, **k: Any) -> None: ...
+        def Recv_init(self, *a: Any, **k: Any) -> Request: return Request()
+        def Probe(self, *a: Any, **k: Any) -> None: ...
+
+    class Group(MPIGroup):
+        def __init__(self, rank: int) -> None:  # no MPI: two ranks on paper
+            self.rank, self.size, self.comm, self.nodes = rank, 2, Comm(), 1
+
+    mpi.comm_of = references.comm_of = selfcheck.comm_of = lambda group: group.comm  # type: ignore[assignment]
+    obj = np.arange(size, dtype=np.uint8)
+    for name in names:
+        cls = get_backend(name)
+        writer, reader = cls(Group(0), "native", 0, 5.0, "block"), cls(Group(1), "native", 0, 5.0, "block")
+        writer.setup()
+        reader.setup()
+        if hasattr(reader, "_size"):  # the references' size, from the first message
+            reader._size = size if name.startswith("ref-mpi-p2p") else np.full(1, size, dtype=np.int64)
+        for _ in range(4):  # past the first messages, into each one's steady path
+            writer.write(obj)
+            if hasattr(reader, "_head"):  # what the writer's head carried
+                reader._head[:] = writer._head
+            reader.read()
+        w = min(timeit.repeat(lambda w=writer: w.write(obj), number=number, repeat=repeat)) / number
+        r = min(timeit.repeat(reader.read, number=number, repeat=repeat)) / number
+        print(f"{name:<16} {size_label(size):>6}: Python work per message, MPI stubbed: write {w * 1e6:.2f} us, "
+              f"read {r * 1e6:.2f} us")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=2000, help="round trips of the step breakdown")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds per case of the harness pingpong")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--stubbed", action="store_true",
+                        help="one process: the Python work per message with MPI stubbed out (MPI backends, "
+                             "their references, mpi-raw)")
     args = parser.parse_args(argv)
+    if args.stubbed:
+        for size in [parse_size(s) for s in args.sizes.split(",")]:
+            stubbed(args.backends.split(","), size)
+        return 0
     group = MPIGroup.world()
     if group.size != 2:
         print("run on 2 ranks: mpiexec -n 2 python tools/floor.py ...", file=sys.stderr)
@@ -109,13 +165,22 @@ def main(argv: list[str] | None = None) -> int:
                 specs.append(BackendSpec("null", "native"))
             except ValueError:
                 pass
+            if args.rounds <= 0:  # the steps alone, of the backend, its reference and the raw loop
+                for spec in specs[:-1] if specs[-1].name == "null" else specs:
+                    got = got if spec.name == name else steps(group, spec.name, size, args.n)
+                    if got is not None:
+                        say(f"   {spec.name:<16} {size_label(size)}: fastest write {got['write_min'] * us:.2f} us, "
+                            f"read {got['read_min'] * us:.2f} us; medians write {got['write'] * us:.2f}, "
+                            f"read {got['read'] * us:.2f}")
+                continue
             results = bench_interleaved(group, specs, BufferPayload(size), "pingpong",
                                         BenchSettings(time_budget=args.budget), args.rounds)
             if got is None:
                 continue
             say(f"{name} {size_label(size)}: write {got['write'] * us:.2f} us, read {got['read'] * us:.2f} us, "
                 f"wait {(got['oneway'] - got['write'] - got['read']) * us:.2f} us (one way {got['oneway'] * us:.2f}), "
-                f"verify {got['verify'] * us:.2f} us")
+                f"verify {got['verify'] * us:.2f} us; fastest write {got['write_min'] * us:.2f} us, "
+                f"read {got['read_min'] * us:.2f} us (the least a loaded machine takes: the per-message work)")
             for spec, res in zip(specs, results):
                 assert res is not None
                 lat = statistics.median(res.samples["latency"]) * us

@@ -53,7 +53,9 @@ from ..core.group import comm_of
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
 _TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
-_OK, _FAILED = 0, 1
+#: a head's status: a value; the writer's error message; a value laid out as the previous one (its
+#: meta is in the head all the same: a reader without the fast path reads it as a value)
+_OK, _FAILED, _SAME = 0, 1, 2
 
 
 class _Failed:
@@ -188,6 +190,12 @@ def _as_bytes(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).view(np.uint8)
 
 
+def _raw(arr: Any) -> memoryview:
+    """A C-contiguous array's bytes as a flat memoryview: slices assign and compare without numpy.
+    (Typed Any: numpy's stubs declare the buffer protocol from Python 3.12 on only.)"""
+    return memoryview(arr).cast("B")
+
+
 def _encode_array(arr: np.ndarray) -> tuple[tuple[Any, ...], np.ndarray]:
     if arr.flags.c_contiguous:
         return (arr.dtype, arr.shape, False), arr
@@ -269,6 +277,11 @@ class _BufferBackend(_MPIBackend):
     by ``read()`` is recycled for the next message of the same dtype and shape once nobody else
     holds it (its reference count says so), otherwise a fresh one is allocated: no first-touch
     page faults when the caller drops what it read, and no value overwritten that it kept.
+
+    Steady state (issue 40): a plain C-contiguous array laid out as the previous message goes as
+    its bytes only -- the head packed last time stays in the buffer, its status says ``_SAME``,
+    and the reader fills the array it returned last time in place. ``mpi-p2p`` sends an array
+    larger than any head alone, without the head (one message, told from a head by its size).
     """
 
     HEAD_MAX = 512  # the first head's size (and the smallest)
@@ -289,6 +302,16 @@ class _BufferBackend(_MPIBackend):
         self._spare: dict[Any, tuple[Any, ...]] = {}
         self._last_meta: tuple[bytes, Any] | None = None  # reader: the last meta and its description
         self._readers = self.readers
+        # the steady state of a plain array sent again and again, its head already in the buffer
+        # (issue 40): writer (dtype, shape, strides, the data's place in the head or None, what
+        # _send_again sends), its heads marked _SAME; reader [the array returned, its bytes, the
+        # data's place in the head or None, whether the data comes alone (_alone)]
+        self._wfast: tuple[Any, ...] | None = None
+        self._rfast: list[Any] | None = None
+
+    def close(self) -> None:
+        self._wfast = self._rfast = None  # the fast paths skip _check: after close() they must be gone
+        super().close()
 
     def _encode(self, obj: Any) -> tuple[bytes, list[Any]]:
         if self.mode == "native" and _plain_array(obj):  # the common case, without pickling
@@ -303,6 +326,19 @@ class _BufferBackend(_MPIBackend):
         return encode(obj, self.mode)
 
     def write(self, obj: Any) -> None:
+        fast = self._wfast
+        if (fast is not None and type(obj) is np.ndarray and obj.dtype is fast[0] and obj.shape == fast[1]
+                and obj.strides == fast[2]):
+            # the same layout as the last message: the head in the buffer holds its status and meta
+            # already; only the data moves (into the head, or as the message after it)
+            raw = _raw(obj)
+            if fast[3] is not None:
+                fast[3][:] = raw
+                self._send_again(fast[4], None)
+            else:
+                self._send_again(fast[4], raw)
+            return
+        self._wfast = None
         self._check(writer=True)
         failure: PayloadError | None = None
         try:
@@ -333,12 +369,46 @@ class _BufferBackend(_MPIBackend):
         self._head_size = next_head
         if failure is not None:
             raise failure
+        if meta_in and next_head == limit and self.mode == "native" and _plain_array(obj) and obj.flags.c_contiguous:
+            self._wfast = self._steady(obj, hv[used - data : used] if bufs_in else None, used)
+            if self._wfast is not None:
+                hv[0] = _SAME  # the status of the heads sent again (the low byte of a little-endian word)
+
+    def _steady(self, obj: np.ndarray, slot: Any, used: int) -> tuple[Any, ...] | None:
+        """The writer's fast path for more arrays like ``obj`` (None when its bytes cannot be a memoryview)."""
+        try:
+            if obj.nbytes == 0 or _raw(obj).nbytes != obj.nbytes:
+                return None
+        except (TypeError, ValueError):  # e.g. datetime64: no buffer format
+            return None
+        return (obj.dtype, obj.shape, obj.strides, slot, self._again(used))
 
     def read(self) -> Any:
-        self._check(writer=False)
+        fast = self._rfast
         hv = self._head_view
-        self._recv_head()
-        status, meta_len, meta_in, bufs_in, self._head_size = _HEAD.unpack_from(hv)
+        if fast is None:
+            self._check(writer=False)
+            self._recv_head()
+        else:
+            value = fast[0]
+            if sys.getrefcount(value) > 4:  # the list, its bytes, this name, the argument: the caller kept it
+                value = fast[0] = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
+                fast[1] = _raw(value)
+            if fast[3]:  # the data may come alone, straight into the array
+                if self._recv_alone(fast[1]):
+                    return value
+            else:
+                self._recv_head()
+            if hv[0] == _SAME:  # laid out as the last message: the same array, the same head
+                if fast[2] is not None:
+                    fast[1][:] = fast[2]
+                else:
+                    self._recv_buffers([fast[1]])
+                return value
+            self._rfast = None
+        status, meta_len, meta_in, bufs_in, next_head = _HEAD.unpack_from(hv)
+        steady = next_head == self._head_size
+        self._head_size = next_head
         if meta_in:
             meta: Any = hv[_HEAD.size : _HEAD.size + meta_len]
         else:
@@ -349,15 +419,32 @@ class _BufferBackend(_MPIBackend):
         if self.mode == "bytes":
             return loads(meta)
         plan, buffers = self._receive_plan(meta)
+        pos = _HEAD.size + meta_len
         if bufs_in:
-            pos = _HEAD.size + meta_len
             for buf in buffers:
                 n = len(buf)
                 buf[:] = hv[pos : pos + n]
                 pos += n
         else:
             self._recv_buffers(buffers)
-        return plan[1] if plan[0] == "value" else finish(plan)
+        if plan[0] != "value":
+            return finish(plan)
+        if steady and status != _FAILED and meta_in and self._last_meta is not None and not self._last_meta[1][1][2]:
+            self._rfast = self._steady_reader(pos if bufs_in else None)
+        return plan[1]
+
+    def _steady_reader(self, end: int | None) -> list[Any] | None:
+        """The reader's fast path for more messages with this head (None when the array's bytes
+        cannot be a memoryview): an array of its own, filled in place while nobody else holds it."""
+        value = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
+        try:
+            raw = _raw(value)
+        except (TypeError, ValueError):
+            return None
+        if raw.nbytes == 0:
+            return None
+        alone = end is None and self._alone and raw.nbytes > self.HEAD_CAP
+        return [value, raw, None if end is None else self._head_view[end - raw.nbytes : end], alone]
 
     def _receive_plan(self, meta: Any) -> tuple[Any, list[Any]]:
         last = self._last_meta  # the same meta as the last message: its description, no lookup
@@ -408,7 +495,23 @@ class _BufferBackend(_MPIBackend):
                         return
                 raise self.timeout_error(what)
 
-    # the four steps each subclass provides
+    #: a steady array larger than any head goes alone, without its head (the reader tells it
+    #: from a head by its size): one message where the head and the data were two
+    _alone = False
+
+    # the steps each subclass provides
+    def _recv_alone(self, raw: Any) -> bool:
+        """Receive the next message: True if it was the data alone (into ``raw``), False if a head."""
+        raise NotImplementedError
+
+    def _again(self, used: int) -> Any:
+        """What :meth:`_send_again` sends: the head of ``used`` bytes as packed now."""
+        raise NotImplementedError
+
+    def _send_again(self, head: Any, data: Any) -> None:
+        """Send the head as :meth:`_again` made it, then ``data`` if not None."""
+        raise NotImplementedError
+
     def _send(self, used: int, meta: bytes | None, buffers: list[Any]) -> None:
         """Send the head (its first ``used`` bytes are packed), then the meta and buffers if given."""
         raise NotImplementedError
@@ -461,6 +564,17 @@ class MPIBufferBackend(_BufferBackend):
             if len(buf):
                 comm.Bcast(buf, root=root)
 
+    def _again(self, used: int) -> Any:
+        return self._head_of(self._head_size)
+
+    def _send_again(self, head: Any, data: Any) -> None:
+        if self.wait == "block":
+            self.comm.Bcast(head, root=self.root)
+        else:
+            self.comm.Ibcast(head, root=self.root).Wait()
+        if data is not None:
+            self.comm.Bcast(data, root=self.root)
+
     def _recv_head(self) -> None:
         head = self._head_of(self._head_size)
         if self.wait == "block":
@@ -499,6 +613,7 @@ class MPIP2PBackend(_BufferBackend):
         if self.group.rank != self.root:
             self._head_request = self.comm.Recv_init(self._head, source=self.root, tag=_TAG_HEAD)
         self._byte = MPI.BYTE
+        self._status = MPI.Status()
 
     def close(self) -> None:
         request, self._head_request = getattr(self, "_head_request", None), None
@@ -522,6 +637,42 @@ class MPIP2PBackend(_BufferBackend):
                 if len(buf):
                     requests.append(comm.Isend(buf, dest=reader, tag=_TAG_DATA))
         self.MPI.Request.Waitall(requests)
+
+    def _again(self, used: int) -> Any:
+        return [self._head, used, self._byte]
+
+    def _send_again(self, head: Any, data: Any) -> None:
+        readers = self._readers
+        if data is not None and data.nbytes > self.HEAD_CAP:  # alone, with the head's tag
+            for reader in readers:
+                self.comm.Send(data, dest=reader, tag=_TAG_HEAD)
+            return
+        if len(readers) != 1:
+            self._send(head[1], None, [] if data is None else [data])
+            return
+        self.comm.Send(head, dest=readers[0], tag=_TAG_HEAD)
+        if data is not None:
+            self.comm.Send(data, dest=readers[0], tag=_TAG_DATA)
+
+    _alone = True
+
+    def _recv_alone(self, raw: Any) -> bool:
+        # a matched probe (Mprobe/Improbe) tells the data alone from a head by its size; the
+        # persistent head request is not started meanwhile (it would take either)
+        comm, status = self.comm, self._status
+        if self.wait == "block":
+            message = comm.Mprobe(self.root, _TAG_HEAD, status)
+        else:
+            pace = self.pacer()
+            while (message := comm.Improbe(self.root, _TAG_HEAD, status)) is None:
+                if not pace.wait():
+                    raise self.timeout_error("the next message (Improbe)")
+        n = status.Get_count(self._byte)
+        if n > self.HEAD_CAP:
+            message.Recv(raw)
+            return True
+        message.Recv([self._head, n, self._byte])
+        return False
 
     def _recv_head(self) -> None:
         request = self._head_request
