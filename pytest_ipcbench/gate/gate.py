@@ -3,8 +3,9 @@
 It installs base and head into virtual environments of their own and runs them in turn, round
 after round (base head, head base, ...: the order alternates so that a drift of the machine does
 not favour one side): first every case (``rounds``, by default ``ipcbench run --quick`` at as many
-ranks as cores), then, one round at a time, only the cases still in doubt (head / base above 1 +
-half the threshold), until none is or ``confirm_rounds`` are spent. Each side's samples are kept
+ranks as cores; past the first, only the cases in doubt when one more round of every case would
+overrun the budget), then, one round at a time, only the cases still in doubt, those that look
+slower first, until none is or ``confirm_rounds`` are spent. Each side's samples are kept
 round by round and compared (:mod:`..comparison.compare`) round by round: samples of one round
 share the state of the machine at that moment and are not independent draws. A real regression
 only gathers evidence in the confirming rounds, a fluke rarely survives them; nothing is tied
@@ -324,7 +325,7 @@ def run_gate(opts: GateOptions) -> int:
             rs.env["gate_side"] = sides[name].label
             rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
         latest.update(merged)
-        if not explicit and len(sets["base"]) == opts.rounds:  # the first rounds: every case, both matrices known
+        if not explicit and len(sets["base"]) == 1:  # the first round: every case, both matrices known
             try:
                 use_calibration(find_calibration(None, merged["head"], merged["base"]))
             except ValueError as exc:
@@ -347,7 +348,16 @@ def run_gate(opts: GateOptions) -> int:
     stopped = ""
     try:
         warm_up(sides, scratch, log, opts.timeout)
-        comparison, merged_head = run_rounds(opts.rounds, None)
+        comparison, merged_head = run_rounds(1, None)
+        # the other first rounds measure every case while the budget allows one more of them, else
+        # only the cases in doubt, those that look slower first: a large matrix under load fits
+        # one round of every case, and the rounds it has left go where they decide
+        for _ in range(opts.rounds - 1):
+            fits = time.monotonic() - started + last_round_s(sets) <= opts.budget
+            only = None if fits else doubtful(comparison, merged_head)
+            if only == []:
+                break
+            comparison, merged_head = run_rounds(1, only)
         # the confirming rounds measure only the cases in doubt, one round at a time, until none is
         # left, the rounds are spent or the budget would be; every verdict is taken on all the
         # rounds a case has

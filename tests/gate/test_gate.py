@@ -331,6 +331,19 @@ def test_only_cases_in_doubt_get_confirming_rounds_those_that_look_slower_first(
     assert gate.doubtful(compare.compare_sets(base, base), base) == []
 
 
+def test_after_one_round_a_side_the_cases_that_look_slower_are_the_ones_measured_again() -> None:
+    """A large matrix under load fits one round of every case in the budget; the gate's next
+    rounds then measure only the cases in doubt, those that look slower first. One round a side
+    decides nothing (how much a round moves is not measured yet), so every case is in doubt; a
+    slowed case must be what the next round selects, not the whole matrix and not nothing."""
+    slow = "bcast/shm/bytes/dict/1000000/r4"
+    base = rounds.merge_rounds([_labelled(make_set(seed=1, spread=0.01))])
+    head = rounds.merge_rounds([_labelled(make_set(seed=3, spread=0.01, factors={slow: 2.0}))])
+    comparison = compare.compare_sets(base, head, paired=True)
+    assert comparison.outcome == "INCONCLUSIVE" and not comparison.with_status("unchanged")
+    assert gate.doubtful(comparison, head) == [f"label of {slow}"]
+
+
 def test_doubtful_extras_run_as_their_block_and_unlabelled_cases_rerun_everything() -> None:
     base, head = make_set(seed=1, spread=0.01), make_set(seed=2, spread=0.01, factors={"*": 1.5})
     comparison = compare.compare_sets(base, head)
