@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends.base import declared_resources
 from ..comparison.verdict import GateError
 from ..core import names
 from ..core.envinfo import cores
@@ -108,12 +109,21 @@ def _run_logged(cmd: Sequence[object], log: Path, timeout: float, cwd: Path | No
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_group(proc, grace=10)
+            _remove_left(kill_group(proc, grace=10))
             out.write(f"\n[ipcbench gate] killed after {timeout:g} s\n")
             return -1
         except BaseException:  # interrupted: take the whole group (mpiexec and its ranks) down
-            kill_group(proc, grace=0)
+            _remove_left(kill_group(proc, grace=0))
             raise
+
+
+def _remove_left(pids: set[int]) -> None:
+    """Remove what a killed round's processes left (a transport's segment made before the ranks
+    started is released only by a run that ends the orderly way): only resources of those pids,
+    once they are gone."""
+    for item in names.find_ours(patterns=declared_resources(load_all=True)):
+        if item.pid in pids and not item.alive:
+            names.remove(item.path)
 
 
 

@@ -19,6 +19,7 @@ import pytest
 from pytest_ipcbench.commands import compare as compare_command, main
 from pytest_ipcbench.comparison import compare, rounds, verdict_text
 from pytest_ipcbench.comparison.calibration import Calibration, CaseNoise
+from pytest_ipcbench.core import names
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import BUSY_SHARE
 from pytest_ipcbench.gate import gate, gate_sides
@@ -353,6 +354,24 @@ def test_doubtful_extras_run_as_their_block_and_unlabelled_cases_rerun_everythin
             r.scenario = "mpi-method"
     comparison = compare.compare_sets(base, head)
     assert gate.doubtful(comparison, head) == ["seed004"]
+
+
+def test_a_round_killed_by_the_gate_leaves_nothing_in_dev_shm(tmp_path: Path) -> None:
+    """A round the gate ends (its timeout, or the gate interrupted) is killed with its whole group;
+    a segment one of its processes made (a transport's, made before the ranks started) is removed
+    once that process is gone, and nothing of another process is touched."""
+    keep = Path("/dev/shm") / names.resource_name("other")  # ours, alive: never removed
+    keep.touch()
+    made = tmp_path / "made"
+    code = ("import os, pathlib, sys, time; from pytest_ipcbench.core import names; "
+            "p = pathlib.Path('/dev/shm') / names.resource_name('seg'); p.touch(); "
+            "pathlib.Path(sys.argv[1]).write_text(str(p)); time.sleep(600)")
+    try:
+        assert gate_sides._run_logged([sys.executable, "-c", code, made], tmp_path / "log", timeout=15) == -1
+        assert made.is_file() and not Path(made.read_text()).exists()
+        assert keep.exists()
+    finally:
+        keep.unlink(missing_ok=True)
 
 
 def test_side_args_follow_what_the_side_knows(tmp_path: Path) -> None:
