@@ -173,7 +173,7 @@ def slowed(args: argparse.Namespace) -> int:
         (out / f"{name}.log").write_text(text)
         lines = text.strip().splitlines()
         rounds_dir = out / name / "rounds"
-        rounds = sorted(p.name for p in rounds_dir.iterdir()) if rounds_dir.is_dir() else []
+        rounds = sorted((p.name for p in rounds_dir.iterdir()), key=lambda n: (int(n.split("-")[0]), n)) if rounds_dir.is_dir() else []
         loads.sort()
         done[name] = {"exit": proc.returncode, "wall_s": round(took), "last_line": lines[-1] if lines else "",
                       "rounds": rounds, "load_min_median_max": [loads[0], loads[len(loads) // 2], loads[-1]]}
