@@ -17,6 +17,16 @@ injected into the head's runs (``--inject``, harness/inject.py), three backends 
 into a git repository of its own under ``--out`` (one commit), and every gate runs there. ``--plan
 SPEC`` (repeatable) replaces the rotation: one gate per plan, ``SPEC`` as ``--inject`` takes it.
 
+``slowed`` measures what a user's commit does to the default gate (no budget flags): a copy of
+``tests/data/consumer3`` declaring a 72-case matrix is committed as the base, then a head whose
+``uds`` transport spends twice its CPU time per message (a spin as long as the work's thread CPU
+time, in its write and its read: time only, nothing else changes), then gates the slowed head
+``--runs`` times and the base's own code (identical content) ``--aa`` times; per gate it records the
+last line, the exit code, the rounds, the wall time and the 1-minute load every 10 s
+(``slowed.json``):
+
+    python tools/gate_power.py slowed --out gp70 --runs 3 --aa 1
+
 ``table`` reads the gates' report folders (base.json, head.json, gate.json) and prints, per
 injected factor, how often the gate caught it (exit 1 naming a case of that backend) and how
 many of its cases it flagged; and the false alarms: cases of backends nobody slowed that it
@@ -95,6 +105,82 @@ def run(args: argparse.Namespace, gate_args: list[str]) -> int:
         (dest / "gate.json").write_text(json.dumps({"exit": proc.returncode, "wall_s": round(took, 1),
                                                     "inject": inject, "loadavg_end": load}) + "\n")
         print(f"[power] {name}: exit {proc.returncode} in {took:.0f} s (load {' '.join(load)})", flush=True)
+    return 0
+
+
+#: the 72-case matrix (3 transports x (3 payloads x 6 sizes broadcast + 6 ping-pong)) in place of consumer3's
+MATRIX = ('payloads = ["ndarray"]\nsizes = ["1KB", "100KB"]',
+          'payloads = ["ndarray", "dict", "array1d"]\nsizes = ["1KB", "10KB", "100KB", "300KB", "1MB", "3MB"]')
+#: uds.py's write and read, each followed by a spin as long as its own thread CPU time (2x the CPU)
+SPIN = [("import struct\n", "import struct\nimport time\n"),
+        ("    def write(self, obj: Any) -> None:\n", "    def write(self, obj: Any) -> None:\n        t0 = time.thread_time()\n"),
+        ("        self._send(frame)\n", "        self._send(frame)\n        _spin(time.thread_time() - t0)\n"),
+        ("            body = _recv_exact(sock, length)\n",
+         "            t0 = time.thread_time()\n            body = _recv_exact(sock, length)\n"),
+        ("        return loads(body)\n", "        obj = loads(body)\n        _spin(time.thread_time() - t0)\n        return obj\n"),
+        ("def _recv_exact(", "def _spin(seconds: float) -> None:\n    end = time.thread_time() + seconds\n"
+                           "    while time.thread_time() < end:\n        pass\n\n\ndef _recv_exact(")]
+
+
+def _edit(path: Path, edits: list[tuple[str, str]]) -> None:
+    text = path.read_text()
+    for old, new in edits:
+        if old not in text:
+            raise SystemExit(f"gate_power: {path} has no {old!r} (consumer3 changed?)")
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+
+
+def _git(repo: Path, *args: str) -> str:
+    cmd = ["git", "-C", str(repo), "-c", "user.email=power@example.invalid", "-c", "user.name=power", *args]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def slowed(args: argparse.Namespace) -> int:
+    out = Path(args.out).resolve()
+    repo = out / "project"
+    if not (repo / ".git").is_dir():
+        repo = _project_repo(Path(__file__).resolve().parents[1] / "tests" / "data" / "consumer3", out)
+        _edit(repo / "pyproject.toml", [MATRIX])
+        (repo / ".gitignore").write_text(".ipcbench-gate/\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", "base: 72 cases")
+        _git(repo, "tag", "base")
+        _edit(repo / "src" / "trio_transports" / "uds.py", SPIN)
+        _git(repo, "commit", "-q", "-am", "head: uds twice its CPU time per message")
+        _git(repo, "tag", "slowed")
+    summary = out / "slowed.json"
+    done = json.loads(summary.read_text()) if summary.is_file() else {}
+    plans = [f"slowed{i + 1}" for i in range(args.runs)] + [f"aa{i + 1}" for i in range(args.aa)]
+    for name in plans:
+        if name in done:
+            continue
+        _git(repo, "checkout", "-q", "slowed" if name.startswith("slowed") else "base")
+        loads: list[float] = []
+        cmd = [sys.executable, "-m", "pytest_ipcbench", "gate", "--base", "base", "--out", str(out / name)]
+        print(f"[power] {name}: {' '.join(cmd[2:])} (head: {'slowed' if name.startswith('slowed') else 'base'})",
+              flush=True)
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=repo)
+        while True:
+            loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
+            try:
+                text = proc.communicate(timeout=10)[0]
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        took = time.monotonic() - t0
+        (out / f"{name}.log").write_text(text)
+        lines = text.strip().splitlines()
+        rounds_dir = out / name / "rounds"
+        rounds = sorted((p.name for p in rounds_dir.iterdir()), key=lambda n: (int(n.split("-")[0]), n)) if rounds_dir.is_dir() else []
+        loads.sort()
+        done[name] = {"exit": proc.returncode, "wall_s": round(took), "last_line": lines[-1] if lines else "",
+                      "rounds": rounds, "load_min_median_max": [loads[0], loads[len(loads) // 2], loads[-1]]}
+        summary.write_text(json.dumps(done, indent=1) + "\n")
+        print(f"[power] {name}: exit {proc.returncode}, {took / 60:.1f} min, rounds {' '.join(rounds)}, load "
+              f"{loads[0]:.1f}/{loads[len(loads) // 2]:.1f}/{loads[-1]:.1f}\n[power] {done[name]['last_line']}",
+              flush=True)
     return 0
 
 
@@ -194,12 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--project", default=None, help="measure this project (e.g. examples/consumer) in a copy")
     p.add_argument("--plan", action="append", default=[], metavar="SPEC",
                    help="one injected gate per SPEC (as --inject takes it, e.g. fifo=2@1MiB) instead of the rotation")
+    p = sub.add_parser("slowed", help="the default gate on a 72-case consumer whose uds is slowed 2x, and A/A")
+    p.add_argument("--out", default="gate-power-70")
+    p.add_argument("--runs", type=int, default=3, help="gates of the slowed head (default 3)")
+    p.add_argument("--aa", type=int, default=1, help="gates of identical code (default 1)")
     p = sub.add_parser("table", help="tabulate gate report folders")
     p.add_argument("--calibration", default=None, help="decide with this calibration file (ipcbench calibrate)")
     p.add_argument("--fast-tail", type=float, default=RUN_QUANTILE, metavar="Q",
                    help="the quantile of each round the gate judges by beside its medians (default 0.1; 0.5: medians alone)")
     p.add_argument("folders", nargs="+")
     args = parser.parse_args(argv)
+    if args.command == "slowed":
+        return slowed(args)
     return run(args, gate_args) if args.command == "run" else table(args)
 
 

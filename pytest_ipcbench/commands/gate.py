@@ -20,7 +20,8 @@ GATE: tuple[Option, ...] = (
     Option("base", text, "git ref of the base (e.g. origin/main, HEAD~1)", flag="--base", required=True),
     Option("head", text, "git ref of the head, or a folder holding a working tree (default: the current working tree)",
            flag="--head", default="."),
-    Option("rounds", whole(1, 10_000), f"interleaved rounds of every case per side (default {DEFAULT_ROUNDS})",
+    Option("rounds", whole(1, 10_000), "interleaved rounds per side: every case in the first, and in the others "
+           f"while the budget allows one more of them, else the cases in doubt (default {DEFAULT_ROUNDS})",
            flag="--rounds", default=DEFAULT_ROUNDS),
     Option("confirm_rounds", whole(0, 10_000), "at most this many more rounds of only the cases in doubt (any verdict "
            "but unchanged), one at a time until none is in doubt or the budget is spent; every verdict is taken on all "

@@ -2,13 +2,14 @@
 
 It installs base and head into virtual environments of their own and runs them in turn, round
 after round (base head, head base, ...: the order alternates so that a drift of the machine does
-not favour one side): first every case (``rounds``, by default ``ipcbench run --quick`` at as many
-ranks as cores), then, one round at a time, only the cases still in doubt (head / base above 1 +
-half the threshold), until none is or ``confirm_rounds`` are spent. Each side's samples are kept
-round by round and compared (:mod:`..comparison.compare`) round by round: samples of one round
-share the state of the machine at that moment and are not independent draws. A real regression
-only gathers evidence in the confirming rounds, a fluke rarely survives them; nothing is tied
-to a machine's identity or to another runner's number (docs/method.md rule 16).
+not favour one side): ``rounds`` of every case (by default ``ipcbench run --quick`` at as many
+ranks as cores; past the first, while the budget allows, else the cases in doubt), then, one round
+at a time, only the cases in doubt, those that look slower first, until none is or
+``confirm_rounds`` are spent.
+Samples are compared (:mod:`..comparison.compare`) round by round: samples of one round share the
+state of the machine at that moment and are not independent draws. A real regression only gathers
+evidence in the confirming rounds, a fluke rarely survives them; nothing is tied to a machine's
+identity or to another runner's number (docs/method.md rule 16).
 
 In another project (its pyproject.toml names another project than pytest-ipcbench) the gate
 measures what that project declares in ``[tool.ipcbench]``, installs the project itself at base
@@ -63,11 +64,9 @@ DEFAULT_CONFIRM_ROUNDS = 30
 #: No confirming round starts once the gate has run this long (seconds, from its start, the
 #: installs included) or would pass it with one more round pair of the last one's length.
 DEFAULT_BUDGET = 420.0
-#: After the first rounds a case stays in doubt while its verdict is not "unchanged": only such
-#: cases get the confirming rounds. A clearly unchanged case cannot turn into a regression by more
-#: measuring; a real change only gathers evidence, and a case that flips between two modes from
-#: run to run (4 ranks on 2 cores) shows it, instead of a verdict from two rounds that happened to
-#: land in different modes.
+#: A case stays in doubt while its verdict is not "unchanged": only such cases get more rounds. A
+#: clearly unchanged case cannot turn into a regression by more measuring; a real change only
+#: gathers evidence, and a case that flips between two modes from run to run shows it.
 IN_DOUBT = ("inconclusive", "slower", "faster")
 
 
@@ -94,8 +93,8 @@ class Unadopted(GateError):
     """The base predates the project's adoption of pytest-ipcbench: nothing to compare with."""
 
 
-#: the ``--only`` name of the block each extra scenario's results come from. The gate's reruns pass
-#: the names of before 0.2 (still accepted by ``ipcbench run --only``), which a base of any version knows.
+#: the ``--only`` name of the block each extra scenario's results come from: the names of before 0.2
+#: (still accepted by ``ipcbench run --only``), which a base of any version knows
 EXTRA_LABELS = {"mpi-method": "seed004", "shared-array": "seed002", "shared-array-handle": "seed002",
                 "seed002": "seed002", "seed002-handle": "seed002"}
 
@@ -126,11 +125,7 @@ def doubtful(comparison: Comparison, head: ResultSet, reachable: int | None = No
 
 def last_round_s(sets: dict[str, list[ResultSet]]) -> float:
     """Seconds the last round of both sides took (what one more confirming round will cost)."""
-    total = 0.0
-    for rounds in sets.values():
-        if rounds:
-            total += float(rounds[-1].env.get("gate_round_s") or 0.0)
-    return total
+    return sum(float(rounds[-1].env.get("gate_round_s") or 0.0) for rounds in sets.values() if rounds)
 
 
 def round_order(rounds: int, first: int = 0) -> list[tuple[int, str]]:
@@ -173,8 +168,7 @@ def _sides(repo: Path, opts: GateOptions) -> tuple[Side, Side]:
             side.decl, side.prefix = decl, prefix
         return base, head
     for side in (base, head):
-        has_run = tree_has_run(side.source) if side.source else commit_has_run(repo, side.commit or "")
-        if not has_run:
+        if not (tree_has_run(side.source) if side.source else commit_has_run(repo, side.commit or "")):
             raise GateError(no_run_message(side))
     return base, head
 
@@ -287,11 +281,9 @@ def run_gate(opts: GateOptions) -> int:
     if explicit:
         use_calibration(calibration)
 
-    sides = {"base": base, "head": head}
+    sides, scratch, job = {"base": base, "head": head}, names.private_dir("gate-run"), uuid.uuid4().hex
     sets: dict[str, list[ResultSet]] = {"base": [], "head": []}
     warnings: list[str] = []
-    scratch = names.private_dir("gate-run")
-    job = uuid.uuid4().hex
     if project:
         try:
             for side in (base, head):
@@ -302,8 +294,7 @@ def run_gate(opts: GateOptions) -> int:
 
     injected = {INJECT_ENV: format_injection(opts.inject)} if opts.inject else {}
     if injected:
-        print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (measuring what the gate sees)",
-              flush=True)
+        print(f"[gate] head's runs slowed on purpose: {injected[INJECT_ENV]} (what the gate sees)", flush=True)
 
     latest: dict[str, ResultSet] = {}  # the sides merged from every round so far
 
@@ -324,7 +315,7 @@ def run_gate(opts: GateOptions) -> int:
             rs.env["gate_side"] = sides[name].label
             rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
         latest.update(merged)
-        if not explicit and len(sets["base"]) == opts.rounds:  # the first rounds: every case, both matrices known
+        if not explicit and len(sets["base"]) == 1:  # the first round: every case, both matrices known
             try:
                 use_calibration(find_calibration(None, merged["head"], merged["base"]))
             except ValueError as exc:
@@ -347,7 +338,15 @@ def run_gate(opts: GateOptions) -> int:
     stopped = ""
     try:
         warm_up(sides, scratch, log, opts.timeout)
-        comparison, merged_head = run_rounds(opts.rounds, None)
+        comparison, merged_head = run_rounds(1, None)
+        # the other first rounds measure every case while the budget allows, else the cases in doubt
+        # (those that look slower first): a large matrix under load fits one round of every case
+        for _ in range(opts.rounds - 1):
+            fits = time.monotonic() - started + last_round_s(sets) <= opts.budget
+            only = None if fits else doubtful(comparison, merged_head)
+            if only == []:
+                break
+            comparison, merged_head = run_rounds(1, only)
         # the confirming rounds measure only the cases in doubt, one round at a time, until none is
         # left, the rounds are spent or the budget would be; every verdict is taken on all the
         # rounds a case has

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends.base import declared_resources
 from ..comparison.verdict import GateError
 from ..core import names
 from ..core.envinfo import cores
@@ -108,14 +109,19 @@ def _run_logged(cmd: Sequence[object], log: Path, timeout: float, cwd: Path | No
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_group(proc, grace=10)
+            _remove_left(kill_group(proc, grace=10))
             out.write(f"\n[ipcbench gate] killed after {timeout:g} s\n")
             return -1
         except BaseException:  # interrupted: take the whole group (mpiexec and its ranks) down
-            kill_group(proc, grace=0)
+            _remove_left(kill_group(proc, grace=0))
             raise
 
 
+def _remove_left(pids: set[int]) -> None:
+    """Remove what a killed round's processes left (a before_ranks segment), once they are gone."""
+    for item in names.find_ours(patterns=declared_resources(load_all=True)):
+        if item.pid in pids and not item.alive:
+            names.remove(item.path)
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -127,11 +133,8 @@ def _tail(path: Path, lines: int = 25) -> str:
 
 
 def _side_env(venv: Path) -> dict[str, str]:
-    """The environment of a side's commands: its venv first on PATH, nothing leaking from ours.
-
-    The gate's own bin folder follows (a venv that shares our packages finds the mpich wheel's
-    mpiexec there).
-    """
+    """The environment of a side's commands: its venv first on PATH, nothing leaking from ours; the
+    gate's own bin folder follows (a venv that shares our packages finds the mpich wheel's mpiexec)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env["VIRTUAL_ENV"] = str(venv)
     ours = str(Path(sys.executable).parent)
@@ -305,12 +308,8 @@ def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log
 
 
 def default_run_args() -> str:
-    """The gate's matrix in this repository: the quick level at as many ranks as cores (2 to 4).
-
-    Oversubscribed ranks measure the scheduler as much as the code: on 2 cores a case's median
-    moved between runs of the same code by 32% at 4 ranks and by 7% at 2 (median over backends,
-    docs/performance-history.md), and a gate cannot see through that.
-    """
+    """The gate's matrix in this repository: the quick level at as many ranks as cores (2 to 4):
+    oversubscribed ranks measure the scheduler as much as the code (docs/performance-history.md)."""
     return f"--quick --ranks {max(2, min(4, cores()))}"
 
 
@@ -345,8 +344,6 @@ def side_args(side: Side, run_args: Sequence[str], only: Sequence[str] | None, s
     return args
 
 
-#: The label of ``ipcbench run --only`` that selects a result's case, for results that are no case
-#: of the matrix (the extras run as blocks).
 def install_sides(repo: Path, sides: Sequence[Side], cache: Path, log: Path, timeout: float, isolated: bool) -> None:
     """Install every side; a commit is checked out into a temporary worktree, removed right after."""
     git(repo, "worktree", "prune", check=False)

@@ -19,6 +19,7 @@ import pytest
 from pytest_ipcbench.commands import compare as compare_command, main
 from pytest_ipcbench.comparison import compare, rounds, verdict_text
 from pytest_ipcbench.comparison.calibration import Calibration, CaseNoise
+from pytest_ipcbench.core import names
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import BUSY_SHARE
 from pytest_ipcbench.gate import gate, gate_sides
@@ -331,6 +332,19 @@ def test_only_cases_in_doubt_get_confirming_rounds_those_that_look_slower_first(
     assert gate.doubtful(compare.compare_sets(base, base), base) == []
 
 
+def test_after_one_round_a_side_the_cases_that_look_slower_are_the_ones_measured_again() -> None:
+    """A large matrix under load fits one round of every case in the budget; the gate's next
+    rounds then measure only the cases in doubt, those that look slower first. One round a side
+    decides nothing (how much a round moves is not measured yet), so every case is in doubt; a
+    slowed case must be what the next round selects, not the whole matrix and not nothing."""
+    slow = "bcast/shm/bytes/dict/1000000/r4"
+    base = rounds.merge_rounds([_labelled(make_set(seed=1, spread=0.01))])
+    head = rounds.merge_rounds([_labelled(make_set(seed=3, spread=0.01, factors={slow: 2.0}))])
+    comparison = compare.compare_sets(base, head, paired=True)
+    assert comparison.outcome == "INCONCLUSIVE" and not comparison.with_status("unchanged")
+    assert gate.doubtful(comparison, head) == [f"label of {slow}"]
+
+
 def test_doubtful_extras_run_as_their_block_and_unlabelled_cases_rerun_everything() -> None:
     base, head = make_set(seed=1, spread=0.01), make_set(seed=2, spread=0.01, factors={"*": 1.5})
     comparison = compare.compare_sets(base, head)
@@ -340,6 +354,24 @@ def test_doubtful_extras_run_as_their_block_and_unlabelled_cases_rerun_everythin
             r.scenario = "mpi-method"
     comparison = compare.compare_sets(base, head)
     assert gate.doubtful(comparison, head) == ["seed004"]
+
+
+def test_a_round_killed_by_the_gate_leaves_nothing_in_dev_shm(tmp_path: Path) -> None:
+    """A round the gate ends (its timeout, or the gate interrupted) is killed with its whole group;
+    a segment one of its processes made (a transport's, made before the ranks started) is removed
+    once that process is gone, and nothing of another process is touched."""
+    keep = Path("/dev/shm") / names.resource_name("other")  # ours, alive: never removed
+    keep.touch()
+    made = tmp_path / "made"
+    code = ("import os, pathlib, sys, time; from pytest_ipcbench.core import names; "
+            "p = pathlib.Path('/dev/shm') / names.resource_name('seg'); p.touch(); "
+            "pathlib.Path(sys.argv[1]).write_text(str(p)); time.sleep(600)")
+    try:
+        assert gate_sides._run_logged([sys.executable, "-c", code, made], tmp_path / "log", timeout=15) == -1
+        assert made.is_file() and not Path(made.read_text()).exists()
+        assert keep.exists()
+    finally:
+        keep.unlink(missing_ok=True)
 
 
 def test_side_args_follow_what_the_side_knows(tmp_path: Path) -> None:
