@@ -114,7 +114,8 @@ def test_lint_runs_in_ci_and_first_in_make_test() -> None:
     for step in ("ruff check pytest_ipcbench tests tools benchmarks", "mypy pytest_ipcbench"):
         assert step in text
     assert "$(BIN)/ruff check $(LINTED)" in makefile and "$(BIN)/mypy pytest_ipcbench" in makefile
-    assert "\ntest: $(STAMP) lint\n" in makefile
+    # lint is the first step of make test (beside the example's venv build, which tests nothing)
+    assert "\ntest: $(STAMP)\n\t$(MAKE) -j2 --output-sync=target --no-print-directory lint example-install\n" in makefile
 
 
 def test_perf_gate_workflow_runs_the_make_target_and_reports() -> None:
