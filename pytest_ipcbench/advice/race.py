@@ -38,7 +38,7 @@ import numpy as np
 from ..backends.base import BackendSpec, get_backend
 from ..core.counters import Counters
 from ..core.group import Group
-from ..harness.count import COUNT_MESSAGES
+from ..harness.count import COUNT_MESSAGES, COUNT_VOLUME
 from ..harness.measure import bench_interleaved
 from ..harness.plan import BenchSettings
 from ..results.results import Result
@@ -275,10 +275,11 @@ def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord |
 
 
 def count_estimate(median_s: float, nbytes: int) -> float:
-    """Seconds the counting pass of the two pairs may take: their messages (harness/count.py:
-    COUNT_MESSAGES) in each repeat's message and barrier phases and in the allocation pass, each
+    """Seconds the counting pass of the two pairs may take: their messages (harness/count.py: up to 16, by
+    volume at least 2) in each repeat's message and barrier phases and in the allocation pass, each
     :data:`TRACED` times a timed message (tracing every Python call slows the allocation pass most)."""
-    return 2 * COUNT_MESSAGES * (2 * COUNT_REPEATS + 1) * TRACED * median_s
+    messages = max(2, min(COUNT_MESSAGES, COUNT_VOLUME // max(1, nbytes)))
+    return 2 * messages * (2 * COUNT_REPEATS + 1) * TRACED * median_s
 
 
 def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], record: RaceRecord | None,

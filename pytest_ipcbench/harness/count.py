@@ -24,15 +24,14 @@ from ..core.probes import AllocProbe, CounterProbe, differences
 from .plan import BenchSettings, Plan
 from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier
 
-#: messages a repeat counts (a stream's iteration, its window, may hold more). Fixed, not scaled
-#: by time: two runs of one case must count the same messages (per-message figures of a backend
-#: with a sequence number or batching depend on the count). Few: an exact counter is the same
-#: total in every repeat and divides by the messages exactly (as Go's AllocsPerRun), so more
-#: messages add cost, not exactness; two, not one, so that a call made on some messages only (zmq's
-#: wake-ups) moves a per-message count by half a call at most, below the whole call a counter
-#: verdict needs (comparison/counters.py). The pass is on by default and paid per message
-#: (docs/counters.md, "Cost")
-COUNT_MESSAGES = 2
+#: messages a repeat aims at, and the payload bytes it may move at most (a repeat has at least
+#: 2 iterations). Fixed, not scaled by time: two runs of one case must count the same messages
+#: (per-message figures of a backend with a sequence number or batching depend on the count).
+#: Few: an exact counter is the same total in every repeat and divides by the messages exactly
+#: (as Go's AllocsPerRun), so more messages add cost, not exactness; the pass, on by default, is
+#: paid per message (16 messages and 16 MiB made it 80% of a run: docs/counters.md, "Cost")
+COUNT_MESSAGES = 4
+COUNT_VOLUME = 2 * 2**20
 #: iterations per repeat of the tracemalloc pass: one, its counts scaled to the kernel pass's
 #: iterations (each repeat traces the same iteration, so exact stays exact: as Go's AllocsPerRun
 #: divides). Tracing is most of the pass's cost (docs/counters.md, "Cost")
@@ -47,10 +46,13 @@ def messages_per_iteration(case: _Case) -> int:
     return int(getattr(case, "window", 1)) if isinstance(case, _Stream) else 1
 
 
-def count_iterations(case: _Case) -> int:
-    """Iterations per repeat: ``COUNT_MESSAGES`` messages or one window; the same on every rank
-    and in every run of the case."""
-    return -(-COUNT_MESSAGES // messages_per_iteration(case))
+def count_iterations(case: _Case, plan: Plan, settings: BenchSettings) -> int:
+    """Iterations per repeat: ``COUNT_MESSAGES`` messages, capped by ``COUNT_VOLUME``, at least 2;
+    the same on every rank and in every run of the case."""
+    per = messages_per_iteration(case)
+    by_count = -(-COUNT_MESSAGES // per)
+    by_volume = COUNT_VOLUME // max(1, case.nbytes * per)
+    return max(2, min(by_count, by_volume))
 
 
 def not_counted(case: _Case, settings: BenchSettings) -> str | None:
@@ -92,7 +94,7 @@ def role(case: _Case) -> str:
 def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
                wait: Callable[[], None], syscalls: bool = True) -> Counters | None:
     """Collective: the counting pass of one opened, warmed-up case; the Counters on rank 0."""
-    n = count_iterations(case)
+    n = count_iterations(case, plan, settings)
     per = messages_per_iteration(case)
     first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
     harness = _harness_waits(case, settings)

@@ -15,7 +15,6 @@ import pytest
 from pytest_ipcbench.backends.base import BACKENDS, unavailable_reason
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import find_mpiexec
-from pytest_ipcbench.harness.count import COUNT_MESSAGES
 from pytest_ipcbench.results.results import SCHEMA, ResultSet
 from pytest_ipcbench.runner.job import Case, Runner, RunOptions, build_matrix
 from pytest_ipcbench.runner.matrix import is_channel
@@ -209,8 +208,8 @@ def test_results_only_writes_results_and_log_and_labels_every_case(tmp_path):
     rs = ResultSet.load(out / "results.json")
     case = next(r for r in rs.results if r.backend == "mp-queue")
     assert case.extra["case"] == "pingpong mp-queue/bytes buffer-1KB r2"
-    # counted by default, 2 messages a repeat (harness/count.py: COUNT_MESSAGES), the pass's own seconds kept
-    assert case.counters is not None and case.counters.messages == COUNT_MESSAGES and sum(case.counters.seconds) > 0
+    # counted by default, 4 messages a repeat (harness/count.py), the pass's own seconds kept
+    assert case.counters is not None and case.counters.messages == 4 and sum(case.counters.seconds) > 0
     off = tmp_path / "off"
     proc = _run(["run", "--quick", "--no-config", "--no-mpi", "--backends", "mp-queue", "--scenarios", "pingpong",
                  "--sizes", "1KB", "--modes", "bytes", "--time-budget", "0.03", "--no-extras", "--results-only",
