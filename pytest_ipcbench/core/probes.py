@@ -250,8 +250,9 @@ class AllocProbe:
     that peak). So while an iteration runs, at every event of this thread (``sys.setprofile``: a
     call or return of a Python or C function; ``sys.settrace``: a new line of Python code outside
     the harness) the rise of the traced memory above its level at the previous event is taken and
-    the peak started anew: the sum of those rises of at least :data:`ALLOC_GRAIN` bytes, outside
-    the harness's code (core/, harness/), is what the iteration allocated: one copy of N bytes is
+    the peak started anew (no line events in the standard library's code: its calls and returns
+    suffice there, at a fraction of the cost): the sum of those rises of at least :data:`ALLOC_GRAIN`
+    bytes, outside the harness's code (core/, harness/), is what the iteration allocated: one copy of N bytes is
     N bytes more, whatever is freed before or after it. Between two events only the largest rise
     shows: a line or a C function that frees a block and then allocates one no larger counts 0
     for it. Starts tracemalloc unless it runs already (then leaves it on); the profile and trace
@@ -272,9 +273,7 @@ class AllocProbe:
         # make (a bound method per line event, an attribute's new int) is traced too, which made
         # each event several times dearer
         traced, reset, grain, harness, lines_off = _traced, _reset_peak, ALLOC_GRAIN, _HARNESS_CODE, _LINES_OFF
-        reset()
-        start = last = traced()[0]
-        allocated = top = 0
+        last = allocated = top = 0
 
         def profile(frame: Any, event: str, arg: Any) -> None:
             nonlocal last, allocated, top
@@ -309,6 +308,10 @@ class AllocProbe:
             return top, allocated
 
         self._finish = finish
+        # the level at the start is read once the closures above exist: they stay allocated until
+        # stop(), and are the probe's, not the message's
+        reset()
+        start = last = traced()[0]
         self._previous = sys.getprofile(), sys.gettrace()
         sys.setprofile(profile)
         sys.settrace(call)
