@@ -22,6 +22,11 @@ ALLOC_COUNTERS = ("alloc.bytes", "alloc.peak_bytes", "alloc.net_bytes")
 #: deep mode's counters (harness/deep.py, opt-in): bytes and calls of memcpy-like copies (valgrind's
 #: DHAT in copy mode) and instructions executed (callgrind's Ir), every thread of the process
 DEEP_COUNTERS = ("copied.bytes", "copied.calls", "instructions")
+#: how the allocation counters were counted; compare and the gate compare them only between records
+#: of one method. 1 (records without the field): every iteration of a repeat traced, line events in
+#: the standard library; 2: one traced iteration a repeat, scaled (harness/count.py), no line events
+#: in the standard library (core/probes.AllocProbe). The two moved some figures by 300-1,200 B per message
+ALLOC_METHOD = 2
 #: every counter, in the order reports show them
 COUNTERS = (*SYSCALL_COUNTERS, *IO_COUNTERS, *RUSAGE_COUNTERS, *PICKLE_COUNTERS, *ALLOC_COUNTERS, *DEEP_COUNTERS)
 
@@ -128,6 +133,7 @@ class Counters:
     # seconds rank 0 spent in the pass: the kernel counters' repeats, then the tracemalloc pass
     # (what the pass costs a run: docs/counters.md, "Cost")
     seconds: tuple[float, float] = (0.0, 0.0)
+    alloc_method: int = ALLOC_METHOD
 
     @property
     def messages(self) -> int:
@@ -179,6 +185,7 @@ class Counters:
     def to_dict(self) -> dict[str, Any]:
         return {"iterations": self.iterations, "messages_per_iteration": self.messages_per_iteration,
                 "repeats": self.repeats, "seconds": [round(x, 4) for x in self.seconds],
+                "alloc_method": self.alloc_method,
                 "ranks": [r.to_dict() for r in self.ranks]}
 
     @classmethod
@@ -189,4 +196,4 @@ class Counters:
                 isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9 for x in seconds):
             kept = (float(seconds[0]), float(seconds[1]))
         return cls([RankCounters.from_dict(r) for r in d["ranks"]], int(d["iterations"]),
-                   int(d["messages_per_iteration"]), int(d["repeats"]), kept)
+                   int(d["messages_per_iteration"]), int(d["repeats"]), kept, int(d.get("alloc_method") or 1))

@@ -31,6 +31,7 @@ import os
 import pickle
 import resource
 import sys
+import sysconfig
 import threading
 import tracemalloc
 from collections.abc import Callable
@@ -249,8 +250,9 @@ class AllocProbe:
     that peak). So while an iteration runs, at every event of this thread (``sys.setprofile``: a
     call or return of a Python or C function; ``sys.settrace``: a new line of Python code outside
     the harness) the rise of the traced memory above its level at the previous event is taken and
-    the peak started anew: the sum of those rises of at least :data:`ALLOC_GRAIN` bytes, outside
-    the harness's code (core/, harness/), is what the iteration allocated: one copy of N bytes is
+    the peak started anew (no line events in the standard library's code: its calls and returns
+    suffice there, at a fraction of the cost): the sum of those rises of at least :data:`ALLOC_GRAIN`
+    bytes, outside the harness's code (core/, harness/), is what the iteration allocated: one copy of N bytes is
     N bytes more, whatever is freed before or after it. Between two events only the largest rise
     shows: a line or a C function that frees a block and then allocates one no larger counts 0
     for it. Starts tracemalloc unless it runs already (then leaves it on); the profile and trace
@@ -260,61 +262,82 @@ class AllocProbe:
         self._started = not tracemalloc.is_tracing()
         if self._started:
             tracemalloc.start(1)
-        self._allocated = 0
-        self._last = 0
-        self._peak = 0
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._started:
             tracemalloc.stop()
 
-    def _profile(self, frame: Any, event: str, arg: Any) -> None:
-        current, peak = _traced()
-        if peak > self._peak:
-            self._peak = peak
-        if peak - self._last >= ALLOC_GRAIN and frame is not None:
-            # the time since the previous event ran in this frame (its caller's at a call) or in a C
-            # function it called: the harness's own code (barriers, its records) is not the message's
-            code = (frame.f_back if event == "call" else frame)
-            if code is None or not code.f_code.co_filename.startswith(_HARNESS_CODE):
-                self._allocated += peak - self._last
-        _reset_peak()
-        self._last = _traced()[0]
-
-    def _call(self, frame: Any, event: str, arg: Any) -> Any:
-        """sys.settrace's function: line events in every frame but the harness's."""
-        if frame.f_code.co_filename.startswith(_HARNESS_CODE):
-            return None
-        return self._line
-
-    def _line(self, frame: Any, event: str, arg: Any) -> Any:
-        if event == "line":
-            self._profile(frame, event, arg)
-        return self._line
-
     def start(self) -> int:
-        self._allocated = 0
-        self._peak = 0
-        _reset_peak()
-        start = self._last = _traced()[0]
+        # closures over plain locals, not methods: under tracemalloc every object the callbacks
+        # make (a bound method per line event, an attribute's new int) is traced too, which made
+        # each event several times dearer
+        traced, reset, grain, harness, lines_off = _traced, _reset_peak, ALLOC_GRAIN, _HARNESS_CODE, _LINES_OFF
+        last = allocated = top = 0
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            nonlocal last, allocated, top
+            peak = traced()[1]
+            if peak > top:
+                top = peak
+            if peak - last >= grain and frame is not None:
+                # the time since the previous event ran in this frame (its caller's at a call) or in a C
+                # function it called: the harness's own code (barriers, its records) is not the message's
+                code = frame.f_back if event == "call" else frame
+                if code is None or not code.f_code.co_filename.startswith(harness):
+                    allocated += peak - last
+            reset()
+            last = traced()[0]
+
+        def line(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line":
+                profile(frame, event, arg)
+            return line
+
+        def call(frame: Any, event: str, arg: Any) -> Any:
+            """sys.settrace's function: line events in every frame but the harness's and the
+            standard library's (their calls and returns still are events)."""
+            name = frame.f_code.co_filename
+            skip = lines_off.get(name)
+            if skip is None:
+                skip = lines_off[name] = _lines_off(name)
+            return None if skip else line
+
+        def finish() -> tuple[int, int]:
+            profile(None, "", None)  # the rise since the last event: the harness's, not counted
+            return top, allocated
+
+        self._finish = finish
+        # the level at the start is read once the closures above exist: they stay allocated until
+        # stop(), and are the probe's, not the message's
+        reset()
+        start = last = traced()[0]
         self._previous = sys.getprofile(), sys.gettrace()
-        sys.setprofile(self._profile)
-        sys.settrace(self._call)
+        sys.setprofile(profile)
+        sys.settrace(call)
         return start
 
     def stop(self, start: int) -> tuple[int, int, int]:
         """(peak above ``start``, current minus ``start``, bytes allocated since :meth:`start`)."""
         sys.settrace(self._previous[1])
         sys.setprofile(self._previous[0])
-        self._profile(None, "", None)  # the rise since the last event: the harness's, not counted
+        top, allocated = self._finish()
         current = _traced()[0]
-        return self._peak - start, current - start, self._allocated
+        return top - start, current - start, allocated
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: the harness's code: its allocations are left out of alloc.bytes (a backend's are counted)
 _HARNESS_CODE = tuple(os.path.join(_PACKAGE, d, "") for d in ("harness", "core"))
+_STDLIB = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib")})
+_SITE = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib")})
+_LINES_OFF: dict[str, bool] = {}
+
+
+def _lines_off(filename: str) -> bool:
+    return filename.startswith(_HARNESS_CODE) or (filename.startswith(_STDLIB) and not filename.startswith(_SITE))
+
+
 _traced = tracemalloc.get_traced_memory
 _reset_peak = tracemalloc.reset_peak
 

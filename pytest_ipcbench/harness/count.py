@@ -32,9 +32,10 @@ from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quie
 #: paid per message (16 messages and 16 MiB made it 80% of a run: docs/counters.md, "Cost")
 COUNT_MESSAGES = 4
 COUNT_VOLUME = 2 * 2**20
-#: iterations per repeat of the tracemalloc pass, at most (every message of a repeat: a harness's list
-#: that grows on one iteration in a repeat would weigh 8x as much in 2 iterations scaled to 16)
-ALLOC_ITERATIONS = COUNT_MESSAGES
+#: iterations per repeat of the tracemalloc pass: one, its counts scaled to the kernel pass's
+#: iterations (each repeat traces the same iteration, so exact stays exact: as Go's AllocsPerRun
+#: divides). Tracing is most of the pass's cost (docs/counters.md, "Cost")
+ALLOC_ITERATIONS = 1
 
 
 def _never(i: int) -> bool:
@@ -94,7 +95,6 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
                wait: Callable[[], None], syscalls: bool = True) -> Counters | None:
     """Collective: the counting pass of one opened, warmed-up case; the Counters on rank 0."""
     n = count_iterations(case, plan, settings)
-    n_alloc = min(n, ALLOC_ITERATIONS)
     per = messages_per_iteration(case)
     first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
     harness = _harness_waits(case, settings)
@@ -120,28 +120,24 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
                 totals.setdefault(k, []).append(v - base[k])
             s0 = s2
     t1 = time.perf_counter()
-    with AllocProbe() as alloc:
-        # the peak above each iteration's start (the harness's barrier's own transient, tens of
-        # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages,
-        # so that every total divides by one count
-        wait()
-        # one iteration first, not kept: the first calls under the profile function fill caches
-        # (the first repeat allocated 2 KB per message more than the next two, shm 1 KB bytes mode)
-        start = alloc.start()
-        case.block(first, 1, False, _never)
-        alloc.stop(start)
+    # the peak above each iteration's start (the harness's barrier's own transient, tens of
+    # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages, so
+    # that every total divides by one count
+    alloc = AllocProbe()
+    wait()
+    # one iteration first, not kept, under the profile function but before tracemalloc starts
+    # (tracing multiplies the cost of each allocation): its first calls fill caches (the first
+    # repeat allocated 2 KB per message more than the next two, shm 1 KB bytes mode)
+    start = alloc.start()
+    case.block(first, 1, False, _never)
+    alloc.stop(start)
+    with alloc:
         for _ in range(settings.count_repeats):
-            peaks = nets = allocated = 0
-            for i in range(n_alloc):
-                start = alloc.start()
-                case.block(first + i, 1, False, _never)
-                peak, net, got = alloc.stop(start)
-                peaks += peak
-                nets += net
-                allocated += got
-            totals.setdefault("alloc.bytes", []).append(allocated * n // n_alloc)
-            totals.setdefault("alloc.peak_bytes", []).append(peaks * n // n_alloc)
-            totals.setdefault("alloc.net_bytes", []).append(nets * n // n_alloc)
+            start = alloc.start()
+            case.block(first, 1, False, _never)
+            peak, net, got = alloc.stop(start)
+            for name, value in (("alloc.bytes", got), ("alloc.peak_bytes", peak), ("alloc.net_bytes", net)):
+                totals.setdefault(name, []).append(value * n)
     t2 = time.perf_counter()
     case.record.warm_times.clear()  # the untimed iterations appended there
     mine = RankCounters(group.rank, role(case), totals, n * per, absent)

@@ -369,3 +369,17 @@ def test_asv_declares_counter_benchmarks_only_where_counters_are_measured(tmp_pa
         out = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "IPCBENCH_CONFIG": str(path)},
                              capture_output=True, text=True, timeout=60)
         assert names in out.stdout, out.stdout + out.stderr
+
+
+def test_allocation_counters_of_two_counting_methods_are_not_compared():
+    """A record without ``alloc_method`` was counted by the first method (every iteration traced):
+    its allocation counters differ from the second's by the method, so only the others compare."""
+    base = Result.from_dict(json.loads(json.dumps(result(BASE_W, BASE_R).to_dict())))
+    assert base.counters is not None and base.counters.alloc_method == 2
+    old = result(BASE_W, BASE_R).to_dict()
+    del old["counters"]["alloc_method"]
+    old_base = Result.from_dict(old)
+    assert old_base.counters is not None and old_base.counters.alloc_method == 1
+    head = result({**BASE_W, "alloc.peak_bytes": [2 * MIB + 200], "syscalls.data": [2]}, BASE_R)
+    assert {c.counter for c in counter_changes(base, head)} == {"alloc.peak_bytes", "syscalls.data"}
+    assert {c.counter for c in counter_changes(old_base, head)} == {"syscalls.data"}

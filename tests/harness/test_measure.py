@@ -294,7 +294,7 @@ def test_same_iteration_count_on_every_rank(world):
     result, counts = outs[0][0], [c for _, c in outs]
     plan = result.plan
     # warm-up, timed, and the counting pass: its repeats, counted, then one iteration under
-    # tracemalloc that is not kept (it fills caches) and a few that are, per repeat
+    # the profile function that is not kept (it fills caches) and one traced per repeat
     c = result.counters
     n = plan["warmup"] + plan["iterations"] + 1 + c.repeats * (c.iterations + min(c.iterations, ALLOC_ITERATIONS))
     assert counts[0] == {"write": n}
