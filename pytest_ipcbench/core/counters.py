@@ -25,7 +25,7 @@ DEEP_COUNTERS = ("copied.bytes", "copied.calls", "instructions")
 #: how the allocation counters were counted; compare and the gate compare them only between records
 #: of one method. 1 (records without the field): every iteration of a repeat traced, line events in
 #: the standard library; 2: one traced iteration a repeat, scaled (harness/count.py), no line events
-#: in the standard library (core/probes.AllocProbe). The two moved some figures by 300-1,200 B per message
+#: in the standard library (core/probes.AllocProbe); how far apart they are: docs/counters.md
 ALLOC_METHOD = 2
 #: every counter, in the order reports show them
 COUNTERS = (*SYSCALL_COUNTERS, *IO_COUNTERS, *RUSAGE_COUNTERS, *PICKLE_COUNTERS, *ALLOC_COUNTERS, *DEEP_COUNTERS)

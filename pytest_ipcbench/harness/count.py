@@ -126,8 +126,8 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     alloc = AllocProbe()
     wait()
     # one iteration first, not kept, under the profile function but before tracemalloc starts
-    # (tracing multiplies the cost of each allocation): its first calls fill caches (the first
-    # repeat allocated 2 KB per message more than the next two, shm 1 KB bytes mode)
+    # (tracing multiplies the cost of each allocation): its first calls fill caches, which would
+    # otherwise inflate the first repeat's allocations (docs/counters.md, "Cost")
     start = alloc.start()
     case.block(first, 1, False, _never)
     alloc.stop(start)
