@@ -352,7 +352,10 @@ class _BufferBackend(_MPIBackend):
         meta_in = size <= limit
         data = sum(b.nbytes if isinstance(b, (memoryview, np.ndarray)) else len(b) for b in buffers)
         bufs_in = meta_in and size + data <= limit
-        next_head = max(self.HEAD_MAX, min(self.HEAD_CAP, size + data)) if status == _OK else limit
+        # the next head as large as this object needed, up to HEAD_CAP; when the data do not fit
+        # even then they go on their own, so the head need only hold the status and meta
+        whole = size + data if size + data <= self.HEAD_CAP else size
+        next_head = max(self.HEAD_MAX, min(self.HEAD_CAP, whole)) if status == _OK else limit
         # the head is packed into the one buffer made at setup (no bytes joined per message)
         hv = self._head_view
         _HEAD.pack_into(hv, 0, status, len(meta), meta_in, bufs_in, next_head)
@@ -475,21 +478,22 @@ class _BufferBackend(_MPIBackend):
             spare = self._spare[spec] = (value, [_as_bytes(value)], ("value", value))
         return spare[2], spare[1]
 
-    def _wait(self, request: Any, what: str, cancel: bool = False) -> None:
+    def _wait(self, request: Any, what: str, cancel: bool = False, status: Any = None) -> None:
         """Wait for one nonblocking request by the wait strategy; TimeoutError after timeout.
 
         With ``cancel`` (a receive) the request is cancelled on timeout, so that it cannot steal
-        a later message; if the message arrived meanwhile, the wait succeeds after all.
+        a later message; if the message arrived meanwhile, the wait succeeds after all. ``status``,
+        if given, is filled as the request completes.
         """
-        if request.Test():
+        if request.Test(status):
             return
         pace = self.pacer()
         test = request.Test
-        while not test():
+        while not test(status):
             if not pace.wait():
                 if cancel:
                     request.Cancel()
-                    status = self.MPI.Status()
+                    status = status if status is not None else self.MPI.Status()
                     request.Wait(status)
                     if not status.Is_cancelled():
                         return
@@ -536,7 +540,10 @@ class MPIBufferBackend(_BufferBackend):
 
     name = "mpi-buffer"
     reference = "ref-mpi-buffer"
-    HEAD_CAP = 16384 + 512  # objects of the same size up to 16 KiB travel in one Bcast
+    #: objects of the same size up to 64 KiB travel in one Bcast, the head carrying the data (a
+    #: copy into the head and one out of it, cheaper there than a second broadcast); above, a small
+    #: head and the data, whose copies would cost more than the head's broadcast
+    HEAD_CAP = 65536 + 1024
     # it does time out, but the pending Ibcast leaves the communicator unusable for later tests
     no_read_timeout = ("its read() waits in a blocking Bcast under the block wait, and a timed-out Ibcast "
                        "(backoff) cannot be cancelled (MPI has no cancel for collectives)")
@@ -657,21 +664,20 @@ class MPIP2PBackend(_BufferBackend):
     _alone = True
 
     def _recv_alone(self, raw: Any) -> bool:
-        # a matched probe (Mprobe/Improbe) tells the data alone from a head by its size; the
-        # persistent head request is not started meanwhile (it would take either)
+        # one plain receive straight into the array, as the reference's: a head (never larger
+        # than HEAD_CAP, smaller than the array) may land there instead, told by its size and
+        # moved to the head buffer; the persistent head request is not started meanwhile (it
+        # would take either). The array is one nobody holds (read() checked), so a head may
+        # scribble on it.
         comm, status = self.comm, self._status
         if self.wait == "block":
-            message = comm.Mprobe(self.root, _TAG_HEAD, status)
+            comm.Recv(raw, self.root, _TAG_HEAD, status)
         else:
-            pace = self.pacer()
-            while (message := comm.Improbe(self.root, _TAG_HEAD, status)) is None:
-                if not pace.wait():
-                    raise self.timeout_error("the next message (Improbe)")
+            self._wait(comm.Irecv(raw, self.root, _TAG_HEAD), "the next message (Irecv)", cancel=True, status=status)
         n = status.Get_count(self._byte)
-        if n > self.HEAD_CAP:
-            message.Recv(raw)
+        if n == len(raw):
             return True
-        message.Recv([self._head, n, self._byte])
+        self._head_view[:n] = raw[:n]
         return False
 
     def _recv_head(self) -> None:

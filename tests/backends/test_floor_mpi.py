@@ -61,12 +61,35 @@ def _messages(group: Any, name: str, size: int) -> list[Any]:
                 if getattr(live, "_head_request", None) is not None else None]
 
 
-@pytest.mark.parametrize("size", (1, 1000))
+@pytest.mark.parametrize("size", (1, 1000, 65536))
 def test_one_message_per_small_mpi_buffer_transfer(world: Any, size: int) -> None:
     results = world.run(_messages, "mpi-buffer", size)
     assert results[0][0] == {"Bcast": 1.0}, results  # the head carries the data: one broadcast
     for calls, _ in results[1:]:
         assert calls == {"Bcast": 1.0}, results
+
+
+def _head_size(group: Any, name: str, size: int) -> int:
+    obj = np.arange(size, dtype=np.uint8)
+    with BackendSpec(name, "native", wait="block").open(group) as live:
+        for _ in range(3):
+            live.write(obj) if group.rank == live.root else live.read()
+        return int(live._head_size)
+
+
+def test_a_large_mpi_buffer_transfer_has_a_small_head(world: Any) -> None:
+    # the data go on their own above HEAD_CAP: the head before them holds the status and meta only
+    from pytest_ipcbench.backends.mpi import MPIBufferBackend
+
+    assert set(world.run(_head_size, "mpi-buffer", 1_000_000)) == {MPIBufferBackend.HEAD_MAX}
+
+
+def test_one_receive_per_large_mpi_p2p_transfer(world: Any) -> None:
+    # the steady data alone, received with one plain Recv into the array (no probe), as the reference
+    if world.size != 2:
+        pytest.skip("one reader: a plain Send")
+    results = world.run(_messages, "mpi-p2p", 1_000_000)
+    assert results[0][0] == {"Send": 1.0} and results[1][0] == {"Recv": 1.0}, results
 
 
 @pytest.mark.parametrize("size", (1, 1000))
