@@ -6,7 +6,9 @@ shared across fork, rule 13). The writer uses ``writemap=True`` (one copy into t
 ``sync=False, metasync=False`` (IPC, not durability).
 
 One write is one write transaction: key ``seq`` (sequence number, state, buffer count) and the
-value (``data`` in bytes mode; ``head`` and ``buf<i>`` in native mode). A reader polls ``seq`` in
+value (``data`` in bytes mode; ``head`` and ``buf<i>`` in native mode; a plain array's description
+rides in the ``seq`` record, after the three numbers, and its bytes go as ``buf000000``: two keys a
+message, as the reference's). A reader polls ``seq`` in
 a fresh read transaction (paced by the wait strategy) until it is newer than its last.
 
 The writer sizes the map to three times the value plus slack (a reader may pin the previous
@@ -43,6 +45,7 @@ from .base import ArrayDescriptions, Backend, PayloadError, dumps, dumps_oob, lo
 STATE_VALUE, STATE_ERROR, STATE_ARRAY = 0, 1, 2  # STATE_ARRAY: head is a plain array's (dtype, shape)
 _SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
 _KEY_SEQ, _KEY_DATA, _KEY_HEAD, _KEY_ERROR = b"seq", b"data", b"head", b"error"
+_KEY_BUF0 = b"buf000000"  # _buf_key(0)
 _MIB = 1 << 20
 _SMALL_TXN = 64 * 1024  # what a transaction of small keys may add: a few pages and the tree
 _RESERVE_AHEAD = 2 * _MIB  # the data file is allocated at least this far past its last used page
@@ -75,6 +78,7 @@ class LMDBBackend(Backend):
         self._map_known = 0  # writer: a map size known to be set (saves env.info() per write)
         self._meta = ArrayDescriptions()  # writer: a plain array's pickled (dtype, shape)
         self._desc: dict[bytes, Any] = {}  # reader: pickled description -> (dtype, shape)
+        self._last_desc: tuple[bytes, Any] = (b"", None)  # reader: the last description and its (dtype, shape)
         self._reserved_to = 0  # the writer's data file is allocated up to here (bytes)
         self._used_bound = 0  # and used at most up to here
         self._psize = 0
@@ -112,7 +116,7 @@ class LMDBBackend(Backend):
         self.path = Path(path)
         self._env = lmdb.open(path, subdir=True, readonly=True, create=False, lock=True, readahead=False, max_dbs=0)
         with self._begin() as txn:
-            self._seq = _SEQ.unpack(txn.get(_KEY_SEQ, b""))[0]
+            self._seq = _SEQ.unpack_from(txn.get(_KEY_SEQ, b""))[0]
 
     def close(self) -> None:
         try:
@@ -137,14 +141,19 @@ class LMDBBackend(Backend):
         env = self._env
         if env is None or not self._owner:
             raise RuntimeError("lmdb: write() is for the root, after setup()")
-        state = STATE_VALUE
+        state, desc = STATE_VALUE, b""
         try:
             if self.mode == "bytes":
                 items: list[tuple[bytes, Any]] = [(_KEY_DATA, dumps(obj))]
                 nbuf = 0
             elif type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
-                # a plain array without pickling: its (dtype, shape), cached, and its bytes
-                items = [(_KEY_HEAD, self._meta.of(obj)), (_buf_key(0), obj.reshape(-1).view(np.uint8))]
+                # a plain array without pickling: its (dtype, shape), cached, in the seq record, and
+                # its bytes (a flat memoryview, else -- a dtype without a buffer format -- a uint8 view)
+                try:
+                    raw: Any = memoryview(obj).cast("B")
+                except (TypeError, ValueError):
+                    raw = obj.reshape(-1).view(np.uint8)
+                items, desc = [(_KEY_BUF0, raw)], self._meta.of(obj)
                 nbuf, state = 1, STATE_ARRAY
             else:
                 head, buffers = dumps_oob(obj)
@@ -158,7 +167,7 @@ class LMDBBackend(Backend):
             self._commit([(_KEY_ERROR, str(exc).encode("utf-8", "replace"))], STATE_ERROR, 0)
             raise
         try:
-            self._commit(items, state, nbuf)
+            self._commit(items, state, nbuf, desc)
         except Exception as exc:  # e.g. a full disk: tell the readers, if that still works
             try:
                 self._commit([(_KEY_ERROR, f"{type(exc).__name__}: {exc}".encode())], STATE_ERROR, 0)
@@ -167,10 +176,10 @@ class LMDBBackend(Backend):
             raise
 
 
-    def _commit(self, items: list[tuple[bytes, Any]], state: int, nbuf: int) -> None:
+    def _commit(self, items: list[tuple[bytes, Any]], state: int, nbuf: int, desc: bytes = b"") -> None:
         env = self._env
         assert env is not None
-        nbytes = sum(memoryview(v).nbytes for _, v in items)
+        nbytes = sum(memoryview(v).nbytes for _, v in items) + len(desc)
         # every value on its own overflow pages, plus a page each and the tree
         needed = nbytes + (len(items) + 16) * 4096
         want = self.headroom * needed + 4 * _MIB
@@ -184,7 +193,7 @@ class LMDBBackend(Backend):
                 with env.begin(write=True) as txn:
                     for key, value in items:
                         txn.put(key, value)
-                    txn.put(_KEY_SEQ, _SEQ.pack(seq, state, nbuf))
+                    txn.put(_KEY_SEQ, _SEQ.pack(seq, state, nbuf) + desc)
                 break
             except lmdb.MapFullError:
                 env.set_mapsize(_grow(self.map_size, 2 * self.map_size))
@@ -277,7 +286,8 @@ class LMDBBackend(Backend):
             ours = True  # this loop ends the transaction (not once aborted, nor once kept as the snapshot)
             try:
                 # b"" (typed as the buffer it is): the writer put each key read here before its number
-                seq, state, nbuf = _SEQ.unpack(txn.get(_KEY_SEQ, b""))
+                record = txn.get(_KEY_SEQ, b"")
+                seq, state, nbuf = _SEQ.unpack_from(record)
                 if seq > self._seq:
                     self._seq = seq
                     if state == STATE_ERROR:
@@ -287,16 +297,21 @@ class LMDBBackend(Backend):
                         txn.abort()
                         ours = False
                         return loads(data)
-                    head = txn.get(_KEY_HEAD, b"")
                     if state == STATE_ARRAY:
-                        meta = bytes(head)
-                        desc = self._desc.get(meta)
-                        if desc is None:
-                            if len(self._desc) > 64:
-                                self._desc.clear()
-                            desc = self._desc[meta] = pickle.loads(meta)
-                        value = np.frombuffer(txn.get(_buf_key(0), b""), dtype=np.uint8).view(desc[0]).reshape(desc[1])
+                        meta = record[_SEQ.size :]
+                        desc = self._last_desc[1]
+                        if meta != self._last_desc[0]:  # another layout than the last message's
+                            meta = bytes(meta)
+                            desc = self._desc.get(meta)
+                            if desc is None:
+                                if len(self._desc) > 64:
+                                    self._desc.clear()
+                                desc = self._desc[meta] = pickle.loads(meta)
+                            self._last_desc = (meta, desc)
+                        # one read-only array over the map's bytes (shape, dtype, buffer)
+                        value = np.ndarray(desc[1], desc[0], txn.get(_KEY_BUF0, b""))
                     else:
+                        head = txn.get(_KEY_HEAD, b"")
                         value = loads_oob(head, [txn.get(_buf_key(i), b"") for i in range(nbuf)])
                     self._txn, ours = txn, False  # keep the snapshot while the views live
                     return value

@@ -52,7 +52,7 @@ import numpy as np
 from ..core.group import comm_of
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
-_TAG_HEAD, _TAG_META, _TAG_DATA = 0x1CB0, 0x1CB1, 0x1CB2
+_TAG_HEAD, _TAG_META, _TAG_DATA, _TAG_NOTE = 0x1CB0, 0x1CB1, 0x1CB2, 0x1CB3
 #: a head's status: a value; the writer's error message; a value laid out as the previous one (its
 #: meta is in the head all the same: a reader without the fast path reads it as a value)
 _OK, _FAILED, _SAME = 0, 1, 2
@@ -263,8 +263,9 @@ def finish(plan: Any) -> Any:
     return loads_oob(plan[1], plan[2])
 
 
-# status, meta length, meta in the head?, buffers in the head?, size of the next head
-_HEAD = struct.Struct("<qqqqq")
+# status, meta length, meta in the head?, buffers in the head?, size of the next head, whether the
+# next array laid out as this one goes alone (its bytes, no head)
+_HEAD = struct.Struct("<qqqqqq")
 
 
 class _BufferBackend(_MPIBackend):
@@ -280,8 +281,10 @@ class _BufferBackend(_MPIBackend):
 
     Steady state (issue 40): a plain C-contiguous array laid out as the previous message goes as
     its bytes only -- the head packed last time stays in the buffer, its status says ``_SAME``,
-    and the reader fills the array it returned last time in place. ``mpi-p2p`` sends an array
-    larger than any head alone, without the head (one message, told from a head by its size).
+    and the reader fills the array it returned last time in place. An array larger than any head
+    goes alone, without the head (the head before says so): one message. ``mpi-p2p``'s reader tells
+    it from a head by its size; ``mpi-buffer``'s, by a notice the writer sends before a broadcast
+    that is not that array's bytes.
     """
 
     HEAD_MAX = 512  # the first head's size (and the smallest)
@@ -305,9 +308,11 @@ class _BufferBackend(_MPIBackend):
         # the steady state of a plain array sent again and again, its head already in the buffer
         # (issue 40): writer (dtype, shape, strides, the data's place in the head or None, what
         # _send_again sends), its heads marked _SAME; reader [the array returned, its bytes, the
-        # data's place in the head or None, whether the data comes alone (_alone)]
+        # data's place in the head or None, whether the data comes alone (the head before said so)]
         self._wfast: tuple[Any, ...] | None = None
         self._rfast: list[Any] | None = None
+        self._walone = 0  # writer: the next message goes alone unless it says otherwise: its size
+        self._alone_count = 0  # arrays sent (writer) or received (reader) alone since the head said so
 
     def close(self) -> None:
         self._wfast = self._rfast = None  # the fast paths skip _check: after close() they must be gone
@@ -358,7 +363,7 @@ class _BufferBackend(_MPIBackend):
         next_head = max(self.HEAD_MAX, min(self.HEAD_CAP, whole)) if status == _OK else limit
         # the head is packed into the one buffer made at setup (no bytes joined per message)
         hv = self._head_view
-        _HEAD.pack_into(hv, 0, status, len(meta), meta_in, bufs_in, next_head)
+        _HEAD.pack_into(hv, 0, status, len(meta), meta_in, bufs_in, next_head, 0)
         used = _HEAD.size
         if meta_in:
             hv[used : used + len(meta)] = meta
@@ -368,14 +373,21 @@ class _BufferBackend(_MPIBackend):
                     n = buf.nbytes if isinstance(buf, (memoryview, np.ndarray)) else len(buf)
                     hv[used : used + n] = buf
                     used += n
+        fast = None
+        if (status == _OK and meta_in and next_head == limit and self.mode == "native" and _plain_array(obj)
+                and obj.flags.c_contiguous):
+            fast = self._steady(obj, hv[used - data : used] if bufs_in else None, used)
+        alone = fast is not None and not bufs_in and data > self.HEAD_CAP
+        if alone:  # the head tells the readers: the next array like this one comes alone
+            _HEAD.pack_into(hv, 0, status, len(meta), meta_in, bufs_in, next_head, 1)
         self._send(used, None if meta_in else meta, [] if bufs_in else buffers)
         self._head_size = next_head
+        self._walone, self._alone_count = (data if alone else 0), 0
         if failure is not None:
             raise failure
-        if meta_in and next_head == limit and self.mode == "native" and _plain_array(obj) and obj.flags.c_contiguous:
-            self._wfast = self._steady(obj, hv[used - data : used] if bufs_in else None, used)
-            if self._wfast is not None:
-                hv[0] = _SAME  # the status of the heads sent again (the low byte of a little-endian word)
+        self._wfast = fast
+        if fast is not None:
+            hv[0] = _SAME  # the status of the heads sent again (the low byte of a little-endian word)
 
     def _steady(self, obj: np.ndarray, slot: Any, used: int) -> tuple[Any, ...] | None:
         """The writer's fast path for more arrays like ``obj`` (None when its bytes cannot be a memoryview)."""
@@ -409,7 +421,7 @@ class _BufferBackend(_MPIBackend):
                     self._recv_buffers([fast[1]])
                 return value
             self._rfast = None
-        status, meta_len, meta_in, bufs_in, next_head = _HEAD.unpack_from(hv)
+        status, meta_len, meta_in, bufs_in, next_head, alone = _HEAD.unpack_from(hv)
         steady = next_head == self._head_size
         self._head_size = next_head
         if meta_in:
@@ -432,11 +444,12 @@ class _BufferBackend(_MPIBackend):
             self._recv_buffers(buffers)
         if plan[0] != "value":
             return finish(plan)
-        if steady and status != _FAILED and meta_in and self._last_meta is not None and not self._last_meta[1][1][2]:
-            self._rfast = self._steady_reader(pos if bufs_in else None)
+        if alone or (steady and status != _FAILED and meta_in and self._last_meta is not None
+                     and not self._last_meta[1][1][2]):
+            self._rfast = self._steady_reader(pos if bufs_in else None, bool(alone))
         return plan[1]
 
-    def _steady_reader(self, end: int | None) -> list[Any] | None:
+    def _steady_reader(self, end: int | None, alone: bool) -> list[Any] | None:
         """The reader's fast path for more messages with this head (None when the array's bytes
         cannot be a memoryview): an array of its own, filled in place while nobody else holds it."""
         value = _empty_array(self._last_meta[1][1])[0]  # type: ignore[index]
@@ -446,7 +459,8 @@ class _BufferBackend(_MPIBackend):
             return None
         if raw.nbytes == 0:
             return None
-        alone = end is None and self._alone and raw.nbytes > self.HEAD_CAP
+        if alone:
+            self._expect_alone()
         return [value, raw, None if end is None else self._head_view[end - raw.nbytes : end], alone]
 
     def _receive_plan(self, meta: Any) -> tuple[Any, list[Any]]:
@@ -499,11 +513,10 @@ class _BufferBackend(_MPIBackend):
                         return
                 raise self.timeout_error(what)
 
-    #: a steady array larger than any head goes alone, without its head (the reader tells it
-    #: from a head by its size): one message where the head and the data were two
-    _alone = False
-
     # the steps each subclass provides
+    def _expect_alone(self) -> None:
+        """Reader: the next array like the last one comes alone (its bytes, no head)."""
+
     def _recv_alone(self, raw: Any) -> bool:
         """Receive the next message: True if it was the data alone (into ``raw``), False if a head."""
         raise NotImplementedError
@@ -536,14 +549,20 @@ class MPIBufferBackend(_BufferBackend):
     Under the ``block`` wait the head is a blocking ``Bcast`` (the way MPI waits best when every
     rank has a core; its read then has no timeout: the harness's watchdog covers a hang); under
     ``backoff`` an ``Ibcast`` polled by the pacer, which gives up after ``timeout``.
+
+    One broadcast per message in the steady state at every size: up to 16 KiB the head carries
+    the data; above, an array laid out as the last one goes alone, its bytes straight into the
+    reader's array. A broadcast carries no size or tag, so when the writer next sends something
+    else it first sends each reader a notice (``Issend``: complete once each reader has matched
+    it with the receive it keeps posted meanwhile) holding how many arrays went alone before, then
+    the head padded to the size the readers expect. A reader that finds its notice received after
+    a broadcast knows by that count whether this broadcast or the next is the head (a notice may
+    arrive while the reader still finishes the broadcast before the head).
     """
 
     name = "mpi-buffer"
     reference = "ref-mpi-buffer"
-    #: objects of the same size up to 64 KiB travel in one Bcast, the head carrying the data (a
-    #: copy into the head and one out of it, cheaper there than a second broadcast); above, a small
-    #: head and the data, whose copies would cost more than the head's broadcast
-    HEAD_CAP = 65536 + 1024
+    HEAD_CAP = 16384 + 512  # objects of the same size up to 16 KiB travel in one Bcast
     # it does time out, but the pending Ibcast leaves the communicator unusable for later tests
     no_read_timeout = ("its read() waits in a blocking Bcast under the block wait, and a timed-out Ibcast "
                        "(backoff) cannot be cancelled (MPI has no cancel for collectives)")
@@ -551,6 +570,21 @@ class MPIBufferBackend(_BufferBackend):
     def setup(self) -> None:
         super().setup()
         self._heads: dict[int, Any] = {}  # head size -> the head buffer's first bytes (one view each)
+        self._note = np.zeros(1, dtype=np.int64)  # a notice: how many arrays went alone before the head
+        self._pad = np.zeros(0, dtype=np.uint8)  # writer: a head padded to the size the readers expect
+        self._head_next = False  # reader: the notice came: the next broadcast is the head
+        self._notice = None  # reader: the persistent receive of the notice, started while data may come alone
+        if self.group.rank != self.root:
+            self._notice = self.comm.Recv_init(self._note, source=self.root, tag=_TAG_NOTE)
+
+    def close(self) -> None:
+        notice, self._notice = getattr(self, "_notice", None), None
+        if notice is not None:
+            if not notice.Test():  # still posted: the writer sent nothing else since (cancel it)
+                notice.Cancel()
+                notice.Wait()
+            notice.Free()
+        super().close()
 
     def _head_of(self, size: int) -> Any:
         head = self._heads.get(size)
@@ -561,6 +595,13 @@ class MPIBufferBackend(_BufferBackend):
     def _send(self, used: int, meta: bytes | None, buffers: list[Any]) -> None:
         comm, root = self.comm, self.root
         head = self._head_of(self._head_size)
+        if self._walone:  # the readers expect an array alone: a notice each, then the head padded to its size
+            self._note[0] = self._alone_count
+            self.MPI.Request.Waitall([comm.Issend(self._note, reader, _TAG_NOTE) for reader in self._readers])
+            if len(self._pad) != self._walone:
+                self._pad = np.zeros(self._walone, dtype=np.uint8)
+            self._pad[: len(head)] = head
+            head = self._pad
         if self.wait == "block":
             comm.Bcast(head, root=root)
         else:
@@ -575,12 +616,40 @@ class MPIBufferBackend(_BufferBackend):
         return self._head_of(self._head_size)
 
     def _send_again(self, head: Any, data: Any) -> None:
+        if self._walone:  # alone: the readers receive it as they would a head (Bcast, or Ibcast under backoff)
+            head, data = data, None
+            self._alone_count += 1
         if self.wait == "block":
             self.comm.Bcast(head, root=self.root)
         else:
             self.comm.Ibcast(head, root=self.root).Wait()
         if data is not None:
             self.comm.Bcast(data, root=self.root)
+
+    def _expect_alone(self) -> None:
+        assert self._notice is not None, "a reader after setup()"
+        self._notice.Start()
+        self._alone_count, self._head_next = 0, False
+
+    def _recv_alone(self, raw: Any) -> bool:
+        head_now = self._head_next
+        if self.wait == "block":
+            self.comm.Bcast(raw, root=self.root)
+        else:
+            self._wait(self.comm.Ibcast(raw, root=self.root), "the data broadcast (Ibcast)")
+        if not head_now:
+            self._alone_count += 1
+            # the writer sends the head only once each reader matched its notice (Issend): received
+            # by now if this broadcast is the head, perhaps already if the next one is
+            if not self._notice.Test():  # type: ignore[union-attr]
+                return True
+            if int(self._note[0]) == self._alone_count:  # the head comes next: this was an array
+                self._head_next = True
+                return True
+        self._head_next = False
+        n = self._head_size  # the head, padded
+        self._head_view[:n] = raw[:n]
+        return False
 
     def _recv_head(self) -> None:
         head = self._head_of(self._head_size)
@@ -660,8 +729,6 @@ class MPIP2PBackend(_BufferBackend):
         self.comm.Send(head, dest=readers[0], tag=_TAG_HEAD)
         if data is not None:
             self.comm.Send(data, dest=readers[0], tag=_TAG_DATA)
-
-    _alone = True
 
     def _recv_alone(self, raw: Any) -> bool:
         # one plain receive straight into the array, as the reference's: a head (never larger

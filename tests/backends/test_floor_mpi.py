@@ -147,7 +147,7 @@ def test_the_floor_in_an_mpi_job(world: Any) -> None:
     assert set(floor["seconds"]) == {"pingpong", "broadcast"} and min(floor["seconds"].values()) > 0
 
 
-def _steady(group: Any, name: str) -> list[Any]:
+def _steady(group: Any, name: str, wait: str) -> list[Any]:
     """A sequence that enters and leaves the steady fast path of mpi-buffer and mpi-p2p: every
     value read equals what was sent, and a value the reader keeps is never overwritten."""
     from pytest_ipcbench.backends.base import PayloadError
@@ -156,9 +156,12 @@ def _steady(group: Any, name: str) -> list[Any]:
                                                   np.arange(6, dtype=np.uint8).reshape(2, 3),
                                                   np.asfortranarray(np.arange(6, dtype=np.uint8).reshape(2, 3))]
     big = [np.full(70_000, 1, dtype=np.float64)] * 4
-    sent = [a + i for i, a in enumerate(base * 2 + big)] + ["unpicklable"] + [a + 1 for a in base]
+    # large arrays go alone: leave that by another large layout, a small one and a failure
+    other = [np.full(3000, 1, dtype=np.int64)] * 3
+    sent = ([a + i for i, a in enumerate(base * 2 + big + other + big)] + [np.arange(6, dtype=np.uint8)]
+            + big[:3] + ["unpicklable"] + [a + 1 for a in base])
     problems: list[str] = []
-    with BackendSpec(name, "native", wait="block").open(group) as live:
+    with BackendSpec(name, "native", wait=wait).open(group) as live:
         writer = group.rank == live.root
         kept: list[tuple[Any, Any]] = []
         for i, obj in enumerate(sent):
@@ -183,7 +186,8 @@ def _steady(group: Any, name: str) -> list[Any]:
     return problems
 
 
+@pytest.mark.parametrize("wait", ("block", "backoff"))
 @pytest.mark.parametrize("name", ("mpi-buffer", "mpi-p2p"))
-def test_steady_fast_path_delivers_and_keeps_values(world: Any, name: str) -> None:
-    for rank, problems in enumerate(world.run(_steady, name)):
+def test_steady_fast_path_delivers_and_keeps_values(world: Any, name: str, wait: str) -> None:
+    for rank, problems in enumerate(world.run(_steady, name, wait)):
         assert not problems, f"rank {rank}: {problems}"
