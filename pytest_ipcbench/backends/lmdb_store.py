@@ -149,8 +149,9 @@ class LMDBBackend(Backend):
             elif type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
                 # a plain array without pickling: its (dtype, shape), cached, in the seq record, and
                 # its bytes (a flat memoryview, else -- a dtype without a buffer format -- a uint8 view)
+                arr: Any = obj  # (numpy's stubs declare the buffer protocol from Python 3.12 on only)
                 try:
-                    raw: Any = memoryview(obj).cast("B")
+                    raw: Any = memoryview(arr).cast("B")
                 except (TypeError, ValueError):
                     raw = obj.reshape(-1).view(np.uint8)
                 items, desc = [(_KEY_BUF0, raw)], self._meta.of(obj)
