@@ -121,7 +121,7 @@ class _Futex:
         syscall.restype = ctypes.c_long
         syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
                             ctypes.c_void_p, ctypes.c_int]
-        add = ctypes.CDLL("libatomic.so.1").__atomic_fetch_add_8
+        add = getattr(ctypes.CDLL("libatomic.so.1"), "__atomic_fetch_add_8")  # (a name in a class is mangled)
         add.restype = ctypes.c_uint64
         add.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]
         self._nr, self._syscall, self._add = nr, syscall, add
