@@ -7,12 +7,15 @@ replaces by a bigger one when a payload does not fit.
 
 The control page holds a sequence number ``seq`` (the last value published), ``wseq`` (the last
 value the writer *started* to write), the state (a value, or the writer's error message), the
-length of the value and the name and generation of the current data segment. The writer bumps
-``wseq``, writes (growing the data segment if needed), then sets ``seq``: a seqlock. A reader
-polls ``seq`` (paced by the wait strategy: ``block`` polls without sleeping, ``backoff`` spins
-briefly, yields, then sleeps; see :meth:`~.base.Backend.pacer`) until it is newer than the last
-value it read, follows the data segment if its generation changed (by name, from the control
-page: no collective inside ``read()``), reads, and checks that ``wseq`` did not move meanwhile.
+length of the value and the name and generation of the current data segment; at its end a
+layout word (bumped whenever anything but the data changes) and the number of readers asleep.
+The writer bumps ``wseq``, writes (growing the data segment if needed), then sets ``seq``: a
+seqlock. A reader waits until ``seq`` is newer than the last value it read -- under ``block``
+(a core per rank) polling the word, then sleeping on a futex on it; under ``backoff`` (ranks
+outnumber cores) sleeping at once; the writer makes the wake system call only when a reader
+sleeps -- follows the data segment if its generation changed (by name, from the control page:
+no collective inside ``read()``), reads, and checks that ``wseq`` did not move meanwhile. A
+plain array laid out as the last one (the layout word unchanged) is the same view again.
 
 Growth: the new segment gets a new name; the writer publishes it in the control page and then
 unlinks the old one at once. Readers still mapping the old one keep their mapping (an unlinked
