@@ -107,13 +107,15 @@ _FIELDS = struct.Struct("<IIQQH")
 class _Futex:
     """A reader sleeps on the low 32 bits of ``seq`` (FUTEX_WAIT); the writer wakes it
     (FUTEX_WAKE) only when the sleepers word says someone sleeps: a publish with nobody asleep
-    makes no system call (docs/method.md rule 18). ctypes: the system call, libatomic's add."""
+    makes no system call (docs/method.md rule 18). ctypes: the system call, libatomic's add. A
+    reader killed asleep leaves the count up: the writer then makes a needless wake call per
+    write, nothing worse."""
 
     _WAIT, _WAKE, _ALL = 0, 1, 0x7FFFFFFF  # shared (not FUTEX_PRIVATE): other processes' mappings
-    #: the longest sleep between two looks at the word: bounds what a lost wake-up could cost (the
-    #: writer stores seq and then reads the sleepers word without a fence; the reader's add is
-    #: fenced and the kernel reads the word again under its lock, microseconds later, so it takes a
-    #: store held back that long) and how late a timeout is noticed
+    #: the longest sleep between two looks at the word: how late a timeout is noticed, and what a
+    #: lost wake-up could cost. The writer's store of seq and its look at the sleepers word are not
+    #: fenced; the reader's add is, and the kernel reads seq again microseconds later: a wake-up is
+    #: lost only if the store stays held back in the writer's CPU that long
     CHUNK = 2e-3
 
     def __init__(self) -> None:
