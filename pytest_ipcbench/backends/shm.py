@@ -337,7 +337,12 @@ class SharedMemoryBackend(Backend):
             raise RuntimeError("shm: write() is for the root, after setup()")
         if self.mode == "native" and type(obj) is np.ndarray and obj.flags.c_contiguous and not obj.dtype.hasobject:
             self._write_array(obj)
-            return
+        else:
+            self._write_object(obj)
+
+    def _write_object(self, obj: Any) -> None:
+        """Anything but a plain array in native mode: a pickle (bytes mode) or a pickle-5 head
+        and its buffers laid out in the segment."""
         self._last_layout = None
         try:
             start = 0
@@ -412,24 +417,30 @@ class SharedMemoryBackend(Backend):
             _unlink(old)
 
     def _write_array(self, obj: np.ndarray) -> None:
-        """A plain C-contiguous array: its cached (dtype, shape) and its bytes, no pickling; when
-        the segment already holds the same layout (the last write's), only the data is copied.
-        Written out in one function: each call is work per message (docs/floor.md)."""
-        layout, n = self._last_layout, obj.nbytes
+        """A plain C-contiguous array laid out as the last write's (the same dtype object, shape
+        and place, in the same segment: a new one clears _last_layout): only its data is copied,
+        table, head and fields stay. Kept short: under the counting pass's tracing every call
+        makes a frame object as large as the function's frame (docs/floor.md)."""
+        layout = self._last_layout
+        if layout is None or layout[0] is not obj.dtype or layout[1] != obj.shape:
+            return self._write_layout(obj)
+        n = obj.nbytes
+        if n >= MIN_BYTES and self._place(layout[3], obj, n) != layout[4]:
+            return self._write_layout(obj)
         seq = self._seq + 1
+        self._words[_WSEQ] = seq  # type: ignore[index]
+        if n:
+            # a C-contiguous array exports its bytes as one simple buffer (numpy's stubs declare the
+            # buffer protocol from Python 3.12 on only)
+            self._data[layout[4] : layout[4] + n] = obj  # type: ignore[call-overload,index]
+        self._release(seq)
+
+    def _write_layout(self, obj: np.ndarray) -> None:
+        """A plain C-contiguous array in a new layout: its cached (dtype, shape) as the head, a
+        table, its bytes, no pickling."""
+        n, seq = obj.nbytes, self._seq + 1
         words, data = self._words, self._data
         assert words is not None and data is not None
-        if (layout is not None and layout[0] is obj.dtype and layout[1] == obj.shape
-                and (n < MIN_BYTES or self._place(layout[3], obj, n) == layout[4])):
-            # the steady path: the same dtype object, shape and place as the last write, in the
-            # same segment (a new segment clears _last_layout): table, head and fields stay
-            words[_WSEQ] = seq
-            if n:
-                # a C-contiguous array exports its bytes as one simple buffer (numpy's stubs declare the
-                # buffer protocol from Python 3.12 on only)
-                data[layout[4] : layout[4] + n] = obj  # type: ignore[call-overload]
-            self._release(seq)
-            return
         head = self._meta.of(obj)
         first = (_ARRAY_HEAD_OFF + len(head) + ALIGN - 1) // ALIGN * ALIGN
         pos = self._place(first, obj, n) if n >= MIN_BYTES else first
