@@ -6,6 +6,7 @@ Run on 2 ranks (the MPI backends need mpiexec; the others run there too, as ``ip
 times shm, lmdb and zmq among MPI ranks)::
 
     mpiexec -n 2 python tools/floor.py shm,mpi-p2p,mpi-buffer,mpi-shm-win,zmq,lmdb --sizes 1,65536,1000000
+    mpiexec -n 4 python tools/floor.py shm --sizes 1,1000,65536 --broadcast   # completion beside ref-shm's
 
 Per backend and size it prints, rank 0's view of one round trip (medians of ``--n`` iterations):
 
@@ -85,6 +86,19 @@ def steps(group: MPIGroup, name: str, size: int, n: int) -> dict[str, float] | N
             "write_min": min(writes), "read_min": min(reads)}
 
 
+def broadcast(group: MPIGroup, name: str, size: int, budget: float, rounds: int) -> None:
+    """Broadcast completion of ``name`` and its reference, interleaved; medians printed on rank 0."""
+    ref = get_backend(name).reference
+    specs = [BackendSpec(name, "native")] + ([BackendSpec(ref, "native")] if ref else [])
+    results = bench_interleaved(group, specs, BufferPayload(size), "broadcast", BenchSettings(time_budget=budget),
+                                rounds)
+    if group.rank == 0:
+        meds = [statistics.median(r.samples["completion"]) * 1e6 for r in results if r is not None]
+        ratio = f", ours / reference {meds[0] / meds[1]:.2f}" if len(meds) == 2 else ""
+        print(f"{name} {size_label(size)} broadcast, {group.size} ranks: completion {meds[0]:.1f} us"
+              + (f", {ref} {meds[1]:.1f} us" if len(meds) == 2 else "") + ratio, flush=True)
+
+
 def stubbed(names: list[str], size: int, number: int = 1000, repeat: int = 50) -> None:
     """The Python work per message of MPI backends and references, MPI stubbed out (no process,
     no waiting): the least of many short timeit runs, which a loaded machine stretches least. One
@@ -139,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=2000, help="round trips of the step breakdown")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds per case of the harness pingpong")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--broadcast", action="store_true",
+                        help="on any number of ranks: each backend's broadcast completion beside its reference's, "
+                             "interleaved (a store's, which ipcbench selfcheck does not time)")
     parser.add_argument("--stubbed", action="store_true",
                         help="one process: the Python work per message with MPI stubbed out (MPI backends, "
                              "their references, mpi-raw)")
@@ -148,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
             stubbed(args.backends.split(","), size)
         return 0
     group = MPIGroup.world()
+    if args.broadcast:
+        for name in args.backends.split(","):
+            for size in [parse_size(s) for s in args.sizes.split(",")]:
+                broadcast(group, name, size, args.budget, args.rounds)
+        return 0
     if group.size != 2:
         print("run on 2 ranks: mpiexec -n 2 python tools/floor.py ...", file=sys.stderr)
         return 2

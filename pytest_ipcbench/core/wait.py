@@ -17,11 +17,11 @@ from .procs import cores as _cores
 # ----------------------------------------------------------------------------- wait strategy
 
 #: How a reader waits for the writer (docs/method.md rule 18). ``block``: the way its mechanism waits
-#: best -- a blocking call (zmq, mp.Queue), or polling without sleeping (MPI Test, the shm
-#: version word, an LMDB snapshot); right when every rank has a core. ``backoff``: spin briefly,
-#: yield, then sleep in growing steps; right when ranks outnumber cores (a polling reader would
-#: take the writer's core). ``auto``: ``block`` if the backend's ranks fit on the cores, else
-#: ``backoff``.
+#: best -- a blocking call (zmq, mp.Queue), or polling without sleeping (MPI Test, an LMDB
+#: snapshot; the shm version word for :attr:`Spin.YIELD`, then its futex); right when every rank
+#: has a core. ``backoff``: spin briefly, yield, then sleep in growing steps (shm: its futex at
+#: once); right when ranks outnumber cores (a polling reader would take the writer's core).
+#: ``auto``: ``block`` if the backend's ranks fit on the cores, else ``backoff``.
 WAITS = ("auto", "block", "backoff")
 WAIT_ENV = "IPCBENCH_WAIT"
 _default_wait: str | None = None
