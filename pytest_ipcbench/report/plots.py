@@ -33,19 +33,20 @@ def _mpl() -> tuple[Any, Any]:
     return Figure, FigureCanvasAgg
 
 
-def _formatter(label: Callable[[float], str]) -> Any:
-    """An axis formatter: ``label`` of each tick's value."""
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _: label(v))
+# axis formatters: matplotlib takes a function of (value, position) as one
+Formatter = Callable[[float, Any], str]
 
 
-def _time_formatter() -> Any:
-    return _formatter(lambda v: format_time(v).replace(".0 ", " ") if v > 0 else "0")
+def _time_formatter(v: float, _: Any = None) -> str:
+    return format_time(v).replace(".0 ", " ") if v > 0 else "0"
 
 
-def _bytes_formatter() -> Any:
-    return _formatter(lambda v: format_bytes(int(round(v))) if v >= 1 else f"{v:g} B")
+def _bytes_formatter(v: float, _: Any = None) -> str:
+    return format_bytes(int(round(v))) if v >= 1 else f"{v:g} B"
+
+
+def _plain_number(v: float, _: Any = None) -> str:
+    return "0" if v <= 0 else f"{v:,.0f}" if v >= 1 else f"{v:.2g}"
 
 
 def colour_order(results: Iterable[Result]) -> Colours:
@@ -173,12 +174,12 @@ def plot_by_kind(
         ax.set_title(f"payload: {kind}")
         ax.set_xlabel("payload size (MB = 10^6 B)")
         ax.set_ylabel(ylabel)
-        ax.xaxis.set_major_formatter(_bytes_formatter())
-        fmt = {"time": _time_formatter(), "rate": _formatter(_plain_number),
-               "ratio": _formatter(lambda v: f"{v * 100:g}%")}.get(y)
+        ax.xaxis.set_major_formatter(_bytes_formatter)
+        fmt: Formatter | None = {"time": _time_formatter, "rate": _plain_number,
+                                 "ratio": lambda v, _: f"{v * 100:g}%"}.get(y)
         if fmt is not None:
             _log_labels(ax.yaxis, fmt, ax.get_ylim())
-        _log_labels(ax.xaxis, _bytes_formatter(), ax.get_xlim())
+        _log_labels(ax.xaxis, _bytes_formatter, ax.get_xlim())
         ax.grid(True, which="major", alpha=0.35)
     for ax in list(axes.flat)[len(kinds):]:
         ax.set_visible(False)
@@ -210,10 +211,10 @@ def plot_granularity(results: Sequence[Result], path: Path, colours: Colours | N
     for ax in (ax1, ax2):
         ax.set_xscale("log")
         ax.set_xlabel("work per task (sleep; 0 drawn at 1 µs)")
-        ax.xaxis.set_major_formatter(_time_formatter())
+        ax.xaxis.set_major_formatter(_time_formatter)
         ax.grid(True, alpha=0.35)
     ax1.set_yscale("log")
-    _log_labels(ax1.yaxis, _time_formatter(), ax1.get_ylim())
+    _log_labels(ax1.yaxis, _time_formatter, ax1.get_ylim())
     ax1.set_ylabel("overhead per round trip (round trip - work)")
     ax1.set_title("overhead per task")
     ax2.set_ylim(0, 1.05)
@@ -243,8 +244,8 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
         ax.set_title(f"stream to every reader: {what}")
         ax.set_xlabel("message size (MB = 10^6 B)")
         ax.set_ylabel("MB/s per reader (10^6 B/s)")
-        _log_labels(ax.xaxis, _bytes_formatter(), ax.get_xlim())
-        _log_labels(ax.yaxis, _formatter(lambda v: _plain_number(v / 1e6)), ax.get_ylim())  # B/s, in MB/s
+        _log_labels(ax.xaxis, _bytes_formatter, ax.get_xlim())
+        _log_labels(ax.yaxis, lambda v, _: _plain_number(v / 1e6), ax.get_ylim())  # B/s, in MB/s
         ax.grid(True, alpha=0.35)
     handles, labels = ax1.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
@@ -252,30 +253,21 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
     return _save(fig, Canvas, path)
 
 
-def _log_labels(axis: Any, formatter: Any, lim: tuple[float, float]) -> None:
+def _log_labels(axis: Any, formatter: Formatter, lim: tuple[float, float]) -> None:
     """Our labels on a log axis: major ticks, and minor ones too when it spans under a decade."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
     axis.set_major_formatter(formatter)
     lo, hi = sorted(lim)
-    if lo <= 0:
-        axis.set_minor_formatter(NullFormatter())
-        return
-    majors = sum(1 for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) if lo <= 10**k <= hi)
-    if majors >= 3:
-        axis.set_minor_formatter(NullFormatter())
-        return
-    keep = (2, 5) if hi / lo > 4 else (2, 3, 4, 5, 6, 8)
+    keep: tuple[int, ...] = ()  # the minor ticks labelled: none over 3 decades or more
+    if lo > 0 and sum(lo <= 10**k <= hi for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)) < 3:
+        keep = (2, 5) if hi / lo > 4 else (2, 3, 4, 5, 6, 8)
 
     def minor(v: float, pos: Any) -> str:
         lead = round(v / 10 ** math.floor(math.log10(v) + 1e-9)) if v > 0 else 0
         return formatter(v, pos) if lead in keep else ""
 
-    axis.set_minor_formatter(FuncFormatter(minor))
+    axis.set_minor_formatter(minor)
 
 
-def _plain_number(v: float) -> str:
-    return "0" if v <= 0 else f"{v:,.0f}" if v >= 1 else f"{v:.2g}"
 
 
 def write_plots(results: Sequence[Result], out: Path) -> list[Path]:
