@@ -165,16 +165,20 @@ def stream_notes(backends: Sequence[str], modes: Sequence[str], scenarios: Seque
     """What :func:`stream_modes` changed, in words for the report (empty when nothing)."""
     if "stream" not in scenarios or "native" not in modes:
         return []
-    notes = []
+    return [f"{name}: stream timed in bytes mode (its native values are views that the next write overwrites, "
+            "so the scenario's window of them cannot be kept)"
+            for name, cls in _loaded(backends) if cls.delivery == "channel" and cls.native_views_until_next_write]
+
+
+def _loaded(backends: Sequence[str]) -> list[tuple[str, type[Backend]]]:
+    """(name, class) of the backends that load here (the others are reported where they run)."""
+    out = []
     for name in backends:
         try:
-            cls = get_backend(name)
+            out.append((name, get_backend(name)))
         except (ValueError, BackendUnavailable):
             continue
-        if cls.delivery == "channel" and cls.native_views_until_next_write:
-            notes.append(f"{name}: stream timed in bytes mode (its native values are views that the next write "
-                         "overwrites, so the scenario's window of them cannot be kept)")
-    return notes
+    return out
 
 
 def beyond_largest(cls: Any, size: int) -> bool:
@@ -186,11 +190,7 @@ def beyond_largest(cls: Any, size: int) -> bool:
 def skipped_cases(backends: Sequence[str], sizes: Sequence[int]) -> list[str]:
     """One line per backend whose declared largest message (``max_message_bytes``) leaves sizes out."""
     lines = []
-    for name in backends:
-        try:
-            cls = get_backend(name)
-        except (ValueError, BackendUnavailable):
-            continue
+    for name, cls in _loaded(backends):
         beyond, largest = [s for s in sizes if beyond_largest(cls, s)], cls.max_message_bytes
         if beyond and largest is not None:
             lines.append(f"skipped: {name} at {', '.join(size_label(s) for s in beyond)}: above the largest message it "
