@@ -447,20 +447,3 @@ def write_mpi_method_report(results: Iterable[Result], out_dir: str | Path) -> l
     md.write_text(report_markdown(results, plot_name=png.name if png else None))
     return [md, png] if png else [md]
 
-
-__all__ = [
-    "CPP_FIGURES_US",
-    "CPP_EQUIVALENT",
-    "best_pairs",
-    "comparison_1d_2d_table",
-    "methods_table",
-    "pivot_table",
-    "plot_time_vs_size",
-    "ranking_tables",
-    "report_markdown",
-    "rows_of",
-    "cpp_comparison_table",
-    "cpp_comparisons",
-    "winners_table",
-    "write_mpi_method_report",
-]
