@@ -102,8 +102,7 @@ def _probe_mpi(group: Group, spec: BackendSpec, payload: ObjectPayload, scenario
         _probe_rank(group, spec, payload, scenario)
     except Exception as exc:
         reason = f"rank {group.rank}: {type(exc).__name__}: {exc}"
-    said = [r for r in group.allgather(reason) if r]
-    return "; ".join(said)
+    return "; ".join(r for r in group.allgather(reason) if r)
 
 
 def advise(obj: Any, readers: int = 1, scenario: str = "broadcast", backends: Sequence[str] | None = None,
@@ -150,6 +149,15 @@ def _left(opts: RaceOptions, t_start: float) -> RaceOptions:
     return replace(opts, budget=max(MIN_RACE, opts.budget - (time.perf_counter() - t_start)))
 
 
+def _going(raced: list[BackendSpec], failed: dict[str, str]) -> list[BackendSpec]:
+    """The shortlisted pairs whose probe passed; IpcbenchError when none did."""
+    going = [s for s in raced if f"{s.name}/{s.mode}" not in failed]
+    if not going:
+        raise IpcbenchError("no candidate could send the object: "
+                            + "; ".join(f"{p}: {why}" for p, why in failed.items()))
+    return going
+
+
 def _advise_local(world: LocalWorld, ranks: int, obj: Any, readers: int, opts: RaceOptions,
                   backends: Sequence[str] | None, size: int, label: str, load_start: float | None) -> Advice:
     t_start = time.perf_counter()
@@ -162,11 +170,7 @@ def _advise_local(world: LocalWorld, ranks: int, obj: Any, readers: int, opts: R
             world.run(_probe_rank, spec, payload, opts.scenario, ranks=ranks, timeout=PROBE_TIMEOUT + 30)
         except Exception as exc:  # the world restarts itself after a failure
             failed[f"{spec.name}/{spec.mode}"] = f"{type(exc).__name__}: {exc}"
-    going = [s for s in raced if f"{s.name}/{s.mode}" not in failed]
-    if not going:
-        raise IpcbenchError("no candidate could send the object: " +
-                            "; ".join(f"{p}: {why}" for p, why in failed.items()))
-    record = world.run(race, going, payload, _left(opts, t_start), ranks=ranks)[0]
+    record = world.run(race, _going(raced, failed), payload, _left(opts, t_start), ranks=ranks)[0]
     return _decision(record, f, opts, readers, order, raced, left, unavailable, failed,
                      environment("local", ranks, load_start, load_average()))
 
@@ -185,11 +189,7 @@ def _advise_on(group: Group, obj: Any, readers: int, opts: RaceOptions, backends
         reason = _probe_mpi(group, spec, payload, opts.scenario)
         if reason:
             failed[f"{spec.name}/{spec.mode}"] = reason
-    going = [s for s in raced if f"{s.name}/{s.mode}" not in failed]
-    if not going:
-        raise IpcbenchError("no candidate could send the object: " +
-                            "; ".join(f"{p}: {why}" for p, why in failed.items()))
-    record = race(group, going, payload, group.bcast(_left(opts, t_start)))
+    record = race(group, _going(raced, failed), payload, group.bcast(_left(opts, t_start)))
     advice = None
     if group.rank == 0:
         assert record is not None

@@ -24,10 +24,7 @@ SIZE_CLASSES = ((4 * 1024, "tiny"), (256 * 1024, "small"), (16 * 2**20, "medium"
 
 
 def size_class(f: Features) -> str:
-    for limit, name in SIZE_CLASSES:
-        if f.total_bytes < limit:
-            return name
-    return "large"
+    return next(name for limit, name in SIZE_CLASSES if f.total_bytes < limit)
 
 
 def makeup(f: Features) -> str:
@@ -78,12 +75,16 @@ def source(path: Path = TABLE_FILE) -> str:
     return str(data.get("source", path.name))
 
 
+def _row(f: Features, table: dict[str, list[str]] | None) -> list[str]:
+    """The pairs in the prior's order for ``f``: the fitted row, else the default order."""
+    table = load_table() if table is None else table
+    return table.get(bucket(f)) or (TINY_ORDER if size_class(f) == "tiny" else DEFAULT_ORDER[makeup(f)])
+
+
 def ranked(f: Features, candidates: Sequence[str], table: dict[str, list[str]] | None = None) -> list[str]:
     """``candidates`` ("backend/mode") in the prior's order for ``f``: the fitted row, else the
     default order; pairs neither names keep their given order after the named ones."""
-    table = load_table() if table is None else table
-    row = table.get(bucket(f)) or (TINY_ORDER if size_class(f) == "tiny" else DEFAULT_ORDER[makeup(f)])
-    position = {name: i for i, name in enumerate(row)}
+    position = {name: i for i, name in enumerate(_row(f, table))}
     known = sorted((c for c in candidates if c in position), key=lambda c: position[c])
     return known + [c for c in candidates if c not in position]
 
@@ -94,7 +95,7 @@ def shortlist(f: Features, candidates: Sequence[str], size: int = SHORTLIST,
     does not name (a user's backend is always measured)."""
     table = load_table() if table is None else table
     order = ranked(f, candidates, table)
-    row = set(table.get(bucket(f)) or (TINY_ORDER if size_class(f) == "tiny" else DEFAULT_ORDER[makeup(f)]))
+    row = set(_row(f, table))
     named = [c for c in order if c in row]
     unknown = [c for c in order if c not in row]
     raced = named[:size] + unknown

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..advice import Advice, advise, advise_described
+from ..advice import advise, advise_described
 from ..advice.describe import HELP as DESCRIBE_HELP
 from ..advice.driver import SCENARIOS
 from ..advice.prior import SHORTLIST
@@ -110,5 +110,3 @@ def _say(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
-
-__all__ = ["Advice", "configure", "load_sample", "run"]

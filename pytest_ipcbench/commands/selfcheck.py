@@ -16,8 +16,8 @@ from ..core.envinfo import cores
 from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_output
 from ..core.procs import BUSY_SHARE, cpu_mark, load_average, others_busy
-from ..core.units import format_time
 from ..core.wait import WAITS
+from ..harness.floor import floor_line
 from ..harness.physics import busy_note
 from ..harness.refcheck import (
     DEFAULT_ROUNDS,
@@ -81,14 +81,11 @@ SELFCHECK: tuple[Option, ...] = (
 def floor_lines(rows: Sequence[Any]) -> list[str]:
     """The harness's floor rows (the null channel), one line per process model: the smallest change
     a case can show (harness/floor.py)."""
-    by_group: dict[str, list[Any]] = {}
+    seconds: dict[str, dict[str, float]] = {}
     for r in rows:
         if r.is_floor:
-            by_group.setdefault(r.extra.get("group", "?"), []).append(r)
-    return [f"harness floor ({'MPI ranks' if group == 'mpi' else 'local workers'}, the null channel: "
-            "nothing moved, 1 B): "
-            + ", ".join(f"{r.scenario} {format_time(r.ours)}" for r in rs)
-            + " per message; no case can show a change smaller than this" for group, rs in by_group.items()]
+            seconds.setdefault(r.extra.get("group", "?"), {})[r.scenario] = r.ours
+    return [floor_line({"seconds": s, "group": group}) for group, s in seconds.items()]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

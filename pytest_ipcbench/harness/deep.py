@@ -83,12 +83,10 @@ _TOTALS = re.compile(r"^(totals|summary):\s*(\d+)", re.MULTILINE)
 def parse_callgrind(text: str) -> int:
     """Instructions (Ir) from a callgrind output file: its ``totals:`` line (else ``summary:``).
     Only Ir is collected by default, so the first number is Ir."""
-    found = dict((m.group(1), int(m.group(2))) for m in _TOTALS.finditer(text))
-    if "totals" in found:
-        return found["totals"]
-    if "summary" in found:
-        return found["summary"]
-    raise ValueError("no 'totals:' or 'summary:' line in the callgrind output")
+    found = {m.group(1): int(m.group(2)) for m in _TOTALS.finditer(text)}
+    if not found:
+        raise ValueError("no 'totals:' or 'summary:' line in the callgrind output")
+    return found.get("totals", found.get("summary", 0))
 
 
 # ----------------------------------------------------------------------------- rank side
@@ -140,8 +138,8 @@ class _SocketBarrier:
             peer.close()
 
 
-def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: str, iterations: int,
-              messages: int, waits: int) -> Any:
+def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: str, messages: int,
+              waits: int) -> Any:
     """Collective, on every rank: open the case, warm it up, then ``messages`` message iterations
     and ``waits`` iterations of the harness's waits alone; rank 0 gets every rank's (pid, rank, role)."""
     import gc
@@ -193,12 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kind", default="ndarray")
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--scenario", default="broadcast")
-    p.add_argument("--iterations", type=int, default=ITERATIONS)
     p.add_argument("--messages", type=int, required=True, help="message iterations of this run")
     p.add_argument("--waits", type=int, required=True, help="harness-wait iterations of this run")
     p.add_argument("--ranks", type=int, default=2, help="local ranks (without MPI)")
     a = p.parse_args(argv)
-    args = (a.backend, a.mode, a.kind, a.size, a.scenario, a.iterations, a.messages, a.waits)
+    args = (a.backend, a.mode, a.kind, a.size, a.scenario, a.messages, a.waits)
     from ..core.group import MPIGroup, in_mpi_job
     from ..core.local import LocalWorld
 
@@ -245,10 +242,10 @@ def _valgrind_args(tool: str, out_dir: str) -> list[str]:
     raise UsageError(f"unknown deep tool {tool!r}; choose from {', '.join(TOOLS)}")
 
 
-def _command(case: DeepCase, tool: str, out_dir: str, iterations: int, messages: int, waits: int) -> list[str]:
+def _command(case: DeepCase, tool: str, out_dir: str, messages: int, waits: int) -> list[str]:
     worker = ["--backend", case.backend, "--mode", case.mode, "--kind", case.kind, "--size", str(case.size),
-              "--scenario", case.scenario, "--iterations", str(iterations), "--messages", str(messages),
-              "--waits", str(waits), "--ranks", str(case.ranks)]
+              "--scenario", case.scenario, "--messages", str(messages), "--waits", str(waits),
+              "--ranks", str(case.ranks)]
     vg = _valgrind_args(tool, out_dir)
     if get_backend(case.backend).process_model() == "mpi":
         cmd = mpi_command(case.ranks, "pytest_ipcbench.harness.deep", worker)
@@ -273,11 +270,11 @@ def _window_part(out_dir: str, pid: int, label: str) -> str:
     return parts[0]
 
 
-def _one_run(case: DeepCase, tool: str, iterations: int, messages: int, waits: int,
+def _one_run(case: DeepCase, tool: str, messages: int, waits: int,
              timeout: float) -> dict[int, tuple[int, str, int, dict[str, int]]]:
     """One valgrind run: rank -> (pid, role, messages per iteration, counts)."""
     with tempfile.TemporaryDirectory(prefix="ipcbench-deep-") as out_dir:
-        cmd = _command(case, tool, out_dir, iterations, messages, waits)
+        cmd = _command(case, tool, out_dir, messages, waits)
         quiet = os.path.join(out_dir, "cwd")
         os.mkdir(quiet)
         # a backend's reader polls while it waits; under backoff its sleeps grow, so a wait that
@@ -341,7 +338,7 @@ def deep_counters(case: DeepCase, iterations: int = ITERATIONS, repeats: int = R
     roles: dict[int, str] = {}
     per = 1
     for tool in tools:
-        runs = [_one_run(case, tool, iterations, k * iterations, (repeats + 1 - k) * iterations, timeout)
+        runs = [_one_run(case, tool, k * iterations, (repeats + 1 - k) * iterations, timeout)
                 for k in range(1, repeats + 2)]
         for rank, (_, role_, per_rank, _) in runs[0].items():
             roles[rank], per = role_, per_rank

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..backends.base import BackendSpec
 from ..core.group import Group
+from ..core.units import format_time
 from .measure import bench_interleaved
 from .payload import BufferPayload
 from .plan import BenchSettings
@@ -43,15 +44,13 @@ def measure_floor(group: Group, rounds: int = 3, scenarios: tuple[str, ...] = FL
 
 
 def floor_line(floor: dict[str, Any] | None) -> str:
-    """One line for a terminal or a report: the floor per scenario, in µs."""
-    from ..core.units import format_time
-
+    """One line for a terminal or a report (``ipcbench selfcheck``): the floor per scenario."""
     if not floor or not floor.get("seconds"):
         return "harness floor: not measured"
     parts = ", ".join(f"{s} {format_time(v)}" for s, v in floor["seconds"].items())
     where = "MPI ranks" if floor.get("group") == "mpi" else "local workers"
-    return (f"harness floor (the null channel, nothing moved, 1 B, {floor.get('ranks', '?')} {where}): {parts} "
-            "per message: no case can show a change smaller than this")
+    return (f"harness floor ({where}, the null channel: nothing moved, 1 B): {parts} per message; no case can "
+            "show a change smaller than this")
 
 
 __all__ = ["FLOOR_BACKEND", "FLOOR_SCENARIOS", "floor_line", "measure_floor"]

@@ -134,9 +134,7 @@ class DeliveryStretch:
                 return  # someone is still to come: the last one spins
             last = max(last, at)
         start = _START.unpack_from(m, 0)[0]  # written before the message went out
-        end = start + self._factor * (last - start)
-        while time.perf_counter() < end:
-            pass
+        spin(start + self._factor * (last - start) - time.perf_counter())
 
     def close(self) -> None:
         self._map.close()

@@ -40,19 +40,8 @@ def copy_samples(nbytes: int, time_budget: float = 0.3, max_reps: int = 200, min
 
 def copy_result(nbytes: int, time_budget: float = 0.3) -> Result:
     """A :class:`Result` (scenario ``copy``, backend ``numpy``) of :func:`copy_samples`."""
-    samples = copy_samples(nbytes, time_budget)
-    return Result(
-        scenario="copy",
-        backend="numpy",
-        mode="native",
-        payload="buffer",
-        size=int(nbytes),
-        ranks=1,
-        samples={"copy": samples},
-        nbytes=int(nbytes),
-        primary="copy",
-        extra={"what": "np.copyto into a touched destination"},
-    )
+    return Result("copy", "numpy", "native", "buffer", int(nbytes), 1, {"copy": copy_samples(nbytes, time_budget)},
+                  nbytes=int(nbytes), primary="copy", extra={"what": "np.copyto into a touched destination"})
 
 
 # A child that echoes every message it reads from stdin back on stdout (exactly ``n`` bytes each).
@@ -128,19 +117,9 @@ PIPE_REFERENCE_SIZES = (1, 64 * 1024)
 
 def pipe_pingpong_result(nbytes: int, time_budget: float = 0.1) -> Result:
     """A :class:`Result` (scenario ``reference``, backend ``pipe``) of :func:`pipe_pingpong_samples`."""
-    samples = pipe_pingpong_samples(nbytes, time_budget)
-    return Result(
-        scenario="reference",
-        backend="pipe",
-        mode="bytes",
-        payload="buffer",
-        size=int(nbytes),
-        ranks=2,
-        samples={"latency": samples},
-        nbytes=int(nbytes),
-        primary="latency",
-        extra={"what": "os.write/os.read ping-pong with an echoing child over two pipes (round trip / 2)"},
-    )
+    return Result("reference", "pipe", "bytes", "buffer", int(nbytes), 2,
+                  {"latency": pipe_pingpong_samples(nbytes, time_budget)}, nbytes=int(nbytes), primary="latency",
+                  extra={"what": "os.write/os.read ping-pong with an echoing child over two pipes (round trip / 2)"})
 
 
 #: Scenarios of in-run references: they measure the machine, not the code under test.

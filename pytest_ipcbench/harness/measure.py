@@ -39,18 +39,9 @@ from ..core.group import Group, MPIGroup
 from ..core.heap import steady_heap
 from ..results.results import Result
 from .count import count_case, not_counted
-from .inrun import (
-    PIPE_REFERENCE_SIZES,
-    REFERENCE_SCENARIOS,
-    CopyReference,
-    copy_result,
-    copy_samples,
-    pipe_pingpong_result,
-    pipe_pingpong_samples,
-    with_copy_reference,
-)
-from .payload import BufferPayload, Payload, payload_bytes, touch
-from .plan import WARMUP_SHARE, BenchSettings, Plan, static_plan, timed_plan, verify_per_iteration
+from .inrun import PIPE_REFERENCE_SIZES, CopyReference, copy_result, pipe_pingpong_result, with_copy_reference
+from .payload import BufferPayload, Payload, payload_bytes
+from .plan import WARMUP_SHARE, BenchSettings, Plan, timed_plan, verify_per_iteration
 from .scenarios import (
     _SCENARIO_CLASSES,
     PAIR_SCENARIOS,
@@ -285,17 +276,6 @@ def _bench_pinned(group: Group, backends: Sequence[BackendSpec], payload: Payloa
     return results
 
 
-def _bench_rank0(
-    group: Group, backend: BackendSpec, payload: Payload, scenario: str, settings: BenchSettings | None
-) -> Result | None:
-    return bench(group, backend, payload, scenario, settings)
-
-
-def _interleaved_rank0(group: Group, backends: Sequence[BackendSpec], payload: Payload, scenario: str,
-                       settings: BenchSettings | None, rounds: int) -> list[Result | None]:
-    return bench_interleaved(group, backends, payload, scenario, settings, rounds)
-
-
 def run_bench(
     group: Group,
     backend: BackendSpec,
@@ -307,7 +287,7 @@ def run_bench(
 
     Under MPI every rank calls this and gets the same Result; for a local group rank 0 calls it.
     """
-    outcomes = group.run(_bench_rank0, backend, payload, scenario, settings)
+    outcomes = group.run(bench, backend, payload, scenario, settings)
     result = outcomes[0]
     if result is None:
         raise RuntimeError("rank 0 produced no result")
@@ -323,32 +303,11 @@ def run_interleaved(
     rounds: int = 10,
 ) -> list[Result]:
     """:func:`bench_interleaved` through ``group.run``; rank 0's Results, on every calling rank."""
-    outcomes = group.run(_interleaved_rank0, list(backends), payload, scenario, settings, rounds)
+    outcomes = group.run(bench_interleaved, list(backends), payload, scenario, settings, rounds)
     return list(outcomes[0])
 
 
-__all__ = [
-    "PAIR_SCENARIOS",
-    "PIPE_REFERENCE_SIZES",
-    "REFERENCE_SCENARIOS",
-    "payload_bytes",
-    "BenchSettings",
-    "BufferPayload",
-    "CopyReference",
-    "Plan",
-    "SCENARIOS",
-    "VerificationError",
-    "with_copy_reference",
-    "bench",
-    "bench_interleaved",
-    "copy_result",
-    "copy_samples",
-    "pipe_pingpong_result",
-    "pipe_pingpong_samples",
-    "quiet_barrier",
-    "run_bench",
-    "run_interleaved",
-    "static_plan",
-    "timed_plan",
-    "touch",
-]
+# with names re-exported for runner/ and plugin/, which import them from here
+__all__ = ["PAIR_SCENARIOS", "PIPE_REFERENCE_SIZES", "SCENARIOS", "BenchSettings", "BufferPayload", "CopyReference",
+           "VerificationError", "bench", "bench_interleaved", "copy_result", "payload_bytes", "pipe_pingpong_result",
+           "quiet_barrier", "run_bench", "run_interleaved", "with_copy_reference"]

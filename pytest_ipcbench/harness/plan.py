@@ -98,10 +98,7 @@ def static_plan(nbytes: int, settings: BenchSettings = BenchSettings(), per_iter
     moved = max(1, per_iteration_bytes if per_iteration_bytes is not None else nbytes)
     # the first row whose limit holds the size (the last row beyond them all)
     _, count, warm = next((row for row in STATIC_PLAN if nbytes <= row[0]), STATIC_PLAN[-1])
-    limited_by = "count"
-    n = count
-    if n > settings.max_iterations:
-        n = settings.max_iterations
+    n, limited_by = min(count, settings.max_iterations), "count"
     by_volume = settings.volume_cap // moved
     if by_volume < n:
         n, limited_by = int(by_volume), "volume"

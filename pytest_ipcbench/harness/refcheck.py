@@ -58,10 +58,10 @@ class RefRow:
     size: int
     reference: str
     ours: float  # median seconds (latency for pingpong, per delivered message for stream)
-    ref: float
-    ratio: float  # median(ours) / median(ref)
-    low: float
-    high: float
+    ref: float = math.nan  # NaN: no reference (or the case failed)
+    ratio: float = math.nan  # median(ours) / median(ref)
+    low: float = math.nan
+    high: float = math.nan
     wait: str = ""
     fresh: float | None = None  # the -fresh reference variant's median, if timed
     samples: int = 0
@@ -165,16 +165,20 @@ def stream_notes(backends: Sequence[str], modes: Sequence[str], scenarios: Seque
     """What :func:`stream_modes` changed, in words for the report (empty when nothing)."""
     if "stream" not in scenarios or "native" not in modes:
         return []
-    notes = []
+    return [f"{name}: stream timed in bytes mode (its native values are views that the next write overwrites, "
+            "so the scenario's window of them cannot be kept)"
+            for name, cls in _loaded(backends) if cls.delivery == "channel" and cls.native_views_until_next_write]
+
+
+def _loaded(backends: Sequence[str]) -> list[tuple[str, type[Backend]]]:
+    """(name, class) of the backends that load here (the others are reported where they run)."""
+    out = []
     for name in backends:
         try:
-            cls = get_backend(name)
+            out.append((name, get_backend(name)))
         except (ValueError, BackendUnavailable):
             continue
-        if cls.delivery == "channel" and cls.native_views_until_next_write:
-            notes.append(f"{name}: stream timed in bytes mode (its native values are views that the next write "
-                         "overwrites, so the scenario's window of them cannot be kept)")
-    return notes
+    return out
 
 
 def beyond_largest(cls: Any, size: int) -> bool:
@@ -186,11 +190,7 @@ def beyond_largest(cls: Any, size: int) -> bool:
 def skipped_cases(backends: Sequence[str], sizes: Sequence[int]) -> list[str]:
     """One line per backend whose declared largest message (``max_message_bytes``) leaves sizes out."""
     lines = []
-    for name in backends:
-        try:
-            cls = get_backend(name)
-        except (ValueError, BackendUnavailable):
-            continue
+    for name, cls in _loaded(backends):
         beyond, largest = [s for s in sizes if beyond_largest(cls, s)], cls.max_message_bytes
         if beyond and largest is not None:
             lines.append(f"skipped: {name} at {', '.join(size_label(s) for s in beyond)}: above the largest message it "
@@ -216,17 +216,19 @@ def compare_on(
     rows of backend ``null`` marked ``extra["floor"]``."""
     settings = BenchSettings(time_budget=time_budget)
     rows: list[RefRow] = []
+
+    def add(row: RefRow) -> None:
+        rows.append(row)
+        if say is not None:
+            say(row)
+
     for scenario in scenarios if floor else ():
         if scenario not in FLOOR_SCENARIOS:
             continue
         got = measure_floor(group, scenarios=(scenario,))
         if got is not None and scenario in got["seconds"]:
-            nan = float("nan")
-            rows.append(RefRow(backend=FLOOR_BACKEND, mode="native", scenario=scenario, size=1, reference="",
-                               ours=got["seconds"][scenario], ref=nan, ratio=nan, low=nan, high=nan,
-                               ranks=got["ranks"], extra={"floor": True, "group": got["group"]}))
-            if say is not None:
-                say(rows[-1])
+            add(RefRow(FLOOR_BACKEND, "native", scenario, 1, "", got["seconds"][scenario], ranks=got["ranks"],
+                       extra={"floor": True, "group": got["group"]}))
     for name in backends:
         cls = get_backend(name)
         ref = "" if missing_reference(name) else reference_of(name)  # none: the backend's figures alone
@@ -238,6 +240,8 @@ def compare_on(
                 for size in sizes:
                     if scenario == "broadcast" and size > SMALL_BYTES:
                         continue  # the physics check: 1 B - 1 KB, against the same run's ping-pong
+                    if beyond_largest(cls, size):
+                        continue  # said once by skipped_cases(), not timed
                     specs = [BackendSpec(name, mode, wait=wait)]
                     reference = ref if scenario != "broadcast" else ""
                     if scenario == "stream" and fresh and mode == "native":
@@ -246,8 +250,6 @@ def compare_on(
                         specs.append(BackendSpec(reference, mode, wait=wait))
                     if scenario == "pingpong" and fresh and mode == "native":
                         specs.append(BackendSpec(fresh, mode, wait=wait))
-                    if beyond_largest(cls, size):
-                        continue  # said once by skipped_cases(), not timed
                     failure = None
                     try:
                         results = bench_interleaved(group, specs, BufferPayload(size), scenario, settings, rounds)
@@ -256,47 +258,30 @@ def compare_on(
                     # every rank takes part, so the ranks agree before the next case (and a failure on
                     # one rank is named on rank 0)
                     failures = [f for f in group.allgather(failure) if f]
-                    if failures:
-                        if group.rank == 0:
-                            nan = float("nan")
-                            rows.append(RefRow(backend=name, mode=mode, scenario=scenario, size=size,
-                                               reference=reference, ours=nan, ref=nan, ratio=nan, low=nan, high=nan,
-                                               extra={"error": failures[0][:2000]}))
-                            if say is not None:
-                                say(rows[-1])
-                        continue
                     if group.rank != 0:
+                        continue
+                    if failures:
+                        add(RefRow(name, mode, scenario, size, reference, math.nan,
+                                   extra={"error": failures[0][:2000]}))
                         continue
                     ours = results[0]
                     assert ours is not None
                     metric = ours.primary
-                    fast_end = float(np.percentile(ours.samples[metric], FAST_END_PERCENTILE))
-                    if not reference:
-                        med = float(np.median(ours.samples[metric]))
-                        nan = float("nan")
-                        rows.append(RefRow(backend=name, mode=mode, scenario=scenario, size=size, reference="",
-                                           ours=med, ref=nan, ratio=nan, low=nan, high=nan, wait=ours.wait,
-                                           samples=len(ours.samples[metric]), ranks=ours.ranks, fast_end=fast_end))
-                        if say is not None:
-                            say(rows[-1])
-                        continue
-                    theirs = results[1]
-                    assert theirs is not None
-                    iv = ratio_interval(ours.samples[metric], theirs.samples[metric])
-                    row = RefRow(
-                        backend=name, mode=mode, scenario=scenario, size=size, reference=reference,
-                        ours=iv.median_a, ref=iv.median_b, ratio=iv.ratio, low=iv.low, high=iv.high,
-                        wait=ours.wait, samples=len(ours.samples[metric]),
-                        ranks=ours.ranks, fast_end=fast_end,
-                    )
-                    if ours.counters is not None and theirs.counters is not None:
-                        row.counts = {"ours": ours.counters.per_role(REF_COUNTERS),
-                                      "ref": theirs.counters.per_role(REF_COUNTERS)}
-                    if len(results) > 2 and results[2] is not None:
-                        row.fresh = float(sorted(results[2].samples[metric])[len(results[2].samples[metric]) // 2])
-                    rows.append(row)
-                    if say is not None:
-                        say(row)
+                    row = RefRow(name, mode, scenario, size, reference, float(np.median(ours.samples[metric])),
+                                 wait=ours.wait, samples=len(ours.samples[metric]), ranks=ours.ranks,
+                                 fast_end=float(np.percentile(ours.samples[metric], FAST_END_PERCENTILE)))
+                    theirs = results[1] if reference else None
+                    if theirs is not None:
+                        iv = ratio_interval(ours.samples[metric], theirs.samples[metric])
+                        row.ours, row.ref, row.ratio, row.low, row.high = (iv.median_a, iv.median_b, iv.ratio,
+                                                                           iv.low, iv.high)
+                        if ours.counters is not None and theirs.counters is not None:
+                            row.counts = {"ours": ours.counters.per_role(REF_COUNTERS),
+                                          "ref": theirs.counters.per_role(REF_COUNTERS)}
+                        if len(results) > 2 and results[2] is not None:
+                            fresh_samples = sorted(results[2].samples[metric])
+                            row.fresh = float(fresh_samples[len(fresh_samples) // 2])
+                    add(row)
     return rows
 
 
@@ -356,11 +341,7 @@ def run_refchecks(
         usable = [b for b in backends if get_backend(b).unavailable(world) is None]
         problems += [f"{b}: {get_backend(b).unavailable(world)}" for b in backends if b not in usable]
         rows.extend(compare_on(world, usable, **kwargs))
-        problems += [f"{r.backend} {r.mode} {r.scenario} {size_label(r.size)} failed (the other cases still ran): "
-                     f"{r.extra['error']}" for r in rows if r.extra.get("error")]
-        rows = [r for r in rows if not r.extra.get("error")]
-        check_physics(rows)
-        return rows, problems
+        return _checked(rows, problems)
     if mpi:
         spec = json.dumps({"backends": mpi, **kwargs})
         try:
@@ -385,13 +366,18 @@ def run_refchecks(
                     rows.extend(local_world.run(_local_rank0, args, ranks=n)[0])
         except Exception as exc:
             problems.append(f"the local reference checks failed: {type(exc).__name__}: {exc}")
+    order = {name: i for i, name in enumerate(backends)}
+    rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), -1 if r.is_floor else order.get(r.backend, 99),
+                             MODES.index(r.mode), r.size))
+    return _checked(rows, problems)
+
+
+def _checked(rows: list[RefRow], problems: list[str]) -> tuple[list[RefRow], list[str]]:
+    """(the rows that ran, physics-checked; the problems with the failed cases added)."""
     problems += [f"{r.backend} {r.mode} {r.scenario} {size_label(r.size)} failed (the other cases still ran): "
                  f"{r.extra['error']}" for r in rows if r.extra.get("error")]
     rows = [r for r in rows if not r.extra.get("error")]
     check_physics(rows)
-    order = {name: i for i, name in enumerate(backends)}
-    rows.sort(key=lambda r: (SCENARIOS.index(r.scenario), -1 if r.is_floor else order.get(r.backend, 99),
-                             MODES.index(r.mode), r.size))
     return rows, problems
 
 
@@ -416,11 +402,7 @@ def check_physics(rows: Sequence[RefRow]) -> list[RefRow]:
 
 def _worker(spec: str) -> int:
     world = MPIGroup.world()  # pingpong uses its first 2 ranks, stream all of them
-
-    def say(row: RefRow) -> None:
-        launcher.emit(_MARK, row.as_dict())
-
-    compare_on(world, say=say, **json.loads(spec))
+    compare_on(world, say=lambda row: launcher.emit(_MARK, row.as_dict()), **json.loads(spec))
     world.barrier()
     return 0
 

@@ -88,10 +88,8 @@ class _Record:
 
     def check(self, ok: bool, what: str) -> None:
         self.checked += 1
-        if not ok and len(self.failures) < 5:
-            self.failures.append(what)
-        elif not ok:
-            self.failures.append("")
+        if not ok:
+            self.failures.append(what if len(self.failures) < 5 else "")  # the first 5 said, the rest counted
 
 
 # --------------------------------------------------------------------------------- scenarios
@@ -291,12 +289,8 @@ class _Broadcast(_Case):
         # What the readers saw from the common barrier (each reader's own clock, started when it
         # left the barrier; the max over readers). Not the completion: a reader that leaves the
         # barrier late finds the message waiting and times a local receive only.
-        synced = {}
-        for metric in ("completion", "completion_touched"):
-            if readers and all(metric in r.samples for r in readers):
-                synced[metric] = list(np.array([r.samples[metric] for r in readers]).max(axis=0))
-        if synced.get("completion"):
-            samples["completion_synced"] = synced["completion"]
+        if readers and all(r.samples.get("completion") for r in readers):
+            samples["completion_synced"] = list(np.array([r.samples["completion"] for r in readers]).max(axis=0))
         if self.backend_delivery == "store" and samples["write"]:
             # A store is written, then read: completion = write + slowest read, per iteration
             # (durations on two ranks, added; the harness's own barrier between write and read,

@@ -7,7 +7,7 @@ interleaved (harness, reference, harness, reference, ...), compared on the media
   minimal backend: ``Send`` / ``Recv`` of a byte buffer, what ``mpi4py.bench`` does) against
   ``python -m mpi4py.bench pingpong`` (its printed table is parsed);
 * MPI ping-pong bandwidth at 16 MiB, the same way;
-* copy bandwidth: :func:`~.measure.copy_samples` against a plain ``timeit`` of ``np.copyto``.
+* copy bandwidth: :func:`~.inrun.copy_samples` against a plain ``timeit`` of ``np.copyto``.
 
 Each must agree within 15% (``--tolerance``). The MPI figures compare the same statistic on both
 sides: mpi4py.bench prints the mean of a block of round trips, so both run many short blocks (200
@@ -55,11 +55,9 @@ class MPIRaw(Backend):
     """
 
     internal = True  # the harness's own raw MPI case, not a backend users pick
-
     name = "mpi-raw"
     delivery = "channel"
     needs_mpi = True
-    internal = True
 
     def setup(self) -> None:
         # write() and read() become closures over what they use: the self-check compares this
@@ -226,20 +224,19 @@ def mpi_figures(rounds: int = 3) -> list[Figure]:
         h, m, f = statistics.median(ours_mean), statistics.median(ours_med), statistics.median(ref)
         paired = statistics.median(x / y for x, y in zip(ours_mean, ref))
         n = len(ref)
+        what = f"mpi4py.bench pingpong, median of {n} block means"
         if size == LATENCY_BYTES:
-            figures.append(Figure("MPI ping-pong latency, 1 B", "us", h * 1e6, f * 1e6,
-                                  f"mpi4py.bench pingpong, median of {n} block means", m * 1e6, n, paired))
+            figures.append(Figure("MPI ping-pong latency, 1 B", "us", h * 1e6, f * 1e6, what, m * 1e6, n, paired))
         else:
-            figures.append(Figure("MPI ping-pong bandwidth, 16 MiB", "MB/s", size / h / 1e6, size / f / 1e6,
-                                  f"mpi4py.bench pingpong, median of {n} block means", size / m / 1e6, n,
-                                  1 / paired))
+            figures.append(Figure("MPI ping-pong bandwidth, 16 MiB", "MB/s", size / h / 1e6, size / f / 1e6, what,
+                                  size / m / 1e6, n, 1 / paired))
     return figures
 
 
 def copy_figure(nbytes: int = COPY_BYTES, rounds: int = 10) -> Figure:
     """Copy bandwidth: the harness's copy_samples against timeit of np.copyto, in interleaved
     rounds of 7 copies each (a round's figure: its median), compared round by round."""
-    from .measure import copy_samples
+    from .inrun import copy_samples
 
     src = np.ones(nbytes, dtype=np.uint8)
     dst = np.zeros(nbytes, dtype=np.uint8)
@@ -271,18 +268,6 @@ def table(figures: Sequence[Figure], tolerance: float) -> str:
 
 
 # ------------------------------------------------------------------------------------- entry
-
-
-
-
-
-def _worker(args: argparse.Namespace) -> int:
-    from mpi4py import MPI
-
-    figures = mpi_figures(args.rounds)
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        launcher.emit(_MARK, [f.as_dict() for f in figures])
-    return 0
 
 
 def run_checks(rounds: int = 3, tolerance: float = DEFAULT_TOLERANCE, mpiexec: str | None = None,
@@ -323,7 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.worker:
         parser.error("this module is the MPI part of `ipcbench selfcheck`: run that instead")
-    return _worker(args)
+    from mpi4py import MPI
+
+    figures = mpi_figures(args.rounds)
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        launcher.emit(_MARK, [f.as_dict() for f in figures])
+    return 0
 
 
 if __name__ == "__main__":

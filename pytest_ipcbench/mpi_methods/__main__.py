@@ -10,7 +10,6 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from ..core.envinfo import collect, describe
 from ..results.record import RunRecord
@@ -22,50 +21,15 @@ from .methods import METHOD_NAMES, parse_methods
 PROG = "python -m pytest_ipcbench.mpi_methods"
 
 
-@dataclass(frozen=True)
-class MatrixOptions:
-    """What the command line asks for, checked."""
-
-    configs: tuple[str, ...] = DEFAULT_CONFIGS
-    methods: tuple[str, ...] = METHOD_NAMES
-    shapes: tuple[str, ...] = ("1d", "2d")
-    out: str | None = None
-    case_time: float = DEFAULT_CASE_TIME
-    rounds: int = DEFAULT_ROUNDS
-    quiet_waits: bool = False
-    quiet: bool = False
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> MatrixOptions:
-        """Raises ValueError naming the bad value."""
-        if args.case_time <= 0:
-            raise ValueError(f"--case-time must be positive, got {args.case_time}")
-        if args.rounds < 1:
-            raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
-        return cls(
-            configs=FULL_CONFIGS if args.full else parse_configs(args.configs),
-            methods=parse_methods(args.methods),
-            shapes=parse_shapes(args.shapes),
-            out=args.out,
-            case_time=args.case_time,
-            rounds=args.rounds,
-            quiet_waits=args.quiet_waits,
-            quiet=args.quiet,
-        )
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="The MPI method matrix (run under mpiexec, e.g. mpiexec -n 4).")
     p.add_argument("--configs", default=",".join(DEFAULT_CONFIGS), help="comma list or 'all'")
     p.add_argument("--full", action="store_true", help="every configuration, up to XXXLarge (440 MB)")
     p.add_argument("--methods", default="all", help=f"comma list of {', '.join(METHOD_NAMES)}")
     p.add_argument("--shapes", default="1d,2d")
-    p.add_argument(
-        "--out", default=None, help="results JSON file (written by rank 0); `ipcbench report FILE` makes the tables"
-    )
-    p.add_argument(
-        "--case-time", type=float, default=DEFAULT_CASE_TIME, help="seconds of timed transfers per case, all rounds"
-    )
+    p.add_argument("--out", help="results JSON file (written by rank 0); `ipcbench report FILE` makes the tables")
+    p.add_argument("--case-time", type=float, default=DEFAULT_CASE_TIME,
+                   help="seconds of timed transfers per case, all rounds")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="interleaved rounds per case")
     p.add_argument("--quiet-waits", action="store_true",
                    help="the harness's barriers sleep instead of waiting in MPI (docs/method.md rule 18; "
@@ -74,7 +38,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(options: MatrixOptions, comm: object, say: Callable[[str], None] | None) -> ResultSet | None:
+def checked(args: argparse.Namespace) -> argparse.Namespace:
+    """The command line with its lists parsed; ValueError naming a bad value."""
+    if args.case_time <= 0:
+        raise ValueError(f"--case-time must be positive, got {args.case_time}")
+    if args.rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+    return argparse.Namespace(**{**vars(args), "configs": FULL_CONFIGS if args.full else parse_configs(args.configs),
+                                 "methods": parse_methods(args.methods), "shapes": parse_shapes(args.shapes)})
+
+
+def run(options: argparse.Namespace, comm: object, say: Callable[[str], None] | None) -> ResultSet | None:
     """Collective: run the matrix; rank 0 gets the ResultSet (with the environment record)."""
     from ..core.group import MPIGroup
 
@@ -109,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     try:
-        options = MatrixOptions.from_args(args)
+        options = checked(args)
     except ValueError as exc:
         if rank == 0:
             print(f"{PROG}: {exc}", file=sys.stderr)

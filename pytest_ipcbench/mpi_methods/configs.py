@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.payloads import ELEMENTS_PER_BASE, RAGGED_ROWS, PayloadSpec
+from ..core.payloads import ELEMENTS_PER_BASE, PayloadSpec
 
 #: The Result scenario of the matrix (``Result.backend`` is the method's name).
 SCENARIO = "mpi-method"
@@ -45,7 +45,6 @@ SHAPES: tuple[str, ...] = ("1d", "2d")
 PAYLOAD_KINDS: dict[str, str] = {"1d": "array1d", "2d": "ragged2d"}
 SHAPE_OF_PAYLOAD: dict[str, str] = {v: k for k, v in PAYLOAD_KINDS.items()}
 SHAPE_TITLES: dict[str, str] = {"2d": "2D (ragged rows)", "1d": "1D (contiguous)"}
-ROWS = RAGGED_ROWS
 
 Data = Any  # np.ndarray (1d) or list[np.ndarray] (2d)
 

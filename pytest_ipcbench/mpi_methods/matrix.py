@@ -19,22 +19,13 @@ from dataclasses import replace
 from typing import Any
 
 from ..backends.base import BackendSpec
+from ..core.payloads import RAGGED_ROWS
 from ..core.procs import load_average
 from ..core.units import format_time
 from ..harness.measure import BenchSettings, bench
 from ..results.results import Result, Verified
 from .backend import DEFAULT_SETTINGS, backend_name, group_of, with_transfer_metric
-from .configs import (
-    DEFAULT_CONFIGS,
-    MODE,
-    ROWS,
-    SCENARIO,
-    SHAPES,
-    check_shape,
-    config_base,
-    parse_configs,
-    payload_spec,
-)
+from .configs import DEFAULT_CONFIGS, MODE, SCENARIO, SHAPES, check_shape, config_base, parse_configs, payload_spec
 from .methods import METHOD_NAMES, parse_methods
 
 #: Interleaved rounds per case.
@@ -49,9 +40,8 @@ DEFAULT_CASE_TIME = 1.5
 MAX_TRANSFERS = 1_000
 
 
-def matrix_settings(
-    case_time: float = DEFAULT_CASE_TIME, rounds: int = DEFAULT_ROUNDS, **changes: Any
-) -> BenchSettings:
+def matrix_settings(case_time: float = DEFAULT_CASE_TIME, rounds: int = DEFAULT_ROUNDS,
+                    **changes: Any) -> BenchSettings:
     """The harness settings of one round: ``case_time`` shared among the ``rounds``."""
     if case_time <= 0:
         raise ValueError(f"case_time must be positive, got {case_time}")
@@ -108,18 +98,10 @@ def run_matrix(
                 continue
             for name in methods:
                 result = _pooled(
-                    rounds_of[name], name,
-                    config=config,
-                    base=config_base(config),
-                    shape=shape,
-                    rows=1 if shape == "1d" else ROWS,
-                    elements=spec.size // 4,
-                    rounds=rounds,
-                    metadata_timed=shape == "2d",
-                    wall_s=round(wall[name], 3),
-                    load1=round(max(loads[name]), 2),
-                    peak_rss_max_rank=peak,
-                    waits="quiet" if settings.quiet_waits else "busy",  # docs/method.md rule 18
+                    rounds_of[name], name, config=config, base=config_base(config), shape=shape,
+                    rows=1 if shape == "1d" else RAGGED_ROWS, elements=spec.size // 4, rounds=rounds,
+                    metadata_timed=shape == "2d", wall_s=round(wall[name], 3), load1=round(max(loads[name]), 2),
+                    peak_rss_max_rank=peak, waits="quiet" if settings.quiet_waits else "busy",  # docs/method.md rule 18
                 )
                 out.append(result)
                 if progress is not None:
@@ -136,32 +118,21 @@ def _pooled(results: list[Result | None], method: str, **extra: Any) -> Result:
     for r in got:
         for metric, values in r.samples.items():
             samples.setdefault(metric, []).extend(values)
-    return replace(
-        first,
-        scenario=SCENARIO,
-        backend=method,
-        samples=samples,
-        extra={
-            **first.extra,
-            "timing": "harness broadcast: per transfer, max over every rank (root included)",
-            **extra,
-        },
-        verified=Verified(
-            sum(r.verified.checked for r in got if r.verified), sum(r.verified.failed for r in got if r.verified)
-        ),
-        plan={"rounds": [r.plan for r in got]},
-    )
+    timing = "harness broadcast: per transfer, max over every rank (root included)"
+    return replace(first, scenario=SCENARIO, backend=method, samples=samples,
+                   extra={**first.extra, "timing": timing, **extra},
+                   verified=Verified(sum(r.verified.checked for r in got if r.verified),
+                                     sum(r.verified.failed for r in got if r.verified)),
+                   plan={"rounds": [r.plan for r in got]})
 
 
 def case_line(r: Result) -> str:
     """One line per finished case: configuration, shape, method, median, rounds' iterations, load."""
     plans = (r.plan or {}).get("rounds") or []
     iterations = "/".join(str(p.get("iterations", "?")) for p in plans if p)
-    return (
-        f"{r.extra.get('config', '?'):>8} {r.extra.get('shape', '?')} {r.backend:<9} "
-        f"{format_time(r.summary().median):>10}  (n={len(r.samples[r.primary])} [{iterations}], "
-        f"{r.extra.get('wall_s', 0):.1f} s, load {r.extra.get('load1', float('nan')):.1f})"
-    )
+    return (f"{r.extra.get('config', '?'):>8} {r.extra.get('shape', '?')} {r.backend:<9} "
+            f"{format_time(r.summary().median):>10}  (n={len(r.samples[r.primary])} [{iterations}], "
+            f"{r.extra.get('wall_s', 0):.1f} s, load {r.extra.get('load1', float('nan')):.1f})")
 
 
 __all__ = ["DEFAULT_CASE_TIME", "DEFAULT_ROUNDS", "MAX_TRANSFERS", "case_line", "matrix_settings", "run_matrix"]

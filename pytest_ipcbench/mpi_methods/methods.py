@@ -50,7 +50,6 @@ class Method:
     """
 
     name: ClassVar[str]
-    label: ClassVar[str]  # short human label for tables
     notes_1d: ClassVar[str]
     notes_2d: ClassVar[str]
     info: ShapeInfo  # what every rank knows beforehand: set by prepare()
@@ -166,7 +165,6 @@ class Method:
 
 class P2P(Method):
     name = "p2p"
-    label = "Isend/Irecv"
     notes_1d = "root Isends the array to each rank, receivers Irecv + Wait; root Waitall"
     notes_2d = (
         "root Isends the row lengths, then each row, to each rank; receivers Recv the lengths, "
@@ -176,12 +174,8 @@ class P2P(Method):
     def _transfer_1d(self) -> None:
         MPI = _mpi()
         if self.is_root:
-            reqs = [
-                self.comm.Isend([self.data, self.mpitype], dest=r, tag=_TAG_ROW)
-                for r in range(self.comm.Get_size())
-                if r != self.root
-            ]
-            MPI.Request.Waitall(reqs)
+            MPI.Request.Waitall([self.comm.Isend([self.data, self.mpitype], dest=r, tag=_TAG_ROW)
+                                 for r in range(self.comm.Get_size()) if r != self.root])
         else:
             self.comm.Irecv([self._rows[0], self.mpitype], source=self.root, tag=_TAG_ROW).Wait()
 
@@ -200,17 +194,12 @@ class P2P(Method):
         else:
             lens = self._lengths_array()
             self.comm.Recv([lens, MPI.INT64_T], source=self.root, tag=_TAG_META)
-            rows = self._receive_rows(lens)
-            reqs = [
-                self.comm.Irecv([row, self.mpitype], source=self.root, tag=_TAG_ROW + i)
-                for i, row in enumerate(rows)
-            ]
-            MPI.Request.Waitall(reqs)
+            MPI.Request.Waitall([self.comm.Irecv([row, self.mpitype], source=self.root, tag=_TAG_ROW + i)
+                                 for i, row in enumerate(self._receive_rows(lens))])
 
 
 class Bcast(Method):
     name = "bcast"
-    label = "Bcast"
     notes_1d = "one Bcast of the array"
     notes_2d = "Bcast of the row lengths, then one Bcast per row (the seed's approach)"
 
@@ -227,7 +216,6 @@ class Bcast(Method):
 
 class Ibcast(Method):
     name = "ibcast"
-    label = "Ibcast"
     notes_1d = "Ibcast of the array + Wait"
     notes_2d = "Bcast of the row lengths, then one Ibcast per row, all in flight, Waitall"
 
@@ -244,7 +232,6 @@ class Ibcast(Method):
 
 class Pack(Method):
     name = "pack"
-    label = "MPI.Pack"
     notes_1d = "root Packs the array into a byte buffer, Bcast (MPI.PACKED), receivers Unpack"
     notes_2d = (
         "root Packs the row count + lengths header and every row into one buffer; Bcast of the "
@@ -278,10 +265,8 @@ class Pack(Method):
         head = np.empty(1, np.int64)
         if self.is_root:
             lens = self._lengths_array()
-            size = MPI.INT64_T.Pack_size(nrows, self.comm) + sum(
-                self.mpitype.Pack_size(int(n), self.comm) for n in lens
-            )
-            buf = self._staging(size)
+            buf = self._staging(MPI.INT64_T.Pack_size(nrows, self.comm)
+                                + sum(self.mpitype.Pack_size(int(n), self.comm) for n in lens))
             pos = MPI.INT64_T.Pack(lens, buf, 0, self.comm)
             for row in self.data:
                 pos = self.mpitype.Pack(row, buf, pos, self.comm)
@@ -306,7 +291,6 @@ class Pack(Method):
 
 class Datatype(Method):
     name = "datatype"
-    label = "derived datatype"
     notes_1d = "a contiguous datatype of the whole array, committed, one Bcast of count 1, freed"
     notes_2d = (
         "Bcast of the row lengths; receivers allocate the rows; every rank builds one hindexed "
@@ -326,9 +310,7 @@ class Datatype(Method):
         MPI = _mpi()
         lens = self._bcast_lengths()
         rows = self.data if self.is_root else self._receive_rows(lens)
-        dt = self.mpitype.Create_hindexed(
-            [int(n) for n in lens], [MPI.Get_address(row) for row in rows]
-        ).Commit()
+        dt = self.mpitype.Create_hindexed([int(n) for n in lens], [MPI.Get_address(row) for row in rows]).Commit()
         try:
             self.comm.Bcast([MPI.BOTTOM, 1, dt], root=self.root)
         finally:
@@ -394,7 +376,6 @@ class _RMA(Method):
 
 class RMAFence(_RMA):
     name = "rma-fence"
-    label = "RMA Get, fence"
     notes_1d = "window over the root's array; Fence, every rank Gets the array, Fence"
     notes_2d = (
         "dynamic window with the root's rows attached; Bcast of the row lengths + addresses; "
@@ -419,7 +400,6 @@ class RMAFence(_RMA):
 
 class RMALock(_RMA):
     name = "rma-lock"
-    label = "RMA Get, lock/flush"
     notes_1d = "window over the root's array; each receiver Lock(shared), Get, Flush, Unlock; root idle"
     notes_2d = (
         "dynamic window with the root's rows attached; Bcast of the row lengths + addresses; "
@@ -447,7 +427,6 @@ class RMALock(_RMA):
 
 class PickleBcast(Method):
     name = "pickle"
-    label = "comm.bcast (pickle)"
     notes_1d = "lowercase comm.bcast of the array (pickled in-band, unpickled into a new array)"
     notes_2d = "lowercase comm.bcast of the list of arrays (one pickle, new arrays on receivers)"
 
@@ -473,7 +452,6 @@ class PickleBcast(Method):
 
 class Pkl5Bcast(PickleBcast):
     name = "pkl5"
-    label = "pkl5 bcast"
     notes_1d = "mpi4py.util.pkl5 bcast: pickle protocol 5, array data out-of-band (its own Bcast)"
     notes_2d = "mpi4py.util.pkl5 bcast of the list: one small pickle + one out-of-band Bcast per row"
 

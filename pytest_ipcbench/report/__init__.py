@@ -16,8 +16,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..core.csvfile import write_csv
 from ..results.results import ResultSet
-from .csv_files import csv_rows, write_csv
+from .csv_files import csv_rows
 from .markdown import headline, markdown
 from .mpi_methods import write_mpi_method_report
 from .plots import write_plots

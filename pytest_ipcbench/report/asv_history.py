@@ -10,6 +10,7 @@ flat line at 1 is no change; a step is one). One line per case, one colour per b
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -61,10 +62,7 @@ def load_history(results: Path, benchmark: str = "track_median") -> dict[str, li
 
 
 def _product(params: list[list[str]]) -> list[tuple[str, ...]]:
-    out: list[tuple[str, ...]] = [()]
-    for values in params:
-        out = [p + (v.strip("'"),) for p in out for v in values]
-    return out if params else []
+    return [tuple(v.strip("'") for v in combo) for combo in itertools.product(*params)] if params else []
 
 
 def _parts(case: str) -> tuple[str, str]:

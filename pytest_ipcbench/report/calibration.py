@@ -19,7 +19,6 @@ def plot_calibration(calibration: Calibration, summaries: Sequence[GroupSummary]
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-        from matplotlib.ticker import FuncFormatter
     except ImportError:
         return None
     if not calibration.cases or not summaries:
@@ -33,7 +32,7 @@ def plot_calibration(calibration: Calibration, summaries: Sequence[GroupSummary]
     noise_ax.set_yticks(range(len(groups)), groups)
     noise_ax.invert_yaxis()
     noise_ax.set_xscale("symlog", linthresh=1)
-    noise_ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}%"))
+    noise_ax.xaxis.set_major_formatter(lambda v, _: f"{v:g}%")
     noise_ax.set_xlabel("A/A noise of each case, 1 sd")
     noise_ax.grid(axis="x", alpha=0.3)
     y = list(range(len(groups)))
@@ -47,8 +46,8 @@ def plot_calibration(calibration: Calibration, summaries: Sequence[GroupSummary]
     top = max(2.5, 1.3 * max(runs + gate))
     detect_ax.set_xlim(1.0, top)
     detect_ax.set_xticks([t for t in (1, 1.25, 1.5, 2, 3, 5, 10, 30, 100, 1000) if t <= top])
-    detect_ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    detect_ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    detect_ax.xaxis.set_major_formatter(lambda v, _: f"{v:g}x")
+    detect_ax.xaxis.set_minor_formatter(lambda v, _: "")
     detect_ax.axvline(1.5, color="grey", linestyle="--", linewidth=1)
     detect_ax.axvline(2.0, color="grey", linestyle=":", linewidth=1)
     detect_ax.set_xlabel("smallest slowdown it can call (median case of the group)")

@@ -6,7 +6,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..core.csvfile import write_csv  # noqa: F401 (its older home; the report writes with it)
 from ..results.results import Result
 from ..results.stats import summarize
 from .common import (
@@ -25,28 +24,15 @@ from .counters import counter_rows
 
 def _stats(r: Result, metric: str, prefix: str = "") -> dict[str, Any]:
     s = r.samples.get(metric)
-    if not s:
-        return {f"{prefix}{k}{'' if k == 'n' else '_s'}": "" for k in STAT_FIELDS}
-    d = summarize(s).as_dict()
-    return {f"{prefix}{k}{'' if k == 'n' else '_s'}": d[k] for k in STAT_FIELDS}
+    d = summarize(s).as_dict() if s else {}
+    return {f"{prefix}{k}{'' if k == 'n' else '_s'}": d.get(k, "") for k in STAT_FIELDS}
 
 
 def _case(r: Result) -> dict[str, Any]:
-    return {
-        "scenario": r.scenario,
-        "backend": r.backend,
-        "mode": r.mode,
-        "payload": r.payload,
-        "size": r.size,
-        "nbytes": r.nbytes,
-        "ranks": r.ranks,
-        "variant": r.variant,
-        "delivery": r.delivery,
-        "group": r.group,
-        "processes": process_model(r),  # MPI ranks or local workers: never one population
-        "nodes": r.nodes,
-        "test": r.extra.get("test", ""),  # the pytest test that measured it (--ipc-report)
-    }
+    return {**{k: getattr(r, k) for k in ("scenario", "backend", "mode", "payload", "size", "nbytes", "ranks",
+                                          "variant", "delivery", "group")},
+            "processes": process_model(r),  # MPI ranks or local workers: never one population
+            "nodes": r.nodes, "test": r.extra.get("test", "")}  # test: the pytest test that measured it
 
 
 def sorted_results(results: Iterable[Result]) -> list[Result]:
@@ -67,8 +53,8 @@ def csv_rows(results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
         row["completion_touched_median_s"] = median_of(r, "completion_touched")
         med = median_of(r, "read_avg")
         row["reads_per_s"] = 1 / med if med else None
-        row["verified_checks"] = (r.verified.checked if r.verified else None)
-        row["verified_failed"] = (r.verified.failed if r.verified else None)
+        row["verified_checks"], row["verified_failed"] = (r.verified.checked, r.verified.failed) if r.verified \
+            else (None, None)
         out["read_summary.csv"].append(row)
     for r in sorted_results(x for x in results if x.scenario in ("broadcast", "pingpong", "stream")):
         metric = "completion_touched" if r.samples.get("completion_touched") else r.primary
@@ -77,15 +63,9 @@ def csv_rows(results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
         readers = (r.readers or 1) if r.scenario != "pingpong" else 1
         ref = nearest(copies, r.nbytes)
         out["throughput_summary.csv"].append({
-            **_case(r),
-            "metric": metric,
-            "median_s": med,
-            "MB_per_s": bw / 1e6 if bw else None,
-            "aggregate_MB_per_s": bw * readers / 1e6 if bw else None,
-            "ops_per_s": 1 / med if med else None,
-            "copy_MB_per_s": (r.copy_bandwidth or ref or 0) / 1e6 or None,
-            "efficiency": efficiency(r, copies),
-        })
+            **_case(r), "metric": metric, "median_s": med, "MB_per_s": bw / 1e6 if bw else None,
+            "aggregate_MB_per_s": bw * readers / 1e6 if bw else None, "ops_per_s": 1 / med if med else None,
+            "copy_MB_per_s": (r.copy_bandwidth or ref or 0) / 1e6 or None, "efficiency": efficiency(r, copies)})
     for r in sorted_results(by_scenario(results, "pingpong")):
         med = median_of(r, "latency")
         out["latency_summary.csv"].append({
@@ -102,9 +82,8 @@ def csv_rows(results: Sequence[Result]) -> dict[str, list[dict[str, Any]]]:
             "send_MB_per_s": r.nbytes / send / 1e6 if send else None,
             "delivered_MB_per_s": r.nbytes / deliv / 1e6 if deliv else None,
         })
-    for r in sorted(
-        by_scenario(results, "granularity"), key=lambda r: (backend_order(r.backend), r.mode, r.extra.get("work_s", 0))
-    ):
+    for r in sorted(by_scenario(results, "granularity"),
+                    key=lambda r: (backend_order(r.backend), r.mode, r.extra.get("work_s", 0))):
         rt, work, over = median_of(r, "roundtrip"), median_of(r, "work"), median_of(r, "overhead")
         out["granularity_summary.csv"].append({
             **_case(r), "work_s": r.extra.get("work_s"), "roundtrip_median_s": rt,

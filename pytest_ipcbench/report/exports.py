@@ -43,17 +43,8 @@ def _interval(r: Result) -> tuple[float, float, float]:
 def counters_per_message(r: Result) -> dict[str, int | float]:
     """{"role counter": per message} of the counters every rank of the role measured (the writer's,
     the largest over the readers); empty when the case was not counted."""
-    c = r.counters
-    if c is None:
-        return {}
-    out: dict[str, int | float] = {}
-    for role in ("writer", "reader"):
-        ranks = [x for x in c.ranks if x.role == role]
-        if ranks:
-            for name in ranks[0].totals:
-                if all(x.has(name) for x in ranks):
-                    out[f"{role} {name}"] = c.cost(role, name)
-    return out
+    counted = counter_info(r).get("counters", {})
+    return {f"{role} {name}": v for role in ("writer", "reader") for name, v in counted.get(role, {}).items()}
 
 
 def bmf(rs: ResultSet) -> dict[str, Any]:

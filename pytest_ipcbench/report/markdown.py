@@ -181,56 +181,38 @@ def markdown(rs: ResultSet, files: Sequence[Path] = ()) -> str:
     head = headline(results)
     if head:
         out += ["## Summary", "", head, ""]
-    bcast = by_scenario(results, "broadcast")
-    if bcast:
-        out += ["## Broadcast: completion time against size (max over readers)", ""]
-        for kind in sorted({r.payload for r in bcast}, key=kind_order):
-            of_kind = [r for r in bcast if r.payload == kind]
-            out += [f"### {kind}", "", _by_size_table(
-                of_kind,
-                lambda r: format_time(median_of(r, "completion")) + (" (wide)" if is_wide(r, "completion") else "")),
-                "", _wide_cells(of_kind, "completion", "completion"), ""]
-        out += ["## Write time against size", ""]
-        for kind in sorted({r.payload for r in bcast}, key=kind_order):
-            of_kind = [r for r in bcast if r.payload == kind]
-            out += [f"### {kind}", "", _by_size_table(of_kind, lambda r: format_time(median_of(r, "write"))), ""]
-        out += ["## Read time against size (average over readers)", ""]
-        for kind in sorted({r.payload for r in bcast}, key=kind_order):
-            of_kind = [r for r in bcast if r.payload == kind]
-            out += [f"### {kind}", "", _by_size_table(of_kind, lambda r: format_time(median_of(r, "read_avg"))), ""]
-        out += ["## Throughput per reader to a fully read object (and fraction of copy bandwidth)", ""]
-        for kind in sorted({r.payload for r in bcast}, key=kind_order):
-            of_kind = [r for r in bcast if r.payload == kind]
+    def by_kind(scenario: str, title: str, cell: Callable[[Result], str], wide: str | None = None) -> None:
+        """A section of one by-size table per payload kind (``wide``: the metric whose spread is noted)."""
+        of = by_scenario(results, scenario)
+        if of:
+            out.extend([title, ""])
+        for kind in sorted({r.payload for r in of}, key=kind_order):
+            of_kind = [r for r in of if r.payload == kind]
+            out.extend([f"### {kind}", "", _by_size_table(of_kind, cell), ""]
+                       + ([_wide_cells(of_kind, wide, wide), ""] if wide else []))
 
-            def cell(r: Result) -> str:
-                eff = efficiency(r, copies)
-                return (
-                    f"{format_rate(r.bandwidth())} ({format_percent(eff)})"
-                    if eff is not None
-                    else format_rate(r.bandwidth())
-                )
+    def wide(text: str, r: Result, metric: str) -> str:
+        return text + (" (wide)" if is_wide(r, metric) else "")
 
-            out += [f"### {kind}", "", _by_size_table(of_kind, cell), ""]
-    pp = by_scenario(results, "pingpong")
-    if pp:
-        out += ["## Ping-pong latency (round trip / 2) and bandwidth", ""]
-        for kind in sorted({r.payload for r in pp}, key=kind_order):
-            of_kind = [r for r in pp if r.payload == kind]
-            out += [f"### {kind}", "", _by_size_table(
-                of_kind, lambda r: f"{format_time(median_of(r, 'latency'))} / {format_rate(r.throughput('latency'))}"
-                + (" (wide)" if is_wide(r, "latency") else "")), "", _wide_cells(of_kind, "latency", "latency"), ""]
+    def rate(r: Result) -> str:
+        eff = efficiency(r, copies)
+        return format_rate(r.bandwidth()) + (f" ({format_percent(eff)})" if eff is not None else "")
+
+    def messages(r: Result) -> str:
+        d, s = median_of(r, "delivered"), median_of(r, "send")
+        return f"{1 / d:,.0f} ({1 / s:,.0f}) msg/s" if d and s else "-"
+
+    by_kind("broadcast", "## Broadcast: completion time against size (max over readers)",
+            lambda r: wide(format_time(median_of(r, "completion")), r, "completion"), "completion")
+    by_kind("broadcast", "## Write time against size", lambda r: format_time(median_of(r, "write")))
+    by_kind("broadcast", "## Read time against size (average over readers)",
+            lambda r: format_time(median_of(r, "read_avg")))
+    by_kind("broadcast", "## Throughput per reader to a fully read object (and fraction of copy bandwidth)", rate)
+    by_kind("pingpong", "## Ping-pong latency (round trip / 2) and bandwidth",
+            lambda r: wide(f"{format_time(median_of(r, 'latency'))} / {format_rate(r.throughput('latency'))}", r,
+                           "latency"), "latency")
     out += _idle_section(by_scenario(results, "idle"))
-    st = by_scenario(results, "stream")
-    if st:
-        out += ["## Stream: messages per second, delivered (send-only)", ""]
-        for kind in sorted({r.payload for r in st}, key=kind_order):
-            of_kind = [r for r in st if r.payload == kind]
-
-            def scell(r: Result) -> str:
-                d, s = median_of(r, "delivered"), median_of(r, "send")
-                return f"{1 / d:,.0f} ({1 / s:,.0f}) msg/s" if d and s else "-"
-
-            out += [f"### {kind}", "", _by_size_table(of_kind, scell), ""]
+    by_kind("stream", "## Stream: messages per second, delivered (send-only)", messages)
     gr = by_scenario(results, "granularity")
     if gr:
         works = sorted({r.extra.get("work_s", 0.0) for r in gr})

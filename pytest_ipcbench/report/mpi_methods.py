@@ -22,6 +22,7 @@ from ..core.units import format_bytes, format_ratio, format_time
 from ..mpi_methods.configs import CONFIG_ORDER, SCENARIO, SHAPE_OF_PAYLOAD, SHAPE_TITLES, config_of_size
 from ..mpi_methods.methods import METHOD_NAMES, METHODS
 from ..results.results import Result
+from .common import table
 
 # The C++ benchmark (README, "Credits"; its "Performance Results"): C++ with Google
 # Benchmark, GCC -O3, 4 processes, average time per operation, converted here to microseconds.
@@ -151,19 +152,8 @@ def rows_of(results: Iterable[Result]) -> list[Row]:
         if samples.size == 0:
             continue
         q1, med, q3 = np.percentile(samples, [25, 50, 75])
-        rows.append(
-            Row(
-                config=_config_of(r),
-                shape=SHAPE_OF_PAYLOAD.get(r.payload, str(r.extra.get("shape", r.payload))),
-                method=r.backend,
-                ranks=r.ranks,
-                nbytes=r.nbytes or r.size,
-                median=float(med),
-                q1=float(q1),
-                q3=float(q3),
-                n=int(samples.size),
-            )
-        )
+        rows.append(Row(_config_of(r), SHAPE_OF_PAYLOAD.get(r.payload, str(r.extra.get("shape", r.payload))),
+                        r.backend, r.ranks, r.nbytes or r.size, float(med), float(q1), float(q3), int(samples.size)))
     return rows
 
 
@@ -175,12 +165,6 @@ def _group(rows: Iterable[Row]) -> dict[tuple[int, str, str], list[Row]]:
     for key in out:
         out[key].sort(key=lambda r: (r.median, r.method))
     return dict(out)
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], align: Sequence[str]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _size_label(config: str, nbytes: int) -> str:
@@ -206,23 +190,12 @@ def ranking_tables(results: Iterable[Result], shapes: Sequence[str] = ("2d", "1d
                 parts.append(
                     f"#### {_size_label(config, rows[0].nbytes)} (C++ benchmark: {CPP_SIZE_LABELS.get(config, '?')})"
                 )
-                parts.append(
-                    _table(
-                        ("Rank", "Method", "Time", "vs best", "IQR / median", "samples"),
-                        (
-                            (
-                                str(i + 1),
-                                f"**{r.method}**" if i == 0 else r.method,
-                                format_time(r.median),
-                                format_ratio(r.median / best) if best > 0 else "n/a",
-                                f"{(r.q3 - r.q1) / r.median:.0%}" if r.median > 0 else "n/a",
-                                str(r.n),
-                            )
-                            for i, r in enumerate(rows)
-                        ),
-                        (":---:", "---", "---:", "---:", "---:", "---:"),
-                    )
-                )
+                parts.append(table(
+                    ("Rank", "Method", "Time", "vs best", "IQR / median", "samples"),
+                    [(i + 1, f"**{r.method}**" if i == 0 else r.method, format_time(r.median),
+                      format_ratio(r.median / best) if best > 0 else "n/a",
+                      f"{(r.q3 - r.q1) / r.median:.0%}" if r.median > 0 else "n/a", r.n) for i, r in enumerate(rows)],
+                    "clrrrr"))
     return "\n\n".join(parts)
 
 
@@ -245,7 +218,7 @@ def pivot_table(results: Iterable[Result], ranks: int | None = None) -> str:
             r = by.get(m)
             cells.append("" if r is None else f"**{format_time(r.median)}**" if m == best else format_time(r.median))
         rows.append([k[2], k[1].upper(), str(k[0])] + cells)
-    return _table(["Config", "Shape", "Ranks"] + methods, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
+    return table(["Config", "Shape", "Ranks"] + methods, rows, "llr" + "r" * len(methods))
 
 
 @dataclass(frozen=True)
@@ -286,23 +259,11 @@ def comparison_1d_2d_table(results: Iterable[Result]) -> str:
     for p in best_pairs(results):
         s2, s1 = _cpp_best("2d", p.config), _cpp_best("1d", p.config)
         cpp_ratio = format_ratio(s2[1] / s1[1]) if s2 and s1 else "n/a"
-        rows.append(
-            (
-                _size_label(p.config, p.nbytes),
-                str(p.ranks),
-                f"{p.best_2d.method} ({format_time(p.best_2d.median)})",
-                f"{p.best_1d.method} ({format_time(p.best_1d.median)})",
-                format_ratio(p.ratio),
-                cpp_ratio,
-            )
-        )
+        rows.append((_size_label(p.config, p.nbytes), p.ranks, f"{p.best_2d.method} ({format_time(p.best_2d.median)})",
+                     f"{p.best_1d.method} ({format_time(p.best_1d.median)})", format_ratio(p.ratio), cpp_ratio))
     if not rows:
         return "_No configuration has both 1D and 2D results._"
-    return _table(
-        ("Data size", "Ranks", "Best 2D method", "Best 1D method", "2D/1D ratio", "C++ 2D/1D"),
-        rows,
-        ("---", "---:", "---", "---", "---:", "---:"),
-    )
+    return table(("Data size", "Ranks", "Best 2D method", "Best 1D method", "2D/1D ratio", "C++ 2D/1D"), rows, "lrllrr")
 
 
 @dataclass(frozen=True)
@@ -345,9 +306,7 @@ def cpp_comparison_table(results: Iterable[Result], ranks: int | None = CPP_RANK
     cells: dict[tuple[int, str, str], dict[str, CppComparison]] = defaultdict(dict)
     for c in comps:
         cells[(c.ranks, c.shape, c.config)][c.method] = c
-    header = ["Config", "Shape", "Ranks"] + [
-        f"{m} (C++ {_cpp_name(m)})" for m in methods
-    ]
+    header = ["Config", "Shape", "Ranks"] + [f"{m} (C++ {_cpp_name(m)})" for m in methods]
     rows = []
     for (r, shape, config), by_method in cells.items():
         row = [config, shape.upper(), str(r)]
@@ -356,7 +315,7 @@ def cpp_comparison_table(results: Iterable[Result], ranks: int | None = CPP_RANK
             row.append(f"{format_time(pair.python)} vs {format_time(pair.cpp)}: **{format_ratio(pair.ratio)}**"
                        if pair else "")
         rows.append(row)
-    return _table(header, rows, ["---", "---", "---:"] + ["---:"] * len(methods))
+    return table(header, rows, "llr" + "r" * len(methods))
 
 
 def winners_table(results: Iterable[Result]) -> str:
@@ -367,21 +326,11 @@ def winners_table(results: Iterable[Result]) -> str:
         ours = groups[(ranks, shape, config)]
         runner = ours[1] if len(ours) > 1 else None
         cpp = _cpp_best(shape, config)
-        rows.append(
-            (
-                config,
-                shape.upper(),
-                str(ranks),
-                f"{ours[0].method} ({format_time(ours[0].median)})",
-                f"{runner.method} ({format_time(runner.median)})" if runner else "",
-                f"{cpp[0]} ({format_time(cpp[1] * 1e-6)})" if cpp else "n/a",
-            )
-        )
-    return _table(
-        ("Config", "Shape", "Ranks", "Fastest (Python)", "Runner-up", "C++ benchmark's fastest (4 processes)"),
-        rows,
-        ("---", "---", "---:", "---", "---", "---"),
-    )
+        rows.append((config, shape.upper(), ranks, f"{ours[0].method} ({format_time(ours[0].median)})",
+                     f"{runner.method} ({format_time(runner.median)})" if runner else "",
+                     f"{cpp[0]} ({format_time(cpp[1] * 1e-6)})" if cpp else "n/a"))
+    return table(("Config", "Shape", "Ranks", "Fastest (Python)", "Runner-up", "C++ benchmark's fastest (4 processes)"),
+                 rows, "llrlll")
 
 
 # --------------------------------------------------------------------------------------- plot
@@ -421,7 +370,7 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_cpp: boo
                     ax.plot(x, y, marker="o", ms=3.5, lw=1.4, label=m, color=colors[m])
             if with_cpp:
                 cpp_pts = []
-                for config, size in _config_sizes([r for r in rows if r.ranks == ranks], shape).items():
+                for config, size in {r.config: r.nbytes for r in rows if r.ranks == ranks and r.shape == shape}.items():
                     best = _cpp_best(shape, config)
                     if best:
                         cpp_pts.append((size, best[1] * 1e-6))
@@ -444,22 +393,14 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_cpp: boo
     return path
 
 
-def _config_sizes(rows: Sequence[Row], shape: str) -> dict[str, int]:
-    return {r.config: r.nbytes for r in rows if r.shape == shape}
-
-
 def _method_key(name: str) -> tuple[int, str]:
-    order = METHOD_NAMES
-    return (order.index(name), name) if name in order else (len(order), name)
+    return (METHOD_NAMES.index(name), name) if name in METHOD_NAMES else (len(METHOD_NAMES), name)
 
 
 def methods_table() -> str:
     """What each method does for 1D and for 2D (from the method classes)."""
-    return _table(
-        ("Method", "1D", "2D (ragged rows)"),
-        ((name, cls.notes_1d, cls.notes_2d) for name, cls in METHODS.items()),
-        ("---", "---", "---"),
-    )
+    return table(("Method", "1D", "2D (ragged rows)"),
+                 [(name, cls.notes_1d, cls.notes_2d) for name, cls in METHODS.items()], "lll")
 
 
 # ------------------------------------------------------------------------------------- report
@@ -501,29 +442,8 @@ def write_mpi_method_report(results: Iterable[Result], out_dir: str | Path) -> l
         return []
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
     png = plot_time_vs_size(results, out / "mpi-methods.png")
     md = out / "mpi-methods.md"
     md.write_text(report_markdown(results, plot_name=png.name if png else None))
-    written.append(md)
-    if png:
-        written.append(png)
-    return written
+    return [md, png] if png else [md]
 
-
-__all__ = [
-    "CPP_FIGURES_US",
-    "CPP_EQUIVALENT",
-    "best_pairs",
-    "comparison_1d_2d_table",
-    "methods_table",
-    "pivot_table",
-    "plot_time_vs_size",
-    "ranking_tables",
-    "report_markdown",
-    "rows_of",
-    "cpp_comparison_table",
-    "cpp_comparisons",
-    "winners_table",
-    "write_mpi_method_report",
-]

@@ -33,16 +33,20 @@ def _mpl() -> tuple[Any, Any]:
     return Figure, FigureCanvasAgg
 
 
-def _time_formatter() -> Any:
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _: format_time(v).replace(".0 ", " ") if v > 0 else "0")
+# axis formatters: matplotlib takes a function of (value, position) as one
+Formatter = Callable[[float, Any], str]
 
 
-def _bytes_formatter() -> Any:
-    from matplotlib.ticker import FuncFormatter
+def _time_formatter(v: float, _: Any = None) -> str:
+    return format_time(v).replace(".0 ", " ") if v > 0 else "0"
 
-    return FuncFormatter(lambda v, _: format_bytes(int(round(v))) if v >= 1 else f"{v:g} B")
+
+def _bytes_formatter(v: float, _: Any = None) -> str:
+    return format_bytes(int(round(v))) if v >= 1 else f"{v:g} B"
+
+
+def _plain_number(v: float, _: Any = None) -> str:
+    return "0" if v <= 0 else f"{v:,.0f}" if v >= 1 else f"{v:.2g}"
 
 
 def colour_order(results: Iterable[Result]) -> Colours:
@@ -71,13 +75,8 @@ def _style(backend: str, mode: str, colours: Colours | None = None) -> dict[str,
     colors = _palette()
     markers = "osD^vP*Xh<>p"
     i = colours[backend] if colours and backend in colours else backend_order(backend)[0]
-    return {
-        "color": colors[i % len(colors)],
-        "marker": markers[i % len(markers)],
-        "linestyle": "-" if mode == "native" else "--",
-        "markersize": 5,
-        "linewidth": 1.6,
-    }
+    return {"color": colors[i % len(colors)], "marker": markers[i % len(markers)],
+            "linestyle": "-" if mode == "native" else "--", "markersize": 5, "linewidth": 1.6}
 
 
 def _panels(kinds: Sequence[str]) -> tuple[int, int]:
@@ -99,9 +98,7 @@ def _series(results: Iterable[Result], value: Callable[[Result], float | None]
         v = value(r)
         if v is not None and math.isfinite(v) and v > 0:
             lines[(r.backend, r.mode, r.group)].append((max(r.nbytes, 1), v))
-    return {
-        k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2]))
-    }
+    return {k: sorted(v) for k, v in sorted(lines.items(), key=lambda kv: (backend_order(kv[0][0]), *kv[0][1:]))}
 
 
 def _band(results: Iterable[Result], metric: str) -> list[tuple[int, float, float]]:
@@ -177,11 +174,12 @@ def plot_by_kind(
         ax.set_title(f"payload: {kind}")
         ax.set_xlabel("payload size (MB = 10^6 B)")
         ax.set_ylabel(ylabel)
-        ax.xaxis.set_major_formatter(_bytes_formatter())
-        fmt = {"time": _time_formatter, "rate": _number_formatter, "ratio": _percent_formatter}.get(y)
+        ax.xaxis.set_major_formatter(_bytes_formatter)
+        fmt: Formatter | None = {"time": _time_formatter, "rate": _plain_number,
+                                 "ratio": lambda v, _: f"{v * 100:g}%"}.get(y)
         if fmt is not None:
-            _log_labels(ax.yaxis, fmt(), ax.get_ylim())
-        _log_labels(ax.xaxis, _bytes_formatter(), ax.get_xlim())
+            _log_labels(ax.yaxis, fmt, ax.get_ylim())
+        _log_labels(ax.xaxis, _bytes_formatter, ax.get_xlim())
         ax.grid(True, which="major", alpha=0.35)
     for ax in list(axes.flat)[len(kinds):]:
         ax.set_visible(False)
@@ -202,9 +200,7 @@ def plot_granularity(results: Sequence[Result], path: Path, colours: Colours | N
     groups: dict[tuple[str, str, str], list[Result]] = defaultdict(list)
     for r in res:
         groups[(r.backend, r.mode, r.group)].append(r)
-    for (backend, mode, group), rs in sorted(
-        groups.items(), key=lambda kv: (backend_order(kv[0][0]), kv[0][1], kv[0][2])
-    ):
+    for (backend, mode, group), rs in sorted(groups.items(), key=lambda kv: (backend_order(kv[0][0]), *kv[0][1:])):
         rs.sort(key=lambda r: r.extra.get("work_s", 0))
         work = [max(r.extra.get("work_s", 0), 1e-6) for r in rs]
         over = [median_of(r, "overhead") for r in rs]
@@ -215,10 +211,10 @@ def plot_granularity(results: Sequence[Result], path: Path, colours: Colours | N
     for ax in (ax1, ax2):
         ax.set_xscale("log")
         ax.set_xlabel("work per task (sleep; 0 drawn at 1 µs)")
-        ax.xaxis.set_major_formatter(_time_formatter())
+        ax.xaxis.set_major_formatter(_time_formatter)
         ax.grid(True, alpha=0.35)
     ax1.set_yscale("log")
-    _log_labels(ax1.yaxis, _time_formatter(), ax1.get_ylim())
+    _log_labels(ax1.yaxis, _time_formatter, ax1.get_ylim())
     ax1.set_ylabel("overhead per round trip (round trip - work)")
     ax1.set_title("overhead per task")
     ax2.set_ylim(0, 1.05)
@@ -237,22 +233,19 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
     Figure, Canvas = _mpl()
     fig = Figure(figsize=(13.5, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
-    for metric, ax, what in (
-        ("delivered", ax1, "delivered (acknowledged)"),
-        ("send", ax2, "send-only (write() returned)"),
-    ):
+    for metric, ax, what in (("delivered", ax1, "delivered (acknowledged)"),
+                             ("send", ax2, "send-only (write() returned)")):
         for (backend, mode, group), pts in _series(res, functools.partial(_throughput, metric=metric)).items():
             xs, ys = zip(*pts)
-            ax.plot(
-                xs, ys, label=series_label(backend, mode, group), **_style(backend, mode, colours or colour_order(res))
-            )
+            style = _style(backend, mode, colours or colour_order(res))
+            ax.plot(xs, ys, label=series_label(backend, mode, group), **style)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"stream to every reader: {what}")
         ax.set_xlabel("message size (MB = 10^6 B)")
         ax.set_ylabel("MB/s per reader (10^6 B/s)")
-        _log_labels(ax.xaxis, _bytes_formatter(), ax.get_xlim())
-        _log_labels(ax.yaxis, _rate_formatter(), ax.get_ylim())
+        _log_labels(ax.xaxis, _bytes_formatter, ax.get_xlim())
+        _log_labels(ax.yaxis, lambda v, _: _plain_number(v / 1e6), ax.get_ylim())  # B/s, in MB/s
         ax.grid(True, alpha=0.35)
     handles, labels = ax1.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=9, frameon=False,
@@ -260,51 +253,21 @@ def plot_stream(results: Sequence[Result], path: Path, colours: Colours | None =
     return _save(fig, Canvas, path)
 
 
-def _log_labels(axis: Any, formatter: Any, lim: tuple[float, float]) -> None:
+def _log_labels(axis: Any, formatter: Formatter, lim: tuple[float, float]) -> None:
     """Our labels on a log axis: major ticks, and minor ones too when it spans under a decade."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
     axis.set_major_formatter(formatter)
     lo, hi = sorted(lim)
-    if lo <= 0:
-        axis.set_minor_formatter(NullFormatter())
-        return
-    majors = sum(1 for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) if lo <= 10**k <= hi)
-    if majors >= 3:
-        axis.set_minor_formatter(NullFormatter())
-        return
-    keep = (2, 5) if hi / lo > 4 else (2, 3, 4, 5, 6, 8)
+    keep: tuple[int, ...] = ()  # the minor ticks labelled: none over 3 decades or more
+    if lo > 0 and sum(lo <= 10**k <= hi for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)) < 3:
+        keep = (2, 5) if hi / lo > 4 else (2, 3, 4, 5, 6, 8)
 
     def minor(v: float, pos: Any) -> str:
         lead = round(v / 10 ** math.floor(math.log10(v) + 1e-9)) if v > 0 else 0
         return formatter(v, pos) if lead in keep else ""
 
-    axis.set_minor_formatter(FuncFormatter(minor))
+    axis.set_minor_formatter(minor)
 
 
-def _rate_formatter() -> Any:
-    """Axis in B/s, labelled in MB/s."""
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _: _plain_number(v / 1e6))
-
-
-def _number_formatter() -> Any:
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _: _plain_number(v))
-
-
-def _percent_formatter() -> Any:
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _: f"{v * 100:g}%")
-
-
-def _plain_number(v: float) -> str:
-    if v <= 0:
-        return "0"
-    return f"{v:,.0f}" if v >= 1 else f"{v:.2g}"
 
 
 def write_plots(results: Sequence[Result], out: Path) -> list[Path]:

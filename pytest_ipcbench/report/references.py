@@ -12,6 +12,7 @@ from typing import Any
 from ..core.csvfile import write_csv
 from ..core.units import format_count, format_time, size_label
 from ..harness.refcheck import SCENARIOS, TARGET_FACTOR, TARGET_SLACK, RefRow
+from .common import table as md_table
 
 #: the counters of the counts table: (column, counter)
 _COUNT_COLUMNS = (("syscalls", "syscalls.total"), ("data", "syscalls.data"), ("futex", "syscalls.sync"),
@@ -111,20 +112,14 @@ def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
     out = ["# Every backend against its reference", ""]
     if env:
         out += [", ".join(f"{k}: {v}" for k, v in env.items()), ""]
-    out += [
-        "| scenario | backend | mode | size | ours | reference | overhead | ratio (95% CI) | alloc | target "
-        "| reference |",
-        "|---|---|---|---:|---:|---:|---:|---|---:|---|---|",
-    ]
-    for r in rows:
-        alloc = f"{r.alloc:.2f}x" if r.alloc is not None else ""
-        out.append(
-            f"| {r.scenario} | {r.backend} | {r.mode} | {size_label(r.size)} | {format_time(r.ours)} | "
-            f"{format_time(r.ref)} | "
-            f"{format_time(r.overhead) if r.overhead >= 0 else '-' + format_time(-r.overhead)} | "
-            f"{f'{r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f})' if r.has_reference else '-'} | {alloc} | {r.verdict} | "
-            f"{r.reference or '(none)'} |"
-        )
+    out.append(md_table(
+        ["scenario", "backend", "mode", "size", "ours", "reference", "overhead", "ratio (95% CI)", "alloc", "target",
+         "reference"],
+        [[r.scenario, r.backend, r.mode, size_label(r.size), format_time(r.ours), format_time(r.ref),
+          format_time(r.overhead) if r.overhead >= 0 else "-" + format_time(-r.overhead),
+          f"{r.ratio:.2f}x ({r.low:.2f}-{r.high:.2f})" if r.has_reference else "-",
+          f"{r.alloc:.2f}x" if r.alloc is not None else "", r.verdict, r.reference or "(none)"] for r in rows],
+        "lllrrrrlrll"))
     out += ["", f"Target: ours <= {TARGET_FACTOR:g} x reference (+ {TARGET_SLACK * 1e6:g} us for pingpong). "
             "overhead = what our wrapper adds per message; alloc = the reference with a fresh receive array "
             "per message / with one reused buffer (the cost of allocation). See docs/references.md.", ""]
@@ -133,12 +128,10 @@ def markdown(rows: Sequence[RefRow], env: dict[str, Any] | None = None) -> str:
         out += ["## Counts per message, ours | reference", "",
                 "writer/reader per message (the costliest reader), from each case's counting pass; "
                 "futex and waiting calls follow timing, the rest is exact (docs/counters.md).", "",
-                "| scenario | backend | mode | size | " + " | ".join(c for c, _ in _COUNT_COLUMNS) + " | differs |",
-                "|---|---|---|---:|" + "---:|" * len(_COUNT_COLUMNS) + "---|"]
-        for r in counted:
-            cells = " | ".join(f"{_pair(r, 'ours', n)} \\| {_pair(r, 'ref', n)}" for _, n in _COUNT_COLUMNS)
-            out.append(f"| {r.scenario} | {r.backend} | {r.mode} | {size_label(r.size)} | {cells} | {count_words(r)} |")
-        out.append("")
+                md_table(["scenario", "backend", "mode", "size", *(c for c, _ in _COUNT_COLUMNS), "differs"],
+                      [[r.scenario, r.backend, r.mode, size_label(r.size),
+                        *(f"{_pair(r, 'ours', n)} \\| {_pair(r, 'ref', n)}" for _, n in _COUNT_COLUMNS),
+                        count_words(r)] for r in counted], "lllr" + "r" * len(_COUNT_COLUMNS) + "l"), ""]
     return "\n".join(out)
 
 
@@ -182,18 +175,12 @@ def plot(rows: Sequence[RefRow], path: Path) -> Path | None:
 def write_report(rows: Sequence[RefRow], out: Path, env: dict[str, Any] | None = None) -> list[Path]:
     """summary.md, references.csv, references.png and references.json in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    files = [out / "summary.md"]
-    files[0].write_text(markdown(rows, env))
-    csv_rows = [{k: v for k, v in r.as_dict().items() if k not in ("extra", "counts")} for r in rows]
-    got = write_csv(out / "references.csv", csv_rows)
-    if got:
-        files.append(got)
+    (out / "summary.md").write_text(markdown(rows, env))
+    csv = write_csv(out / "references.csv", [{k: v for k, v in r.as_dict().items() if k not in ("extra", "counts")}
+                                             for r in rows])
     (out / "references.json").write_text(json.dumps({"env": env or {}, "rows": [r.as_dict() for r in rows]}, indent=1))
-    files.append(out / "references.json")
     try:
         png = plot(rows, out / "references.png")
-        if png:
-            files.append(png)
     except ImportError:
-        pass
-    return files
+        png = None
+    return [f for f in (out / "summary.md", csv, out / "references.json", png) if f]

@@ -26,7 +26,9 @@ from pytest_ipcbench.core.payloads import PAYLOADS, Kind, PayloadSpec, register_
 from pytest_ipcbench.harness import measure
 from pytest_ipcbench.harness.clock import rank_clocks
 from pytest_ipcbench.harness.count import ALLOC_ITERATIONS
-from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload, Plan, static_plan, timed_plan
+from pytest_ipcbench.harness.measure import BenchSettings, BufferPayload
+from pytest_ipcbench.harness.payload import touch
+from pytest_ipcbench.harness.plan import Plan, static_plan, timed_plan
 from pytest_ipcbench.harness.scenarios import delivery_times
 
 pytestmark = pytest.mark.skipif(in_mpi_job(), reason="local process groups: not inside an MPI job")
@@ -277,12 +279,12 @@ def test_payload_bytes_without_building(kind, size):
 
 def test_touch_reads_every_buffer():
     a = np.ones(10_000, dtype=np.uint8)
-    assert measure.touch(a) == len(range(0, 10_000, 64))
-    assert measure.touch(np.ones((100, 100), dtype=np.float32)[:, ::2]) == 1  # not contiguous: summed
-    assert measure.touch([a, a]) == 2 * measure.touch(a)
-    assert measure.touch(bytes(a)) == measure.touch(a)
-    assert measure.touch({"k": 1, "j": 2}) == 2
-    assert measure.touch(np.empty(0)) == 0
+    assert touch(a) == len(range(0, 10_000, 64))
+    assert touch(np.ones((100, 100), dtype=np.float32)[:, ::2]) == 1  # not contiguous: summed
+    assert touch([a, a]) == 2 * touch(a)
+    assert touch(bytes(a)) == touch(a)
+    assert touch({"k": 1, "j": 2}) == 2
+    assert touch(np.empty(0)) == 0
 
 
 # ---------------------------------------------------------------------------- the harness

@@ -148,7 +148,7 @@ def test_a_touched_view_still_beats_unpickling_a_copy():
     a = np.ones(5 * 10**6, dtype=np.float32)
     data = pickle.dumps(a, protocol=5)
     view = np.frombuffer(a.tobytes(), dtype=np.float32)
-    from pytest_ipcbench.harness.measure import touch
+    from pytest_ipcbench.harness.payload import touch
 
     assert_faster(lambda: touch(view), lambda: touch(pickle.loads(data)), at_least=1.5,
                   names=("touch a view", "unpickle + touch"), **CPU)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from pytest_ipcbench import mpi_methods as mm
-from pytest_ipcbench.harness.measure import BenchSettings, VerificationError, static_plan
+from pytest_ipcbench.harness.measure import BenchSettings, VerificationError
+from pytest_ipcbench.harness.plan import static_plan
 from pytest_ipcbench.mpi_methods.methods import Bcast
 
 # the fixtures mpi_method, ragged_payload and contiguous_payload come from the plugin
