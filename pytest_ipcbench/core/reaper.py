@@ -14,6 +14,7 @@ WATCH a comma-separated list of ``FD:PID:NAME`` or ``-``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -108,16 +109,20 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
     poll.register(sys.stdin.fileno(), select.POLLIN)
     done = False
     launcher_gone = ""
+
+    def end_rank(fd: int) -> str:
+        """The rank's launcher is gone: nobody else will end this job, so its reaper does."""
+        gone = f"its launcher {watch[fd][1]} (pid {watch[fd][0]}) is gone"
+        _say(f"ipcbench: rank {rank} (pid {pid}): {gone}; its reaper ends it")
+        with contextlib.suppress(OSError, AttributeError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return gone
+
     for fd in watch:
         if fd >= 0:
             poll.register(fd, select.POLLIN)
         elif not launcher_gone:  # gone before this reaper started
-            launcher_gone = f"its launcher {watch[fd][1]} (pid {watch[fd][0]}) is gone"
-            _say(f"ipcbench: rank {rank} (pid {pid}): {launcher_gone}; its reaper ends it")
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            except (OSError, AttributeError):
-                pass
+            launcher_gone = end_rank(fd)
     while True:
         mapped |= set(procs.mapped_files(pid, "/dev/shm/" + "mpich_shm_"))
         hydra |= set(procs.open_files(proxy, HYDRA_PREFIX)) if proxy else set()
@@ -128,32 +133,23 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
                 done = True
             if not line:
                 poll.unregister(sys.stdin.fileno())
-        if pidfd in events:
-            break
         if done:
             return 0
+        if pidfd in events:
+            break
         gone = [fd for fd in watch if fd in events]
         if gone and not launcher_gone:
-            # the rank's launcher is gone: nobody else will end this job, so its reaper does
-            who, what = watch[gone[0]]
-            launcher_gone = f"its launcher {what} (pid {who}) is gone"
             for fd in gone:
                 poll.unregister(fd)
-            _say(f"ipcbench: rank {rank} (pid {pid}): {launcher_gone}; its reaper ends it")
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            except (OSError, AttributeError):
-                pass
-    if done:
-        return 0
+            launcher_gone = end_rank(gone[0])
     how = procs.zombie_status(pid) or "ended without finishing (killed or crashed)"
     siblings = [k for k in procs.children(proxy) if k != pid]
     first = " first" if siblings and all(procs.running(k) for k in siblings) else ""
     if launcher_gone:
         how = f"was ended by its reaper ({launcher_gone})"
         first = ""
-    elif any(fd >= 0 and fd in dict(poll.poll(0)) for fd in watch):
-        who, what = watch[next(fd for fd in watch if fd >= 0 and fd in dict(poll.poll(0)))]
+    elif gone := [fd for fd in watch if fd >= 0 and fd in dict(poll.poll(0))]:
+        who, what = watch[gone[0]]
         how += f" (its launcher {what}, pid {who}, is gone)"
     _say(f"ipcbench: rank {rank} (pid {pid}){first} {how}; its reaper removes what it left")
     deadline = time.monotonic() + SETTLE
@@ -165,28 +161,24 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
         names.remove(item.path)
         removed.append(item.path.name)
     busy = procs.mapped_shm_names()
-    for path in sorted(mapped):
-        if path.name not in busy:
-            try:
-                path.unlink()
-                removed.append(path.name)
-            except OSError:
-                pass
+    _unlink([p for p in sorted(mapped) if p.name not in busy], removed)
     # Hydra's topology file: its proxy held it open; once the proxy is gone, nobody of the job reads it
     # (a normal end unlinks it: then it is simply absent)
     if hydra and not (proxy and procs.running(proxy)):
         deadline = time.monotonic() + 2.0  # the proxy unlinks it itself on its way out, unless killed
         while time.monotonic() < deadline and any(p.exists() for p in hydra):
             time.sleep(0.1)
-        for path in sorted(hydra):
-            try:
-                path.unlink()
-                removed.append(path.name)
-            except OSError:
-                pass
+        _unlink(sorted(hydra), removed)
     if removed:
         _say(f"ipcbench: removed what rank {rank} left: {', '.join(removed)}")
     return 0
+
+
+def _unlink(paths: list[Path], removed: list[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path.name)
 
 
 def _say(line: str) -> None:
@@ -206,7 +198,7 @@ def _launcher_pidfds(parent: int) -> list[tuple[int, int, str]]:
         launcher = int(os.environ.get(LAUNCHER_ENV, ""))
     except ValueError:
         launcher = 0
-    if launcher > 1 and not procs.running(launcher) and (mpiexec is None or _ppid(mpiexec) != launcher):
+    if launcher > 1 and not procs.running(launcher) and (mpiexec is None or procs.ppid(mpiexec) != launcher):
         # started by core/launcher.py, whose command died while this rank was starting (mpiexec gone
         # too, or orphaned: its parent is not that command any more): no pidfd to wait on, it is gone
         # already (fd -1)
@@ -214,7 +206,7 @@ def _launcher_pidfds(parent: int) -> list[tuple[int, int, str]]:
     if mpiexec is None:
         return out
     wanted = [(mpiexec, "mpiexec")]
-    if launcher > 1 and _ppid(mpiexec) == launcher:
+    if launcher > 1 and procs.ppid(mpiexec) == launcher:
         wanted.append((launcher, procs.comm(launcher) or "launcher"))
     for pid, name in wanted:
         try:
@@ -232,7 +224,7 @@ def _mpiexec(parent: int) -> int | None:
             return None
         if procs.comm(here).startswith(("mpiexec", "mpirun")):
             return here
-        here = _ppid(here)
+        here = procs.ppid(here)
     return None
 
 
@@ -245,12 +237,3 @@ def _launcher_stderr(parent: int) -> int:
         return os.open(f"/proc/{here}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     except OSError:
         return -1
-
-
-def _ppid(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat_ = f.read()
-        return int(stat_[stat_.rindex(b")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
