@@ -71,8 +71,8 @@ class LocalGroup(Group):
         conn = self._links[peer]
         # a dead or hung peer is reported as *its* failure (not the waiting rank's)
         if self.rank == 0 and not conn.poll(self.timeout):
-            raise PeerFailed(RankFailure(peer, hung(self._world, peer, f"did not answer within {self.timeout:g} s",
-                                                    self.hint)))
+            step = self._world.where(peer) if self._world is not None else ""
+            raise PeerFailed(RankFailure(peer, hung(step, f"did not answer within {self.timeout:g} s", self.hint)))
         try:
             tag, obj = conn.recv()
         except EOFError:
@@ -138,10 +138,9 @@ class _Stopped(GroupError):
     pass
 
 
-def hung(world: LocalWorld | None, rank: int, waited: str, hint: str) -> str:
-    """A hung rank's failure: where it is stuck (the backend and its step), how long it was waited
-    for, and how to raise that."""
-    step = world.where(rank) if world is not None else ""
+def hung(step: str, waited: str, hint: str) -> str:
+    """A hung rank's failure: where it is stuck (``step``: the backend and its step, from
+    core/where.py), how long it was waited for, and how to raise that."""
     if step and not step.startswith("in "):  # in a backend's step (core/where.py)
         text = f"hung in {step}: {waited}"
     else:
@@ -324,12 +323,6 @@ def _crash_step(dump: str) -> str:
     return ""
 
 
-def _remove_left_by(pid: int) -> None:
-    """Our resources named by ``pid`` (a crashed host process of :meth:`LocalWorld.run_isolated`)."""
-    for item in names.find_ours(pid=pid):
-        names.remove(item.path)
-
-
 def _host_main(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
                fault_path: str, hooks: bytes = b"", probe: Connection | None = None, hint: str = "") -> None:
     """Rank 0 of an isolated run: a world of its own; a crash is dumped into ``fault_path``."""
@@ -393,7 +386,7 @@ class LocalWorld:
         self._probes: dict[int, Connection] = {}  # rank -> the pipe its where-thread answers on
         self.mailboxes: list[Any] = []
         self.pids: list[int] = []  # every worker ever started (leak checks look for their resources)
-        self._sent_version = 0  # of the registrations the workers have (registry.version())
+        self._sent_version = 0  # of the registrations the workers have (registry.snapshot())
         self._made: dict[str, Any] = {}  # what the before_ranks hooks made for the running workers
         #: an after_ranks hook that failed, in words (the session's leak check reports them)
         self.release_problems: list[str] = []
@@ -510,7 +503,7 @@ class LocalWorld:
         finally:
             group._active = False
             if broken:
-                self.restart()
+                self.close()  # a failed rank may have left messages in its pipe
         raise_failures(outcomes)
         return [value for _, value in outcomes]
 
@@ -569,10 +562,8 @@ class LocalWorld:
             if code is None:
                 host.kill()
                 host.join(timeout=5)
-                waited_text = f"exchanged no message with the other ranks for {limit:g} s"
-                text = (f"hung in {step}: {waited_text}" if step and not step.startswith("in ")
-                        else f"{waited_text} (hung?{f' {step}' if step else ''})")
-                raise GroupError(f"{label}: rank 0 (pid {host.pid}) {text}{f'; {hint}' if hint else ''}")
+                waited = f"exchanged no message with the other ranks for {limit:g} s"
+                raise GroupError(f"{label}: rank 0 (pid {host.pid}) {hung(step, waited, hint)}")
             with open(fault_path, errors="replace") as f:
                 step = _crash_step(f.read())
             how = (
@@ -585,7 +576,8 @@ class LocalWorld:
                 host.kill()
             if host.pid is not None:
                 host.join(timeout=5)
-                _remove_left_by(host.pid)
+                for item in names.find_ours(pid=host.pid):  # what a crashed host left
+                    names.remove(item.path)
             here.close()
             probe_here.close()
             os.unlink(fault_path)
@@ -622,10 +614,7 @@ class LocalWorld:
             # a collective message rank 0 never consumed: rank 0 must have failed; keep draining
         if after_failure:
             return ("error", RankFailure(peer, "(peer) abandoned after another rank failed"))
-        return ("error", RankFailure(peer, hung(self, peer, f"did not finish within {timeout:g} s", hint)))
-
-    def restart(self) -> None:
-        self.close()
+        return ("error", RankFailure(peer, hung(self.where(peer), f"did not finish within {timeout:g} s", hint)))
 
     def close(self) -> None:
         """Stop every worker (politely, then by force) and drop the pipes."""

@@ -279,10 +279,6 @@ def snapshot() -> tuple[int, list[tuple[str, str, list[Reference]]]]:
     return _version, [(r.owner, r.group, r.references()) for r in _REGISTRIES.values() if r.references()]
 
 
-def version() -> int:
-    return _version
-
-
 def replay(data: list[tuple[str, str, list[Reference]]]) -> None:
     """In a spawned worker: make the parent's run-time registrations again (missing ones only)."""
     for owner, group, refs in data:
@@ -349,4 +345,4 @@ def _import_module(ref: Reference) -> types.ModuleType:
     return module
 
 
-__all__ = ["ExtensionError", "Reference", "Registry", "check_name", "replay", "snapshot", "version"]
+__all__ = ["ExtensionError", "Reference", "Registry", "check_name", "replay", "snapshot"]

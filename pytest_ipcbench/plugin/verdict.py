@@ -12,7 +12,7 @@ import os
 import pickle
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +24,7 @@ SHORT_TEXT_LIMIT = 300
 
 
 class WorldChannel:
-    """Non-blocking exchanges among all ranks, over a private duplicate of the world.
-
-    ``on_wait`` is called (once) when a rank starts to wait, so a watchdog can tell a rank that
-    waits for the others from one that is stuck.
-    """
+    """Non-blocking exchanges among all ranks, over a private duplicate of the world."""
 
     def __init__(self, comm: Any, poll: float = POLL_S) -> None:
         self.comm = comm
@@ -219,16 +215,9 @@ def apply(report: Any, verdict: Verdict, outcomes: Sequence[RankOutcome], me: Ra
             report.longrepr = (path, lineno, f"Skipped: on rank {first.rank}: {first.short}")
 
 
-def exchange_and_apply(
-    channel: WorldChannel,
-    report: Any,
-    idle: bool,
-    before_wait: Callable[[], None] | None = None,
-) -> Verdict:
+def exchange_and_apply(channel: WorldChannel, report: Any, idle: bool) -> Verdict:
     """Exchange this rank's outcome of a phase with every rank and apply the collective verdict."""
     me = outcome_of(report, channel.rank, idle)
-    if before_wait is not None:
-        before_wait()
     outcomes: list[RankOutcome] = channel.allgather(me)
     check_same_phase(outcomes)
     verdict = decide(outcomes)
