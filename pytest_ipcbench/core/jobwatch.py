@@ -8,6 +8,7 @@ left behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -75,17 +76,15 @@ class JobWatch:
                 for path in paths:
                     self.users.setdefault(path, set()).add(pid)
 
-    def leftovers(self) -> list[Path]:
-        """Recorded files that still exist, all of whose users are dead."""
+    def leftovers(self, in_use: bool = False) -> list[Path]:
+        """Recorded files that still exist, all of whose users are dead (``in_use``: some of whose
+        users still run)."""
         with self._lock:
             items = [(path, set(pids)) for path, pids in self.users.items()]
-        return sorted(path for path, pids in items if path.exists() and not any(procs.running(p) for p in pids))
+        return sorted(path for path, pids in items if path.exists() and any(map(procs.running, pids)) == in_use)
 
     def pending(self) -> list[Path]:
-        """Recorded files that still exist while some of their users still run."""
-        with self._lock:
-            items = [(path, set(pids)) for path, pids in self.users.items()]
-        return sorted(path for path, pids in items if path.exists() and any(procs.running(p) for p in pids))
+        return self.leftovers(in_use=True)
 
 
 _BAD_PID = re.compile(r"^=\s+PID (\d+) RUNNING AT")
@@ -234,15 +233,10 @@ class JobReaper(JobWatch):
                 removed.append(item.path)
         mapped = procs.mapped_shm_names()
         for path in self.leftovers():
-            if path.name in mapped:
-                continue
-            try:
-                path.unlink()
-                removed.append(path)
-            except FileNotFoundError:
-                pass
-            except OSError:
-                continue
+            if path.name not in mapped:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
         return removed
 
 

@@ -183,11 +183,6 @@ def _picklable(hooks: dict[str, Hooks]) -> dict[str, bytes]:
     return out
 
 
-def before_ranks_hooks() -> dict[str, Hooks]:
-    """The hooks registered in this process (an isolated rank 0 gets them: it starts a world too)."""
-    return dict(_BEFORE_RANKS)
-
-
 def inherited(name: str) -> Any:
     """What the ``before_ranks`` hook of ``name`` made before the ranks started (None if nothing:
     not a local world, or the hook was registered after it started)."""
@@ -387,6 +382,7 @@ class LocalWorld:
         self.mailboxes: list[Any] = []
         self.pids: list[int] = []  # every worker ever started (leak checks look for their resources)
         self._sent_version = 0  # of the registrations the workers have (registry.snapshot())
+        self._hooks_version = 0  # of the before_ranks hooks the workers inherited
         self._made: dict[str, Any] = {}  # what the before_ranks hooks made for the running workers
         #: an after_ranks hook that failed, in words (the session's leak check reports them)
         self.release_problems: list[str] = []
@@ -463,7 +459,7 @@ class LocalWorld:
         """Run ``fn(group, *args)`` on ranks 0..ranks-1; return the results by rank. ``hint`` says
         how to raise ``timeout`` in a hang's failure."""
         ranks = self.size if ranks is None else ranks
-        if self._procs and getattr(self, "_hooks_version", 0) != _BEFORE_RANKS_VERSION[0]:
+        if self._procs and self._hooks_version != _BEFORE_RANKS_VERSION[0]:
             self.close()  # a before_ranks hook came after the workers started: they must inherit its objects
         if ranks > 1 and not self._procs:
             self._start()
@@ -479,23 +475,19 @@ class LocalWorld:
             self._links[peer].send((_RUN, (fn, args, ranks)))
         group._active = True
         outcomes: list[tuple[str, Any]] = []
-        outcomes_from_peers: dict[int, tuple[str, Any]] = {}
-        broken = False
+        from_peer: dict[int, tuple[str, Any]] = {}
+        broken = True
         try:
             try:
                 outcomes.append(("ok", fn(group, *args)))
+                broken = False
             except PeerFailed as exc:  # a worker's own failure, met inside a collective
                 outcomes.append(("error", RankFailure(0, "(peer) stopped by another rank's failure")))
-                outcomes_from_peers = {exc.failure.rank: ("error", exc.failure)}
-                broken = True
+                from_peer = {exc.failure.rank: ("error", exc.failure)}
             except Exception as exc:
                 outcomes.append(("error", RankFailure(0, describe_failure(exc))))
-                broken = True
             for peer in range(1, ranks):
-                if broken and peer in outcomes_from_peers:
-                    outcomes.append(outcomes_from_peers[peer])
-                    continue
-                outcomes.append(self._collect(peer, group.timeout, after_failure=broken, hint=hint))
+                outcomes.append(from_peer.get(peer) or self._collect(peer, group.timeout, broken, hint))
                 broken = broken or outcomes[-1][0] == "error"
         except BaseException:  # Ctrl-C or exit half-way: the workers are somewhere in fn
             broken = True
@@ -520,7 +512,7 @@ class LocalWorld:
         here, there = self._ctx.Pipe(duplex=True)
         probe_here, probe_there = self._ctx.Pipe(duplex=True)
         blob = pickle.dumps(registry.snapshot()[1])
-        hooks = pickle.dumps(_picklable(before_ranks_hooks()))
+        hooks = pickle.dumps(_picklable(_BEFORE_RANKS))  # an isolated rank 0 starts a world too
         host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path, hooks,
                                                                    probe_there, hint),
                                  name="ipcbench-rank0", daemon=False)  # it starts workers of its own
@@ -661,4 +653,4 @@ class LocalWorld:
         self.close()
 
 
-__all__ = ["LocalGroup", "LocalWorld", "before_ranks_hooks", "inherited", "register_before_ranks"]
+__all__ = ["LocalGroup", "LocalWorld", "inherited", "register_before_ranks"]
