@@ -1,15 +1,10 @@
 """A rank's reaper: a small process that outlives a killed MPI rank and reclaims what it left.
 
-A SIGKILLed rank runs no cleanup and Hydra then kills its siblings too, so each rank of a pytest
-``--with-mpi`` job starts a reaper in a session of its own. It records the MPICH segments its
-rank maps and waits on a pidfd of the rank and a pipe: ``done`` sends it away; the rank's death
-without it makes it say which rank died and how, wait (at most ``SETTLE`` s) for the node's
-siblings, remove the rank's ``ipcb-<pid>-*`` resources and the MPICH segments nobody maps, and
-exit. A launcher's death (pidfds of ``mpiexec`` and of the command named by ``LAUNCHER_ENV``) is
-one too: nobody else would end the job, so the reaper kills its rank and reclaims.
-
-Started by :func:`start` (``python -c _BOOT PACKAGE_DIR PID RANK PIDFD ERRFD PROXY WATCH [SEGMENT ...]``,
-WATCH a comma-separated list of ``FD:PID:NAME`` or ``-``).
+docs/reliability.md ("A killed rank or launcher") says when and how. It waits on a pidfd of its rank,
+of its launchers (``mpiexec`` and the command named by ``LAUNCHER_ENV``) and on a pipe: ``done``
+sends it away; the rank's death says which rank died and how and reclaims; a launcher's death
+kills the rank first. Started by :func:`start` (``python -c _BOOT PACKAGE_DIR PID RANK PIDFD
+ERRFD PROXY WATCH [SEGMENT ...]``, WATCH a comma-separated list of ``FD:PID:NAME`` or ``-``).
 """
 
 from __future__ import annotations
