@@ -8,7 +8,6 @@ left behind.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import select
@@ -19,8 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from . import names, procs
+from . import procs
 from .cleanup import HYDRA_PREFIX, MPICH_PREFIX
+from .reaper import reclaim
 
 _Watch = TypeVar("_Watch", bound="JobWatch")  # start() returns the watch it started, of its own class
 
@@ -224,20 +224,7 @@ class JobReaper(JobWatch):
         deadline = time.monotonic() + wait
         while any(procs.running(p) for p in self.ranks) and time.monotonic() < deadline:
             time.sleep(0.05)
-        gone = {p for p in self.ranks if not procs.running(p)}
-        removed: list[Path] = []
-        mine = procs.pid_namespace()
-        for item in names.find_ours(patterns=patterns):
-            if item.pid in gone and item.ns in (None, mine):
-                names.remove(item.path)
-                removed.append(item.path)
-        mapped = procs.mapped_shm_names()
-        for path in self.leftovers():
-            if path.name not in mapped:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                    removed.append(path)
-        return removed
+        return reclaim([p for p in self.ranks if not procs.running(p)], self.leftovers(), patterns)
 
 
 def reap_job(reaper: JobReaper, log: Callable[[str], None], patterns: Sequence[str] = ()) -> list[str]:

@@ -16,16 +16,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import names, procs
+from .cleanup import HYDRA_PREFIX, MPICH_PREFIX
 
 SETTLE = 10.0  # seconds to wait for the other ranks of the node to end before removing
 LOOK_EVERY = 0.5  # seconds between looks at the rank's maps
 #: set by core/launcher.py in the environment of the jobs it starts: the pid of the command that
 #: started that mpiexec (honoured only by ranks whose mpiexec that pid started)
 LAUNCHER_ENV = "IPCBENCH_LAUNCHER"
-HYDRA_PREFIX = "hydra_hwloc_xmlfile_"
 
 
 #: The reaper's command: this module without the package's ``__init__`` (which imports numpy and
@@ -54,7 +55,7 @@ def start(rank: int) -> subprocess.Popen[bytes] | None:
         fd = os.pidfd_open(os.getpid())
     except OSError:
         return None
-    segments = [str(p) for p in procs.mapped_files(os.getpid(), "/dev/shm/mpich_shm_")]
+    segments = [str(p) for p in procs.mapped_files(os.getpid(), "/dev/shm/" + MPICH_PREFIX)]
     err = _launcher_stderr(os.getppid())
     watch = _launcher_pidfds(os.getppid())
     fds = [fd] + ([err] if err >= 0 else []) + [w for w, _, _ in watch if w >= 0]
@@ -119,7 +120,7 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
         elif not launcher_gone:  # gone before this reaper started
             launcher_gone = end_rank(fd)
     while True:
-        mapped |= set(procs.mapped_files(pid, "/dev/shm/" + "mpich_shm_"))
+        mapped |= set(procs.mapped_files(pid, "/dev/shm/" + MPICH_PREFIX))
         hydra |= set(procs.open_files(proxy, HYDRA_PREFIX)) if proxy else set()
         events = dict(poll.poll(LOOK_EVERY * 1000))
         if sys.stdin.fileno() in events:
@@ -151,29 +152,34 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
     while time.monotonic() < deadline and proxy and (
             any(procs.running(k) for k in procs.children(proxy)) or (hydra and procs.running(proxy))):
         time.sleep(0.1)
-    removed = []
-    for item in names.find_ours(pid=pid):
-        names.remove(item.path)
-        removed.append(item.path.name)
-    busy = procs.mapped_shm_names()
-    _unlink([p for p in sorted(mapped) if p.name not in busy], removed)
+    removed = reclaim([pid], sorted(mapped))
     # Hydra's topology file: its proxy held it open; once the proxy is gone, nobody of the job reads it
     # (a normal end unlinks it: then it is simply absent)
     if hydra and not (proxy and procs.running(proxy)):
         deadline = time.monotonic() + 2.0  # the proxy unlinks it itself on its way out, unless killed
         while time.monotonic() < deadline and any(p.exists() for p in hydra):
             time.sleep(0.1)
-        _unlink(sorted(hydra), removed)
+        removed += reclaim((), sorted(hydra))
     if removed:
-        _say(f"ipcbench: removed what rank {rank} left: {', '.join(removed)}")
+        _say(f"ipcbench: removed what rank {rank} left: {', '.join(p.name for p in removed)}")
     return 0
 
 
-def _unlink(paths: list[Path], removed: list[str]) -> None:
-    for path in paths:
-        with contextlib.suppress(OSError):
-            path.unlink()
-            removed.append(path.name)
+def reclaim(pids: Iterable[int], files: Iterable[Path] = (), patterns: Sequence[str] = ()) -> list[Path]:
+    """Remove our resources named by ``pids`` (and by the backends' declared ``patterns``) and the
+    ``files`` (MPICH segments, Hydra's file) that no live process maps; the paths removed."""
+    removed = []
+    for pid in pids:
+        for item in names.find_ours(pid=pid, patterns=patterns):
+            names.remove(item.path)
+            removed.append(item.path)
+    busy = procs.mapped_shm_names()
+    for path in files:
+        if path.name not in busy:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    return removed
 
 
 def _say(line: str) -> None:
