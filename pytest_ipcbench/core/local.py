@@ -295,7 +295,6 @@ def _serve(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float
 def _crash_step(dump: str) -> str:
     """The innermost frame of faulthandler's dump that is not Python's own library:
     ``write (fakecrash.py:7)``, the backend's step that crashed."""
-    stdlib = os.path.dirname(os.__file__)
     lines = dump.splitlines()
     # with every thread dumped, the crash is in faulthandler's "Current thread" block (not, e.g.,
     # in the parent watch's thread, waiting in end_with_parent)
@@ -312,7 +311,7 @@ def _crash_step(dump: str) -> str:
             lineno, func = rest.split(" in ", 1)
         except ValueError:
             continue
-        if path.startswith(stdlib + os.sep) and "site-packages" not in path:
+        if where.own_library(path):
             continue
         return f"{func} ({os.path.basename(path)}:{lineno})"
     return ""

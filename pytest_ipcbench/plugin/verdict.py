@@ -183,6 +183,7 @@ class RankFailureRepr:
 def apply(report: Any, verdict: Verdict, outcomes: Sequence[RankOutcome], me: RankOutcome, size: int) -> None:
     """Make ``report`` (this rank's) say what the verdict says."""
     path, lineno = str(report.location[0]), int(report.location[1] or 0) + 1
+    first = {o.rank: o for o in outcomes}[verdict.ranks[0]] if verdict.ranks else me
     if verdict.outcome == "failed":
         others = [r for r in verdict.ranks if r != me.rank]
         if me.outcome == "failed":
@@ -193,7 +194,6 @@ def apply(report: Any, verdict: Verdict, outcomes: Sequence[RankOutcome], me: Ra
                 )
             return
         text = failure_text(outcomes, verdict.ranks, size, report.when)
-        first = {o.rank: o for o in outcomes}[verdict.ranks[0]]
         ranks = ", ".join(map(str, verdict.ranks))
         message = f"failed on rank {ranks}: {first.short or 'failed'}"
         report.outcome = "failed"
@@ -203,14 +203,12 @@ def apply(report: Any, verdict: Verdict, outcomes: Sequence[RankOutcome], me: Ra
         return
     if verdict.outcome == "xfailed":
         if me.xfail is None and not me.idle and report.outcome == "passed":
-            first = {o.rank: o for o in outcomes}[verdict.ranks[0]]
             report.outcome = "skipped"
             report.wasxfail = f"{first.xfail} (failed as expected on rank {', '.join(map(str, verdict.ranks))})"
             report.longrepr = (path, lineno, f"XFAIL on rank {first.rank}: {first.short}")
         return
     if verdict.outcome == "skipped":
         if report.outcome == "passed" and not me.idle:
-            first = {o.rank: o for o in outcomes}[verdict.ranks[0]]
             report.outcome = "skipped"
             report.longrepr = (path, lineno, f"Skipped: on rank {first.rank}: {first.short}")
 
