@@ -69,6 +69,10 @@ class JobWatch:
                 self._record(pid, procs.open_files(pid, HYDRA_PREFIX))
                 for rank in procs.children(pid):
                     self._record(rank, procs.mapped_files(rank, "/dev/shm/" + MPICH_PREFIX))
+                    self._seen(rank)
+
+    def _seen(self, rank: int) -> None:
+        """A rank of a job (a child of a Hydra proxy), at each look."""
 
     def _record(self, pid: int, paths: list[Path]) -> None:
         if paths:
@@ -153,15 +157,11 @@ class JobReaper(JobWatch):
             os.close(fd)
         self._pidfds.clear()
 
-    def look(self) -> None:
-        super().look()
-        for pid in procs.children_tree(self.root):
-            if procs.comm(pid).startswith("hydra_pmi_prox"):
-                for rank in procs.children(pid):
-                    if rank not in self.ranks:
-                        with self._lock:
-                            self.ranks[rank] = _pmi_rank(rank)
-                        self._watch(rank)
+    def _seen(self, rank: int) -> None:
+        if rank not in self.ranks:
+            with self._lock:
+                self.ranks[rank] = _pmi_rank(rank)
+            self._watch(rank)
 
     def _watch(self, pid: int) -> None:
         if threading.current_thread() is not self._thread or not hasattr(os, "pidfd_open"):

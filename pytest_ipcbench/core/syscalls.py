@@ -67,7 +67,7 @@ class _PerfEventAttr(ctypes.Structure):
 
 _PERF_TYPE_TRACEPOINT = 2
 _FLAG_DISABLED, _FLAG_INHERIT = 1 << 0, 1 << 1
-_IOC_ENABLE, _IOC_DISABLE, _IOC_RESET = 0x2400, 0x2401, 0x2403
+_IOC_ENABLE = 0x2400
 _IOC_SET_FILTER = 0x40082406  # _IOW('$', 6, char *) on 64-bit
 _libc: Any = None
 
@@ -212,6 +212,3 @@ class SyscallCounter:
             for fd in fds:
                 os.close(fd)
         self.fds.clear()
-
-
-# ------------------------------------------------------------------------------------ pickle
