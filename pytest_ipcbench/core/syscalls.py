@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import sys
@@ -103,34 +104,24 @@ def _paranoid() -> str:
         return "?"
 
 
-_UNAVAILABLE: list[str | None] = []  # cached answer of syscall_unavailable
-
-
+@functools.cache
 def syscall_unavailable() -> str | None:
     """Why this process cannot count its system calls, or None when it can (cached)."""
-    if _UNAVAILABLE:
-        return _UNAVAILABLE[0]
-    reason: str | None = None
     if not sys.platform.startswith("linux"):
-        reason = f"system calls are counted with Linux perf_event_open; this is {sys.platform}"
-    elif platform.machine() not in _ARCH:
-        reason = f"no system call table for {platform.machine()} (known: {', '.join(_ARCH)})"
-    else:
-        tp, why = _tracepoint_id()
-        if tp is None:
-            reason = why
-        else:
-            try:
-                fd = _open_counter(tp, os.getpid(), None)
-                os.close(fd)
-            except OSError as exc:
-                if exc.errno in (errno.EACCES, errno.EPERM):
-                    reason = (f"perf_event_open denied: kernel.perf_event_paranoid={_paranoid()} and no "
-                              "CAP_PERFMON (sudo sysctl kernel.perf_event_paranoid=1; see README)")
-                else:
-                    reason = f"perf_event_open failed: {exc.strerror} (errno {exc.errno})"
-    _UNAVAILABLE.append(reason)
-    return reason
+        return f"system calls are counted with Linux perf_event_open; this is {sys.platform}"
+    if platform.machine() not in _ARCH:
+        return f"no system call table for {platform.machine()} (known: {', '.join(_ARCH)})"
+    tp, why = _tracepoint_id()
+    if tp is None:
+        return why
+    try:
+        os.close(_open_counter(tp, os.getpid(), None))
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return (f"perf_event_open denied: kernel.perf_event_paranoid={_paranoid()} and no "
+                    "CAP_PERFMON (sudo sysctl kernel.perf_event_paranoid=1; see README)")
+        return f"perf_event_open failed: {exc.strerror} (errno {exc.errno})"
+    return None
 
 
 def _open_counter(tp: int, tid: int, filt: str | None) -> int:
