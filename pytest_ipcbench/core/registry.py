@@ -224,9 +224,6 @@ class Registry(Generic[T]):
         self._refs.pop(name, None)
         _version += 1
 
-    def references(self) -> list[Reference]:
-        return list(self._refs.values())
-
 
 def check_name(name: Any, what: str) -> None:
     if not isinstance(name, str) or not _NAME_RE.match(name) or name.lower() in _RESERVED:
@@ -276,7 +273,7 @@ def _reference(name: str, obj: Any, origin: Any, what: str) -> Reference:
 
 def snapshot() -> tuple[int, list[tuple[str, str, list[Reference]]]]:
     """(version, [(owner module, group, references)]) of every run-time registration."""
-    return _version, [(r.owner, r.group, r.references()) for r in _REGISTRIES.values() if r.references()]
+    return _version, [(r.owner, r.group, list(r._refs.values())) for r in _REGISTRIES.values() if r._refs]
 
 
 def replay(data: list[tuple[str, str, list[Reference]]]) -> None:

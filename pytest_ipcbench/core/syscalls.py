@@ -70,16 +70,14 @@ _PERF_TYPE_TRACEPOINT = 2
 _FLAG_DISABLED, _FLAG_INHERIT = 1 << 0, 1 << 1
 _IOC_ENABLE = 0x2400
 _IOC_SET_FILTER = 0x40082406  # _IOW('$', 6, char *) on 64-bit
-_libc: Any = None
 
 
+@functools.cache
 def _syscall_fn() -> Any:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.syscall.restype = ctypes.c_long
-        _libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
-    return _libc
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
+    return libc
 
 
 def _tracepoint_id() -> tuple[int | None, str]:
