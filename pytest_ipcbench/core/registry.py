@@ -282,10 +282,8 @@ def replay(data: list[tuple[str, str, list[Reference]]]) -> None:
         importlib.import_module(owner)
         registry = _REGISTRIES[group]
         for ref in refs:
-            if ref.name in registry._refs and (registry._refs[ref.name].file, registry._refs[ref.name].qualname) == (
-                ref.file,
-                ref.qualname,
-            ):
+            old = registry._refs.get(ref.name)
+            if old is not None and (old.file, old.qualname) == (ref.file, ref.qualname):
                 continue
             module = _import_module(ref)
             if ref.name in registry._added:  # importing the module registered it again
