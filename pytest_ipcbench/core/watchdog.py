@@ -1,12 +1,11 @@
-"""A per-test deadline that ends the whole MPI job when a rank hangs.
+"""A per-test deadline that ends the whole MPI job when a rank hangs (docs/reliability.md, "Hangs
+end by the watchdog").
 
 One daemon thread per process. When a deadline armed by :meth:`Watchdog.arm` passes, it writes
-a message and every thread's traceback to the real stderr (saved at start: pytest's capture
-cannot swallow it) and calls ``abort`` (``MPI.COMM_WORLD.Abort``), then ``os._exit``. A rank
-that only waits for the others gets ``grace`` seconds more, so the stuck rank's traceback is the
-one printed. A rank blocked inside an MPI call never sees a Ctrl-C's KeyboardInterrupt:
-:meth:`Watchdog.watch_interrupts` hears SIGINT through ``signal.set_wakeup_fd`` and aborts the
-job with exit code 2 (pytest's for an interrupted run) after ``interrupt_grace`` seconds.
+a message and every thread's traceback to the real stderr and calls ``abort``
+(``MPI.COMM_WORLD.Abort``), then ``os._exit``; a rank that only waits for the others gets
+``grace`` seconds more. :meth:`Watchdog.watch_interrupts` ends the job after a Ctrl-C that a rank
+blocked inside an MPI call never sees.
 """
 
 from __future__ import annotations
