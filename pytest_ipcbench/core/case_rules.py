@@ -1,19 +1,9 @@
-"""Per-case thresholds and waivers: the ``thresholds`` and ``waivers`` keys of ``[tool.ipcbench]``.
-
-::
-
-    [tool.ipcbench.thresholds]          # case pattern (fnmatch on the case key) -> tolerated slowdown
-    "broadcast/shm/*" = 0.25            # or "25%"; the first pattern that matches a case wins
-    "pingpong/*/bytes/*" = 0.15
-
-    [[tool.ipcbench.waivers]]           # a known slowdown, accepted until a date
-    case = "broadcast/zmq/*/1000000/*"
-    reason = "zmq 4.3.5 copies large frames; fixed upstream"
-    expires = 2026-12-31                # a TOML date or "YYYY-MM-DD"; the waiver holds through that day
+"""Per-case thresholds and waivers: the ``thresholds`` and ``waivers`` keys of ``[tool.ipcbench]``
+(docs/thresholds.md).
 
 A waived case keeps its verdict and is listed as waived in every report; it never makes the
 outcome REGRESSION. A waiver past its date is an error (exit 2 naming it) in compare and the gate,
-so an exception cannot outlive its reason unnoticed (docs/thresholds.md).
+so an exception cannot outlive its reason unnoticed.
 """
 
 from __future__ import annotations

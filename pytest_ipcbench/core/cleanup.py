@@ -27,28 +27,27 @@ STALE_AFTER = 3600.0  # a file whose owner pid is unknown here counts as left be
 
 
 
+def _aged(folder: Path, prefix: str, min_age: float, ignore: set[str] | frozenset[str]) -> list[Path]:
+    """``folder/prefix*`` not named in ``ignore`` and unchanged for ``min_age`` seconds."""
+    now, found = time.time(), []
+    try:
+        entries = [p for p in folder.iterdir() if p.name.startswith(prefix) and p.name not in ignore]
+    except OSError:
+        return []
+    for path in entries:
+        try:
+            if now - path.stat().st_mtime >= min_age:
+                found.append(path)
+        except FileNotFoundError:
+            continue
+    return sorted(found)
+
 
 def stale_mpich_segments(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozenset[str] = frozenset()) -> list[Path]:
     """MPICH segments no live process maps, older than ``min_age`` seconds."""
-    try:
-        candidates = [p for p in names.SHM_DIR.iterdir() if p.name.startswith(MPICH_PREFIX) and p.name not in ignore]
-    except OSError:
-        return []
-    if not candidates:
-        return []
-    mapped = mapped_shm_names()
-    now = time.time()
-    stale = []
-    for path in candidates:
-        try:
-            age = now - path.stat().st_mtime
-        except FileNotFoundError:
-            continue
-        if path.name not in mapped and age >= min_age:
-            stale.append(path)
-    return sorted(stale)
-
-
+    found = _aged(names.SHM_DIR, MPICH_PREFIX, min_age, ignore)
+    mapped = mapped_shm_names() if found else set()
+    return [p for p in found if p.name not in mapped]
 
 
 def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozenset[str] = frozenset()) -> list[Path]:
@@ -56,15 +55,8 @@ def stale_hydra_files(min_age: float = MPICH_MIN_AGE, ignore: set[str] | frozens
 
     They carry no owner, so they count as stale only while no MPICH launcher runs at all.
     """
-    now = time.time()
-    try:
-        found = [p for p in HYDRA_DIR.glob(HYDRA_PREFIX + "*") if p.name not in ignore]
-    except OSError:
-        return []
-    found = [p for p in found if p.exists() and now - p.stat().st_mtime >= min_age]
-    if not found or launcher_running():
-        return []
-    return sorted(found)
+    found = _aged(HYDRA_DIR, HYDRA_PREFIX, min_age, ignore)
+    return [] if not found or launcher_running() else found
 
 
 @dataclass(frozen=True)

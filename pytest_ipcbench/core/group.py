@@ -130,19 +130,15 @@ def unobserve(observer: GroupObserver) -> None:
         _observers.remove(observer)
 
 
-class _InCollective:
-    """``with _InCollective("barrier"):`` tells the observers (no cost without any)."""
-
-    __slots__ = ("what",)
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-
-    def __enter__(self) -> None:
-        for o in _observers:
-            o.collective(self.what)
-
-    def __exit__(self, *exc: object) -> None:
+def _observed(what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, the observers told that this rank waits in collective ``what``."""
+    if not _observers:
+        return call(*args, **kwargs)
+    for o in _observers:
+        o.collective(what)
+    try:
+        return call(*args, **kwargs)
+    finally:
         for o in _observers:
             o.collective(None)
 
@@ -158,19 +154,13 @@ class PeerFailed(IpcbenchError):
         self.failure = failure
 
 
-def failure_site(exc: BaseException) -> str:
-    tb = traceback.extract_tb(exc.__traceback__)
-    return f"{os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else "?"
-
-
-def describe_failure(exc: BaseException) -> str:
+def describe_failure(exc: BaseException, at: str = " at {}") -> str:
     """One line for a rank's failure: the exception and where it was raised (a peer's is marked)."""
     if isinstance(exc, PeerFailed):
         return f"(peer) {exc.failure.message}"
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     tb = traceback.extract_tb(exc.__traceback__)
-    where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
-    return f"{text}{where}"
+    return text + (at.format(f"{os.path.basename(tb[-1].filename)}:{tb[-1].lineno}") if tb else "")
 
 
 def raise_failures(outcomes: Sequence[tuple[str, Any]]) -> None:
@@ -214,28 +204,16 @@ class MPIGroup(Group):
         return True
 
     def barrier(self) -> None:
-        if not _observers:
-            return self.comm.Barrier()
-        with _InCollective("a barrier"):
-            self.comm.Barrier()
+        _observed("a barrier", self.comm.Barrier)
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
-        if not _observers:
-            return self.comm.bcast(obj, root=root)
-        with _InCollective(f"a bcast from rank {root}"):
-            return self.comm.bcast(obj, root=root)
+        return _observed(f"a bcast from rank {root}", self.comm.bcast, obj, root=root)
 
     def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
-        if not _observers:
-            return self.comm.gather(obj, root=root)
-        with _InCollective(f"a gather to rank {root}"):
-            return self.comm.gather(obj, root=root)
+        return _observed(f"a gather to rank {root}", self.comm.gather, obj, root=root)
 
     def allgather(self, obj: Any) -> list[Any]:
-        if not _observers:
-            return self.comm.allgather(obj)
-        with _InCollective("an allgather"):
-            return self.comm.allgather(obj)
+        return _observed("an allgather", self.comm.allgather, obj)
 
     def split(self, n: int) -> MPIGroup | None:
         """Ranks ``< n`` form a new group (collective over them only); the others get None.
@@ -265,10 +243,8 @@ class MPIGroup(Group):
         except Exception as exc:  # reported to every rank below
             outcome = ("error", RankFailure(self.rank, describe_failure(exc)))
             for o in _observers:  # shown even if the exchange below never completes
-                o.raised(f"{''.join(traceback.format_exception_only(type(exc), exc)).strip()}"
-                         f" ({failure_site(exc)})")
-        with _InCollective("the exchange of Group.run's outcomes"):
-            outcomes = self.comm.allgather(outcome)
+                o.raised(describe_failure(exc, " ({})"))
+        outcomes = _observed("the exchange of Group.run's outcomes", self.comm.allgather, outcome)
         raise_failures(outcomes)
         return [value for _, value in outcomes]
 

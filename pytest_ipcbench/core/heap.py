@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import sys
 
 M_TRIM_THRESHOLD = -1  # glibc's malloc.h
@@ -20,28 +21,21 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 * 2**20  # the highest glibc's dynamic threshold goes on 64-bit: its steady state
 TRIM_THRESHOLD = 128 * 2**20
 
-_done: bool | None = None
-
-
+@functools.cache
 def steady_heap() -> bool:
     """Fix this process's malloc thresholds (once; later calls return the first answer).
 
     True if both were set; False where there is no glibc ``mallopt`` or it refused.
     """
-    global _done
-    if _done is not None:
-        return _done
-    _done = False
     if not sys.platform.startswith("linux"):
-        return _done
+        return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):  # musl and others: no mallopt
-        return _done
+        return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    _done = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-    return _done
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
 
 
 __all__ = ["steady_heap", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]

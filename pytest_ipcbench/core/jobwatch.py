@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from . import names, procs
+from . import procs
 from .cleanup import HYDRA_PREFIX, MPICH_PREFIX
+from .reaper import reclaim
 
 _Watch = TypeVar("_Watch", bound="JobWatch")  # start() returns the watch it started, of its own class
 
@@ -68,6 +69,10 @@ class JobWatch:
                 self._record(pid, procs.open_files(pid, HYDRA_PREFIX))
                 for rank in procs.children(pid):
                     self._record(rank, procs.mapped_files(rank, "/dev/shm/" + MPICH_PREFIX))
+                    self._seen(rank)
+
+    def _seen(self, rank: int) -> None:
+        """A rank of a job (a child of a Hydra proxy), at each look."""
 
     def _record(self, pid: int, paths: list[Path]) -> None:
         if paths:
@@ -75,17 +80,15 @@ class JobWatch:
                 for path in paths:
                     self.users.setdefault(path, set()).add(pid)
 
-    def leftovers(self) -> list[Path]:
-        """Recorded files that still exist, all of whose users are dead."""
+    def leftovers(self, in_use: bool = False) -> list[Path]:
+        """Recorded files that still exist, all of whose users are dead (``in_use``: some of whose
+        users still run)."""
         with self._lock:
             items = [(path, set(pids)) for path, pids in self.users.items()]
-        return sorted(path for path, pids in items if path.exists() and not any(procs.running(p) for p in pids))
+        return sorted(path for path, pids in items if path.exists() and any(map(procs.running, pids)) == in_use)
 
     def pending(self) -> list[Path]:
-        """Recorded files that still exist while some of their users still run."""
-        with self._lock:
-            items = [(path, set(pids)) for path, pids in self.users.items()]
-        return sorted(path for path, pids in items if path.exists() and any(procs.running(p) for p in pids))
+        return self.leftovers(in_use=True)
 
 
 _BAD_PID = re.compile(r"^=\s+PID (\d+) RUNNING AT")
@@ -154,15 +157,11 @@ class JobReaper(JobWatch):
             os.close(fd)
         self._pidfds.clear()
 
-    def look(self) -> None:
-        super().look()
-        for pid in procs.children_tree(self.root):
-            if procs.comm(pid).startswith("hydra_pmi_prox"):
-                for rank in procs.children(pid):
-                    if rank not in self.ranks:
-                        with self._lock:
-                            self.ranks[rank] = _pmi_rank(rank)
-                        self._watch(rank)
+    def _seen(self, rank: int) -> None:
+        if rank not in self.ranks:
+            with self._lock:
+                self.ranks[rank] = _pmi_rank(rank)
+            self._watch(rank)
 
     def _watch(self, pid: int) -> None:
         if threading.current_thread() is not self._thread or not hasattr(os, "pidfd_open"):
@@ -225,25 +224,7 @@ class JobReaper(JobWatch):
         deadline = time.monotonic() + wait
         while any(procs.running(p) for p in self.ranks) and time.monotonic() < deadline:
             time.sleep(0.05)
-        gone = {p for p in self.ranks if not procs.running(p)}
-        removed: list[Path] = []
-        mine = procs.pid_namespace()
-        for item in names.find_ours(patterns=patterns):
-            if item.pid in gone and item.ns in (None, mine):
-                names.remove(item.path)
-                removed.append(item.path)
-        mapped = procs.mapped_shm_names()
-        for path in self.leftovers():
-            if path.name in mapped:
-                continue
-            try:
-                path.unlink()
-                removed.append(path)
-            except FileNotFoundError:
-                pass
-            except OSError:
-                continue
-        return removed
+        return reclaim([p for p in self.ranks if not procs.running(p)], self.leftovers(), patterns)
 
 
 def reap_job(reaper: JobReaper, log: Callable[[str], None], patterns: Sequence[str] = ()) -> list[str]:

@@ -71,8 +71,8 @@ class LocalGroup(Group):
         conn = self._links[peer]
         # a dead or hung peer is reported as *its* failure (not the waiting rank's)
         if self.rank == 0 and not conn.poll(self.timeout):
-            raise PeerFailed(RankFailure(peer, hung(self._world, peer, f"did not answer within {self.timeout:g} s",
-                                                    self.hint)))
+            step = self._world.where(peer) if self._world is not None else ""
+            raise PeerFailed(RankFailure(peer, hung(step, f"did not answer within {self.timeout:g} s", self.hint)))
         try:
             tag, obj = conn.recv()
         except EOFError:
@@ -138,10 +138,9 @@ class _Stopped(GroupError):
     pass
 
 
-def hung(world: LocalWorld | None, rank: int, waited: str, hint: str) -> str:
-    """A hung rank's failure: where it is stuck (the backend and its step), how long it was waited
-    for, and how to raise that."""
-    step = world.where(rank) if world is not None else ""
+def hung(step: str, waited: str, hint: str) -> str:
+    """A hung rank's failure: where it is stuck (``step``: the backend and its step, from
+    core/where.py), how long it was waited for, and how to raise that."""
     if step and not step.startswith("in "):  # in a backend's step (core/where.py)
         text = f"hung in {step}: {waited}"
     else:
@@ -182,11 +181,6 @@ def _picklable(hooks: dict[str, Hooks]) -> dict[str, bytes]:
         except Exception:
             continue
     return out
-
-
-def before_ranks_hooks() -> dict[str, Hooks]:
-    """The hooks registered in this process (an isolated rank 0 gets them: it starts a world too)."""
-    return dict(_BEFORE_RANKS)
 
 
 def inherited(name: str) -> Any:
@@ -301,7 +295,6 @@ def _serve(rank: int, conn: Connection, mailboxes: Sequence[Any], timeout: float
 def _crash_step(dump: str) -> str:
     """The innermost frame of faulthandler's dump that is not Python's own library:
     ``write (fakecrash.py:7)``, the backend's step that crashed."""
-    stdlib = os.path.dirname(os.__file__)
     lines = dump.splitlines()
     # with every thread dumped, the crash is in faulthandler's "Current thread" block (not, e.g.,
     # in the parent watch's thread, waiting in end_with_parent)
@@ -318,16 +311,10 @@ def _crash_step(dump: str) -> str:
             lineno, func = rest.split(" in ", 1)
         except ValueError:
             continue
-        if path.startswith(stdlib + os.sep) and "site-packages" not in path:
+        if where.own_library(path):
             continue
         return f"{func} ({os.path.basename(path)}:{lineno})"
     return ""
-
-
-def _remove_left_by(pid: int) -> None:
-    """Our resources named by ``pid`` (a crashed host process of :meth:`LocalWorld.run_isolated`)."""
-    for item in names.find_ours(pid=pid):
-        names.remove(item.path)
 
 
 def _host_main(conn: Connection, size: int, timeout: float, blob: bytes, fn: Callable[..., Any], args: tuple,
@@ -393,7 +380,8 @@ class LocalWorld:
         self._probes: dict[int, Connection] = {}  # rank -> the pipe its where-thread answers on
         self.mailboxes: list[Any] = []
         self.pids: list[int] = []  # every worker ever started (leak checks look for their resources)
-        self._sent_version = 0  # of the registrations the workers have (registry.version())
+        self._sent_version = 0  # of the registrations the workers have (registry.snapshot())
+        self._hooks_version = 0  # of the before_ranks hooks the workers inherited
         self._made: dict[str, Any] = {}  # what the before_ranks hooks made for the running workers
         #: an after_ranks hook that failed, in words (the session's leak check reports them)
         self.release_problems: list[str] = []
@@ -470,7 +458,7 @@ class LocalWorld:
         """Run ``fn(group, *args)`` on ranks 0..ranks-1; return the results by rank. ``hint`` says
         how to raise ``timeout`` in a hang's failure."""
         ranks = self.size if ranks is None else ranks
-        if self._procs and getattr(self, "_hooks_version", 0) != _BEFORE_RANKS_VERSION[0]:
+        if self._procs and self._hooks_version != _BEFORE_RANKS_VERSION[0]:
             self.close()  # a before_ranks hook came after the workers started: they must inherit its objects
         if ranks > 1 and not self._procs:
             self._start()
@@ -486,23 +474,19 @@ class LocalWorld:
             self._links[peer].send((_RUN, (fn, args, ranks)))
         group._active = True
         outcomes: list[tuple[str, Any]] = []
-        outcomes_from_peers: dict[int, tuple[str, Any]] = {}
-        broken = False
+        from_peer: dict[int, tuple[str, Any]] = {}
+        broken = True
         try:
             try:
                 outcomes.append(("ok", fn(group, *args)))
+                broken = False
             except PeerFailed as exc:  # a worker's own failure, met inside a collective
                 outcomes.append(("error", RankFailure(0, "(peer) stopped by another rank's failure")))
-                outcomes_from_peers = {exc.failure.rank: ("error", exc.failure)}
-                broken = True
+                from_peer = {exc.failure.rank: ("error", exc.failure)}
             except Exception as exc:
                 outcomes.append(("error", RankFailure(0, describe_failure(exc))))
-                broken = True
             for peer in range(1, ranks):
-                if broken and peer in outcomes_from_peers:
-                    outcomes.append(outcomes_from_peers[peer])
-                    continue
-                outcomes.append(self._collect(peer, group.timeout, after_failure=broken, hint=hint))
+                outcomes.append(from_peer.get(peer) or self._collect(peer, group.timeout, broken, hint))
                 broken = broken or outcomes[-1][0] == "error"
         except BaseException:  # Ctrl-C or exit half-way: the workers are somewhere in fn
             broken = True
@@ -510,7 +494,7 @@ class LocalWorld:
         finally:
             group._active = False
             if broken:
-                self.restart()
+                self.close()  # a failed rank may have left messages in its pipe
         raise_failures(outcomes)
         return [value for _, value in outcomes]
 
@@ -527,7 +511,7 @@ class LocalWorld:
         here, there = self._ctx.Pipe(duplex=True)
         probe_here, probe_there = self._ctx.Pipe(duplex=True)
         blob = pickle.dumps(registry.snapshot()[1])
-        hooks = pickle.dumps(_picklable(before_ranks_hooks()))
+        hooks = pickle.dumps(_picklable(_BEFORE_RANKS))  # an isolated rank 0 starts a world too
         host = self._ctx.Process(target=_host_main, args=(there, ranks, timeout, blob, fn, args, fault_path, hooks,
                                                                    probe_there, hint),
                                  name="ipcbench-rank0", daemon=False)  # it starts workers of its own
@@ -569,10 +553,8 @@ class LocalWorld:
             if code is None:
                 host.kill()
                 host.join(timeout=5)
-                waited_text = f"exchanged no message with the other ranks for {limit:g} s"
-                text = (f"hung in {step}: {waited_text}" if step and not step.startswith("in ")
-                        else f"{waited_text} (hung?{f' {step}' if step else ''})")
-                raise GroupError(f"{label}: rank 0 (pid {host.pid}) {text}{f'; {hint}' if hint else ''}")
+                waited = f"exchanged no message with the other ranks for {limit:g} s"
+                raise GroupError(f"{label}: rank 0 (pid {host.pid}) {hung(step, waited, hint)}")
             with open(fault_path, errors="replace") as f:
                 step = _crash_step(f.read())
             how = (
@@ -585,7 +567,8 @@ class LocalWorld:
                 host.kill()
             if host.pid is not None:
                 host.join(timeout=5)
-                _remove_left_by(host.pid)
+                for item in names.find_ours(pid=host.pid):  # what a crashed host left
+                    names.remove(item.path)
             here.close()
             probe_here.close()
             os.unlink(fault_path)
@@ -622,10 +605,7 @@ class LocalWorld:
             # a collective message rank 0 never consumed: rank 0 must have failed; keep draining
         if after_failure:
             return ("error", RankFailure(peer, "(peer) abandoned after another rank failed"))
-        return ("error", RankFailure(peer, hung(self, peer, f"did not finish within {timeout:g} s", hint)))
-
-    def restart(self) -> None:
-        self.close()
+        return ("error", RankFailure(peer, hung(self.where(peer), f"did not finish within {timeout:g} s", hint)))
 
     def close(self) -> None:
         """Stop every worker (politely, then by force) and drop the pipes."""
@@ -672,4 +652,4 @@ class LocalWorld:
         self.close()
 
 
-__all__ = ["LocalGroup", "LocalWorld", "before_ranks_hooks", "inherited", "register_before_ranks"]
+__all__ = ["LocalGroup", "LocalWorld", "inherited", "register_before_ranks"]

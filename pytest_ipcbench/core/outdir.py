@@ -103,10 +103,7 @@ def check_folder(folder: Path, create: bool = True, mode: int = 0o777) -> Path:
         raise OutputFolderError(f"{folder} is not a folder (a file is in the way; choose another --out)")
     st = folder.stat()
     if st.st_uid != os.geteuid():
-        raise OutputFolderError(
-            f"{folder} belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}): refusing to write into it "
-            "(its owner could have planted symlinks there); choose a folder of your own with --out"
-        )
+        raise _not_yours(folder, st.st_uid)
     try:  # writable? (root passes every permission check but not a read-only filesystem)
         fd, probe = tempfile.mkstemp(prefix=".ipcbench-probe-", dir=folder)
         os.close(fd)

@@ -1,27 +1,9 @@
 """Counters a rank reads about itself: the probes that measure what a message costs.
 
 docs/method.md rule 20. One :class:`CounterProbe` per rank measures its whole process (every thread: zmq
-and MPI have helper threads) between :meth:`~CounterProbe.snapshot` calls:
-
-* ``faults.minor``, ``faults.major``, ``ctx.voluntary``, ``ctx.involuntary``:
-  ``getrusage(RUSAGE_SELF)``, no tool;
-* ``io.rchar``, ``io.wchar``, ``io.syscr``, ``io.syscw``: ``/proc/self/io`` (bytes through the
-  kernel's read and write families, and their calls), no tool;
-* ``pickle.dumps``, ``pickle.loads`` and their ``_bytes``: calls seen by wrapping, while counting
-  only, ``pickle.dumps/loads``, ``multiprocessing.reduction.ForkingPickler.dumps/loads`` (what
-  ``multiprocessing.Queue`` uses, in its feeder thread too) and mpi4py's ``MPI.pickle`` (the
-  lower-case ``send/recv/bcast`` of a communicator). Not seen: ``pickle.Pickler`` objects and
-  functions bound before counting started (``from pickle import dumps``), C code calling the
-  ``_pickle`` module directly;
-* ``syscalls.total`` and by class ``syscalls.data|sync|mapping|waiting|other``
-  (:data:`SYSCALL_CLASSES`): exact in-kernel counts of the tracepoint ``raw_syscalls:sys_enter``,
-  one ``perf_event_open`` counter per thread and class (a tracepoint filter on the system call
-  number), opened only while counting. Needs tracefs mounted (for the tracepoint's id) and
-  ``perf_event_open`` allowed (root, ``CAP_PERFMON`` or ``kernel.perf_event_paranoid`` <= 1);
-  nothing here mounts or changes a setting: without them the counters are absent with the reason
-  (:func:`syscall_unavailable`), never 0;
-* ``alloc.bytes``, ``alloc.peak_bytes`` and ``alloc.net_bytes``: tracemalloc (numpy reports its
-  buffers to it), in a pass of their own (tracing slows every allocation) by :class:`AllocProbe`.
+and MPI have helper threads) between :meth:`~CounterProbe.snapshot` calls: rusage, ``/proc/self/io``,
+pickle calls, system calls (core/syscalls.py); :class:`AllocProbe` runs tracemalloc in a pass of its
+own. docs/counters.md says what each counter sees, what it needs and what it misses.
 """
 
 from __future__ import annotations
@@ -113,10 +95,15 @@ def _rusage() -> dict[str, int]:
             "ctx.voluntary": r.ru_nvcsw, "ctx.involuntary": r.ru_nivcsw}
 
 
-def _proc_io() -> tuple[dict[str, int], int]:
-    """The four counters of /proc/self/io, and the bytes this read itself added to rchar."""
-    with open("/proc/self/io", "rb", buffering=0) as f:
-        raw = f.read()
+def _read(path: str) -> bytes:
+    with open(path, "rb", buffering=0) as f:
+        return f.read()
+
+
+def _proc_io(path: str = "/proc/self/io") -> tuple[dict[str, int], int]:
+    """The four counters of a process's (or a thread's) io file, and the bytes this read itself
+    added to rchar."""
+    raw = _read(path)
     fields = dict(line.split(": ") for line in raw.decode().splitlines() if ": " in line)
     return {f"io.{k}": int(fields[k]) for k in ("rchar", "wchar", "syscr", "syscw")}, len(raw)
 
@@ -129,11 +116,6 @@ HARNESS_THREAD_PREFIX = "ipcbench-"
 def harness_threads() -> frozenset[int]:
     return frozenset(t.native_id for t in threading.enumerate()
                      if t.name.startswith(HARNESS_THREAD_PREFIX) and t.native_id is not None)
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb", buffering=0) as f:
-        return f.read()
 
 
 def _task_counts(tid: int, io: bool) -> tuple[dict[str, int], int]:
@@ -152,10 +134,9 @@ def _task_counts(tid: int, io: bool) -> tuple[dict[str, int], int]:
             elif line.startswith("nonvoluntary_ctxt_switches:"):
                 out["ctx.involuntary"] = int(line.split()[1])
         if io:
-            raw = _read(f"/proc/self/task/{tid}/io")
-            nread += len(raw)
-            kv = dict(line.split(": ") for line in raw.decode().splitlines() if ": " in line)
-            out.update((f"io.{k}", int(kv[k])) for k in ("rchar", "wchar", "syscr", "syscw"))
+            counts, n = _proc_io(f"/proc/self/task/{tid}/io")
+            nread += n
+            out.update(counts)
     except (OSError, ValueError, IndexError):
         pass  # the thread has ended: what it did stays counted
     return out, nread
@@ -243,20 +224,10 @@ ALLOC_GRAIN = 256
 
 class AllocProbe:
     """tracemalloc around single iterations: the peak above the level at the iteration's start, what
-    stays allocated, and the bytes allocated (``alloc.bytes``).
-
-    The peak cannot see a copy made after a transient at least as large was freed (shm's bytes mode
-    unpickles through a buffer of the payload's size; a copy of the result afterwards stays below
-    that peak). So while an iteration runs, at every event of this thread (``sys.setprofile``: a
-    call or return of a Python or C function; ``sys.settrace``: a new line of Python code outside
-    the harness) the rise of the traced memory above its level at the previous event is taken and
-    the peak started anew (no line events in the standard library's code: its calls and returns
-    suffice there, at a fraction of the cost): the sum of those rises of at least :data:`ALLOC_GRAIN`
-    bytes, outside the harness's code (core/, harness/), is what the iteration allocated: one copy of N bytes is
-    N bytes more, whatever is freed before or after it. Between two events only the largest rise
-    shows: a line or a C function that frees a block and then allocates one no larger counts 0
-    for it. Starts tracemalloc unless it runs already (then leaves it on); the profile and trace
-    functions in force (a profiler's, coverage's) are put back after each iteration."""
+    stays allocated, and the bytes allocated (``alloc.bytes``: the rises of the traced memory between
+    two profile or line events, of at least :data:`ALLOC_GRAIN` bytes, outside the harness's code;
+    docs/counters.md says why and what it misses). Starts tracemalloc unless it runs already; the
+    profile and trace functions in force (a profiler's, coverage's) are put back after each iteration."""
 
     def __enter__(self) -> AllocProbe:
         self._started = not tracemalloc.is_tracing()

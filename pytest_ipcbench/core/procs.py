@@ -26,6 +26,7 @@ class Proc:
     ppid: int
     pgid: int
     comm: str
+    ticks: int = 0  # CPU clock ticks used, with the children it reaped (stat fields 14-17)
 
 
 def cores() -> int:
@@ -36,19 +37,27 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def _stat(pid: int | str) -> tuple[str, list[bytes]] | None:
+    """``/proc/<pid>/stat``: (command name, the fields after it, from ``state``); None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        # the command name is in parentheses and may itself hold spaces or ')'
+        end = stat.rindex(b")")
+        return stat[stat.index(b"(") + 1 : end].decode(errors="replace"), stat[end + 2 :].split()
+    except (OSError, ValueError):
+        return None
+
+
 def processes() -> Iterator[Proc]:
     """Every process we may read, from ``/proc/<pid>/stat`` (vanished ones are skipped)."""
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+        got = _stat(entry) if entry.isdigit() else None
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            # the command name is in parentheses and may itself hold spaces or ')'
-            comm = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
-            fields = stat[stat.rindex(b")") + 2 :].split()
-            yield Proc(int(entry), int(fields[1]), int(fields[2]), comm)
-        except (OSError, ValueError, IndexError):
+            if got is not None:
+                comm, f = got
+                yield Proc(int(entry), int(f[1]), int(f[2]), comm, sum(int(x) for x in f[11:15]))
+        except (ValueError, IndexError):
             continue
 
 
@@ -57,15 +66,24 @@ def group_pids(pgid: int) -> set[int]:
     return {p.pid for p in processes() if p.pgid == pgid}
 
 
-def descendants(pid: int | None = None) -> set[int]:
+def descendants(pid: int | None = None, procs: list[Proc] | None = None) -> set[int]:
     """Pids of the live processes below ``pid`` (default: this process)."""
-    parent_of = {p.pid: p.ppid for p in processes()}
+    parent_of = {p.pid: p.ppid for p in (processes() if procs is None else procs)}
     found: set[int] = set()
     frontier = {os.getpid() if pid is None else pid}
     while frontier:
         frontier = {c for c, parent in parent_of.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def ppid(pid: int) -> int | None:
+    """The parent of ``pid`` (None when it is gone)."""
+    got = _stat(pid)
+    try:
+        return int(got[1][1]) if got else None
+    except (ValueError, IndexError):
+        return None
 
 
 def children(pid: int) -> list[int]:
@@ -108,12 +126,8 @@ def comm(pid: int) -> str:
 
 def running(pid: int) -> bool:
     """Alive and not a zombie (a dead child its parent has not reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+    got = _stat(pid)
+    return got is not None and got[1][:1] not in ([b"Z"], [b"X"])
 
 
 def mapped_files(pid: int, prefix: str) -> list[Path]:
@@ -245,15 +259,10 @@ def signal_name(number: int) -> str:
 def zombie_status(pid: int) -> str:
     """How the zombie ``pid`` ended (``exit_code`` of /proc/<pid>/stat, as waitpid reports it):
     ``was killed by signal 9 (SIGKILL)`` or ``exited with code 2``; "" once its parent reaped it."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat_ = f.read()
-        fields = stat_[stat_.rindex(b")") + 2:].split()
-        if fields[0] != b"Z" or len(fields) < 50:
-            return ""
-        code = int(fields[49])
-    except (OSError, ValueError, IndexError):
+    fields = (_stat(pid) or ("", []))[1]
+    if fields[:1] != [b"Z"] or len(fields) < 50:
         return ""
+    code = int(fields[49])
     if code & 0x7F:
         return f"was killed by signal {code & 0x7F} ({signal_name(code & 0x7F)})"
     return f"exited with code {code >> 8}"
@@ -326,25 +335,10 @@ BUSY_SHARE = 0.10
 
 def _tree_cpu_ticks() -> int:
     """Clock ticks of CPU used by the live processes below this one, with the children each has
-    reaped (``/proc/<pid>/stat`` fields 14-17): a rank still running is ours too."""
-    parent_of: dict[int, int] = {}
-    ticks: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            parent_of[int(entry)] = int(fields[1])
-            ticks[int(entry)] = sum(int(x) for x in fields[11:15])
-        except (OSError, ValueError, IndexError):
-            continue
-    below: set[int] = set()
-    frontier = {os.getpid()}
-    while frontier:
-        frontier = {c for c, parent in parent_of.items() if parent in frontier} - below
-        below |= frontier
-    return sum(ticks[p] for p in below)
+    reaped: a rank still running is ours too."""
+    every = list(processes())
+    below = descendants(procs=every)
+    return sum(p.ticks for p in every if p.pid in below)
 
 
 def cpu_mark() -> tuple[float, float, float] | None:

@@ -1,17 +1,4 @@
-"""A project's declared matrix: the ``[tool.ipcbench]`` table of its pyproject.toml.
-
-Another project declares what ``ipcbench run``, ``ipcbench gate`` and the asv suite measure::
-
-    [tool.ipcbench]
-    backends = ["fifo", "shm"]         # its own backend (an entry point) and a built-in
-    modes = ["bytes", "native"]
-    payloads = ["records", "ndarray"]  # broadcast payload kinds
-    sizes = ["1KB", "1MB"]
-    scenarios = ["broadcast", "pingpong"]
-    ranks = 2
-    level = "quick"                    # quick | default | full
-    [tool.ipcbench.thresholds]         # per-case thresholds and waivers: core/case_rules.py
-    "broadcast/shm/*" = 0.25
+"""A project's declared matrix: the ``[tool.ipcbench]`` table of its pyproject.toml (docs/options.md).
 
 Every key is optional and an option of ``ipcbench run``'s table (core/options.py: RUN), checked
 as its flag is; the command line overrides it. A file without the table declares nothing (None),

@@ -1,35 +1,32 @@
 """A rank's reaper: a small process that outlives a killed MPI rank and reclaims what it left.
 
-A SIGKILLed rank runs no cleanup and Hydra then kills its siblings too, so each rank of a pytest
-``--with-mpi`` job starts a reaper in a session of its own. It records the MPICH segments its
-rank maps and waits on a pidfd of the rank and a pipe: ``done`` sends it away; the rank's death
-without it makes it say which rank died and how, wait (at most ``SETTLE`` s) for the node's
-siblings, remove the rank's ``ipcb-<pid>-*`` resources and the MPICH segments nobody maps, and
-exit. A launcher's death (pidfds of ``mpiexec`` and of the command named by ``LAUNCHER_ENV``) is
-one too: nobody else would end the job, so the reaper kills its rank and reclaims.
-
-Started by :func:`start` (``python -c _BOOT PACKAGE_DIR PID RANK PIDFD ERRFD PROXY WATCH [SEGMENT ...]``,
-WATCH a comma-separated list of ``FD:PID:NAME`` or ``-``).
+docs/reliability.md ("A killed rank or launcher") says when and how. It waits on a pidfd of its rank,
+of its launchers (``mpiexec`` and the command named by ``LAUNCHER_ENV``) and on a pipe: ``done``
+sends it away; the rank's death says which rank died and how and reclaims; a launcher's death
+kills the rank first. Started by :func:`start` (``python -c _BOOT PACKAGE_DIR PID RANK PIDFD
+ERRFD PROXY WATCH [SEGMENT ...]``, WATCH a comma-separated list of ``FD:PID:NAME`` or ``-``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import names, procs
+from .cleanup import HYDRA_PREFIX, MPICH_PREFIX
 
 SETTLE = 10.0  # seconds to wait for the other ranks of the node to end before removing
 LOOK_EVERY = 0.5  # seconds between looks at the rank's maps
 #: set by core/launcher.py in the environment of the jobs it starts: the pid of the command that
 #: started that mpiexec (honoured only by ranks whose mpiexec that pid started)
 LAUNCHER_ENV = "IPCBENCH_LAUNCHER"
-HYDRA_PREFIX = "hydra_hwloc_xmlfile_"
 
 
 #: The reaper's command: this module without the package's ``__init__`` (which imports numpy and
@@ -58,7 +55,7 @@ def start(rank: int) -> subprocess.Popen[bytes] | None:
         fd = os.pidfd_open(os.getpid())
     except OSError:
         return None
-    segments = [str(p) for p in procs.mapped_files(os.getpid(), "/dev/shm/mpich_shm_")]
+    segments = [str(p) for p in procs.mapped_files(os.getpid(), "/dev/shm/" + MPICH_PREFIX)]
     err = _launcher_stderr(os.getppid())
     watch = _launcher_pidfds(os.getppid())
     fds = [fd] + ([err] if err >= 0 else []) + [w for w, _, _ in watch if w >= 0]
@@ -108,18 +105,22 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
     poll.register(sys.stdin.fileno(), select.POLLIN)
     done = False
     launcher_gone = ""
+
+    def end_rank(fd: int) -> str:
+        """The rank's launcher is gone: nobody else will end this job, so its reaper does."""
+        gone = f"its launcher {watch[fd][1]} (pid {watch[fd][0]}) is gone"
+        _say(f"ipcbench: rank {rank} (pid {pid}): {gone}; its reaper ends it")
+        with contextlib.suppress(OSError, AttributeError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return gone
+
     for fd in watch:
         if fd >= 0:
             poll.register(fd, select.POLLIN)
         elif not launcher_gone:  # gone before this reaper started
-            launcher_gone = f"its launcher {watch[fd][1]} (pid {watch[fd][0]}) is gone"
-            _say(f"ipcbench: rank {rank} (pid {pid}): {launcher_gone}; its reaper ends it")
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            except (OSError, AttributeError):
-                pass
+            launcher_gone = end_rank(fd)
     while True:
-        mapped |= set(procs.mapped_files(pid, "/dev/shm/" + "mpich_shm_"))
+        mapped |= set(procs.mapped_files(pid, "/dev/shm/" + MPICH_PREFIX))
         hydra |= set(procs.open_files(proxy, HYDRA_PREFIX)) if proxy else set()
         events = dict(poll.poll(LOOK_EVERY * 1000))
         if sys.stdin.fileno() in events:
@@ -128,65 +129,57 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
                 done = True
             if not line:
                 poll.unregister(sys.stdin.fileno())
-        if pidfd in events:
-            break
         if done:
             return 0
+        if pidfd in events:
+            break
         gone = [fd for fd in watch if fd in events]
         if gone and not launcher_gone:
-            # the rank's launcher is gone: nobody else will end this job, so its reaper does
-            who, what = watch[gone[0]]
-            launcher_gone = f"its launcher {what} (pid {who}) is gone"
             for fd in gone:
                 poll.unregister(fd)
-            _say(f"ipcbench: rank {rank} (pid {pid}): {launcher_gone}; its reaper ends it")
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            except (OSError, AttributeError):
-                pass
-    if done:
-        return 0
+            launcher_gone = end_rank(gone[0])
     how = procs.zombie_status(pid) or "ended without finishing (killed or crashed)"
     siblings = [k for k in procs.children(proxy) if k != pid]
     first = " first" if siblings and all(procs.running(k) for k in siblings) else ""
     if launcher_gone:
         how = f"was ended by its reaper ({launcher_gone})"
         first = ""
-    elif any(fd >= 0 and fd in dict(poll.poll(0)) for fd in watch):
-        who, what = watch[next(fd for fd in watch if fd >= 0 and fd in dict(poll.poll(0)))]
+    elif gone := [fd for fd in watch if fd >= 0 and fd in dict(poll.poll(0))]:
+        who, what = watch[gone[0]]
         how += f" (its launcher {what}, pid {who}, is gone)"
     _say(f"ipcbench: rank {rank} (pid {pid}){first} {how}; its reaper removes what it left")
     deadline = time.monotonic() + SETTLE
     while time.monotonic() < deadline and proxy and (
             any(procs.running(k) for k in procs.children(proxy)) or (hydra and procs.running(proxy))):
         time.sleep(0.1)
-    removed = []
-    for item in names.find_ours(pid=pid):
-        names.remove(item.path)
-        removed.append(item.path.name)
-    busy = procs.mapped_shm_names()
-    for path in sorted(mapped):
-        if path.name not in busy:
-            try:
-                path.unlink()
-                removed.append(path.name)
-            except OSError:
-                pass
+    removed = reclaim([pid], sorted(mapped))
     # Hydra's topology file: its proxy held it open; once the proxy is gone, nobody of the job reads it
     # (a normal end unlinks it: then it is simply absent)
     if hydra and not (proxy and procs.running(proxy)):
         deadline = time.monotonic() + 2.0  # the proxy unlinks it itself on its way out, unless killed
         while time.monotonic() < deadline and any(p.exists() for p in hydra):
             time.sleep(0.1)
-        for path in sorted(hydra):
-            try:
-                path.unlink()
-                removed.append(path.name)
-            except OSError:
-                pass
+        removed += reclaim((), sorted(hydra))
     if removed:
-        _say(f"ipcbench: removed what rank {rank} left: {', '.join(removed)}")
+        _say(f"ipcbench: removed what rank {rank} left: {', '.join(p.name for p in removed)}")
     return 0
+
+
+def reclaim(pids: Iterable[int], files: Iterable[Path] = (), patterns: Sequence[str] = ()) -> list[Path]:
+    """Remove our resources named by ``pids`` (and by the backends' declared ``patterns``) and the
+    ``files`` (MPICH segments, Hydra's file) that no live process maps; the paths removed."""
+    removed = []
+    for pid in pids:
+        for item in names.find_ours(pid=pid, patterns=patterns):
+            names.remove(item.path)
+            removed.append(item.path)
+    busy = procs.mapped_shm_names()
+    for path in files:
+        if path.name not in busy:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    return removed
 
 
 def _say(line: str) -> None:
@@ -206,7 +199,7 @@ def _launcher_pidfds(parent: int) -> list[tuple[int, int, str]]:
         launcher = int(os.environ.get(LAUNCHER_ENV, ""))
     except ValueError:
         launcher = 0
-    if launcher > 1 and not procs.running(launcher) and (mpiexec is None or _ppid(mpiexec) != launcher):
+    if launcher > 1 and not procs.running(launcher) and (mpiexec is None or procs.ppid(mpiexec) != launcher):
         # started by core/launcher.py, whose command died while this rank was starting (mpiexec gone
         # too, or orphaned: its parent is not that command any more): no pidfd to wait on, it is gone
         # already (fd -1)
@@ -214,7 +207,7 @@ def _launcher_pidfds(parent: int) -> list[tuple[int, int, str]]:
     if mpiexec is None:
         return out
     wanted = [(mpiexec, "mpiexec")]
-    if launcher > 1 and _ppid(mpiexec) == launcher:
+    if launcher > 1 and procs.ppid(mpiexec) == launcher:
         wanted.append((launcher, procs.comm(launcher) or "launcher"))
     for pid, name in wanted:
         try:
@@ -232,7 +225,7 @@ def _mpiexec(parent: int) -> int | None:
             return None
         if procs.comm(here).startswith(("mpiexec", "mpirun")):
             return here
-        here = _ppid(here)
+        here = procs.ppid(here)
     return None
 
 
@@ -245,12 +238,3 @@ def _launcher_stderr(parent: int) -> int:
         return os.open(f"/proc/{here}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
     except OSError:
         return -1
-
-
-def _ppid(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat_ = f.read()
-        return int(stat_[stat_.rindex(b")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None

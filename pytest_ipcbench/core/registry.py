@@ -224,9 +224,6 @@ class Registry(Generic[T]):
         self._refs.pop(name, None)
         _version += 1
 
-    def references(self) -> list[Reference]:
-        return list(self._refs.values())
-
 
 def check_name(name: Any, what: str) -> None:
     if not isinstance(name, str) or not _NAME_RE.match(name) or name.lower() in _RESERVED:
@@ -276,11 +273,7 @@ def _reference(name: str, obj: Any, origin: Any, what: str) -> Reference:
 
 def snapshot() -> tuple[int, list[tuple[str, str, list[Reference]]]]:
     """(version, [(owner module, group, references)]) of every run-time registration."""
-    return _version, [(r.owner, r.group, r.references()) for r in _REGISTRIES.values() if r.references()]
-
-
-def version() -> int:
-    return _version
+    return _version, [(r.owner, r.group, list(r._refs.values())) for r in _REGISTRIES.values() if r._refs]
 
 
 def replay(data: list[tuple[str, str, list[Reference]]]) -> None:
@@ -289,10 +282,8 @@ def replay(data: list[tuple[str, str, list[Reference]]]) -> None:
         importlib.import_module(owner)
         registry = _REGISTRIES[group]
         for ref in refs:
-            if ref.name in registry._refs and (registry._refs[ref.name].file, registry._refs[ref.name].qualname) == (
-                ref.file,
-                ref.qualname,
-            ):
+            old = registry._refs.get(ref.name)
+            if old is not None and (old.file, old.qualname) == (ref.file, ref.qualname):
                 continue
             module = _import_module(ref)
             if ref.name in registry._added:  # importing the module registered it again
@@ -349,4 +340,4 @@ def _import_module(ref: Reference) -> types.ModuleType:
     return module
 
 
-__all__ = ["ExtensionError", "Reference", "Registry", "check_name", "replay", "snapshot", "version"]
+__all__ = ["ExtensionError", "Reference", "Registry", "check_name", "replay", "snapshot"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import sys
@@ -67,18 +68,16 @@ class _PerfEventAttr(ctypes.Structure):
 
 _PERF_TYPE_TRACEPOINT = 2
 _FLAG_DISABLED, _FLAG_INHERIT = 1 << 0, 1 << 1
-_IOC_ENABLE, _IOC_DISABLE, _IOC_RESET = 0x2400, 0x2401, 0x2403
+_IOC_ENABLE = 0x2400
 _IOC_SET_FILTER = 0x40082406  # _IOW('$', 6, char *) on 64-bit
-_libc: Any = None
 
 
+@functools.cache
 def _syscall_fn() -> Any:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.syscall.restype = ctypes.c_long
-        _libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
-    return _libc
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
+    return libc
 
 
 def _tracepoint_id() -> tuple[int | None, str]:
@@ -103,34 +102,24 @@ def _paranoid() -> str:
         return "?"
 
 
-_UNAVAILABLE: list[str | None] = []  # cached answer of syscall_unavailable
-
-
+@functools.cache
 def syscall_unavailable() -> str | None:
     """Why this process cannot count its system calls, or None when it can (cached)."""
-    if _UNAVAILABLE:
-        return _UNAVAILABLE[0]
-    reason: str | None = None
     if not sys.platform.startswith("linux"):
-        reason = f"system calls are counted with Linux perf_event_open; this is {sys.platform}"
-    elif platform.machine() not in _ARCH:
-        reason = f"no system call table for {platform.machine()} (known: {', '.join(_ARCH)})"
-    else:
-        tp, why = _tracepoint_id()
-        if tp is None:
-            reason = why
-        else:
-            try:
-                fd = _open_counter(tp, os.getpid(), None)
-                os.close(fd)
-            except OSError as exc:
-                if exc.errno in (errno.EACCES, errno.EPERM):
-                    reason = (f"perf_event_open denied: kernel.perf_event_paranoid={_paranoid()} and no "
-                              "CAP_PERFMON (sudo sysctl kernel.perf_event_paranoid=1; see README)")
-                else:
-                    reason = f"perf_event_open failed: {exc.strerror} (errno {exc.errno})"
-    _UNAVAILABLE.append(reason)
-    return reason
+        return f"system calls are counted with Linux perf_event_open; this is {sys.platform}"
+    if platform.machine() not in _ARCH:
+        return f"no system call table for {platform.machine()} (known: {', '.join(_ARCH)})"
+    tp, why = _tracepoint_id()
+    if tp is None:
+        return why
+    try:
+        os.close(_open_counter(tp, os.getpid(), None))
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return (f"perf_event_open denied: kernel.perf_event_paranoid={_paranoid()} and no "
+                    "CAP_PERFMON (sudo sysctl kernel.perf_event_paranoid=1; see README)")
+        return f"perf_event_open failed: {exc.strerror} (errno {exc.errno})"
+    return None
 
 
 def _open_counter(tp: int, tid: int, filt: str | None) -> int:
@@ -212,6 +201,3 @@ class SyscallCounter:
             for fd in fds:
                 os.close(fd)
         self.fds.clear()
-
-
-# ------------------------------------------------------------------------------------ pickle

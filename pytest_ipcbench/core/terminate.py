@@ -1,12 +1,9 @@
-"""SIGTERM and SIGHUP taken like a Ctrl-C, so that a terminated process cleans up after itself.
+"""SIGTERM and SIGHUP taken like a Ctrl-C, so that a terminated process cleans up after itself
+(docs/reliability.md, "SIGTERM or SIGHUP to a whole session").
 
-Ended by the default action of SIGTERM or SIGHUP a process runs no ``finally``, no ``atexit``,
-no multiprocessing finaliser, and what it made stays in /dev/shm and the temp folder (an MPI rank
-has its reaper, core/reaper.py; a plain ``pytest`` run has none). :class:`AsInterrupt` makes
-these signals raise :class:`Terminated`, a KeyboardInterrupt, so the Ctrl-C path runs and
-``except Exception`` does not swallow it. With a ``grace``, a process still running ``grace``
-seconds after the signal leaves with ``128 + signal`` and says so; a repeated signal meanwhile
-is not raised again (it would cut the cleanup short).
+:class:`AsInterrupt` makes these signals raise :class:`Terminated`, a KeyboardInterrupt, so the
+Ctrl-C path runs and ``except Exception`` does not swallow it; with a ``grace``, a process still
+running ``grace`` seconds after the signal leaves with ``128 + signal`` and says so.
 """
 
 from __future__ import annotations

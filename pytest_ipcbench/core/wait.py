@@ -7,6 +7,7 @@ backend paces its polls with :class:`Spin` or :class:`Backoff`.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 import time
@@ -137,24 +138,20 @@ class Spin:
 #: that late, which moves its figures from run to run (docs/method.md rule 18).
 TIMER_SLACK_NS = 1000
 _PR_SET_TIMERSLACK = 29
-_slack_set = False
 
 
+@functools.cache
 def precise_sleeps() -> bool:
     """Ask Linux for a short timer slack in this process (once): short sleeps end when asked.
 
     Only this process's timers change (its sleeps and poll timeouts wake sooner after their
     deadline, at some power cost); False where prctl is not available."""
-    global _slack_set
-    if _slack_set:
-        return True
     if not sys.platform.startswith("linux"):
         return False
     try:
-        _slack_set = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0) == 0
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
-    return _slack_set
 
 
 def pacer(wait: str, timeout: float) -> Spin | Backoff:

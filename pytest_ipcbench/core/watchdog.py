@@ -1,12 +1,11 @@
-"""A per-test deadline that ends the whole MPI job when a rank hangs.
+"""A per-test deadline that ends the whole MPI job when a rank hangs (docs/reliability.md, "Hangs
+end by the watchdog").
 
 One daemon thread per process. When a deadline armed by :meth:`Watchdog.arm` passes, it writes
-a message and every thread's traceback to the real stderr (saved at start: pytest's capture
-cannot swallow it) and calls ``abort`` (``MPI.COMM_WORLD.Abort``), then ``os._exit``. A rank
-that only waits for the others gets ``grace`` seconds more, so the stuck rank's traceback is the
-one printed. A rank blocked inside an MPI call never sees a Ctrl-C's KeyboardInterrupt:
-:meth:`Watchdog.watch_interrupts` hears SIGINT through ``signal.set_wakeup_fd`` and aborts the
-job with exit code 2 (pytest's for an interrupted run) after ``interrupt_grace`` seconds.
+a message and every thread's traceback to the real stderr and calls ``abort``
+(``MPI.COMM_WORLD.Abort``), then ``os._exit``; a rank that only waits for the others gets
+``grace`` seconds more. :meth:`Watchdog.watch_interrupts` ends the job after a Ctrl-C that a rank
+blocked inside an MPI call never sees.
 """
 
 from __future__ import annotations
@@ -66,10 +65,7 @@ class Watchdog:
         says how to raise the deadline."""
         with self._cond:
             self._hint = hint or DEFAULT_HINT
-            if seconds <= 0:
-                self._deadline = None
-            else:
-                self._deadline = time.monotonic() + seconds
+            self._deadline = time.monotonic() + seconds if seconds > 0 else None
             self._what, self._seconds, self._phase, self._waiting = what, seconds, phase, False
             self._collective, self._errors, self._noted = None, [], False
             self._cond.notify()
@@ -124,7 +120,7 @@ class Watchdog:
                 f"call, waiting for ranks that have stopped): aborting the MPI job\n")
         # the abort ends this process before any finally: release what it made (its segments,
         # folders) now; nobody else uses them any more
-        self._end_job(text, INTERRUPTED_EXIT_CODE, INTERRUPTED_EXIT_CODE, tracebacks=False, release=True)
+        self.end_job(text, INTERRUPTED_EXIT_CODE)
 
     def _is_waiting(self) -> bool:
         return self._waiting or self._collective is not None
@@ -160,10 +156,7 @@ class Watchdog:
             head = (f"ipcbench: {self._what} did not finish within {self._seconds:g} s on rank {self.rank}: rank "
                     f"{self.rank} did not arrive (its traceback follows) — a rank hung or died; aborting the MPI job\n")
         errors = "".join(f"ipcbench: rank {self.rank} had raised: {e}\n" for e in self._errors)
-        return (
-            head + errors
-            + f"ipcbench: ({where}; {self._hint})\n"
-        )
+        return head + errors + f"ipcbench: ({where}; {self._hint})\n"
 
     def _note(self) -> str:
         """Said by a waiting rank that had raised, before any rank fires (its error would be lost)."""
@@ -203,9 +196,6 @@ class Watchdog:
             if self._closed:
                 return
             text = self.message()
-        self._fire(text)
-
-    def _fire(self, text: str) -> None:
         self._end_job(text, 1, EXIT_CODE, tracebacks=True, release=False)
 
     def end_job(self, text: str, exit_code: int) -> None:

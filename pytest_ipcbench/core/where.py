@@ -26,7 +26,7 @@ ASK_WAIT = 2.0  # seconds a rank that asks waits for the answer (a stack held by
 _STDLIB = os.path.dirname(os.__file__) + os.sep
 
 
-def _own_library(path: str) -> bool:
+def own_library(path: str) -> bool:
     """A file of Python's own library (not a package installed beside it)."""
     return path.startswith(_STDLIB) and "site-packages" not in path
 
@@ -41,7 +41,7 @@ def locate(frame: FrameType | None) -> tuple[str, str]:
     if frame is None:
         return "", ""
     innermost = frame
-    while innermost.f_back is not None and _own_library(innermost.f_code.co_filename):
+    while innermost.f_back is not None and own_library(innermost.f_code.co_filename):
         innermost = innermost.f_back  # the caller that matters, not select's or a pipe's insides
     step = ""
     while frame is not None:

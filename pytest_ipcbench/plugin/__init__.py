@@ -337,7 +337,7 @@ def _backends_of(request: pytest.FixtureRequest) -> list[str]:
         callspec = getattr(request.node, "callspec", None)
         name = callspec.params.get("ipc_backend") if callspec is not None else None
         used.append(name or get_session(request.config).settings.backends[0])
-    by_fixture = {backend_fixture_name(n): n for n in BACKENDS.names()}
+    by_fixture = backend_fixtures()
     used += [by_fixture[f] for f in request.fixturenames if f in by_fixture]
     used += [getattr(request.cls, "backend", "")] if "conformance_backend" in request.fixturenames else []  # the kit
     return used

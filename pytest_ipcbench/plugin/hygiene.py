@@ -87,7 +87,8 @@ def item_timeout(item: pytest.Item) -> float:
     kit = _conformance_class(item)
     if kit is not None and session.settings.timeout:
         return conformance_deadline(kit[0])
-    return session.timeout_for(marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout"))
+    marked = marker_kwargs(item.get_closest_marker("ipcbench"), item.nodeid).get("timeout")
+    return session.settings.timeout if marked is None else marked
 
 
 def timeout_hint(item: pytest.Item) -> str:

@@ -88,10 +88,6 @@ class IpcSession:
 
     # --------------------------------------------------------------------------- groups
 
-    def need_ranks(self, n: int) -> None:
-        """Collection tells the session the largest group a test needs (local mode sizes its world)."""
-        self._local_size = max(self._local_size, n)
-
     def is_idle(self, ranks: int | None) -> bool:
         """True on an MPI rank outside a test's group of ``ranks`` (it waits while the others run)."""
         return self.mpi and ranks is not None and self.rank >= ranks
@@ -187,9 +183,6 @@ class IpcSession:
 
     # ---------------------------------------------------------------------- parametrize
 
-    def timeout_for(self, marker_timeout: float | None) -> float:
-        return self.settings.timeout if marker_timeout is None else marker_timeout
-
     def matrix(self, fixturenames: Sequence[str], marker: Mapping[str, Any]) -> Matrix | None:
         """The parameters of a test that uses the ipcbench fixtures (None if it uses none).
 
@@ -233,7 +226,7 @@ class IpcSession:
             ranks = row.get("ipc_ranks")
             reasons = []
             if ranks is not None:
-                self.need_ranks(ranks)
+                self._local_size = max(self._local_size, ranks)  # local mode sizes its world for the largest
                 reasons.append(self.fits(ranks))
             for name in ([row["ipc_backend"]] if "ipc_backend" in row else []) + named:
                 reasons.append(self.backend_unavailable(name, ranks))

@@ -32,7 +32,6 @@ from ..core.wait import WAITS
 
 DEFAULT_SIZES = "1KB,1MB"
 DEFAULT_MPI_RANKS = 2  # and the world size
-DEFAULT_TIMEOUT_S = DEFAULT_TIMEOUT
 
 UNMARKED_CHOICES = ("all", "rank0")
 _PLUGIN_HINT = "; a plugin's names come from its entry point or a register_{}() call in a conftest.py loaded at start"
@@ -68,7 +67,7 @@ PYTEST_OPTIONS: tuple[Option, ...] = (
            ini="ipc_payloads", env="IPCBENCH_PAYLOADS", metavar="LIST", marker=True),
     Option("timeout", seconds(), "seconds a test may take before the run is ended as hung (default 300, at most "
                                  "a week)", flag="--ipc-timeout", ini="ipc_timeout",
-           env="IPCBENCH_TIMEOUT", metavar="SECONDS", default=DEFAULT_TIMEOUT_S, marker=True),
+           env="IPCBENCH_TIMEOUT", metavar="SECONDS", default=DEFAULT_TIMEOUT, marker=True),
     Option("report_dir", path, "write the results report into DIR", flag="--ipc-report", ini="ipc_report",
            env="IPCBENCH_REPORT", metavar="DIR"),
     Option("wait", choice(*WAITS), "how readers wait: auto (default: block when ranks <= cores, else "
@@ -117,7 +116,7 @@ class Settings:
     ranks: tuple[int, ...] = (2, 4)
     modes: tuple[str, ...] = MODES
     payloads: tuple[str, ...] = field(default_factory=payload_kinds)
-    timeout: float = DEFAULT_TIMEOUT_S
+    timeout: float = DEFAULT_TIMEOUT
     report_dir: Path | None = None
     all_ranks_output: bool = False
     wait: str = "auto"  # the readers' wait strategy (backends.base.WAITS)

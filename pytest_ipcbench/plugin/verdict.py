@@ -12,7 +12,7 @@ import os
 import pickle
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +24,7 @@ SHORT_TEXT_LIMIT = 300
 
 
 class WorldChannel:
-    """Non-blocking exchanges among all ranks, over a private duplicate of the world.
-
-    ``on_wait`` is called (once) when a rank starts to wait, so a watchdog can tell a rank that
-    waits for the others from one that is stuck.
-    """
+    """Non-blocking exchanges among all ranks, over a private duplicate of the world."""
 
     def __init__(self, comm: Any, poll: float = POLL_S) -> None:
         self.comm = comm
@@ -187,6 +183,7 @@ class RankFailureRepr:
 def apply(report: Any, verdict: Verdict, outcomes: Sequence[RankOutcome], me: RankOutcome, size: int) -> None:
     """Make ``report`` (this rank's) say what the verdict says."""
     path, lineno = str(report.location[0]), int(report.location[1] or 0) + 1
+    first = {o.rank: o for o in outcomes}[verdict.ranks[0]] if verdict.ranks else me
     if verdict.outcome == "failed":
         others = [r for r in verdict.ranks if r != me.rank]
         if me.outcome == "failed":
@@ -197,7 +194,6 @@ def apply(report: Any, verdict: Verdict, outcomes: Sequence[RankOutcome], me: Ra
                 )
             return
         text = failure_text(outcomes, verdict.ranks, size, report.when)
-        first = {o.rank: o for o in outcomes}[verdict.ranks[0]]
         ranks = ", ".join(map(str, verdict.ranks))
         message = f"failed on rank {ranks}: {first.short or 'failed'}"
         report.outcome = "failed"
@@ -207,28 +203,19 @@ def apply(report: Any, verdict: Verdict, outcomes: Sequence[RankOutcome], me: Ra
         return
     if verdict.outcome == "xfailed":
         if me.xfail is None and not me.idle and report.outcome == "passed":
-            first = {o.rank: o for o in outcomes}[verdict.ranks[0]]
             report.outcome = "skipped"
             report.wasxfail = f"{first.xfail} (failed as expected on rank {', '.join(map(str, verdict.ranks))})"
             report.longrepr = (path, lineno, f"XFAIL on rank {first.rank}: {first.short}")
         return
     if verdict.outcome == "skipped":
         if report.outcome == "passed" and not me.idle:
-            first = {o.rank: o for o in outcomes}[verdict.ranks[0]]
             report.outcome = "skipped"
             report.longrepr = (path, lineno, f"Skipped: on rank {first.rank}: {first.short}")
 
 
-def exchange_and_apply(
-    channel: WorldChannel,
-    report: Any,
-    idle: bool,
-    before_wait: Callable[[], None] | None = None,
-) -> Verdict:
+def exchange_and_apply(channel: WorldChannel, report: Any, idle: bool) -> Verdict:
     """Exchange this rank's outcome of a phase with every rank and apply the collective verdict."""
     me = outcome_of(report, channel.rank, idle)
-    if before_wait is not None:
-        before_wait()
     outcomes: list[RankOutcome] = channel.allgather(me)
     check_same_phase(outcomes)
     verdict = decide(outcomes)

@@ -213,9 +213,7 @@ class ResultSet:
             data = json.loads(raw)
         except RecursionError:
             raise MalformedResults(f"{path}: nested deeper than a results file can be (JSON parser's limit)") from None
-        except json.JSONDecodeError as exc:
-            raise MalformedResults(f"{path} is not a results JSON file: {exc}") from None
-        except ValueError as exc:  # not UTF-8, or an integer of more digits than Python reads
+        except ValueError as exc:  # not JSON, not UTF-8, or an integer of more digits than Python reads
             raise MalformedResults(f"{path} is not a results JSON file: {exc}") from None
         if not isinstance(data, dict) or not isinstance(data.get("schema"), str) \
                 or data["schema"] not in READABLE_SCHEMAS:

@@ -202,39 +202,18 @@ def _resampled_medians(rounds: Sequence[Sequence[float] | np.ndarray], picks: np
     return np.median(out, axis=1)
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-12:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1 - x) / b
+def _t_inside(t: float, dof: int) -> float:
+    """P(|T| < t) for Student's t with whole ``dof``: the finite series of Abramowitz and Stegun
+    26.7.3 (odd dof) and 26.7.4 (even)."""
+    theta = math.atan(t / math.sqrt(dof))
+    c2, odd = math.cos(theta) ** 2, dof % 2
+    term = total = 1.0 if dof > 1 else 0.0
+    for k in range(2 if odd else 1, dof - 1 if odd else dof - 2, 2):
+        term *= c2 * k / (k + 1)
+        total += term
+    if odd:
+        return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+    return math.sin(theta) * total
 
 
 def t_quantile(p: float, dof: int) -> float:
@@ -242,23 +221,12 @@ def t_quantile(p: float, dof: int) -> float:
     that turns the standard error of a mean of ``dof + 1`` rounds into an honest interval."""
     if not 0.5 < p < 1 or dof < 1:
         raise ValueError(f"t_quantile needs 0.5 < p < 1 and dof >= 1, got p={p}, dof={dof}")
-    if dof == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if dof == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-
-    def upper_tail(t: float) -> float:  # P(T > t)
-        return 0.5 * _betainc(dof / 2, 0.5, dof / (dof + t * t))
-
     lo, hi = 0.0, 1.0
-    while upper_tail(hi) > 1 - p:
+    while _t_inside(hi, dof) < 2 * p - 1:
         hi *= 2
     for _ in range(200):
         mid = (lo + hi) / 2
-        if upper_tail(mid) > 1 - p:
-            lo = mid
-        else:
-            hi = mid
+        lo, hi = (mid, hi) if _t_inside(mid, dof) < 2 * p - 1 else (lo, mid)
     return (lo + hi) / 2
 
 

@@ -6,16 +6,10 @@ writes it, and asv.conf.json)::
     # benchmarks/bench_ipcbench.py
     from pytest_ipcbench.runner.asv_suite import *  # noqa: F401,F403
 
-``setup_cache`` runs ``python -m pytest_ipcbench run --config PYPROJECT`` several times per
-commit (``$IPCBENCH_ASV_REPEATS``, default 3; one run per commit is noise on a busy machine).
-``Declared.track_median`` hands asv each run's median of each case's primary metric as its
-samples, so asv records their median and 99% interval, and ``python -m
-pytest_ipcbench.runner.asv_suite plot`` draws the history with it. ``DeclaredCounters`` (counters
-per message) exists only where the declared matrix counts them. The parameters are the case keys
-as the *current* pyproject.toml declares them; a commit that cannot run a case skips it.
-
-Which pyproject.toml: ``$IPCBENCH_CONFIG``, else the one next to asv.conf.json
-(``$ASV_CONF_DIR``), else the nearest one from the current folder.
+docs/performance-history.md says what it runs and records. The parameters are the case keys as
+the *current* pyproject.toml declares them; a commit that cannot run a case skips it. Which
+pyproject.toml: ``$IPCBENCH_CONFIG``, else the one next to asv.conf.json (``$ASV_CONF_DIR``), else
+the nearest one from the current folder.
 """
 
 from __future__ import annotations

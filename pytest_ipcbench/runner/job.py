@@ -30,6 +30,7 @@ from ..core.envinfo import INJECT_ENV, describe as describe_env
 from ..core.errors import UsageError
 from ..core.group import MPIGroup, in_mpi_job
 from ..core.injection import injected
+from ..core.options import LEVELS
 from ..core.outdir import FolderLock, OutputFolderError, claim, save_or_keep, write_text
 from ..core.payloads import PAYLOADS
 from ..core.procs import has_module
@@ -43,7 +44,7 @@ from ..results.results import Result, ResultSet
 from ..shared.experiment import run_experiment
 from .deep_phase import deep_phase
 from .local_phase import local_phase
-from .matrix import BUFFER, LEVEL_SPECS, LEVELS, MEMORY_COPY_BYTES, Case, build_matrix, load_problem, needs_mpi
+from .matrix import BUFFER, LEVEL_SPECS, MEMORY_COPY_BYTES, Case, build_matrix, load_problem, needs_mpi
 from .mpijob import MpiPhase
 from .progress import Progress
 from .shared_arrays import experiment_results

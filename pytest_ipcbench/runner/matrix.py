@@ -17,7 +17,6 @@ from ..core.units import duration_label, size_label
 from ..harness.measure import PAIR_SCENARIOS, SCENARIOS, BenchSettings, BufferPayload
 from ..mpi_methods.configs import CONFIG_NAMES, config_nbytes
 
-LEVELS = ("quick", "default", "full")
 BUFFER = "buffer"  # the pseudo-kind of ping-pong and stream: exactly ``size`` bytes
 MB = 10**6
 KB = 10**3

@@ -56,12 +56,9 @@ class Progress:
     def finish(self, label: str, note: str = "", ok: bool = True) -> None:
         self.done += 1
         mark = "ok  " if ok else "FAIL"
-        line = f"[{self.done}/{self.total} {self._elapsed()}] {mark} {label}" + (f"  {note}" if note else "")
         if self._rich is not None:
             self._rich.update(self._task, completed=self.done)
-            self._rich.console.print(line, markup=False, highlight=False)
-        elif self.mode != "none":
-            print(line, flush=True)
+        self.note(f"[{self.done}/{self.total} {self._elapsed()}] {mark} {label}" + (f"  {note}" if note else ""))
 
     def note(self, text: str) -> None:
         if self._rich is not None:

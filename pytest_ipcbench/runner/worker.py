@@ -34,7 +34,6 @@ def _bench_case(group: Group, case: Case, settings: BenchSettings) -> Result | N
 
 def noop(group: Group) -> None:
     """Nothing: run once to start a local world's workers."""
-    return None
 
 
 def run_case_local(world: LocalWorld, case: Case, settings: BenchSettings) -> Result:
