@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -158,8 +159,9 @@ def main() -> int:
     parser.add_argument("--variants", default="syscall,copy,pickle,none")
     parser.add_argument("--no-gate", action="store_true", help="only the two runs and compare")
     parser.add_argument("--gate-only", action="store_true", help="only the gate (no separate runs and compare)")
-    parser.add_argument("--phases", action="store_true",
-                        help="a repository (and gate) per phase: local (inj), MPI at 4 ranks (inj-mpi, shm)")
+    parser.add_argument("--phases", nargs="?", const="local,mpi", default="",
+                        help="a repository (and gate) per phase: local (inj), mpi (inj-mpi, shm at 4 ranks); "
+                             "a comma list (default both)")
     parser.add_argument("--save", metavar="DIR", help="copy each gate's output and report into DIR/VARIANT-PHASE")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--show", action="store_true", help="print the counters of each affected case, base -> head")
@@ -199,7 +201,8 @@ def main() -> int:
         for i, variant in enumerate(variants):
             started = time.monotonic()
             name = variant if variants.count(variant) == 1 else f"{variant}-{i}"  # none,none,...: A/A pairs
-            for phase, backends in (PHASES.items() if args.phases else [("all", None)]):
+            phases = [(p, PHASES[p]) for p in args.phases.split(",")] if args.phases else [("all", None)]
+            for phase, backends in phases:
                 where = work / name / phase
                 where.mkdir(parents=True)
                 repo = make_repo(where, variant, log, backends)
@@ -268,27 +271,34 @@ def gate(repo: Path, variant: str, log: Path, env: dict[str, str], save: Path | 
     for line in text:
         if any(f" {b}/" in line or f"{b} " in line for b in AFFECTED) and "per message" in line:
             print(f"    {line.strip()}")
-    print(f"    {counting_share(report, took)}", flush=True)
+    print(f"    {counting_share(text, took)}", flush=True)
     return [(variant, "gate", phase, r, code)
             for phase, r in sorted(verdicts(report / "base.json", report / "head.json", variant).items())]
 
 
-def counting_share(report: Path, gate_s: float) -> str:
-    """The counting pass's share of the gate's wall time: each side's counted first round minus its
-    uncounted second round (the same cases when the budget allowed them all), over the gate's time."""
-    rounds = {p.name: ResultSet.load(p / "results.json") for p in (report / "rounds").iterdir()
-              if (p / "results.json").is_file()}
+def counting_share(output: list[str], gate_s: float) -> str:
+    """The counting pass's share of the gate's wall time, from the gate's own output: each side's
+    counted first round minus its uncounted second round (when that one ran every case too)."""
+    rounds: dict[tuple[int, str], tuple[float, str]] = {}
+    current: tuple[int, str] | None = None
+    for line in output:
+        m = re.match(r"\[gate\] round (\d+): (base|head), (.*)", line)
+        if m:
+            current = (int(m[1]), m[2])
+            what = m[3]
+            continue
+        m = re.match(r"\[gate\]   (base|head): ([\d.]+) s", line)
+        if m and current is not None:
+            rounds[current] = (float(m[2]), what)
     extra, parts = 0.0, []
     for side in ("base", "head"):
-        first, second = rounds.get(f"1-{side}"), rounds.get(f"2-{side}")
-        if first is None or second is None or len(second.results) != len(first.results):
+        first, second = rounds.get((1, side)), rounds.get((2, side))
+        if first is None or second is None or second[1] != "every case":
             return "share: no uncounted round of every case to compare with"
-        a, b = float(first.env["gate_round_s"]), float(second.env["gate_round_s"])
-        extra += a - b
-        parts.append(f"{side} counted {a:.1f} s, uncounted {b:.1f} s")
-    return (f"counting share: {extra:.1f} s of the gate's {gate_s:.1f} s = {100 * extra / gate_s:.0f}% "
-            f"({'; '.join(parts)}; rounds: {len(rounds)})")
-
+        extra += first[0] - second[0]
+        parts.append(f"{side} counted {first[0]:.1f} s, uncounted {second[0]:.1f} s")
+    return (f"counting share: {extra:.1f} s of the gate's {gate_s:.0f} s = {100 * extra / gate_s:.1f}% "
+            f"({'; '.join(parts)}; {len(rounds)} rounds)")
 
 def table(rows: list) -> int:
     """The table (markdown); 0 when every affected case was flagged and explained and no control was."""
