@@ -258,7 +258,7 @@ def gate(repo: Path, variant: str, log: Path, env: dict[str, str], save: Path | 
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
         shutil.copy(output, save / "gate-output.txt")
-        for item in ("compare.txt", "compare.md", "verdicts.json"):
+        for item in ("compare.txt", "compare.md", "verdicts.json", "base.json", "head.json"):
             if (report / item).is_file():
                 shutil.copy(report / item, save / item)
     if not (report / "head.json").is_file():
@@ -272,6 +272,10 @@ def gate(repo: Path, variant: str, log: Path, env: dict[str, str], save: Path | 
         if any(f" {b}/" in line or f"{b} " in line for b in AFFECTED) and "per message" in line:
             print(f"    {line.strip()}")
     print(f"    {counting_share(text, took)}", flush=True)
+    passes = [sum(sum(r.counters.seconds) for r in ResultSet.load(report / f"{side}.json").results if r.counters)
+              for side in ("base", "head")]
+    print(f"    the counting passes' own seconds (rank 0, counters.seconds): base {passes[0]:.1f} s, head "
+          f"{passes[1]:.1f} s, {100 * sum(passes) / took:.1f}% of the gate's {took:.0f} s", flush=True)
     return [(variant, "gate", phase, r, code)
             for phase, r in sorted(verdicts(report / "base.json", report / "head.json", variant).items())]
 
