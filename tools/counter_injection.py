@@ -3,27 +3,38 @@ one more system call, copy or pickle per message, with the right explanation, an
 
     .venv/bin/python tools/counter_injection.py [--variants syscall,copy,pickle] [--no-gate]
     .venv/bin/python tools/counter_injection.py --variants none,none,none,none,none   # 5 A/A pairs
+    .venv/bin/python tools/counter_injection.py --variants syscall,copy,none --gate-only --phases --save DIR
 
 For each variant, a temporary git repository of the consumer project tests/data/counter_consumer
 (a plugin backend: pytest-ipcbench's shm store plus the injected cost, as ``inj`` in ipcbench
-run's local phase and ``inj-mpi`` in its MPI phase at 4 ranks; built-in ``shm`` as a control)
-with two commits: base clean, head the variant. Then
+run's local phase and ``inj-mpi`` in its MPI phase at 4 ranks, the ``ranks`` its [tool.ipcbench]
+declares; built-in ``shm`` as a control) with two commits: base clean, head the variant. Then
 
-1. ``ipcbench run --count`` at base and at head (the project installed editable in a venv that
-   shares this one's packages), and ``ipcbench compare base head`` (its exit code);
-2. ``ipcbench gate --base HEAD~1 --count`` in that repository (one round per side: the counter
-   verdict needs one; ``--rounds``), its exit code.
+1. ``ipcbench run`` at base and at head (counted: the default; the project installed editable in
+   a venv that shares this one's packages), and ``ipcbench compare base head`` (its exit code);
+   ``--gate-only`` skips this;
+2. ``ipcbench gate --base HEAD~1`` in that repository, with no other flag: the default gate (its
+   rounds, confirming rounds, budget, stored calibration if any, one counting round a side), its
+   report in the repository's .ipcbench-gate/report. ``--phases`` gates two repositories instead
+   of one, each declaring one phase's backends (local: ``inj``; MPI at 4 ranks: ``inj-mpi`` and
+   ``shm``), so that each phase has a gate, a last line and an exit code of its own.
 
 and tabulates per variant and phase: affected cases (backends inj, inj-mpi) flagged by an exact
 counter increase / affected cases, those whose explanation names the injected cost, unaffected
-cases (shm) flagged. Variant ``none`` is an A/A: its head changes a comment only, and "explained"
-then counts the cases rightly not flagged. Nothing is left behind (``--keep`` keeps the work folder).
+cases (shm) flagged. For each gate it prints its last line, its exit code, the counter words of the
+affected cases, the ranks of the MPI cases and the counting pass's share of the gate's wall time
+(each side's first round counts, its second measures the same cases uncounted: the share is the
+two sides' (first - second) over the gate's wall time). Variant ``none`` is an A/A: its head
+changes a comment only, and "explained" then counts the cases rightly not flagged. Nothing is left
+behind (``--keep`` keeps the work folder; ``--save DIR`` copies each gate's output and report there).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -60,10 +71,19 @@ def sh(cmd: list[str | Path], cwd: Path | None = None, log: Path | None = None, 
     return code
 
 
-def make_repo(where: Path, variant: str, log: Path) -> Path:
+#: --phases: the backends each phase's repository declares
+PHASES = {"local": ["inj"], "mpi": ["inj-mpi", "shm"]}
+
+
+def make_repo(where: Path, variant: str, log: Path, backends: list[str] | None = None) -> Path:
     repo = where / "repo"
     shutil.copytree(CONSUMER, repo, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
-    git = ["git", "-C", repo]
+    if backends is not None:  # one phase's backends only
+        toml = repo / "pyproject.toml"
+        declared = 'backends = ["inj", "inj-mpi", "shm"]'
+        assert declared in toml.read_text(), "the consumer's [tool.ipcbench] backends line moved"
+        toml.write_text(toml.read_text().replace(declared, f"backends = {json.dumps(backends)}"))
+    git: list[str | Path] = ["git", "-C", repo]
     sh([*git, "init", "-q", "-b", "main"], log=log)
     sh([*git, "config", "user.email", "t@example.invalid"], log=log)
     sh([*git, "config", "user.name", "t"], log=log)
@@ -138,7 +158,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variants", default="syscall,copy,pickle,none")
     parser.add_argument("--no-gate", action="store_true", help="only the two runs and compare")
-    parser.add_argument("--rounds", default="1", help="the gate's rounds per side (default 1)")
+    parser.add_argument("--gate-only", action="store_true", help="only the gate (no separate runs and compare)")
+    parser.add_argument("--phases", nargs="?", const="local,mpi", default="",
+                        help="a repository (and gate) per phase: local (inj), mpi (inj-mpi, shm at 4 ranks); "
+                             "a comma list (default both)")
+    parser.add_argument("--save", metavar="DIR", help="copy each gate's output and report into DIR/VARIANT-PHASE")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--show", action="store_true", help="print the counters of each affected case, base -> head")
     parser.add_argument("--again", metavar="WORK",
@@ -171,40 +195,22 @@ def main() -> int:
         log = work / "log.txt"
         print(f"work folder {work}, log {log}; load {os.getloadavg()[0]:.1f}", flush=True)
         venv = work / "venv"
-        sh([sys.executable, "-m", "venv", venv], log=log)
-        share_packages(venv / "bin" / "python")
+        if not args.gate_only:
+            sh([sys.executable, "-m", "venv", venv], log=log)
+            share_packages(venv / "bin" / "python")
         for i, variant in enumerate(variants):
             started = time.monotonic()
-            where = work / (variant if variants.count(variant) == 1 else f"{variant}-{i}")  # none,none,...: A/A pairs
-            where.mkdir()
-            repo = make_repo(where, variant, log)
-            py = venv / "bin" / "python"
-            sh([py, "-m", "pip", "install", "--quiet", "--no-deps", "-e", repo], log=log, env=env)
-            runs = {}
-            for side, ref in (("base", "HEAD~1"), ("head", "main")):
-                sh(["git", "-C", repo, "checkout", "-q", ref], log=log)
-                out = where / side
-                sh([py, "-m", "pytest_ipcbench", "run", "--count", "--results-only", "--progress", "none",
-                    "--config", repo / "pyproject.toml", "--out", out], cwd=where, log=log, env=env)
-                runs[side] = out / "results.json"
-            code = sh([BIN / "ipcbench", "compare", runs["base"], runs["head"], "--calibration", "none"],
-                      log=log, check=False, env=env)
-            print(f"{variant}: compare exit {code} (load {os.getloadavg()[0]:.1f})", flush=True)
-            if args.show:
-                side_by_side(runs["base"], runs["head"])
-            for phase, r in sorted(verdicts(runs["base"], runs["head"], variant).items()):
-                rows.append((variant, "compare", phase, r, code))
-            if not args.no_gate:
-                gate = where / "gate"
-                code = sh([BIN / "ipcbench", "gate", "--base", "HEAD~1", "--count", "--rounds", args.rounds,
-                           "--confirm-rounds", "0", "--calibration", "none", "--cache-dir", where / "gate-cache",
-                           "--out", gate], cwd=repo, log=log, check=False, env=env)
-                print(f"{variant}: gate exit {code} (load {os.getloadavg()[0]:.1f})", flush=True)
-                if (gate / "head.json").is_file():
-                    for phase, r in sorted(verdicts(gate / "base.json", gate / "head.json", variant).items()):
-                        rows.append((variant, "gate", phase, r, code))
-                else:
-                    print(f"    the gate wrote no results; see {log}")
+            name = variant if variants.count(variant) == 1 else f"{variant}-{i}"  # none,none,...: A/A pairs
+            phases = [(p, PHASES[p]) for p in args.phases.split(",")] if args.phases else [("all", None)]
+            for phase, backends in phases:
+                where = work / name / phase
+                where.mkdir(parents=True)
+                repo = make_repo(where, variant, log, backends)
+                if not args.gate_only:
+                    rows += runs_and_compare(venv, repo, where, variant, log, env, args.show)
+                if not args.no_gate:
+                    save = Path(args.save) / f"{name}-{phase}" if args.save else None
+                    rows += gate(repo, variant, log, env, save)
             print(f"{variant}: {time.monotonic() - started:.0f} s", flush=True)
         print(f"\nload at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         return table(rows)
@@ -214,6 +220,89 @@ def main() -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
 
+
+def runs_and_compare(venv: Path, repo: Path, where: Path, variant: str, log: Path, env: dict[str, str],
+                     show: bool) -> list:
+    """``ipcbench run`` (counted by default) at base and head, then ``ipcbench compare``: the table's rows."""
+    py = venv / "bin" / "python"
+    sh([py, "-m", "pip", "install", "--quiet", "--no-deps", "-e", repo], log=log, env=env)
+    runs = {}
+    for side, ref in (("base", "HEAD~1"), ("head", "main")):
+        sh(["git", "-C", repo, "checkout", "-q", ref], log=log)
+        out = where / side
+        sh([py, "-m", "pytest_ipcbench", "run", "--results-only", "--progress", "none",
+            "--config", repo / "pyproject.toml", "--out", out], cwd=where, log=log, env=env)
+        runs[side] = out / "results.json"
+    code = sh([BIN / "ipcbench", "compare", runs["base"], runs["head"], "--calibration", "none"],
+              log=log, check=False, env=env)
+    print(f"{variant}: compare exit {code} (load {os.getloadavg()[0]:.1f})", flush=True)
+    if show:
+        side_by_side(runs["base"], runs["head"])
+    return [(variant, "compare", phase, r, code) for phase, r in sorted(verdicts(runs["base"], runs["head"],
+                                                                                  variant).items())]
+
+
+def gate(repo: Path, variant: str, log: Path, env: dict[str, str], save: Path | None) -> list:
+    """The default gate, ``ipcbench gate --base HEAD~1`` and no other flag, in ``repo``: its last
+    line, exit code, counter words and counting share printed; the table's rows returned."""
+    output = repo.parent / "gate-output.txt"
+    started, load = time.monotonic(), os.getloadavg()
+    with open(output, "w") as out:
+        code = subprocess.run([BIN / "ipcbench", "gate", "--base", "HEAD~1"], cwd=repo, stdout=out,
+                              stderr=subprocess.STDOUT, env=env).returncode
+    took, load_end = time.monotonic() - started, os.getloadavg()
+    text = output.read_text(errors="replace").splitlines()
+    report = repo / ".ipcbench-gate" / "report"
+    print(f"{variant} gate in {repo.parent.name}: exit {code}, {took:.0f} s, load {load[0]:.1f} -> {load_end[0]:.1f}")
+    print(f"    last line: {text[-1] if text else '(none)'}")
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        shutil.copy(output, save / "gate-output.txt")
+        for item in ("compare.txt", "compare.md", "verdicts.json", "base.json", "head.json"):
+            if (report / item).is_file():
+                shutil.copy(report / item, save / item)
+    if not (report / "head.json").is_file():
+        print(f"    the gate wrote no results; see {output}")
+        return []
+    head = ResultSet.load(report / "head.json")
+    ranks = sorted({r.ranks for r in head.results if r.backend in ("inj-mpi", "shm")})
+    if ranks:
+        print(f"    MPI phase ranks: {ranks}")
+    for line in text:
+        if any(f" {b}/" in line or f"{b} " in line for b in AFFECTED) and "per message" in line:
+            print(f"    {line.strip()}")
+    print(f"    {counting_share(text, took)}", flush=True)
+    passes = [sum(sum(r.counters.seconds) for r in ResultSet.load(report / f"{side}.json").results if r.counters)
+              for side in ("base", "head")]
+    print(f"    the counting passes' own seconds (rank 0, counters.seconds): base {passes[0]:.1f} s, head "
+          f"{passes[1]:.1f} s, {100 * sum(passes) / took:.1f}% of the gate's {took:.0f} s", flush=True)
+    return [(variant, "gate", phase, r, code)
+            for phase, r in sorted(verdicts(report / "base.json", report / "head.json", variant).items())]
+
+
+def counting_share(output: list[str], gate_s: float) -> str:
+    """The counting pass's share of the gate's wall time, from the gate's own output: each side's
+    counted first round minus its uncounted second round (when that one ran every case too)."""
+    rounds: dict[tuple[int, str], tuple[float, str]] = {}
+    current: tuple[int, str] | None = None
+    for line in output:
+        m = re.match(r"\[gate\] round (\d+): (base|head), (.*)", line)
+        if m:
+            current = (int(m[1]), m[2])
+            what = m[3]
+            continue
+        m = re.match(r"\[gate\]   (base|head): ([\d.]+) s", line)
+        if m and current is not None:
+            rounds[current] = (float(m[2]), what)
+    extra, parts = 0.0, []
+    for side in ("base", "head"):
+        first, second = rounds.get((1, side)), rounds.get((2, side))
+        if first is None or second is None or second[1] != "every case":
+            return "share: no uncounted round of every case to compare with"
+        extra += first[0] - second[0]
+        parts.append(f"{side} counted {first[0]:.1f} s, uncounted {second[0]:.1f} s")
+    return (f"counting share: {extra:.1f} s of the gate's {gate_s:.0f} s = {100 * extra / gate_s:.1f}% "
+            f"({'; '.join(parts)}; {len(rounds)} rounds)")
 
 def table(rows: list) -> int:
     """The table (markdown); 0 when every affected case was flagged and explained and no control was."""
