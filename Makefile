@@ -6,6 +6,11 @@
 #              this checkout as a user would (non-editable, .[mpi]), then examples/consumer and its tests
 # make dist  : sdist and wheel into dist/ (python -m build), checked with twine check
 PYTHON ?= python3
+# Python keeps its bytecode caches (__pycache__) even where the environment says not to: the tests
+# start Python processes by the hundred (local workers, MPI ranks, pytest and ipcbench runs), and
+# without the caches each one compiles the package (and, in the example's venv, installed without
+# byte-compiling, numpy and the rest) from source again
+unexport PYTHONDONTWRITEBYTECODE
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
