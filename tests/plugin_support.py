@@ -62,6 +62,10 @@ class FileStore(Backend):
             try:
                 seq, (tag, data) = pickle.loads((self.path / "value").read_bytes())
             except FileNotFoundError:
+                # the folder itself gone: its owner closed the store, after a write that failed and
+                # said so (the harness closes a failed case at once), before this reader looked
+                if not self.path.is_dir():
+                    raise self.writer_failed(f"the store {self.path} was closed") from None
                 seq = 0
             if seq > self._seq:
                 self._seq = seq
