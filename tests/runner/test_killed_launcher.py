@@ -40,7 +40,9 @@ class Job:
 
     def look(self) -> None:
         for pid in procs.children_tree(self.root):
-            self.pids.setdefault(pid, procs.comm(pid))
+            # the latest name: mpiexec is started through setpriv (core/launcher.py), and a look
+            # before its exec sees "setpriv"
+            self.pids[pid] = procs.comm(pid) or self.pids.get(pid, "")
             if procs.comm(pid).startswith("hydra_pmi_prox"):
                 self.files |= set(procs.open_files(pid, "hydra_hwloc_xmlfile_"))
                 for rank in procs.children(pid):
