@@ -42,10 +42,9 @@ from ..core import names
 from ..core.units import format_bytes
 from .base import ArrayDescriptions, Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
-STATE_VALUE, STATE_ERROR, STATE_ARRAY = 0, 1, 2  # STATE_ARRAY: head is a plain array's (dtype, shape)
+STATE_VALUE, STATE_ERROR, STATE_ARRAY = 0, 1, 2  # STATE_ARRAY: the seq record carries a plain array's (dtype, shape)
 _SEQ = struct.Struct("<QII")  # sequence number, state, number of out-of-band buffers
 _KEY_SEQ, _KEY_DATA, _KEY_HEAD, _KEY_ERROR = b"seq", b"data", b"head", b"error"
-_KEY_BUF0 = b"buf000000"  # _buf_key(0)
 _MIB = 1 << 20
 _SMALL_TXN = 64 * 1024  # what a transaction of small keys may add: a few pages and the tree
 _RESERVE_AHEAD = 2 * _MIB  # the data file is allocated at least this far past its last used page
@@ -54,6 +53,9 @@ _FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 def _buf_key(i: int) -> bytes:
     return b"buf%06d" % i
+
+
+_KEY_BUF0 = _buf_key(0)
 
 
 class LMDBBackend(Backend):
