@@ -193,12 +193,6 @@ class CounterProbe:
         if self._sys is not None:
             self._sys.close()
 
-    def keep_syscalls_open(self) -> SyscallCounter | None:
-        """Hand the system call counters to the caller, who closes them (closing the last event
-        waits for an RCU grace period: the counting pass does it in a thread); None when absent."""
-        events, self._sys = self._sys, None
-        return events
-
     def snapshot(self) -> dict[str, int]:
         # the same calls in the same order every time: their own cost is a constant that the
         # harness's barrier-only phase subtracts; except the bytes of /proc/self/io itself, whose

@@ -160,7 +160,7 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
         # closing the tracepoint's last event waits for an RCU grace period (tens of ms a case):
         # a thread does it during the alloc pass's untraced first iteration, joined before tracing
         # (an open tracepoint left open through the traced iterations made alloc.bytes inexact)
-        syscall_events = probe.keep_syscalls_open()
+        syscall_events, probe._sys = probe._sys, None
     if syscall_events is not None:
         _close_later(syscall_events)
     t1 = time.perf_counter()
