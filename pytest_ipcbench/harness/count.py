@@ -123,7 +123,7 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
     harness = _harness_waits(case, settings)
     totals: dict[str, list[int]] = {}
-    _closed()  # a previous pass that failed between closing and joining
+    _closed()  # the previous case's events, closed meanwhile (before this pass's snapshots begin)
     t0 = time.perf_counter()
     probe = CounterProbe(syscalls=syscalls)
     with probe:
@@ -158,33 +158,34 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
             for key, v in msg.items():
                 totals.setdefault(key, []).append(v - base[key])
         # closing the tracepoint's last event waits for an RCU grace period (tens of ms a case):
-        # a thread does it during the alloc pass's untraced first iteration, joined before tracing
-        # (an open tracepoint left open through the traced iterations made alloc.bytes inexact)
+        # done in a thread once this pass is over, out of the alloc pass (tracemalloc sees every
+        # thread) and joined before the next case's pass
         syscall_events, probe._sys = probe._sys, None
-    if syscall_events is not None:
-        _close_later(syscall_events)
     t1 = time.perf_counter()
-    # the peak above each iteration's start (the harness's barrier's own transient, tens of
-    # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages, so
-    # that every total divides by one count
-    alloc = AllocProbe()
-    wait()
-    # one iteration first, not kept, under the profile function but before tracemalloc starts
-    # (tracing multiplies the cost of each allocation): its first calls fill caches, which would
-    # otherwise inflate the first repeat's allocations (docs/counters.md, "Cost")
-    start = alloc.start()
-    case.block(first, 1, False, _never)
-    alloc.stop(start)
-    _closed()
-    with alloc:
-        for _ in range(settings.count_repeats):
-            start = alloc.start()
-            case.block(first, 1, False, _never)
-            peak, net, got = alloc.stop(start)
-            for name, value in (("alloc.bytes", got), ("alloc.peak_bytes", peak), ("alloc.net_bytes", net)):
-                totals.setdefault(name, []).append(value * n)
-    t2 = time.perf_counter()
-    case.record.warm_times.clear()  # the untimed iterations appended there
+    try:
+        # the peak above each iteration's start (the harness's barrier's own transient, tens of
+        # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages, so
+        # that every total divides by one count
+        alloc = AllocProbe()
+        wait()
+        # one iteration first, not kept, under the profile function but before tracemalloc starts
+        # (tracing multiplies the cost of each allocation): its first calls fill caches, which would
+        # otherwise inflate the first repeat's allocations (docs/counters.md, "Cost")
+        start = alloc.start()
+        case.block(first, 1, False, _never)
+        alloc.stop(start)
+        with alloc:
+            for _ in range(settings.count_repeats):
+                start = alloc.start()
+                case.block(first, 1, False, _never)
+                peak, net, got = alloc.stop(start)
+                for name, value in (("alloc.bytes", got), ("alloc.peak_bytes", peak), ("alloc.net_bytes", net)):
+                    totals.setdefault(name, []).append(value * n)
+        t2 = time.perf_counter()
+        case.record.warm_times.clear()  # the untimed iterations appended there
+    finally:
+        if syscall_events is not None:
+            _close_later(syscall_events)
     mine = RankCounters(group.rank, role(case), totals, n * per, absent)
     everyone = group.gather(mine)
     if everyone is None:  # not the root
