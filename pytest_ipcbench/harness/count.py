@@ -1,31 +1,26 @@
 """The counting pass: what one message costs each rank, in counts (docs/method.md rule 20).
 
-After a case's timed rounds, every rank runs
+After a case's timed rounds, every rank runs ``count_repeats`` repeats of
 
-1. ``count_repeats`` blocks of untimed, unverified iterations, each between two counter snapshots
-   (the message phases);
-2. before the first block and after the last, as many iterations of the harness's own waits alone
-   (the barrier phases),
+1. a block of untimed, unverified iterations between two counter snapshots (the message phase);
+2. the same number of iterations of the harness's own waits alone (the barrier phase),
 
-and keeps, per block and counter, the block minus a barrier phase (the first for the first half of
-the blocks, the last for the rest): the messages' cost, not the harness's barrier (a local group's
-barrier is pipe reads and writes; an MPI one may sleep). A counter is exact when every block gave
-the same total; else it is statistical with its spread. Then a pass of its own with tracemalloc
-(tracing slows every allocation, so it never shares a pass with the others) takes each iteration's
-bytes allocated and allocation peak above its start (core/probes.AllocProbe). Timed samples are
-never touched. docs/counters.md, "Cost", says what the pass costs and why it is shaped so.
+and keeps phase 1 minus phase 2 per counter: the messages' cost, not the harness's barrier
+(a local group's barrier is pipe reads and writes; an MPI one may sleep). A counter is exact when
+every repeat gave the same total; else it is statistical with its spread. Then a pass of its own
+with tracemalloc (tracing slows every allocation, so it never shares a pass with the others)
+takes each iteration's bytes allocated and allocation peak above its start (core/probes.AllocProbe). Timed samples are
+never touched.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 from ..core.counters import Counters, RankCounters
 from ..core.group import Group
-from ..core.probes import HARNESS_THREAD_PREFIX, AllocProbe, CounterProbe, differences
-from ..core.syscalls import SyscallCounter
+from ..core.probes import AllocProbe, CounterProbe, differences
 from .plan import BenchSettings, Plan
 from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier
 
@@ -45,25 +40,6 @@ ALLOC_ITERATIONS = 1
 
 def _never(i: int) -> bool:
     return False
-
-
-#: the thread closing the previous pass's system call counters (None: none)
-_closing: threading.Thread | None = None
-
-
-def _close_later(events: SyscallCounter) -> None:
-    global _closing
-    _closing = threading.Thread(target=events.close, name=f"{HARNESS_THREAD_PREFIX}close-counters", daemon=True)
-    _closing.start()
-
-
-def _closed() -> None:
-    """Wait for the previous pass's counters to be closed: a thread that ends while a pass counts
-    takes its share out of the per-thread figures the probe subtracts."""
-    global _closing
-    if _closing is not None:
-        _closing.join()
-        _closing = None
 
 
 def messages_per_iteration(case: _Case) -> int:
@@ -123,69 +99,47 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
     harness = _harness_waits(case, settings)
     totals: dict[str, list[int]] = {}
-    _closed()  # the previous case's events, closed meanwhile (before this pass's snapshots begin)
     t0 = time.perf_counter()
-    probe = CounterProbe(syscalls=syscalls)
-    with probe:
+    with CounterProbe(syscalls=syscalls) as probe:
         absent = dict(probe.absent)
-        before: dict[str, int] = {}
-
-        def phase(messages: bool) -> dict[str, int]:
-            """One phase's counts: a block of messages, or as many iterations of the harness's
-            waits alone; a barrier closes it (an asynchronous writer, mp.Queue's feeder thread or
-            zmq's I/O thread, has then sent everything, so its work falls inside the phase)."""
-            nonlocal before
-            if messages:
-                case.block(first, n, False, _never)
-            else:
-                for _ in range(n):
-                    harness()
+        # a barrier closes each phase: an asynchronous writer (mp.Queue's feeder thread, zmq's
+        # I/O thread) has then sent everything, so its work falls inside the phase; the
+        # barrier-only phase ends with the same barrier, so it cancels too
+        wait()
+        s0 = probe.snapshot()
+        for _ in range(settings.count_repeats):
+            case.block(first, n, False, _never)
             wait()
-            after = probe.snapshot()
-            out, before = differences(before, after), after
-            return out
-
-        # the barrier-only phase before the first repeat and after the last, not after each:
-        # repeat k takes the first off if k is in the first half, else the last, so a barrier
-        # phase that varied leaves the totals unequal (statistical) as before, at a third fewer barriers
-        wait()
-        before = probe.snapshot()
-        opening = phase(False)
-        blocks = [phase(True) for _ in range(settings.count_repeats)]
-        closing = phase(False) if settings.count_repeats > 1 else opening
-        for k, msg in enumerate(blocks):
-            base = opening if 2 * k < len(blocks) else closing
-            for key, v in msg.items():
-                totals.setdefault(key, []).append(v - base[key])
-        # closing the tracepoint's last event waits for an RCU grace period (tens of ms a case):
-        # done in a thread once this pass is over, out of the alloc pass (tracemalloc sees every
-        # thread) and joined before the next case's pass
-        syscall_events, probe._sys = probe._sys, None
+            s1 = probe.snapshot()
+            for _ in range(n):
+                harness()
+            wait()
+            s2 = probe.snapshot()
+            msg, base = differences(s0, s1), differences(s1, s2)
+            for k, v in msg.items():
+                totals.setdefault(k, []).append(v - base[k])
+            s0 = s2
     t1 = time.perf_counter()
-    try:
-        # the peak above each iteration's start (the harness's barrier's own transient, tens of
-        # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages, so
-        # that every total divides by one count
-        alloc = AllocProbe()
-        wait()
-        # one iteration first, not kept, under the profile function but before tracemalloc starts
-        # (tracing multiplies the cost of each allocation): its first calls fill caches, which would
-        # otherwise inflate the first repeat's allocations (docs/counters.md, "Cost")
-        start = alloc.start()
-        case.block(first, 1, False, _never)
-        alloc.stop(start)
-        with alloc:
-            for _ in range(settings.count_repeats):
-                start = alloc.start()
-                case.block(first, 1, False, _never)
-                peak, net, got = alloc.stop(start)
-                for name, value in (("alloc.bytes", got), ("alloc.peak_bytes", peak), ("alloc.net_bytes", net)):
-                    totals.setdefault(name, []).append(value * n)
-        t2 = time.perf_counter()
-        case.record.warm_times.clear()  # the untimed iterations appended there
-    finally:
-        if syscall_events is not None:
-            _close_later(syscall_events)
+    # the peak above each iteration's start (the harness's barrier's own transient, tens of
+    # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages, so
+    # that every total divides by one count
+    alloc = AllocProbe()
+    wait()
+    # one iteration first, not kept, under the profile function but before tracemalloc starts
+    # (tracing multiplies the cost of each allocation): its first calls fill caches, which would
+    # otherwise inflate the first repeat's allocations (docs/counters.md, "Cost")
+    start = alloc.start()
+    case.block(first, 1, False, _never)
+    alloc.stop(start)
+    with alloc:
+        for _ in range(settings.count_repeats):
+            start = alloc.start()
+            case.block(first, 1, False, _never)
+            peak, net, got = alloc.stop(start)
+            for name, value in (("alloc.bytes", got), ("alloc.peak_bytes", peak), ("alloc.net_bytes", net)):
+                totals.setdefault(name, []).append(value * n)
+    t2 = time.perf_counter()
+    case.record.warm_times.clear()  # the untimed iterations appended there
     mine = RankCounters(group.rank, role(case), totals, n * per, absent)
     everyone = group.gather(mine)
     if everyone is None:  # not the root
