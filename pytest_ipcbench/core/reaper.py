@@ -73,16 +73,23 @@ def start(rank: int) -> subprocess.Popen[bytes] | None:
             os.close(each)
 
 
-def release(reaper: subprocess.Popen[bytes] | None) -> None:
-    """A normal end: the reaper goes away without touching anything."""
+def release(reaper: subprocess.Popen[bytes] | None, interrupted: bool = False) -> None:
+    """A normal end: the reaper goes away without touching anything.
+
+    ``interrupted``: this rank ends its job after a Ctrl-C. Hydra's proxy, signalled too, then
+    sometimes exits without unlinking its topology file (1 run in 8 here), so the reaper stays
+    until the rank and the proxy are gone and removes that file if it is still there.
+    """
     if reaper is None:
         return
     try:
         assert reaper.stdin is not None
-        reaper.stdin.write(b"done\n")
+        reaper.stdin.write(b"interrupted\n" if interrupted else b"done\n")
         reaper.stdin.close()
     except (OSError, ValueError):
         pass
+    if interrupted:
+        return
     try:
         reaper.wait(timeout=5)
     except subprocess.TimeoutExpired:
@@ -103,13 +110,15 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
     poll = select.poll()
     poll.register(pidfd, select.POLLIN)
     poll.register(sys.stdin.fileno(), select.POLLIN)
-    done = False
+    done = interrupted = False
     launcher_gone = ""
 
     def end_rank(fd: int) -> str:
-        """The rank's launcher is gone: nobody else will end this job, so its reaper does."""
+        """The rank's launcher is gone: nobody else will end this job, so its reaper does (an
+        interrupted rank is on its way out and said why)."""
         gone = f"its launcher {watch[fd][1]} (pid {watch[fd][0]}) is gone"
-        _say(f"ipcbench: rank {rank} (pid {pid}): {gone}; its reaper ends it")
+        if not interrupted:
+            _say(f"ipcbench: rank {rank} (pid {pid}): {gone}; its reaper ends it")
         with contextlib.suppress(OSError, AttributeError):
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
         return gone
@@ -125,8 +134,8 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
         events = dict(poll.poll(LOOK_EVERY * 1000))
         if sys.stdin.fileno() in events:
             line = os.read(sys.stdin.fileno(), 64)
-            if line.startswith(b"done"):
-                done = True
+            done = done or line.startswith(b"done")
+            interrupted = interrupted or line.startswith(b"interrupted")
             if not line:
                 poll.unregister(sys.stdin.fileno())
         if done:
@@ -138,16 +147,17 @@ def reap(pid: int, rank: int, pidfd: int, err: int, proxy: int, segments: list[s
             for fd in gone:
                 poll.unregister(fd)
             launcher_gone = end_rank(gone[0])
-    how = procs.zombie_status(pid) or "ended without finishing (killed or crashed)"
-    siblings = [k for k in procs.children(proxy) if k != pid]
-    first = " first" if siblings and all(procs.running(k) for k in siblings) else ""
-    if launcher_gone:
-        how = f"was ended by its reaper ({launcher_gone})"
-        first = ""
-    elif gone := [fd for fd in watch if fd >= 0 and fd in dict(poll.poll(0))]:
-        who, what = watch[gone[0]]
-        how += f" (its launcher {what}, pid {who}, is gone)"
-    _say(f"ipcbench: rank {rank} (pid {pid}){first} {how}; its reaper removes what it left")
+    if not interrupted:  # an interrupted rank ended its job itself and said so
+        how = procs.zombie_status(pid) or "ended without finishing (killed or crashed)"
+        siblings = [k for k in procs.children(proxy) if k != pid]
+        first = " first" if siblings and all(procs.running(k) for k in siblings) else ""
+        if launcher_gone:
+            how = f"was ended by its reaper ({launcher_gone})"
+            first = ""
+        elif gone := [fd for fd in watch if fd >= 0 and fd in dict(poll.poll(0))]:
+            who, what = watch[gone[0]]
+            how += f" (its launcher {what}, pid {who}, is gone)"
+        _say(f"ipcbench: rank {rank} (pid {pid}){first} {how}; its reaper removes what it left")
     deadline = time.monotonic() + SETTLE
     while time.monotonic() < deadline and proxy and (
             any(procs.running(k) for k in procs.children(proxy)) or (hydra and procs.running(proxy))):

@@ -227,7 +227,7 @@ class MpiHygiene:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         from ..core import reaper
 
-        reaper.release(self.reaper)
+        reaper.release(self.reaper, interrupted=self.interrupted and self.size > 1)
         self.undo_exit()
         if self.interrupted and self.size > 1:
             # Ctrl-C on one rank only: the others wait for it in a collective until their watchdog
