@@ -7,6 +7,7 @@ times shm, lmdb and zmq among MPI ranks)::
 
     mpiexec -n 2 python tools/floor.py shm,mpi-p2p,mpi-buffer,mpi-shm-win,zmq,lmdb --sizes 1,65536,1000000
     mpiexec -n 4 python tools/floor.py shm --sizes 1,1000,65536 --broadcast   # completion beside ref-shm's
+    mpiexec -n 2 python tools/floor.py --mpi-floor --sizes 1   # MPI's own: Bcast against Send/Recv
 
 Per backend and size it prints, rank 0's view of one round trip (medians of ``--n`` iterations):
 
@@ -146,9 +147,53 @@ def stubbed(names: list[str], size: int, number: int = 1000, repeat: int = 50) -
               f"read {r * 1e6:.2f} us")
 
 
+def mpi_floor(size: int, blocks: int = 60, loop: int = 2000) -> None:
+    """MPI's own floor, no harness and no backend: one-way latency of a plain mpi4py ping-pong by
+    ``Send``/``Recv`` (what mpi4py.bench pingpong times) and by ``Bcast`` with the root taking
+    turns (what ``ref-mpi-buffer`` does), in alternating blocks of ``loop`` round trips; the
+    medians of the block means and their ratio. The ratio says how far above mpi4py.bench a
+    broadcast reference can get by MPI's own cost."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, other = comm.rank, 1 - comm.rank
+    buf = bytearray(max(1, size))
+    msg = [buf, size, MPI.BYTE]
+
+    def sendrecv() -> None:
+        for _ in range(loop):
+            if rank == 0:
+                comm.Send(msg, other, 0)
+                comm.Recv(msg, other, 0)
+            else:
+                comm.Recv(msg, other, 0)
+                comm.Send(msg, other, 0)
+
+    def bcast() -> None:
+        for _ in range(loop):
+            comm.Bcast(msg, 0)
+            comm.Bcast(msg, 1)
+
+    means: dict[str, list[float]] = {"Send/Recv": [], "Bcast": []}
+    for block in range(blocks + 2):  # two warm-up blocks
+        for label, body in (("Send/Recv", sendrecv), ("Bcast", bcast))[::1 if block % 2 else -1]:
+            comm.Barrier()
+            t0 = MPI.Wtime()
+            body()
+            if block >= 2:
+                means[label].append((MPI.Wtime() - t0) / loop / 2)
+    if rank == 0:
+        med = {k: statistics.median(v) for k, v in means.items()}
+        pairs = sorted(b / s for b, s in zip(means["Bcast"], means["Send/Recv"]))
+        print(f"plain mpi4py, {size_label(size)}, {blocks} blocks of {loop} round trips each, alternating: one way "
+              f"Send/Recv {med['Send/Recv'] * 1e6:.2f} us, Bcast {med['Bcast'] * 1e6:.2f} us; Bcast / Send/Recv "
+              f"{med['Bcast'] / med['Send/Recv']:.2f}x (blockwise min/median/max {pairs[0]:.2f}/"
+              f"{statistics.median(pairs):.2f}/{pairs[-1]:.2f})", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("backends", help="comma list")
+    parser.add_argument("backends", nargs="?", default="", help="comma list")
     parser.add_argument("--sizes", default="1", help="comma list of sizes (default 1)")
     parser.add_argument("--n", type=int, default=2000, help="round trips of the step breakdown")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds per case of the harness pingpong")
@@ -159,7 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stubbed", action="store_true",
                         help="one process: the Python work per message with MPI stubbed out (MPI backends, "
                              "their references, mpi-raw)")
+    parser.add_argument("--mpi-floor", action="store_true",
+                        help="on 2 ranks: plain mpi4py Bcast against Send/Recv ping-pong, no harness (mpi_floor)")
     args = parser.parse_args(argv)
+    if args.mpi_floor:
+        for size in [parse_size(s) for s in args.sizes.split(",")]:
+            mpi_floor(size)
+        return 0
+    if not args.backends:
+        parser.error("name the backends (a comma list), or --mpi-floor")
     if args.stubbed:
         for size in [parse_size(s) for s in args.sizes.split(",")]:
             stubbed(args.backends.split(","), size)

@@ -52,7 +52,7 @@ import numpy as np
 from ..core.group import comm_of
 from .base import Backend, PayloadError, dumps, dumps_oob, loads, loads_oob
 
-_TAG_HEAD, _TAG_META, _TAG_DATA, _TAG_NOTE = 0x1CB0, 0x1CB1, 0x1CB2, 0x1CB3
+_TAG_HEAD, _TAG_META, _TAG_DATA, _TAG_NOTE, _TAG_ACK = 0x1CB0, 0x1CB1, 0x1CB2, 0x1CB3, 0x1CB4
 #: a head's status: a value; the writer's error message; a value laid out as the previous one (its
 #: meta is in the head all the same: a reader without the fast path reads it as a value)
 _OK, _FAILED, _SAME = 0, 1, 2
@@ -553,11 +553,15 @@ class MPIBufferBackend(_BufferBackend):
     One broadcast per message in the steady state at every size: up to 16 KiB the head carries
     the data; above, an array laid out as the last one goes alone, its bytes straight into the
     reader's array. A broadcast carries no size or tag, so when the writer next sends something
-    else it first sends each reader a notice (``Issend``: complete once each reader has matched
-    it with the receive it keeps posted meanwhile) holding how many arrays went alone before, then
-    the head padded to the size the readers expect. A reader that finds its notice received after
-    a broadcast knows by that count whether this broadcast or the next is the head (a notice may
-    arrive while the reader still finishes the broadcast before the head).
+    else it first sends each reader a notice holding how many arrays went alone before, waits for
+    each reader's acknowledgement, then broadcasts the head padded to the size the readers expect.
+    A reader waits for its broadcast or the notice, whichever comes first (``Waitany``): a
+    broadcast that completes before the notice is an array, since the head follows the
+    acknowledgements; once the notice is in, the count says whether this broadcast or a later one
+    is the head. While arrays go alone every broadcast is nonblocking on both sides (``Ibcast``:
+    a blocking and a nonblocking collective do not match), so the reader can wait for both.
+    Matching alone (an ``Issend`` completes once the receive is matched) is not enough: a reader
+    may see its broadcast complete before its matched notice (seen with two simulated nodes).
     """
 
     name = "mpi-buffer"
@@ -573,6 +577,8 @@ class MPIBufferBackend(_BufferBackend):
         self._note = np.zeros(1, dtype=np.int64)  # a notice: how many arrays went alone before the head
         self._pad = np.zeros(0, dtype=np.uint8)  # writer: a head padded to the size the readers expect
         self._head_next = False  # reader: the notice came: the next broadcast is the head
+        self._noticed = False  # reader: the notice came since the arrays began to go alone
+        self._ack = np.zeros(len(self.readers) if self.group.rank == self.root else 1, dtype=np.int8)
         self._notice = None  # reader: the persistent receive of the notice, started while data may come alone
         if self.group.rank != self.root:
             self._notice = self.comm.Recv_init(self._note, source=self.root, tag=_TAG_NOTE)
@@ -595,14 +601,16 @@ class MPIBufferBackend(_BufferBackend):
     def _send(self, used: int, meta: bytes | None, buffers: list[Any]) -> None:
         comm, root = self.comm, self.root
         head = self._head_of(self._head_size)
-        if self._walone:  # the readers expect an array alone: a notice each, then the head padded to its size
-            self._note[0] = self._alone_count
-            self.MPI.Request.Waitall([comm.Issend(self._note, reader, _TAG_NOTE) for reader in self._readers])
+        if self._walone:  # the readers expect an array alone: a notice each, their acknowledgements,
+            self._note[0] = self._alone_count  # then the head padded to its size, as a nonblocking broadcast
+            self.MPI.Request.Waitall([comm.Isend(self._note, reader, _TAG_NOTE) for reader in self._readers]
+                                     + [comm.Irecv(self._ack[i : i + 1], reader, _TAG_ACK)
+                                        for i, reader in enumerate(self._readers)])
             if len(self._pad) != self._walone:
                 self._pad = np.zeros(self._walone, dtype=np.uint8)
             self._pad[: len(head)] = head
-            head = self._pad
-        if self.wait == "block":
+            comm.Ibcast(self._pad, root=root).Wait()
+        elif self.wait == "block":
             comm.Bcast(head, root=root)
         else:
             comm.Ibcast(head, root=root).Wait()
@@ -616,9 +624,10 @@ class MPIBufferBackend(_BufferBackend):
         return self._head_of(self._head_size)
 
     def _send_again(self, head: Any, data: Any) -> None:
-        if self._walone:  # alone: the readers receive it as they would a head (Bcast, or Ibcast under backoff)
-            head, data = data, None
+        if self._walone:  # alone: a nonblocking broadcast, as the readers wait for it or a notice
             self._alone_count += 1
+            self.comm.Ibcast(data, root=self.root).Wait()
+            return
         if self.wait == "block":
             self.comm.Bcast(head, root=self.root)
         else:
@@ -629,27 +638,50 @@ class MPIBufferBackend(_BufferBackend):
     def _expect_alone(self) -> None:
         assert self._notice is not None, "a reader after setup()"
         self._notice.Start()
-        self._alone_count, self._head_next = 0, False
+        self._alone_count, self._head_next, self._noticed = 0, False, False
 
     def _recv_alone(self, raw: Any) -> bool:
-        head_now = self._head_next
-        if self.wait == "block":
-            self.comm.Bcast(raw, root=self.root)
+        """One broadcast while arrays may come alone: True if it was an array, False if the head."""
+        data = self.comm.Ibcast(raw, root=self.root)
+        if not self._head_next:
+            if not self._noticed:
+                if self._first_of(data, self._notice) == 0:
+                    self._alone_count += 1  # before the notice: an array (the head waits for our acknowledgement)
+                    return True
+                self._noticed = True
+                self.comm.Send(self._ack, self.root, _TAG_ACK)
+            self._complete(data, "the data broadcast (Ibcast)")
+            if self._alone_count < int(self._note[0]):  # the writer sent more arrays alone than came: one of them
+                self._alone_count += 1
+                self._head_next = self._alone_count == int(self._note[0])
+                return True
         else:
-            self._wait(self.comm.Ibcast(raw, root=self.root), "the data broadcast (Ibcast)")
-        if not head_now:
-            self._alone_count += 1
-            # the writer sends the head only once each reader matched its notice (Issend): received
-            # by now if this broadcast is the head, perhaps already if the next one is
-            if not self._notice.Test():  # type: ignore[union-attr]
-                return True
-            if int(self._note[0]) == self._alone_count:  # the head comes next: this was an array
-                self._head_next = True
-                return True
+            self._complete(data, "the head broadcast (Ibcast)")
         self._head_next = False
         n = self._head_size  # the head, padded
         self._head_view[:n] = raw[:n]
         return False
+
+    def _complete(self, request: Any, what: str) -> None:
+        """MPI's own wait under ``block`` (no timeout: the harness's watchdog covers a hang), the
+        pacer's under ``backoff``."""
+        if self.wait == "block":
+            request.Wait()
+        else:
+            self._wait(request, what)
+
+    def _first_of(self, data: Any, notice: Any) -> int:
+        """0 if the broadcast completes first, 1 if the notice does (MPI waits under ``block``; the
+        pacer polls under ``backoff``)."""
+        if self.wait == "block":
+            return int(self.MPI.Request.Waitany([data, notice]))
+        pace = self.pacer()
+        while True:
+            index, done = self.MPI.Request.Testany([data, notice])
+            if done:
+                return int(index)
+            if not pace.wait():
+                raise self.timeout_error("the data broadcast (Ibcast) or the writer's notice")
 
     def _recv_head(self) -> None:
         head = self._head_of(self._head_size)
