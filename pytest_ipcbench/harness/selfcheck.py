@@ -178,7 +178,7 @@ class Figure:
         return {**self.__dict__, "deviation": self.deviation}
 
 
-def _harness_pingpong(group: Any, size: int, iterations: int, warmup: int) -> Any:
+def _harness_pingpong(group: Any, size: int, iterations: int, warmup: int, backend: str = "mpi-raw") -> Any:
     from .measure import BenchSettings, BufferPayload, bench
 
     settings = BenchSettings(
@@ -186,7 +186,7 @@ def _harness_pingpong(group: Any, size: int, iterations: int, warmup: int) -> An
         alternate=False,  # one send buffer, as mpi4py.bench: the same bytes in the caches on both sides
         quiet_waits=False,  # and plain (spinning) MPI barriers, as mpi4py.bench
     )
-    return bench(group, BackendSpec("mpi-raw", "native"), BufferPayload(size), "pingpong", settings)
+    return bench(group, BackendSpec(backend, "native"), BufferPayload(size), "pingpong", settings)
 
 
 def mpi_figures(rounds: int = 3) -> list[Figure]:
