@@ -160,6 +160,11 @@ class Backend(ABC):
     resources: ClassVar[tuple[str, ...]] = ()
     # why read() cannot give up after `timeout` (e.g. it waits inside an MPI collective); empty if it can
     no_read_timeout: ClassVar[str] = ""
+    #: counters (core/counters.COUNTERS names) that this backend's own background threads make depend on
+    #: timing, so that two runs of the same code count them differently even where each run's repeats
+    #: agree (a library's I/O thread that batches writes and signals its caller only when asleep):
+    #: recorded with the counts and never compared across runs, like comparison.counters.TIMING_COUNTERS
+    timing_counters: ClassVar[frozenset[str]] = frozenset()
     #: the name of this backend's reference: the plainest use of the same mechanism, timed
     #: against it by ``ipcbench selfcheck`` and the reference tests (backends/references.py)
     reference: ClassVar[str | None] = None

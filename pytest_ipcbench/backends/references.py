@@ -279,6 +279,7 @@ class RefZMQ(_Reference):
 
     name = "ref-zmq"
     delivery = "channel"
+    timing_counters = frozenset({"syscalls.data", "io.syscr", "io.syscw"})  # as zmq's (backends/zmq_ipc.py)
 
     def setup(self) -> None:
         import zmq

@@ -179,7 +179,8 @@ def counter_changes(base: Result, head: Result, timing: bool = False) -> list[Co
     readers, is a note: ``exact`` False); statistical ones (either side inexact) against their
     measured spread: a change when the spreads are apart by more than the wider one. Counters
     absent on either side, and ranks without a partner (other rank counts), are not compared;
-    nor are :data:`TIMING_COUNTERS` unless ``timing`` (then as statistical ones), nor the allocation
+    nor are :data:`TIMING_COUNTERS` and the backend's own (``Counters.timing``) unless ``timing`` (then
+    as statistical ones), nor the allocation
     counters of two records counted by different methods.
     Raises ValueError when the results are of different cases.
     """
@@ -191,12 +192,13 @@ def counter_changes(base: Result, head: Result, timing: bool = False) -> list[Co
     # the allocation counters of records counted by two methods (core/counters.ALLOC_METHOD) differ by
     # the method: not compared
     other_method = base.counters.alloc_method != head.counters.alloc_method
+    timed = TIMING_COUNTERS.union(base.counters.timing, head.counters.timing)  # and the backend's own
     for b, h, readers in _pairs(base.counters, head.counters):
         for name in COUNTERS:
-            if not (b.has(name) and h.has(name)) or (name in TIMING_COUNTERS and not timing) or (
+            if not (b.has(name) and h.has(name)) or (name in timed and not timing) or (
                     other_method and name in ALLOC_COUNTERS):
                 continue
-            exact = _exact(b, name) and _exact(h, name) and name not in TIMING_COUNTERS
+            exact = _exact(b, name) and _exact(h, name) and name not in timed
             bv, hv = b.value(name), h.value(name)
             if exact and name in BYTE_COUNTERS:
                 # plus the wider spread of the two (a few bytes, within the tolerance: _exact)

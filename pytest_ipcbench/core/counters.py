@@ -134,6 +134,9 @@ class Counters:
     # (what the pass costs a run: docs/counters.md, "Cost")
     seconds: tuple[float, float] = (0.0, 0.0)
     alloc_method: int = ALLOC_METHOD
+    #: counters the backend's own threads make depend on timing (Backend.timing_counters): never
+    #: compared across runs
+    timing: tuple[str, ...] = ()
 
     @property
     def messages(self) -> int:
@@ -185,7 +188,7 @@ class Counters:
     def to_dict(self) -> dict[str, Any]:
         return {"iterations": self.iterations, "messages_per_iteration": self.messages_per_iteration,
                 "repeats": self.repeats, "seconds": [round(x, 4) for x in self.seconds],
-                "alloc_method": self.alloc_method,
+                "alloc_method": self.alloc_method, **({"timing": list(self.timing)} if self.timing else {}),
                 "ranks": [r.to_dict() for r in self.ranks]}
 
     @classmethod
@@ -195,5 +198,7 @@ class Counters:
         if isinstance(seconds, list) and len(seconds) == 2 and all(
                 isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9 for x in seconds):
             kept = (float(seconds[0]), float(seconds[1]))
+        timing = d.get("timing") or ()
         return cls([RankCounters.from_dict(r) for r in d["ranks"]], int(d["iterations"]),
-                   int(d["messages_per_iteration"]), int(d["repeats"]), kept, int(d.get("alloc_method") or 1))
+                   int(d["messages_per_iteration"]), int(d["repeats"]), kept, int(d.get("alloc_method") or 1),
+                   tuple(str(n) for n in timing if n in COUNTERS) if isinstance(timing, list) else ())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..backends.base import get_backend
 from ..core.counters import Counters, RankCounters
 from ..core.group import Group
 from ..core.probes import AllocProbe, CounterProbe, differences
@@ -144,4 +145,5 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     everyone = group.gather(mine)
     if everyone is None:  # not the root
         return None
-    return Counters(list(everyone), n, per, settings.count_repeats, (t1 - t0, t2 - t1))
+    return Counters(list(everyone), n, per, settings.count_repeats, (t1 - t0, t2 - t1),
+                    timing=tuple(sorted(get_backend(case.spec.name).timing_counters)))

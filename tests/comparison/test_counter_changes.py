@@ -383,3 +383,24 @@ def test_allocation_counters_of_two_counting_methods_are_not_compared():
     head = result({**BASE_W, "alloc.peak_bytes": [2 * MIB + 200], "syscalls.data": [2]}, BASE_R)
     assert {c.counter for c in counter_changes(base, head)} == {"alloc.peak_bytes", "syscalls.data"}
     assert {c.counter for c in counter_changes(old_base, head)} == {"syscalls.data"}
+
+
+def test_counters_a_backend_declares_timing_driven_are_not_compared_across_runs():
+    """zmq's I/O thread batches sends and signals its caller only when asleep: two runs of identical
+    code counted its writer's data calls 4 apart per message, each run's repeats agreeing (make test,
+    the README's compare at 4 ranks). The backend declares them (``Backend.timing_counters``), the
+    counting pass records them, and compare leaves them out, on either side's word."""
+    from pytest_ipcbench.backends.base import get_backend
+
+    declared = get_backend("zmq").timing_counters
+    assert {"syscalls.data", "io.syscr", "io.syscw"} <= declared
+    assert get_backend("ref-zmq").timing_counters == declared and not get_backend("shm").timing_counters
+    base, head = result(BASE_W, BASE_R), result({**BASE_W, "syscalls.data": [5], "pickle.dumps": [2]}, BASE_R)
+    assert {c.counter for c in counter_changes(base, head)} == {"syscalls.data", "pickle.dumps"}
+    assert head.counters is not None
+    head.counters.timing = tuple(sorted(declared))
+    head = Result.from_dict(json.loads(json.dumps(head.to_dict())))  # recorded with the counts
+    assert head.counters is not None and head.counters.timing == tuple(sorted(declared))
+    assert [c.counter for c in counter_changes(base, head)] == ["pickle.dumps"]  # the others still count
+    assert [c.counter for c in counter_changes(head, base)] == ["pickle.dumps"]
+    assert "timing" not in result(BASE_W, BASE_R).to_dict()["counters"]  # absent when none: old files stay as they were

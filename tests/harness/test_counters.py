@@ -232,6 +232,7 @@ def test_zmq_pickles_only_in_bytes_mode(world, mode, dumps, loads):
     c = r.counters
     exactly(c.writer, "pickle.dumps", dumps)
     exactly(c.reader, "pickle.loads", loads)
+    assert "syscalls.data" in c.timing  # recorded as timing-driven: never compared across runs
     if NO_SYSCALLS is None:
         # the socket's bytes go through the kernel on both sides (counted, exact or not: zmq's
         # I/O thread batches as timing allows), at least once per payload
