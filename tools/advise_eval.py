@@ -4,7 +4,8 @@ For each case of the public generator (pytest_ipcbench/advice/cases.py), stratif
 
 1. ``advise(obj, readers, scenario, budget)``: its pick, runner-up, printed interval, per-call time;
 2. the **evaluation**: every pair that could send the object, interleaved in one harness run with
-   twice the rounds of advise's race (``--eval-rounds`` sets them);
+   twice the rounds of advise's race and at least 24 (``--eval-rounds`` sets them), 2 timed seconds
+   a pair (``--eval-seconds``);
    each pair's median of round medians, the best, the 5% tie set (pairs within 5% of the best),
    whether the tie set is resolved (no pair's interval against the best straddles 1.05);
 3. hit (the pick in the tie set), regret (t_pick / t_best - 1), coverage (advise's confirmation
@@ -12,8 +13,8 @@ For each case of the public generator (pytest_ipcbench/advice/cases.py), stratif
    ``--describe`` would say) and mp.Queue as users use it (mp-queue/native: the queue pickles).
 
 One JSON line per case goes to ``--out``; ``--summary`` prints the table per family (and the best
-single fixed pair's regret) from such a file; ``--repeat K`` reruns advise K more times on each case
-(repeatability: the repeated picks in the evaluation's tie set); ``--fit`` writes the prior's table
+single fixed pair's regret) from such a file; ``--repeat K`` reruns advise K more times on every
+``--repeat-every``'th case (repeatability: the repeated picks in the evaluation's tie set); ``--fit`` writes the prior's table
 (advice/prior.json) from a file: per bucket, the pairs by mean rank in the evaluation.
 
     python tools/advise_eval.py --cases 48 --budget 40 --max-bytes 16MiB --repeat 1 --check-counts --out advise-eval.jsonl
@@ -47,6 +48,7 @@ from pytest_ipcbench.harness.plan import BenchSettings
 from pytest_ipcbench.results.stats import rounds_ratio_interval
 
 TIE = 0.05
+MIN_EVAL_ROUNDS = 24
 BASELINE = "mp-queue/native"
 
 
@@ -87,7 +89,9 @@ def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float,
     adv = advise(obj, readers=case.readers, scenario=case.scenario, budget=budget, label=case.family)
     call_s = time.perf_counter() - t0
     eligible = [c.pair for c in adv.candidates if c.status not in ("failed", "unavailable")]
-    rounds = eval_rounds or 2 * adv.race["rounds"]  # twice the rounds each pair still in ran in the race
+    # at least twice the rounds each pair still in ran in the race, and enough rounds that the
+    # evaluation's own intervals can place pairs against the 5% tie
+    rounds = eval_rounds or max(MIN_EVAL_ROUNDS, 2 * adv.race["rounds"])
     ranks = 2 if case.scenario == "pingpong" else case.readers + 1
     payload = ObjectPayload(obj, f.total_bytes, f.oob_bytes or f.total_bytes, case.family)
     specs = [BackendSpec(*p.split("/")) for p in eligible]
@@ -132,6 +136,7 @@ def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float,
         "eval_ratio": eval_ratio, "covered": covered, "repeats": repeats, "recount": recount,
         "counted": bool(adv.candidate(adv.pick).counts),
         "repeat_hits": sum(p in tie for p in repeats), "call_s": call_s, "eval_s": eval_s,
+        "eval_seconds": per_case, "pairs": len(eligible),
         "load_start": load0, "load_end": os.getloadavg()[0],
     }
 
@@ -223,8 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-bytes", default="64MiB")
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--eval-rounds", type=int, default=None)
-    ap.add_argument("--eval-seconds", type=float, default=0.5, help="timed seconds per pair in the evaluation")
-    ap.add_argument("--repeat", type=int, default=0, help="more advises on every third case (repeatability)")
+    ap.add_argument("--eval-seconds", type=float, default=2.0, help="timed seconds per pair in the evaluation")
+    ap.add_argument("--repeat", type=int, default=0, help="more advises on every --repeat-every'th case (repeatability)")
+    ap.add_argument("--repeat-every", type=int, default=3, metavar="N")
     ap.add_argument("--check-counts", action="store_true",
                     help="on every third case (the second of three), count the pick again in a run of its own")
     ap.add_argument("--families", default=None)
@@ -248,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.out, "a") as out:
         for i, case in enumerate(todo, start=args.skip):
             try:
-                rec = evaluate(case, args.budget, args.eval_rounds, args.eval_seconds, args.repeat if i % 3 == 0 else 0,
+                rec = evaluate(case, args.budget, args.eval_rounds, args.eval_seconds, args.repeat if i % args.repeat_every == 0 else 0,
                                args.check_counts and i % 3 == 1)
             except Exception as exc:  # a case that cannot run is said, and the next one runs
                 print(f"{case.id}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

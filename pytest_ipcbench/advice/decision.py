@@ -177,6 +177,9 @@ class Advice:
         r = self.race
         out.append(f"race: {r.get('stages')} stage(s), {r.get('rounds')} rounds, stopped: {r.get('stopped')}; "
                    f"{r.get('elapsed_s', 0):.1f} s")
+        if r.get("stage_rounds", 0) < r.get("asked_rounds", 0):
+            out.append(f"  {r['stage_rounds']} rounds a stage, not {r['asked_rounds']}: the slowest probe took "
+                       f"{r['iteration_s']:.2f} s an iteration, and the budget holds no more")
         out.append("")
         out.append(f"{'candidate':<20} {'status':<16} {'median':>10} {'vs leader':>22}  per message")
         uncounted: dict[str, list[str]] = {}

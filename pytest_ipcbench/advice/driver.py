@@ -88,21 +88,22 @@ def environment(group_kind: str, ranks: int, load_start: float | None, load_end:
             "python": platform.python_version()}
 
 
-def _probe_rank(group: Group, spec: BackendSpec, payload: ObjectPayload, scenario: str) -> None:
-    probe(group, replace(spec, timeout=PROBE_TIMEOUT), payload, scenario)
+def _probe_rank(group: Group, spec: BackendSpec, payload: ObjectPayload, scenario: str) -> float:
+    return probe(group, replace(spec, timeout=PROBE_TIMEOUT), payload, scenario)
 
 
 def _ready(group: Group) -> None:
     group.barrier()
 
 
-def _probe_mpi(group: Group, spec: BackendSpec, payload: ObjectPayload, scenario: str) -> str:
-    reason = ""
+def _probe_mpi(group: Group, spec: BackendSpec, payload: ObjectPayload, scenario: str) -> tuple[str, float]:
+    """(why the probe failed on some rank, or ""; rank 0: seconds of its iteration)."""
+    reason, seconds = "", 0.0
     try:
-        _probe_rank(group, spec, payload, scenario)
+        seconds = _probe_rank(group, spec, payload, scenario)
     except Exception as exc:
         reason = f"rank {group.rank}: {type(exc).__name__}: {exc}"
-    return "; ".join(r for r in group.allgather(reason) if r)
+    return "; ".join(r for r in group.allgather(reason) if r), seconds
 
 
 def advise(obj: Any, readers: int = 1, scenario: str = "broadcast", backends: Sequence[str] | None = None,
@@ -144,9 +145,11 @@ def _plan(group: Group | None, obj: Any, opts: RaceOptions, backends: Sequence[s
     return f, payload, [by[p] for p in raced], left, unavailable, ranked(f, names)
 
 
-def _left(opts: RaceOptions, t_start: float) -> RaceOptions:
-    """The race's options with the budget that is left after the world's start and the probes."""
-    return replace(opts, budget=max(MIN_RACE, opts.budget - (time.perf_counter() - t_start)))
+def _left(opts: RaceOptions, t_start: float, probe_s: list[float]) -> RaceOptions:
+    """The race's options with the budget that is left after the world's start and the probes, and
+    the slowest probe's iteration (what a round of the race costs at least)."""
+    return replace(opts, budget=max(MIN_RACE, opts.budget - (time.perf_counter() - t_start)),
+                   iteration_s=max(probe_s, default=0.0))
 
 
 def _going(raced: list[BackendSpec], failed: dict[str, str]) -> list[BackendSpec]:
@@ -165,12 +168,14 @@ def _advise_local(world: LocalWorld, ranks: int, obj: Any, readers: int, opts: R
     world.run(_ready, ranks=ranks)  # queues) made as the world starts; a world that cannot start raises here
     f, payload, raced, left, unavailable, order = _plan(world.group(ranks), obj, opts, backends, size, label)
     failed: dict[str, str] = {}
+    probe_s: list[float] = []
     for spec in raced:
         try:
-            world.run(_probe_rank, spec, payload, opts.scenario, ranks=ranks, timeout=PROBE_TIMEOUT + 30)
+            probe_s.append(world.run(_probe_rank, spec, payload, opts.scenario, ranks=ranks,
+                                     timeout=PROBE_TIMEOUT + 30)[0])
         except Exception as exc:  # the world restarts itself after a failure
             failed[f"{spec.name}/{spec.mode}"] = f"{type(exc).__name__}: {exc}"
-    record = world.run(race, _going(raced, failed), payload, _left(opts, t_start), ranks=ranks)[0]
+    record = world.run(race, _going(raced, failed), payload, _left(opts, t_start, probe_s), ranks=ranks)[0]
     return _decision(record, f, opts, readers, order, raced, left, unavailable, failed,
                      environment("local", ranks, load_start, load_average()))
 
@@ -185,11 +190,14 @@ def _advise_on(group: Group, obj: Any, readers: int, opts: RaceOptions, backends
     f, raced, left, unavailable, order = group.bcast(planned)
     payload = ObjectPayload(obj, f.total_bytes, f.oob_bytes or f.total_bytes, label)
     failed: dict[str, str] = {}
+    probe_s: list[float] = []
     for spec in raced:
-        reason = _probe_mpi(group, spec, payload, opts.scenario)
+        reason, seconds = _probe_mpi(group, spec, payload, opts.scenario)
         if reason:
             failed[f"{spec.name}/{spec.mode}"] = reason
-    record = race(group, _going(raced, failed), payload, group.bcast(_left(opts, t_start)))
+        else:
+            probe_s.append(seconds)
+    record = race(group, _going(raced, failed), payload, group.bcast(_left(opts, t_start, probe_s)))
     advice = None
     if group.rank == 0:
         assert record is not None
@@ -229,7 +237,8 @@ def _decision(record: RaceRecord, f: Features, opts: RaceOptions, readers: int, 
         prior={"source": source(), "bucket": bucket(f), "order": order,
                "shortlist": [f"{s.name}/{s.mode}" for s in raced]},
         race={"stages": record.stages, "stopped": record.stopped, "rounds": record.race_rounds,
-              "confirm_rounds": opts.confirm_rounds, "elapsed_s": record.elapsed, "swapped": record.swapped,
+              "asked_rounds": opts.rounds, "stage_rounds": record.stage_rounds, "confirm_rounds": record.confirm_rounds,
+              "iteration_s": record.iteration_s, "elapsed_s": record.elapsed, "swapped": record.swapped,
               "leader": record.leader, "budget_s": opts.budget, "race_budget_s": record.budget,
               "stage_s": record.stage_s,
               "confirm_medians_s": list(record.confirm_medians) if record.confirm_medians else None},

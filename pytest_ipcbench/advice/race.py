@@ -6,7 +6,10 @@ Collective: rank 0 decides and broadcasts, so every rank makes the same calls. E
 over stages. After each stage a pair whose rounds' interval of its ratio to the leader
 (``results/stats.rounds_ratio_interval``, the gate's) lies above ``1 + tie`` is out. The race
 stops when the runner-up is decided against the leader, one pair is left, or the next stage
-would not fit the budget.
+would not fit the budget. A stage's and the confirmation's rounds shrink (to 2 at least) when the
+slowest probe's iteration says they would not fit their share of the budget: an object that takes
+half a second a message still gets an answer within the budget, with the wider interval its fewer
+rounds give.
 
 The pick is the simplest pair (:func:`simplicity`) within ``tie`` of the leader; its ratio to the
 runner-up comes from a fresh run of the two alone (the race's samples favour its winner); should
@@ -76,6 +79,7 @@ class RaceOptions:
     tie: float = 0.05
     confidence: float = 0.95
     count: bool = True  # the counting pass for the pick and the runner-up
+    iteration_s: float = 0.0  # the slowest shortlisted pair's probe: seconds of one iteration (0: unknown)
 
     @property
     def metric(self) -> str:
@@ -118,6 +122,9 @@ class RaceRecord:
     elapsed: float = 0.0
     stage_s: list[float] = field(default_factory=list)  # wall seconds of each stage, then the confirmation's
     budget: float = 0.0  # the seconds the race was given
+    stage_rounds: int = 0  # rounds per stage, fewer than asked when the object is slow
+    confirm_rounds: int = 0
+    iteration_s: float = 0.0  # the slowest probe's iteration, which set those
 
 
 def split_rounds(result: Result, metric: str, rounds: int) -> list[list[float]]:
@@ -139,10 +146,28 @@ def _interval(a: Standing, b: Standing, opts: RaceOptions) -> tuple[float, float
     return iv.ratio, iv.low, iv.high
 
 
-def _settings(per_case: float, rounds: int, count: bool) -> BenchSettings:
-    # one object every time, as the user sends it (no alternating seeds); at least one iteration per
-    # round; counted only when asked (the confirmation)
-    return BenchSettings(time_budget=max(0.05, per_case), min_iterations=PER_ROUND * rounds, alternate=False,
+def affordable_rounds(rounds: int, iteration_s: float, pairs: int, seconds: float) -> tuple[int, int]:
+    """(rounds, iterations a round) of ``pairs`` pairs that fit in ``seconds``: at most ``rounds`` of
+    :data:`PER_ROUND`, at least 2 rounds (an interval needs two), of one iteration when even two
+    rounds of :data:`PER_ROUND` would not fit."""
+    if iteration_s <= 0:
+        return rounds, PER_ROUND
+    fit = int(seconds / (PER_ROUND * iteration_s * pairs))
+    return (max(2, min(rounds, fit)), PER_ROUND if fit >= 2 else 1)
+
+
+def iteration_seconds(result: Result, scenario: str) -> float:
+    """Seconds one iteration of ``result`` took: its metric's slowest sample, times the messages an
+    iteration holds (a stream's window; a ping-pong's two one-way trips)."""
+    samples = result.samples.get(METRICS[scenario]) or result.samples[result.primary]
+    per = {"stream": int(result.extra.get("window", 1)), "pingpong": 2}.get(scenario, 1)
+    return max(samples) * per if samples else 0.0
+
+
+def _settings(per_case: float, rounds: int, count: bool, per_round: int = PER_ROUND) -> BenchSettings:
+    # one object every time, as the user sends it (no alternating seeds); at least ``per_round``
+    # iterations a round; counted only when asked (the confirmation)
+    return BenchSettings(time_budget=max(0.05, per_case), min_iterations=per_round * rounds, alternate=False,
                          count=count, count_repeats=COUNT_REPEATS)
 
 
@@ -156,19 +181,21 @@ def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOpt
     stage, stopped, last_stage = 0, "", 0.0
     stage_s: list[float] = []
     race_budget = opts.budget * RACE_SHARE
+    # a stage may take a third of the race at most (the race then has room for an elimination)
+    rounds, per_round = affordable_rounds(opts.rounds, opts.iteration_s, len(alive), race_budget / 3)
     while True:
         s0 = time.perf_counter()
         per_case = min(race_budget / 6, max(0.1, race_budget - (s0 - t0)) / 2) / len(alive)
-        settings = _settings(per_case, opts.rounds, False)
+        settings = _settings(per_case, rounds, False, per_round)
         results = bench_interleaved(group, [by_pair[p] for p in alive], payload, opts.scenario, settings,
-                                    rounds=opts.rounds)
+                                    rounds=rounds)
         last_stage = time.perf_counter() - s0
         stage_s.append(last_stage)
         decision: tuple[list[str], str] | None = None
         if group.rank == 0:
             for p, res in zip(alive, results):
                 assert res is not None
-                standing[p].rounds.extend(split_rounds(res, opts.metric, opts.rounds))
+                standing[p].rounds.extend(split_rounds(res, opts.metric, rounds))
             decision = _judge(standing, alive, stage, opts, time.perf_counter() - t0, last_stage, race_budget)
         alive, stopped = group.bcast(decision)
         stage += 1
@@ -189,7 +216,8 @@ def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOpt
     others = [p for p in sorted(everyone, key=lambda p: standing[p].median) if p != pick]
     runner = others[0] if others else None
     record = RaceRecord(list(standing.values()), stage, stopped, leader, pick, runner, tie,
-                        race_rounds=len(standing[leader].rounds), stage_s=stage_s, budget=opts.budget)
+                        race_rounds=len(standing[leader].rounds), stage_s=stage_s, budget=opts.budget,
+                        stage_rounds=rounds, iteration_s=opts.iteration_s)
     return _confirm(group, by_pair, record, payload, opts, t0)
 
 
@@ -233,9 +261,11 @@ def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord |
         return record
     c0 = time.perf_counter()
     remaining = opts.budget - (c0 - t0)
-    per_case = group.bcast(max(0.1, min(opts.budget * (1 - RACE_SHARE), remaining) / 3))
+    seconds = max(0.1, min(opts.budget * (1 - RACE_SHARE), remaining))
+    per_case, (rounds, per_round) = group.bcast(
+        (seconds / 3, affordable_rounds(opts.confirm_rounds, opts.iteration_s, 2, seconds)))
     results = bench_interleaved(group, [by_pair[p] for p in pairs], payload, opts.scenario,
-                                _settings(per_case, opts.confirm_rounds, False), rounds=opts.confirm_rounds)
+                                _settings(per_case, rounds, False, per_round), rounds=rounds)
     if record is not None:
         record.stage_s.append(time.perf_counter() - c0)
     _count(group, by_pair, pairs, record, payload, opts, t0)
@@ -243,8 +273,9 @@ def _confirm(group: Group, by_pair: dict[str, BackendSpec], record: RaceRecord |
         return None
     first, second = results[0], results[1]
     assert first is not None and second is not None  # rank 0 (the one with a record) holds the results
-    a = Standing(pairs[0], split_rounds(first, opts.metric, opts.confirm_rounds))
-    b = Standing(pairs[1], split_rounds(second, opts.metric, opts.confirm_rounds))
+    record.confirm_rounds = rounds
+    a = Standing(pairs[0], split_rounds(first, opts.metric, rounds))
+    b = Standing(pairs[1], split_rounds(second, opts.metric, rounds))
     ratio, low, high = _interval(b, a, opts)  # runner-up / pick
     # the decision weighs every round the two ran side by side, the race's and the confirmation's;
     # the printed ratio and interval stay the confirmation's alone
@@ -306,9 +337,10 @@ def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], reco
             st.counting = st.counting or "counted for the pick and the runner-up only"
 
 
-def probe(group: Group, spec: BackendSpec, payload: Any, scenario: str) -> None:
+def probe(group: Group, spec: BackendSpec, payload: Any, scenario: str) -> float:
     """Collective: the object once through ``spec`` in the scenario (opened, sent, read, verified,
-    closed); raises what the backend raised."""
+    closed); raises what the backend raised. Rank 0: the seconds of its one iteration (0 elsewhere)."""
     settings = BenchSettings(time_budget=0.01, min_iterations=1, max_iterations=1, warmup=1, alternate=False,
                              count=False)
-    bench_interleaved(group, [replace(spec)], payload, scenario, settings, rounds=1)
+    result = bench_interleaved(group, [replace(spec)], payload, scenario, settings, rounds=1)[0]
+    return iteration_seconds(result, scenario) if result is not None else 0.0

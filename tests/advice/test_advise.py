@@ -21,10 +21,12 @@ from pytest_ipcbench.advice.decision import Candidate
 from pytest_ipcbench.advice.describe import described
 from pytest_ipcbench.advice.driver import pairs
 from pytest_ipcbench.advice.prior import shortlist
+from pytest_ipcbench.advice.race import RACE_SHARE, affordable_rounds, iteration_seconds
 from pytest_ipcbench.backends.base import BACKENDS, register_backend
 from pytest_ipcbench.core.errors import UsageError
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.procs import find_mpiexec
+from pytest_ipcbench.results.results import Result
 
 IPCBENCH = str(Path(sys.executable).with_name("ipcbench"))
 
@@ -159,6 +161,23 @@ def test_a_slowed_backend_loses_the_race(extra_backends: None, monkeypatch: pyte
     assert advice.pick.startswith("shm/")
     twins = [c for c in advice.candidates if c.pair.startswith("test-shm-twin/") and c.ratio is not None]
     assert twins and all(c.ratio > 1.5 for c in twins)
+    # the stages' rounds: those asked, or what the slowest probe's iteration lets fit in a stage
+    r = advice.race
+    assert r["iteration_s"] > 0 and r["asked_rounds"] == 6
+    assert r["stage_rounds"] == affordable_rounds(6, r["iteration_s"], 4, r["race_budget_s"] * RACE_SHARE / 3)[0]
+
+
+def test_a_slow_object_gets_fewer_rounds_not_a_longer_call() -> None:
+    # rounds of 3 iterations of each pair: 6 rounds of 4 pairs at 0.5 s an iteration would take 36 s
+    assert affordable_rounds(6, 0.5, 4, 9.0) == (2, 1)  # 9 s hold 1.5 rounds: 2 of one iteration
+    assert affordable_rounds(6, 0.2, 4, 9.0) == (3, 3)
+    assert affordable_rounds(6, 0.1, 4, 9.0) == (6, 3)  # 7.5 rounds fit: the 6 asked
+    assert affordable_rounds(6, 0.0, 4, 0.1) == (6, 3)  # no probe time: as asked
+    # one iteration: a ping-pong is two one-way trips, a stream's iteration a window of messages
+    one = Result("pingpong", "shm", "bytes", "x", 1, 2, {"latency": [0.25]})
+    assert iteration_seconds(one, "pingpong") == 0.5
+    one = Result("stream", "shm", "bytes", "x", 1, 2, {"delivered": [0.1, 0.2]}, extra={"window": 4})
+    assert iteration_seconds(one, "stream") == pytest.approx(0.8)
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
