@@ -4,8 +4,8 @@ For each case of the public generator (pytest_ipcbench/advice/cases.py), stratif
 
 1. ``advise(obj, readers, scenario, budget)``: its pick, runner-up, printed interval, per-call time;
 2. the **evaluation**: every pair that could send the object, interleaved in one harness run with
-   twice the rounds of advise's race and at least 24 (``--eval-rounds`` sets them), 2 timed seconds
-   a pair (``--eval-seconds``);
+   twice the rounds of advise's race and at least 24 (``--eval-rounds`` sets them), 6 iterations a
+   round as far as 2 timed seconds a pair allow (``--eval-seconds``);
    each pair's median of round medians, the best, the 5% tie set (pairs within 5% of the best),
    whether the tie set is resolved (no pair's interval against the best straddles 1.05);
 3. hit (the pick in the tie set), regret (t_pick / t_best - 1), coverage (advise's confirmation
@@ -39,7 +39,7 @@ from pytest_ipcbench.advice.cases import FAMILIES, cases
 from pytest_ipcbench.advice.decision import counts_of
 from pytest_ipcbench.advice.payload import ObjectPayload
 from pytest_ipcbench.advice.prior import TABLE_FILE, bucket, ranked
-from pytest_ipcbench.advice.race import COUNT_REPEATS, METRICS, Standing, split_rounds
+from pytest_ipcbench.advice.race import COUNT_REPEATS, METRICS, PER_ROUND, Standing, split_rounds
 from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.local import LocalWorld
 from pytest_ipcbench.core.units import parse_size
@@ -53,8 +53,8 @@ BASELINE = "mp-queue/native"
 
 
 def _measure(group: Any, specs: list[BackendSpec], payload: ObjectPayload, scenario: str, rounds: int,
-             per_case: float) -> list[Any]:
-    settings = BenchSettings(time_budget=per_case, min_iterations=rounds, alternate=False, count=False)
+             per_case: float, per_round: int) -> list[Any]:
+    settings = BenchSettings(time_budget=per_case, min_iterations=rounds * per_round, alternate=False, count=False)
     return bench_interleaved(group, specs, payload, scenario, settings, rounds=rounds)
 
 
@@ -92,12 +92,15 @@ def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float,
     # at least twice the rounds each pair still in ran in the race, and enough rounds that the
     # evaluation's own intervals can place pairs against the 5% tie
     rounds = eval_rounds or max(MIN_EVAL_ROUNDS, 2 * adv.race["rounds"])
+    # iterations a round: twice the race's, as far as the seconds a pair allow (the size rules of
+    # the harness alone stop a pair of a 1 MB object at about 100 messages)
+    per_round = max(1, min(2 * PER_ROUND, int(per_case / (rounds * max(adv.race.get("iteration_s", 0), 1e-6)))))
     ranks = 2 if case.scenario == "pingpong" else case.readers + 1
     payload = ObjectPayload(obj, f.total_bytes, f.oob_bytes or f.total_bytes, case.family)
     specs = [BackendSpec(*p.split("/")) for p in eligible]
     t1 = time.perf_counter()
     with LocalWorld(ranks) as world:
-        results = world.run(_measure, specs, payload, case.scenario, rounds, per_case, ranks=ranks)[0]
+        results = world.run(_measure, specs, payload, case.scenario, rounds, per_case, per_round, ranks=ranks)[0]
         eval_s = time.perf_counter() - t1
         quoted = adv.candidate(adv.pick).counts
         recount = None
@@ -136,7 +139,7 @@ def evaluate(case: Any, budget: float, eval_rounds: int | None, per_case: float,
         "eval_ratio": eval_ratio, "covered": covered, "repeats": repeats, "recount": recount,
         "counted": bool(adv.candidate(adv.pick).counts),
         "repeat_hits": sum(p in tie for p in repeats), "call_s": call_s, "eval_s": eval_s,
-        "eval_seconds": per_case, "pairs": len(eligible),
+        "eval_seconds": per_case, "eval_per_round": per_round, "pairs": len(eligible),
         "load_start": load0, "load_end": os.getloadavg()[0],
     }
 
