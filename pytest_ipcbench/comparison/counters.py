@@ -193,6 +193,7 @@ def counter_changes(base: Result, head: Result, timing: bool = False) -> list[Co
     # the method: not compared
     other_method = base.counters.alloc_method != head.counters.alloc_method
     timed = TIMING_COUNTERS.union(base.counters.timing, head.counters.timing)  # and the backend's own
+    turns = bool(base.counters.turns) and base.counters.turns == head.counters.turns
     for b, h, readers in _pairs(base.counters, head.counters):
         for name in COUNTERS:
             if not (b.has(name) and h.has(name)) or (name in timed and not timing) or (
@@ -200,32 +201,58 @@ def counter_changes(base: Result, head: Result, timing: bool = False) -> list[Co
                 continue
             exact = _exact(b, name) and _exact(h, name) and name not in timed
             bv, hv = b.value(name), h.value(name)
-            if exact and name in BYTE_COUNTERS:
-                # plus the wider spread of the two (a few bytes, within the tolerance: _exact)
+            delta: float = hv - bv
+            spread = 0.0
+            if exact and name in BYTE_COUNTERS:  # plus the wider spread of the two (within the tolerance)
                 spread = max(b.spread(name)[1] - b.spread(name)[0], h.spread(name)[1] - h.spread(name)[0])
-                changed = abs(hv - bv) > _byte_tolerance(bv, hv, name) + spread
+            elif turns and name not in timed:
+                shift = _turn_shift(b, h, name, bv, hv)
+                if shift is not None:  # every turn moved alike: the code's cost, not timing
+                    exact, (delta, spread) = True, shift
+            if exact and name in BYTE_COUNTERS:
+                changed = abs(delta) > _byte_tolerance(bv, hv, name) + spread
             elif exact and name in ALLOCATOR_COUNTERS:
-                changed = abs(hv - bv) >= ALLOCATOR_TOLERANCE[0] and \
-                    abs(hv - bv) > ALLOCATOR_TOLERANCE[1] * max(abs(bv), abs(hv))
+                changed = abs(delta) >= ALLOCATOR_TOLERANCE[0] and \
+                    abs(delta) > ALLOCATOR_TOLERANCE[1] * max(abs(bv), abs(hv))
             elif exact:
-                changed = bv != hv
+                changed = delta != 0
                 # less than one call per message (over all readers): something that happens on
                 # some messages only (zmq's I/O thread signalling a wake-up: 26.25 and 26 data
                 # calls per message in two A/A runs) is timing or state, not the code: a note
-                if changed and abs(hv - bv) * max(1, readers) < 1:
+                if changed and abs(delta) * max(1, readers) < 1:
                     exact = False
             else:
                 (blo, bhi), (hlo, hhi) = b.spread(name), h.spread(name)
                 margin = max(bhi - blo, hhi - hlo, STATISTICAL_TOLERANCE * max(abs(bv), abs(hv)))
                 changed = hlo > bhi + margin or hhi < blo - margin
             if changed:
-                text = f"{_who(b.role, readers)}: {_phrase(name, hv - bv)}"
+                text = f"{_who(b.role, readers)}: {_phrase(name, delta)}"
                 if not exact and _exact(b, name) and _exact(h, name):
                     text += f" (on some messages only: {format_count(bv)} -> {format_count(hv)}, a note)"
                 elif not exact:
                     text += f" (statistical: {format_count(bv)} -> {format_count(hv)}, spreads apart)"
-                changes.append(CounterChange(head.key, b.role, b.rank, name, bv, hv, exact, text, readers))
+                head_value = hv if delta == hv - bv else bv + delta  # by the turns: the base's plus their shift
+                changes.append(CounterChange(head.key, b.role, b.rank, name, bv, head_value, exact, text, readers))
     return changes
+
+
+def _turn_shift(b: RankCounters, h: RankCounters, name: str, bv: float, hv: float) -> tuple[float, float] | None:
+    """(the median of head - base per message, turn by turn; the range of those differences) when
+    the turns agree on it (docs/counters.md, "Counts that follow timing"): a count within a
+    run moved by the turns (a wait that allocates) is still compared, its turns against the same
+    turns. None when they disagree (the count follows what the turns do not hold: a note at most)."""
+    bt, ht = b.totals[name], h.totals[name]
+    if len(bt) != len(ht) or not bt:
+        return None
+    d = sorted(y / h.messages - x / b.messages for x, y in zip(bt, ht))
+    width = d[-1] - d[0]
+    if name in BYTE_COUNTERS:
+        agree = width <= _byte_tolerance(bv, hv, name)
+    elif name in ALLOCATOR_COUNTERS:
+        agree = width < ALLOCATOR_TOLERANCE[0]
+    else:
+        agree = width == 0
+    return (d[len(d) // 2], width) if agree else None
 
 
 def explain(changes: list[CounterChange], nbytes: int) -> list[str]:

@@ -137,6 +137,9 @@ class Counters:
     #: counters the backend's own threads make depend on timing (Backend.timing_counters): never
     #: compared across runs
     timing: tuple[str, ...] = ()
+    #: each repeat's turn (harness/count.py TURNS: "as run", "writes late", "reads late"); empty in
+    #: records made before the turns: such repeats are compared only where they agree
+    turns: tuple[str, ...] = ()
 
     @property
     def messages(self) -> int:
@@ -189,6 +192,7 @@ class Counters:
         return {"iterations": self.iterations, "messages_per_iteration": self.messages_per_iteration,
                 "repeats": self.repeats, "seconds": [round(x, 4) for x in self.seconds],
                 "alloc_method": self.alloc_method, **({"timing": list(self.timing)} if self.timing else {}),
+                **({"turns": list(self.turns)} if self.turns else {}),
                 "ranks": [r.to_dict() for r in self.ranks]}
 
     @classmethod
@@ -198,7 +202,8 @@ class Counters:
         if isinstance(seconds, list) and len(seconds) == 2 and all(
                 isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1e9 for x in seconds):
             kept = (float(seconds[0]), float(seconds[1]))
-        timing = d.get("timing") or ()
+        timing, turns = d.get("timing") or (), d.get("turns") or ()
         return cls([RankCounters.from_dict(r) for r in d["ranks"]], int(d["iterations"]),
                    int(d["messages_per_iteration"]), int(d["repeats"]), kept, int(d.get("alloc_method") or 1),
-                   tuple(str(n) for n in timing if n in COUNTERS) if isinstance(timing, list) else ())
+                   tuple(str(n) for n in timing if n in COUNTERS) if isinstance(timing, list) else (),
+                   tuple(str(t) for t in turns) if isinstance(turns, list) else ())

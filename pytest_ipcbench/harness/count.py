@@ -2,7 +2,8 @@
 
 After a case's timed rounds, every rank runs ``count_repeats`` repeats of
 
-1. a block of untimed, unverified iterations between two counter snapshots (the message phase);
+1. a block of untimed, unverified iterations between two counter snapshots (the message phase), the
+   repeats taking turns: as the case runs, its writes late, its reads late (:data:`TURNS`);
 2. the same number of iterations of the harness's own waits alone (the barrier phase),
 
 and keeps phase 1 minus phase 2 per counter: the messages' cost, not the harness's barrier
@@ -16,9 +17,10 @@ never touched.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from ..backends.base import get_backend
+from ..backends.base import Backend, get_backend
 from ..core.counters import Counters, RankCounters
 from ..core.group import Group
 from ..core.probes import AllocProbe, CounterProbe, differences
@@ -37,6 +39,44 @@ COUNT_VOLUME = 2 * 2**20
 #: iterations (each repeat traces the same iteration, so exact stays exact: as Go's AllocsPerRun
 #: divides). Tracing is most of the pass's cost (docs/counters.md, "Cost")
 ALLOC_ITERATIONS = 1
+#: the repeats take turns (name, the call made late): as the case runs; every write late by
+#: :data:`LATE_S` (each reader waits in read()); every read late (each message waits for its reader).
+#: A count the code causes is the same in each turn; one that follows timing (a reader that takes what
+#: has arrived so far: a read call more, a poll and its objects) is not, and compare judges it turn by
+#: turn (comparison/counters.py; docs/counters.md, "Counts that follow timing")
+TURNS = (("as run", ""), ("writes late", "write"), ("reads late", "read"))
+LATE_S = 2e-3  # above the harness barrier's longest sleep (quiet_barrier: 1 ms)
+
+
+def turns(repeats: int) -> tuple[str, ...]:
+    return tuple(TURNS[k % len(TURNS)][0] for k in range(repeats))
+
+
+@contextmanager
+def late(case: _Case, repeat: int) -> Iterator[None]:
+    """Repeat ``repeat``'s turn (:data:`TURNS`): the first write or read of each iteration late
+    (a stream's window once: the rest of it is back to back anyway)."""
+    which = TURNS[repeat % len(TURNS)][1]
+    patched = [(b, b.__dict__.get(which)) for b in case.live if which and isinstance(b, Backend)]
+    per = messages_per_iteration(case)
+    for backend, _ in patched:
+        call, calls = getattr(backend, which), [0]
+
+        def slow(*args: object, _call: Callable[..., object] = call, _calls: list[int] = calls) -> object:
+            if _calls[0] % per == 0:
+                time.sleep(LATE_S)
+            _calls[0] += 1
+            return _call(*args)
+
+        setattr(backend, which, slow)
+    try:
+        yield
+    finally:
+        for backend, own in patched:  # the instance's own attribute back, if it had one
+            if own is None:
+                delattr(backend, which)
+            else:
+                setattr(backend, which, own)
 
 
 def _never(i: int) -> bool:
@@ -108,8 +148,9 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
         # barrier-only phase ends with the same barrier, so it cancels too
         wait()
         s0 = probe.snapshot()
-        for _ in range(settings.count_repeats):
-            case.block(first, n, False, _never)
+        for repeat in range(settings.count_repeats):
+            with late(case, repeat):
+                case.block(first, n, False, _never)
             wait()
             s1 = probe.snapshot()
             for _ in range(n):
@@ -133,10 +174,11 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     case.block(first, 1, False, _never)
     alloc.stop(start)
     with alloc:
-        for _ in range(settings.count_repeats):
-            start = alloc.start()
-            case.block(first, 1, False, _never)
-            peak, net, got = alloc.stop(start)
+        for repeat in range(settings.count_repeats):
+            with late(case, repeat):
+                start = alloc.start()
+                case.block(first, 1, False, _never)
+                peak, net, got = alloc.stop(start)
             for name, value in (("alloc.bytes", got), ("alloc.peak_bytes", peak), ("alloc.net_bytes", net)):
                 totals.setdefault(name, []).append(value * n)
     t2 = time.perf_counter()
@@ -146,4 +188,5 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
     if everyone is None:  # not the root
         return None
     return Counters(list(everyone), n, per, settings.count_repeats, (t1 - t0, t2 - t1),
-                    timing=tuple(sorted(get_backend(case.spec.name).timing_counters)))
+                    timing=tuple(sorted(get_backend(case.spec.name).timing_counters)),
+                    turns=turns(settings.count_repeats))

@@ -404,3 +404,44 @@ def test_counters_a_backend_declares_timing_driven_are_not_compared_across_runs(
     assert [c.counter for c in counter_changes(base, head)] == ["pickle.dumps"]  # the others still count
     assert [c.counter for c in counter_changes(head, base)] == ["pickle.dumps"]
     assert "timing" not in result(BASE_W, BASE_R).to_dict()["counters"]  # absent when none: old files stay as they were
+
+
+TURNS = ("as run", "writes late", "reads late")
+
+
+def turned(writer: dict, reader: dict, nbytes: int = 1000) -> Result:
+    """A ping-pong record whose repeats took the counting pass's turns (harness/count.py)."""
+    ranks = [rank(0, "writer", writer), rank(1, "reader", reader)]
+    r = Result("pingpong", "x", "bytes", "buffer", nbytes, 2, {"latency": [1e-5]}, nbytes=nbytes,
+               counters=Counters(ranks, MESSAGES, 1, 3, turns=TURNS))
+    return Result.from_dict(json.loads(json.dumps(r.to_dict())))  # the turns are recorded
+
+
+def test_counts_that_follow_the_turns_compare_turn_by_turn():
+    """Measured (docs/counters.md, "Counts that follow timing"): a read that waited allocated about
+    0.8 KB more, so the turn of late writes differs and the counter is not exact; a copy of the
+    1 KB payload in every message moves every turn alike (+1,064 B): a regression. The example's
+    fifo reader read a message in 3 calls as run but 2 when its reads were late: two A/A runs that
+    differ in one turn only are no verdict (a note), as run-to-run timing is not the code."""
+    calls = {"syscalls.data": [3, 3, 2]}
+    base = turned({"alloc.bytes": [0, 812, 0], **calls}, {"alloc.bytes": [256, 1036, 0], **calls})
+    assert base.counters is not None and base.counters.turns == TURNS
+    copied = turned({"alloc.bytes": [1064, 1876, 1064], **calls}, {"alloc.bytes": [1320, 2132, 1064], **calls})
+    worse = [c for c in counter_changes(base, copied) if c.regression]
+    assert [(c.role, c.counter, c.delta) for c in worse] == [("writer", "alloc.bytes", 1064),
+                                                             ("reader", "alloc.bytes", 1064)]
+    assert explain(worse, 1000)[0] == "writer: +1 copy of 1 KB per message (+1,064 B allocated)"
+    # the same records without turns (made before them): inexact sides, a note at most
+    for r in (base, copied):
+        assert r.counters is not None
+        r.counters.turns = ()
+    assert not [c for c in counter_changes(base, copied) if c.regression]
+    # A/A: one turn read in fewer calls (3, 3, 2 against 2, 3, 2): no verdict
+    base = turned({"syscalls.data": [0]}, calls)
+    other = turned({"syscalls.data": [0]}, {"syscalls.data": [2, 3, 2]})
+    assert not [c for c in counter_changes(base, other) if c.regression]
+    assert not [c for c in counter_changes(other, base) if c.regression]
+    # one read call more in every turn: the code's
+    more = turned({"syscalls.data": [0]}, {"syscalls.data": [4, 4, 3]})
+    assert [c.text for c in counter_changes(base, more) if c.regression] == [
+        "reader: +1 data system call (read/write/send/recv family) per message"]

@@ -9,11 +9,15 @@ the reason, and the counters are absent (never 0).
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
+from typing import Any
 
 import pytest
 
-from pytest_ipcbench.backends.base import BackendSpec, unavailable_reason
+from pytest_ipcbench.backends.base import BACKENDS, BackendSpec, register_backend, unavailable_reason
+from pytest_ipcbench.backends.shm import SharedMemoryBackend
 from pytest_ipcbench.core.counters import COUNTERS, DEEP_COUNTERS, CounterAbsent, RankCounters
 from pytest_ipcbench.core.group import in_mpi_job
 from pytest_ipcbench.core.local import LocalWorld
@@ -157,6 +161,39 @@ def test_stream_counts_per_message_not_per_window(world):
     assert c.messages_per_iteration == r.extra["window"] > 1
     exactly(c.writer, "pickle.dumps", 1)  # the feeder thread's, one per message (not per window)
     exactly(c.reader, "pickle.loads", 1)
+
+
+class WaitWrites(SharedMemoryBackend):
+    """shm whose reader writes a byte to /dev/null after a read that waited: a data call that
+    follows timing, as a reader that polls or takes what has arrived so far makes one."""
+
+    name = "test-wait-writes"
+    internal = True  # never offered to the other tests of this session
+
+    def read(self) -> Any:
+        t0 = time.perf_counter()
+        got = super().read()
+        if time.perf_counter() - t0 > 100e-6:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.write(fd, b"x")
+            os.close(fd)
+        return got
+
+
+@needs_syscalls
+def test_a_count_that_follows_timing_is_statistical_not_exact(world):
+    """The counting pass's repeats take turns (harness/count.py TURNS): the writes late, so the
+    reader waits, then the reads late. Without them a quiet run's repeats all read without waiting
+    and call the extra write exact; another run under load calls it +1 per message: a false verdict."""
+    register_backend(WaitWrites)
+    try:  # a ping-pong: each side reads in turn, where a store's broadcast reads after a barrier
+        c = run_bench(world.group(2), BackendSpec("test-wait-writes", "native"), BufferPayload(KIB), "pingpong",
+                      FAST).counters
+    finally:
+        BACKENDS.unregister("test-wait-writes")
+    for rank in (c.writer, c.reader):  # each side reads in turn: each waits in the turn of late writes
+        assert not rank.exact("syscalls.data"), (rank.role, rank.totals["syscalls.data"])
+        assert rank.totals["syscalls.data"][1] >= c.messages  # the turn of late writes: every read waited
 
 
 # ------------------------------------------------------------------ built-in backends' costs
