@@ -2,11 +2,12 @@
 
 :func:`counter_changes` is pure (two :class:`~.results.Result` in, a list out). An exact counter
 (every repeat the same, on both sides) changes when its value per message differs at all
-(bytes and the allocator's counters within a small tolerance): counts do not move with load. A
-statistical one changes only when the two spreads lie apart by more than the wider of them and
-by half the larger value; it is a note, never a verdict. The counters driven by timing
-(:data:`TIMING_COUNTERS`) are not compared across runs at all (A/A: docs/counters.md).
-:func:`explain` says a case's changes in one line per rank, e.g.
+(bytes and the allocator's counters within a small tolerance): counts do not move with load. One
+that is not exact, of two records whose repeats took the same turns (harness/count.py), changes
+the same way when every turn moved alike. A statistical one changes only when the two spreads lie
+apart by more than the wider of them and by half the larger value; it is a note, never a verdict.
+The counters driven by timing (:data:`TIMING_COUNTERS`) are not compared across runs at all (A/A:
+docs/counters.md). :func:`explain` says a case's changes in one line per rank, e.g.
 ``reader: +1 copy of 1.05 MB per message (+1,048,688 B allocated, +256 minor faults)``.
 """
 
@@ -96,7 +97,7 @@ class CounterChange:
     counter: str
     base: int | float
     head: int | float
-    exact: bool  # exact on both sides: compared exactly; else against the spreads
+    exact: bool  # exact on both sides, or alike in every turn: a verdict; else against the spreads
     text: str  # the change in words, e.g. "reader: +1 data system call ... per message"
     readers: int = 0  # a reader's change: how many readers its value is the mean of
 
@@ -176,8 +177,9 @@ def counter_changes(base: Result, head: Result, timing: bool = False) -> list[Co
     """The counters of ``head`` that differ from ``base`` (the same case), each in words.
 
     Exact counters are compared exactly (a change of less than one per message, over all the
-    readers, is a note: ``exact`` False); statistical ones (either side inexact) against their
-    measured spread: a change when the spreads are apart by more than the wider one. Counters
+    readers, is a note: ``exact`` False); so are those that moved alike in every turn of records
+    with the same turns (:func:`_turn_shift`); statistical ones (the rest) against their measured
+    spread: a change when the spreads are apart by more than the wider one. Counters
     absent on either side, and ranks without a partner (other rank counts), are not compared;
     nor are :data:`TIMING_COUNTERS` and the backend's own (``Counters.timing``) unless ``timing`` (then
     as statistical ones), nor the allocation
