@@ -70,11 +70,12 @@ STATISTICAL_TOLERANCE = 0.5
 BYTE_COUNTERS = frozenset({"io.rchar", "io.wchar", "pickle.dumps_bytes", "pickle.loads_bytes", "alloc.bytes",
                            "alloc.peak_bytes", "alloc.net_bytes"})
 BYTE_TOLERANCE = (64, 0.01)
-#: the allocation peak and what stays allocated: the harness's own lists and dicts grow as it goes,
-#: so they moved by up to 120 B per message between A/A runs (and a few between repeats); a copy
-#: of a 1 KB payload is 1,000 B and more
+#: the allocation counters: the harness's own lists and dicts grow as it goes (up to 120 B per
+#: message between A/A runs), and where a run's frees fall between the probe's events moves what it
+#: counts by a grain or more in every turn alike (a loaded A/A of the example's fifo ping-pong: 618
+#: and 672 B per message, docs/counters.md); a copy of a 1 KB payload is 1,000 B and more
 ALLOC_COUNTERS = frozenset({"alloc.bytes", "alloc.peak_bytes", "alloc.net_bytes"})
-ALLOC_TOLERANCE = (256, 0.01)
+ALLOC_TOLERANCE = (768, 0.01)
 #: counters of the allocator's state, not of the message: glibc's malloc takes a block of 128 KiB or
 #: more from mmap below a threshold that it raises when such a block is freed (its "dynamic mmap
 #: threshold") and trims the heap as its top grows, so whether a message's buffer comes from a

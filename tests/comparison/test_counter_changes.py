@@ -441,6 +441,11 @@ def test_counts_that_follow_the_turns_compare_turn_by_turn():
     other = turned({"syscalls.data": [0]}, {"syscalls.data": [2, 3, 2]})
     assert not [c for c in counter_changes(base, other) if c.regression]
     assert not [c for c in counter_changes(other, base) if c.regression]
+    # a run's state that moved every turn alike by less than a payload's copy (a loaded A/A: where
+    # the run's frees fell between the probe's events): within the allocation counters' tolerance
+    one = turned({"syscalls.data": [0]}, {"alloc.bytes": [12772, 12712, 12128]})
+    another = turned({"syscalls.data": [0]}, {"alloc.bytes": [13444, 13330, 12744]})
+    assert not [c for c in counter_changes(one, another) if c.regression]
     # one read call more in every turn: the code's
     more = turned({"syscalls.data": [0]}, {"syscalls.data": [4, 4, 3]})
     assert [c.text for c in counter_changes(base, more) if c.regression] == [
