@@ -39,8 +39,8 @@ COUNT_VOLUME = 2 * 2**20
 #: iterations (each repeat traces the same iteration, so exact stays exact: as Go's AllocsPerRun
 #: divides). Tracing is most of the pass's cost (docs/counters.md, "Cost")
 ALLOC_ITERATIONS = 1
-#: the repeats take turns (name, the call made late): as the case runs; every write late by
-#: :data:`LATE_S` (each reader waits in read()); every read late (each message waits for its reader).
+#: the repeats take turns (name, the call made late): as the case runs; each iteration's write late
+#: by :data:`LATE_S` (each reader waits in read()); its read late (each message waits for its reader).
 #: A count the code causes is the same in each turn; one that follows timing (a reader that takes what
 #: has arrived so far: a read call more, a poll and its objects) is not, and compare judges it turn by
 #: turn (comparison/counters.py; docs/counters.md, "Counts that follow timing")
