@@ -70,10 +70,9 @@ STATISTICAL_TOLERANCE = 0.5
 BYTE_COUNTERS = frozenset({"io.rchar", "io.wchar", "pickle.dumps_bytes", "pickle.loads_bytes", "alloc.bytes",
                            "alloc.peak_bytes", "alloc.net_bytes"})
 BYTE_TOLERANCE = (64, 0.01)
-#: the allocation counters: the harness's own lists and dicts grow as it goes (up to 120 B per
-#: message between A/A runs), and where a run's frees fall between the probe's events moves what it
-#: counts by a grain or more in every turn alike (a loaded A/A of the example's fifo ping-pong: 618
-#: and 672 B per message, docs/counters.md); a copy of a 1 KB payload is 1,000 B and more
+#: the allocation counters: the harness's own lists and dicts grow as it goes, and where a run's frees
+#: fall between the probe's events moves what it counts by a grain or more in every turn alike
+#: (A/A runs, docs/counters.md); a copy of a 1 KB payload is 1,000 B and more
 ALLOC_COUNTERS = frozenset({"alloc.bytes", "alloc.peak_bytes", "alloc.net_bytes"})
 ALLOC_TOLERANCE = (768, 0.01)
 #: counters of the allocator's state, not of the message: glibc's malloc takes a block of 128 KiB or
@@ -208,7 +207,7 @@ def counter_changes(base: Result, head: Result, timing: bool = False) -> list[Co
             spread = 0.0
             if exact and name in BYTE_COUNTERS:  # plus the wider spread of the two (within the tolerance)
                 spread = max(b.spread(name)[1] - b.spread(name)[0], h.spread(name)[1] - h.spread(name)[0])
-            elif turns and name not in timed:
+            elif not exact and turns and name not in timed:
                 shift = _turn_shift(b, h, name, bv, hv)
                 if shift is not None:  # every turn moved alike: the code's cost, not timing
                     exact, (delta, spread) = True, shift
