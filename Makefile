@@ -17,6 +17,8 @@ STAMP  := $(VENV)/.installed-stamp
 MPIEXEC := $(BIN)/mpiexec
 # a whole MPI run may not hang CI: every rank has a watchdog (--ipc-timeout), this is the backstop
 MPI_RUN_TIMEOUT ?= 1200
+# the plain phase's workers (pytest-xdist); its tests start MPI jobs and local workers of their own
+TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 BASE ?= HEAD~1
 GATE_ARGS ?=
@@ -71,11 +73,14 @@ lint: $(STAMP)
 	$(BIN)/mypy pytest_ipcbench
 
 # lint (mostly one core: mypy) and the example's fresh venv (pip: one core and the network) side by
-# side, once .venv is there (both builds would write the checkout's egg-info); then the suite's
-# phases alone on the machine (they time things); the example's tests last
+# side, once .venv is there (both builds would write the checkout's egg-info); then the plain phase
+# on TEST_WORKERS workers, a file's tests on one worker (its module fixtures made once), but the
+# tests marked alone, which run after it with the machine to themselves; then the MPI phases one
+# at a time (they time things); the example's tests last
 test: $(STAMP)
 	$(MAKE) -j2 --output-sync=target --no-print-directory lint example-install
-	$(BIN)/python -m pytest --durations=15
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m 'not alone' --durations=15
+	$(BIN)/python -m pytest -m alone --durations=5
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 4 $(BIN)/python -m pytest --with-mpi -m mpi
 	timeout $(MPI_RUN_TIMEOUT) $(MPIEXEC) -n 2 $(BIN)/python -m pytest --with-mpi -m mpi $(MPI2_TESTS)
 	@# across (simulated) nodes MPICH talks through UCX; the timeout tests leave a reader's Ibcast

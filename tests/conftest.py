@@ -25,8 +25,14 @@ def _plain_environment(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
 
     Under MPI a test without the mpi marker runs on rank 0 alone (ipc_unmarked = rank0): the
     processes it starts must not inherit the job's PMI connection (their MPI_Init would fail on
-    the rank's file descriptor), so they start as plain processes, as in a plain run."""
+    the rank's file descriptor), so they start as plain processes, as in a plain run.
+
+    Under pytest-xdist (make test's plain phase) the pytest runs a test starts are not xdist
+    workers: pytest-benchmark disables itself in any process that has ``PYTEST_XDIST_WORKER``."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    for key in list(os.environ):
+        if key.startswith("PYTEST_XDIST_"):
+            monkeypatch.delenv(key)
     if in_mpi_job() and request.node.get_closest_marker("mpi") is None:
         for key in list(os.environ):
             if key.startswith(_LAUNCHER_ENV):

@@ -105,7 +105,8 @@ def test_comments_and_blank_lines_are_not_commands() -> None:
 def test_make_targets_run_what_the_readme_says() -> None:
     if shutil.which("make") is None:
         pytest.skip("no make")
-    wanted = {"bench": ["ipcbench run"], "test": ["-m pytest", "mpiexec -n 4", "mpiexec -n 2", "test-example"],
+    wanted = {"bench": ["ipcbench run"], "test": ["-m pytest", "-m 'not alone'", "-m alone", "mpiexec -n 4", "mpiexec -n 2",
+                                                  "test-example"],
               "dist": ["-m build", "twine check"]}
     for target, words in wanted.items():
         proc = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)

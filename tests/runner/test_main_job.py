@@ -278,6 +278,7 @@ def test_parse_mpi4py_bench_output():
     assert no_stats[1024]["mean_s"] == pytest.approx(1024 / 512e6)
 
 
+@pytest.mark.alone  # the harness's figures against mpi4py.bench: under load it can only skip
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (install pytest-ipcbench[mpi])")
 def test_selfcheck_agrees_with_mpi4py_bench_and_numpy(tmp_path):
     out = tmp_path / "selfcheck.json"
