@@ -70,7 +70,7 @@ class Candidate:
     """One (backend, mode) pair: raced, left out by the prior, failed on the object, or unavailable."""
 
     pair: str
-    status: str  # pick | runner-up | tie | raced | eliminated | not-shortlisted | failed | unavailable
+    status: str  # pick | runner-up | tie | raced | eliminated | not-probed | not-shortlisted | failed | unavailable
     median_s: float | None = None  # the race's median of round medians
     ratio: float | None = None  # its median / the race leader's, with the interval
     low: float | None = None
@@ -144,6 +144,10 @@ class Advice:
         """The last line: ``use shm/native: 1.84x faster than zmq/native (95% CI 1.71-1.98x)``."""
         if not self.measured:
             return f"use {self.pick} (from the prior alone: measure with --sample to decide)"
+        if self.race.get("probes_only"):
+            then = f" (then {self.runner_up})" if self.runner_up else ""
+            return (f"use {self.pick}{then}: judged on one probe iteration a pair, without a race or an interval "
+                    f"(the budget held none: see the race line)")
         if self.runner_up is None or self.ratio is None:
             return f"use {self.pick} (the only candidate that could send the object)"
         pct = round(self.confidence * 100)
@@ -175,16 +179,19 @@ class Advice:
                 f"prior: {self.prior.get('bucket')} -> shortlist {', '.join(self.prior.get('shortlist', []))} "
                 f"({self.prior.get('source')})"]
         r = self.race
-        out.append(f"race: {r.get('stages')} stage(s), {r.get('rounds')} rounds, stopped: {r.get('stopped')}; "
-                   f"{r.get('elapsed_s', 0):.1f} s")
-        if r.get("stage_rounds", 0) < r.get("asked_rounds", 0):
+        if r.get("probes_only"):
+            out.append(f"race: none: {r.get('stopped')}")
+        else:
+            out.append(f"race: {r.get('stages')} stage(s), {r.get('rounds')} rounds, stopped: {r.get('stopped')}; "
+                       f"{r.get('elapsed_s', 0):.1f} s")
+        if r.get("stage_rounds", 0) < r.get("asked_rounds", 0) and not r.get("probes_only"):
             out.append(f"  {r['stage_rounds']} rounds a stage, not {r['asked_rounds']}: the slowest probe took "
                        f"{r['iteration_s']:.2f} s an iteration, and the budget holds no more")
         out.append("")
         out.append(f"{'candidate':<20} {'status':<16} {'median':>10} {'vs leader':>22}  per message")
         uncounted: dict[str, list[str]] = {}
         for c in self.candidates:
-            if c.status in ("not-shortlisted", "failed", "unavailable"):
+            if c.status in ("not-probed", "not-shortlisted", "failed", "unavailable"):
                 continue
             med = format_time(c.median_s) if c.median_s else "-"
             vs = (f"{c.ratio:.2f}x ({c.low:.2f}-{c.high:.2f})" if c.ratio is not None and c.low is not None
@@ -206,6 +213,9 @@ class Advice:
                 why.setdefault(c.reason, []).append(c.pair)
         for reason, names in why.items():
             out.append(f"unavailable here: {', '.join(names)} ({reason})")
+        unprobed = [c.pair for c in self.candidates if c.status == "not-probed"]
+        if unprobed:
+            out.append(f"not probed (the budget was spent on the probes): {', '.join(unprobed)}")
         left = [c.pair for c in self.candidates if c.status == "not-shortlisted"]
         if left:
             out.append(f"not raced (the prior ranked them lower): {', '.join(left)}")

@@ -26,7 +26,7 @@ from .decision import Advice, Candidate, counts_of
 from .features import Features, features
 from .payload import ObjectPayload
 from .prior import SHORTLIST, bucket, ranked, shortlist, source
-from .race import METRICS, RaceOptions, RaceRecord, probe, race
+from .race import METRICS, RaceOptions, RaceRecord, probe, probes_only, race, race_floor
 
 SCENARIOS = tuple(METRICS)
 #: a probe's reader gives up after this long (a backend that never delivers the object)
@@ -152,6 +152,29 @@ def _left(opts: RaceOptions, t_start: float, probe_s: list[float]) -> RaceOption
                    iteration_s=max(probe_s, default=0.0))
 
 
+def _probe_fits(opts: RaceOptions, t_start: float, walls: list[float], probed: dict[str, float]) -> bool:
+    """Another probe fits in the budget: the time spent and the slowest probe so far (probing goes
+    on until one pair has sent the object)."""
+    return not probed or time.perf_counter() - t_start + max(walls) <= opts.budget
+
+
+def _no_race(opts: RaceOptions, t_start: float, probed: dict[str, float], unprobed: list[str],
+             walls: list[float]) -> str:
+    """Rank 0: why the budget holds no race after the probes, "" when it does (or one pair is left).
+    An object whose one iteration takes seconds would otherwise overrun the budget many times over."""
+    spent = time.perf_counter() - t_start
+    iteration = max(probed.values(), default=0.0)
+    floor = race_floor(iteration, len(probed))
+    if not probed or (not unprobed and (len(probed) < 2 or spent + floor <= opts.budget)):
+        return ""
+    needed = spent + max(walls, default=0.0) * len(unprobed) + race_floor(iteration, len(probed) + len(unprobed))
+    return (f"the budget: {len(probed)} probe(s) took {spent:.0f} s of the {opts.budget:.0f} s (one iteration of the "
+            f"object up to {iteration:.2f} s)" + (f", {len(unprobed)} shortlisted pair(s) not probed" if unprobed
+                                                   else f", a race of them needs about {floor:.0f} s more")
+            + f"; each pair is judged on its probe's one iteration, without an interval (--budget {needed:.0f} "
+            f"races them)")
+
+
 def _going(raced: list[BackendSpec], failed: dict[str, str]) -> list[BackendSpec]:
     """The shortlisted pairs whose probe passed; IpcbenchError when none did."""
     going = [s for s in raced if f"{s.name}/{s.mode}" not in failed]
@@ -168,16 +191,29 @@ def _advise_local(world: LocalWorld, ranks: int, obj: Any, readers: int, opts: R
     world.run(_ready, ranks=ranks)  # queues) made as the world starts; a world that cannot start raises here
     f, payload, raced, left, unavailable, order = _plan(world.group(ranks), obj, opts, backends, size, label)
     failed: dict[str, str] = {}
-    probe_s: list[float] = []
+    probed: dict[str, float] = {}
+    walls: list[float] = []
+    unprobed: list[str] = []
     for spec in raced:
+        pair = f"{spec.name}/{spec.mode}"
+        if not _probe_fits(opts, t_start, walls, probed):
+            unprobed.append(pair)
+            continue
+        w0 = time.perf_counter()
         try:
-            probe_s.append(world.run(_probe_rank, spec, payload, opts.scenario, ranks=ranks,
-                                     timeout=PROBE_TIMEOUT + 30)[0])
+            probed[pair] = world.run(_probe_rank, spec, payload, opts.scenario, ranks=ranks,
+                                     timeout=PROBE_TIMEOUT + 30)[0]
         except Exception as exc:  # the world restarts itself after a failure
-            failed[f"{spec.name}/{spec.mode}"] = f"{type(exc).__name__}: {exc}"
-    record = world.run(race, _going(raced, failed), payload, _left(opts, t_start, probe_s), ranks=ranks)[0]
+            failed[pair] = f"{type(exc).__name__}: {exc}"
+        walls.append(time.perf_counter() - w0)
+    going = _going([s for s in raced if f"{s.name}/{s.mode}" not in unprobed], failed)
+    no_race = _no_race(opts, t_start, probed, unprobed, walls)
+    if no_race:
+        record = probes_only(probed, no_race, opts.tie)
+    else:
+        record = world.run(race, going, payload, _left(opts, t_start, list(probed.values())), ranks=ranks)[0]
     return _decision(record, f, opts, readers, order, raced, left, unavailable, failed,
-                     environment("local", ranks, load_start, load_average()))
+                     environment("local", ranks, load_start, load_average()), unprobed)
 
 
 def _advise_on(group: Group, obj: Any, readers: int, opts: RaceOptions, backends: Sequence[str] | None,
@@ -190,25 +226,38 @@ def _advise_on(group: Group, obj: Any, readers: int, opts: RaceOptions, backends
     f, raced, left, unavailable, order = group.bcast(planned)
     payload = ObjectPayload(obj, f.total_bytes, f.oob_bytes or f.total_bytes, label)
     failed: dict[str, str] = {}
-    probe_s: list[float] = []
+    probed: dict[str, float] = {}
+    walls: list[float] = []
+    unprobed: list[str] = []
     for spec in raced:
+        pair = f"{spec.name}/{spec.mode}"
+        if not group.bcast(_probe_fits(opts, t_start, walls, probed)):  # rank 0's clock decides for all
+            unprobed.append(pair)
+            continue
+        w0 = time.perf_counter()
         reason, seconds = _probe_mpi(group, spec, payload, opts.scenario)
         if reason:
-            failed[f"{spec.name}/{spec.mode}"] = reason
+            failed[pair] = reason
         else:
-            probe_s.append(seconds)
-    record = race(group, _going(raced, failed), payload, group.bcast(_left(opts, t_start, probe_s)))
+            probed[pair] = seconds
+        walls.append(time.perf_counter() - w0)
+    going = _going([s for s in raced if f"{s.name}/{s.mode}" not in unprobed], failed)
+    no_race = group.bcast(_no_race(opts, t_start, probed, unprobed, walls) if group.rank == 0 else None)
+    if no_race:
+        record = probes_only(probed, no_race, opts.tie) if group.rank == 0 else None
+    else:
+        record = race(group, going, payload, group.bcast(_left(opts, t_start, list(probed.values()))))
     advice = None
     if group.rank == 0:
         assert record is not None
         advice = _decision(record, f, opts, readers, order, raced, left, unavailable, failed,
-                           environment("mpi", group.size, load_start, load_average()))
+                           environment("mpi", group.size, load_start, load_average()), unprobed)
     return group.bcast(advice)
 
 
 def _decision(record: RaceRecord, f: Features, opts: RaceOptions, readers: int, order: list[str],
               raced: list[BackendSpec], left: list[str], unavailable: dict[str, str], failed: dict[str, str],
-              env: dict[str, Any]) -> Advice:
+              env: dict[str, Any], unprobed: Sequence[str] = ()) -> Advice:
     candidates: list[Candidate] = []
     for st in sorted(record.standings, key=lambda s: s.median):
         if st.pair == record.pick:
@@ -224,6 +273,7 @@ def _decision(record: RaceRecord, f: Features, opts: RaceOptions, readers: int, 
         candidates.append(Candidate(st.pair, status, st.median, st.ratio, st.low, st.high, len(st.rounds),
                                     st.out_at_stage, st.counting, counts_of(st.counters)))
     candidates += [Candidate(p, "failed", reason=why) for p, why in failed.items()]
+    candidates += [Candidate(p, "not-probed", reason="the budget was spent on the probes") for p in unprobed]
     candidates += [Candidate(p, "not-shortlisted") for p in left]
     candidates += [Candidate(p, "unavailable", reason=why) for p, why in unavailable.items()]
     notes = []
@@ -240,7 +290,7 @@ def _decision(record: RaceRecord, f: Features, opts: RaceOptions, readers: int, 
               "asked_rounds": opts.rounds, "stage_rounds": record.stage_rounds, "confirm_rounds": record.confirm_rounds,
               "iteration_s": record.iteration_s, "elapsed_s": record.elapsed, "swapped": record.swapped,
               "leader": record.leader, "budget_s": opts.budget, "race_budget_s": record.budget,
-              "stage_s": record.stage_s,
+              "stage_s": record.stage_s, "probes_only": record.probes_only,
               "confirm_medians_s": list(record.confirm_medians) if record.confirm_medians else None},
         notes=notes,
     )

@@ -125,6 +125,7 @@ class RaceRecord:
     stage_rounds: int = 0  # rounds per stage, fewer than asked when the object is slow
     confirm_rounds: int = 0
     iteration_s: float = 0.0  # the slowest probe's iteration, which set those
+    probes_only: bool = False  # the budget held no race: judged on one probe iteration a pair
 
 
 def split_rounds(result: Result, metric: str, rounds: int) -> list[list[float]]:
@@ -335,6 +336,27 @@ def _count(group: Group, by_pair: dict[str, BackendSpec], pairs: list[str], reco
     for st in record.standings:
         if st.pair not in pairs:
             st.counting = st.counting or "counted for the pick and the runner-up only"
+
+
+def race_floor(iteration_s: float, pairs: int) -> float:
+    """Seconds the shortest race of ``pairs`` pairs takes at least: a warm-up and 2 rounds of one
+    iteration a pair in its one stage, and the same for the two pairs of the confirmation."""
+    return 3 * iteration_s * (pairs + 2)
+
+
+def probes_only(seconds: dict[str, float], stopped: str, tie: float = 0.05) -> RaceRecord:
+    """Rank 0: the record of a call whose budget held the probes but no race: each pair judged on its
+    probe's one iteration (no interval), the pick the simplest within ``tie`` of the fastest."""
+    standing = [Standing(p, [[s]], counting="not counted: the budget held no race") for p, s in seconds.items()]
+    ranked = sorted(standing, key=lambda st: st.median)
+    best = ranked[0].median
+    for st in standing:
+        st.ratio = st.median / best if best > 0 else None
+    tied = [st.pair for st in ranked if st.median <= (1 + tie) * best]
+    pick = min(tied, key=lambda p: (simplicity(p), seconds[p]))
+    others = [st.pair for st in ranked if st.pair != pick]
+    return RaceRecord(standing, 0, stopped, ranked[0].pair, pick, others[0] if others else None, tied,
+                      race_rounds=1, iteration_s=max(seconds.values()), probes_only=True)
 
 
 def probe(group: Group, spec: BackendSpec, payload: Any, scenario: str) -> float:
