@@ -199,6 +199,7 @@ def test_a_count_that_follows_timing_is_statistical_not_exact(world):
 # ------------------------------------------------------------------ built-in backends' costs
 
 
+@pytest.mark.alone  # zero system calls in total: a reader or writer the scheduler delays waits (futex)
 @pytest.mark.parametrize("size", [KIB, MIB])
 def test_shm_handle_path_costs_no_system_call_and_no_copy(world, size):
     c = measure(world, "shm", "native", size).counters
@@ -253,6 +254,7 @@ def test_mp_queue_native_one_pickle_each_side_and_bytes_through_the_pipe(world, 
         assert c.reader.value("alloc.peak_bytes") >= r.nbytes  # the bytes read, then the array
 
 
+@pytest.mark.alone  # zero system calls in total: a reader or writer the scheduler delays waits (futex)
 @pytest.mark.parametrize("size", [KIB, MIB])
 def test_lmdb_native_reads_the_map_without_system_calls(world, size):
     c = measure(world, "lmdb", "native", size).counters
