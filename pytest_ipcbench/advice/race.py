@@ -205,21 +205,25 @@ def race(group: Group, specs: Sequence[BackendSpec], payload: Any, opts: RaceOpt
     if group.rank != 0:
         _confirm(group, by_pair, None, payload, opts, t0)
         return None
-    leader = min(alive, key=lambda p: standing[p].median)
+    leader, tie, pick = choose({p: standing[p].median for p in alive}, opts.tie)
     for st in standing.values():
         if st.pair != leader and st.rounds:
             st.ratio, st.low, st.high = _interval(st, standing[leader], opts)
         elif st.pair == leader:
             st.ratio = st.low = st.high = 1.0
-    ranked = sorted(alive, key=lambda p: standing[p].median)
-    tie = [p for p in ranked if standing[p].median <= (1 + opts.tie) * standing[leader].median]
-    pick = min(tie, key=lambda p: (simplicity(p), standing[p].median))
     others = [p for p in sorted(everyone, key=lambda p: standing[p].median) if p != pick]
     runner = others[0] if others else None
     record = RaceRecord(list(standing.values()), stage, stopped, leader, pick, runner, tie,
                         race_rounds=len(standing[leader].rounds), stage_s=stage_s, budget=opts.budget,
                         stage_rounds=rounds, iteration_s=opts.iteration_s)
     return _confirm(group, by_pair, record, payload, opts, t0)
+
+
+def choose(medians: dict[str, float], tie: float) -> tuple[str, list[str], str]:
+    """(the leader, the pairs within ``tie`` of it, fastest first, and the pick: the simplest of those)."""
+    ranked = sorted(medians, key=lambda p: medians[p])
+    tied = [p for p in ranked if medians[p] <= (1 + tie) * medians[ranked[0]]]
+    return ranked[0], tied, min(tied, key=lambda p: (simplicity(p), medians[p]))
 
 
 def _judge(standing: dict[str, Standing], alive: list[str], stage: int, opts: RaceOptions, elapsed: float,
@@ -347,15 +351,12 @@ def race_floor(iteration_s: float, pairs: int) -> float:
 def probes_only(seconds: dict[str, float], stopped: str, tie: float = 0.05) -> RaceRecord:
     """Rank 0: the record of a call whose budget held the probes but no race: each pair judged on its
     probe's one iteration (no interval), the pick the simplest within ``tie`` of the fastest."""
-    standing = [Standing(p, [[s]], counting="not counted: the budget held no race") for p, s in seconds.items()]
-    ranked = sorted(standing, key=lambda st: st.median)
-    best = ranked[0].median
-    for st in standing:
-        st.ratio = st.median / best if best > 0 else None
-    tied = [st.pair for st in ranked if st.median <= (1 + tie) * best]
-    pick = min(tied, key=lambda p: (simplicity(p), seconds[p]))
-    others = [st.pair for st in ranked if st.pair != pick]
-    return RaceRecord(standing, 0, stopped, ranked[0].pair, pick, others[0] if others else None, tied,
+    leader, tied, pick = choose(seconds, tie)
+    best = seconds[leader]
+    standing = [Standing(p, [[s]], ratio=s / best if best > 0 else None, counting="not counted: the budget held no "
+                         "race") for p, s in seconds.items()]
+    others = sorted((p for p in seconds if p != pick), key=lambda p: seconds[p])
+    return RaceRecord(standing, 0, stopped, leader, pick, others[0] if others else None, tied,
                       race_rounds=1, iteration_s=max(seconds.values()), probes_only=True)
 
 
