@@ -172,7 +172,7 @@ def test_a_slowed_backend_loses_the_race(extra_backends: None, monkeypatch: pyte
 def test_an_object_too_slow_for_the_budget_is_judged_on_its_probes() -> None:
     """Each message takes 0.4 s to pickle, and the budget is 1 s: the first probe spends it, so the
     other pairs are not probed and there is no race. Before, the race's floor (every pair's rounds,
-    then the confirmation) ran regardless: 547 s at budget 60 for a 13.4 MB stream of small arrays."""
+    then the confirmation) ran regardless (docs/advise.md: the 98th evaluation case)."""
     advice = advise(advice_support.SlowToPickle(), readers=1, backends=["shm", "zmq"], budget=1)
     r = advice.race
     assert r["probes_only"] and r["stages"] == 0
