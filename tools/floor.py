@@ -8,6 +8,7 @@ times shm, lmdb and zmq among MPI ranks)::
     mpiexec -n 2 python tools/floor.py shm,mpi-p2p,mpi-buffer,mpi-shm-win,zmq,lmdb --sizes 1,65536,1000000
     mpiexec -n 4 python tools/floor.py shm --sizes 1,1000,65536 --broadcast   # completion beside ref-shm's
     mpiexec -n 2 python tools/floor.py --mpi-floor --sizes 1   # the MPI references against MPI's own loops
+    MPIR_CVAR_DEVICE_COLLECTIVES=none mpiexec -n 2 python tools/floor.py --mpi-floor --sizes 1   # Bcast over point-to-point
 
 Per backend and size it prints, rank 0's view of one round trip (medians of ``--n`` iterations):
 
@@ -25,6 +26,7 @@ Times on a shared machine move with its load (print ``uptime`` beside them); the
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -161,27 +163,29 @@ def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
     comm = MPI.COMM_WORLD
     group = MPIGroup.world()
     rank, other = comm.rank, 1 - comm.rank
-    buf = bytearray(max(1, size))
-    msg = [buf, size, MPI.BYTE]
+    # a buffer to send from and another to receive into, as mpi4py.bench: with one buffer for both,
+    # MPICH's Send/Recv ping-pong took 1.6x as long at 64 KiB here (docs/floor.md, 2026-12-08)
+    out, into = ([bytearray(max(1, size)), size, MPI.BYTE] for _ in range(2))
+    root0, root1 = (out, into) if rank == 0 else (into, out)  # each Bcast: root sends out, the other receives
 
     def sendrecv() -> float:
         comm.Barrier()
         t0 = MPI.Wtime()
         for _ in range(loop):
             if rank == 0:
-                comm.Send(msg, other, 0)
-                comm.Recv(msg, other, 0)
+                comm.Send(out, other, 0)
+                comm.Recv(into, other, 0)
             else:
-                comm.Recv(msg, other, 0)
-                comm.Send(msg, other, 0)
+                comm.Recv(into, other, 0)
+                comm.Send(out, other, 0)
         return (MPI.Wtime() - t0) / loop / 2
 
     def bcast() -> float:
         comm.Barrier()
         t0 = MPI.Wtime()
         for _ in range(loop):
-            comm.Bcast(msg, 0)
-            comm.Bcast(msg, 1)
+            comm.Bcast(root0, 0)
+            comm.Bcast(root1, 1)
         return (MPI.Wtime() - t0) / loop / 2
 
     def harness(name: str) -> Callable[[], float]:
@@ -209,8 +213,12 @@ def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
     if rank != 0:
         return
     med = {k: statistics.median(v) for k, v in means.items()}
-    print(f"MPI's floor, {size_label(size)}, 2 ranks, {blocks} alternating blocks of {loop} round trips; "
-          "one way, median of block means: " + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in med.items()))
+    # MPICH's device (shared-memory) collectives make a 2-rank Bcast cost more than Send/Recv;
+    # MPIR_CVAR_DEVICE_COLLECTIVES=none routes it over point-to-point (docs/floor.md, 2026-12-08)
+    cvar = os.environ.get("MPIR_CVAR_DEVICE_COLLECTIVES", "default")
+    print(f"MPI's floor, {size_label(size)}, 2 ranks, {blocks} alternating blocks of {loop} round trips "
+          f"(MPIR_CVAR_DEVICE_COLLECTIVES={cvar}); one way, median of block means: "
+          + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in med.items()))
     for case, base in (("mpi-raw", "mpi4py.bench"), ("ref-mpi-p2p", "mpi4py.bench"), ("ref-mpi-p2p", "Send/Recv"),
                        ("ref-mpi-buffer", "Bcast"), ("ref-mpi-buffer", "mpi4py.bench"), ("Bcast", "Send/Recv"),
                        ("mpi4py.bench", "Send/Recv")):
