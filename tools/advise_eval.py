@@ -37,8 +37,9 @@ import numpy as np
 from pytest_ipcbench.advice import advise, features
 from pytest_ipcbench.advice.cases import FAMILIES, cases
 from pytest_ipcbench.advice.decision import counts_of
+from pytest_ipcbench.advice.features import Features
 from pytest_ipcbench.advice.payload import ObjectPayload
-from pytest_ipcbench.advice.prior import TABLE_FILE, bucket, ranked
+from pytest_ipcbench.advice.prior import SHORTLIST, TABLE_FILE, bucket, ranked
 from pytest_ipcbench.advice.race import COUNT_REPEATS, METRICS, PER_ROUND, Standing, split_rounds
 from pytest_ipcbench.backends.base import BackendSpec
 from pytest_ipcbench.core.local import LocalWorld
@@ -211,17 +212,49 @@ def summary(path: Path) -> str:
     return "\n".join(out)
 
 
-def fit(path: Path) -> dict[str, Any]:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _table(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per bucket, the pairs by their mean rank in the evaluation's full measurement."""
     ranks: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         order = sorted(r["medians"], key=r["medians"].get)
         for i, p in enumerate(order):
             ranks[r["bucket"]][p].append(i)
-    table = {b: sorted(d, key=lambda p: (np.mean(d[p]), p)) for b, d in ranks.items()}
+    return {b: sorted(d, key=lambda p: (np.mean(d[p]), p)) for b, d in ranks.items()}
+
+
+def fit(path: Path) -> dict[str, Any]:
+    rows = _rows(path)
+    table = _table(rows)
     return {"source": f"tools/advise_eval.py --fit {path.name}: {len(rows)} cases of advice/cases.py, "
                       "pairs by mean rank per bucket in the full interleaved measurement",
             "cases": len(rows), "rows": table}
+
+
+def fit_check(path: Path) -> str:
+    """Would a fitted prior shortlist better? Each case against a table fitted on the others
+    (leave one out) and against the default order: cases whose shortlist holds a pair of the
+    evaluation's tie set, and whose first pair (``--describe``'s pick) is in it; and the race's tie
+    rule re-scored from the recorded intervals."""
+    rows = _rows(path)
+    held = {"fitted": [0, 0], "default": [0, 0]}
+    for i, r in enumerate(rows):
+        f = Features.from_dict(r["features"])
+        for name, table in (("fitted", _table(rows[:i] + rows[i + 1:])), ("default", {})):
+            order = ranked(f, list(r["medians"]), table)
+            held[name][0] += bool(set(order[:SHORTLIST]) & set(r["tie"]))
+            held[name][1] += order[0] in r["tie"]
+    # the tie rule re-scored: the race's median leader (the runner-up when it led) instead of the
+    # simpler pair within 5%, unless the recorded interval places the pick within 5% of it
+    leader = sum((r["runner_up"] if r.get("ratio") is not None and r["ratio"] < 1 and r["runner_up"]
+                  and not (r["low"] >= 1 / 1.05 and r["high"] <= 1.05) else r["pick"]) in r["tie"] for r in rows)
+    return "\n".join([f"{name} prior: shortlist of {SHORTLIST} holds a tied pair in {a} of {len(rows)}, "
+                      f"its first pair is tied in {b} of {len(rows)}" for name, (a, b) in held.items()]
+                     + [f"picks in the tie set: {sum(r['hit'] for r in rows)} of {len(rows)} as recorded, "
+                        f"{leader} with the median leader unless an interval places the simpler pair within 5%"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,11 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="advise-eval.jsonl")
     ap.add_argument("--summary", metavar="FILE")
     ap.add_argument("--fit", metavar="FILE")
+    ap.add_argument("--fit-check", metavar="FILE", help="a fitted prior against the default, each case left out of its fit")
     ap.add_argument("--fit-out", metavar="PATH", default=str(TABLE_FILE),
                     help="where --fit writes the table (default: the one advise reads, advice/prior.json)")
     args = ap.parse_args(argv)
     if args.summary:
         print(summary(Path(args.summary)))
+        return 0
+    if args.fit_check:
+        print(fit_check(Path(args.fit_check)))
         return 0
     if args.fit:
         table = fit(Path(args.fit))
