@@ -74,6 +74,8 @@ def run(args: argparse.Namespace, run_args: list[str]) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     cwd = Path(args.cwd).resolve() if args.cwd else None
+    if "/" in args.python:  # a path: from here, not from --cwd where the runs start
+        args.python = str(Path(args.python).absolute())
     plans = [p for p in args.plan]
     for spec in plans:
         parse_injection(spec, "--plan")  # a bad plan fails before anything runs
