@@ -46,10 +46,6 @@ DECISION: tuple[Option, ...] = (
 )
 
 
-def add_decision_options(parser: argparse.ArgumentParser) -> None:
-    add_arguments(parser, DECISION)
-
-
 def decision(args: argparse.Namespace) -> Decision:
     return Decision(args.threshold, args.confidence, args.metric, not args.per_case, args.markdown,
                     args.calibration, str(args.json_out) if args.json_out else None, args.inconclusive == "pass")
@@ -65,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="do not divide by the in-run references; files of different runs still get the between-run "
              "noise (calibrated or assumed): two runs are no paired experiment, only a gate's files are",
     )
-    add_decision_options(parser)
+    add_arguments(parser, DECISION)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -187,8 +187,7 @@ class Runner:
             return
         self.run_record.extend(experiment_results(got))
         write_text(self.out / "shared-arrays.json", json.dumps(got, indent=1, default=str) + "\n")
-        med = got.get("median", {}) if isinstance(got, dict) else {}
-        progress.finish(label, ", ".join(f"{k} {v:.3g} s" for k, v in med.items()))
+        progress.finish(label, ", ".join(f"{k} {v:.3g} s" for k, v in got.get("median", {}).items()))
 
     # ------------------------------------------------------------------ all
     def run(self) -> int:

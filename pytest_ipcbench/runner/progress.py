@@ -72,12 +72,8 @@ class Progress:
 
 
 def summary_note(r: Result) -> str:
-    med = r.summary().median
-    n = r.summary().n
-    extra = ""
-    eff = r.efficiency()
-    if eff is not None and r.scenario == "broadcast":
-        extra = f", {eff:.0%} of copy bw"
-    note = f"{r.primary} {format_time(med)} (n={n}{extra})"
+    summary, eff = r.summary(), r.efficiency()
+    extra = f", {eff:.0%} of copy bw" if eff is not None and r.scenario == "broadcast" else ""
+    note = f"{r.primary} {format_time(summary.median)} (n={summary.n}{extra})"
     counted = run_note(r)  # the exact counters per message (report/counters.py)
     return f"{note}; per message: {counted}" if counted else note
