@@ -86,14 +86,8 @@ def installed_spec(extra: str = "[mpi]") -> str | None:
     from urllib.parse import unquote, urlparse
 
     try:
-        text = metadata.distribution("pytest-ipcbench").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return None
-    if not text:
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
+        record = json.loads(metadata.distribution("pytest-ipcbench").read_text("direct_url.json") or "")
+    except (metadata.PackageNotFoundError, ValueError):  # not installed, no record, a broken one
         return None
     url = str(record.get("url", ""))
     vcs = record.get("vcs_info") or {}

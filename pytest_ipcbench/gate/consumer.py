@@ -98,12 +98,8 @@ def no_matrix_message(label: str, prefix: str) -> str:
 
 def dependencies_besides_us(decl: Declared) -> list[str]:
     """The project's dependencies except pytest-ipcbench (that one is the gate's own, shared)."""
-    out = []
-    for req in decl.dependencies:
-        name = re.split(r"[\s\[<>=!~;@(]", req.strip(), maxsplit=1)[0]
-        if canonical(name) != SELF:
-            out.append(req)
-    return out
+    return [req for req in decl.dependencies
+            if canonical(re.split(r"[\s\[<>=!~;@(]", req.strip(), maxsplit=1)[0]) != SELF]
 
 
 def self_location() -> Path:
@@ -140,11 +136,7 @@ def share_packages(python: Path) -> Path:
     """
     import sysconfig
 
-    ours = []
-    for key in ("purelib", "platlib"):
-        path = sysconfig.get_paths()[key]
-        if path not in ours:
-            ours.append(path)
+    ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
     probe = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                            capture_output=True, text=True, check=True, timeout=60)
     site_dir = Path(probe.stdout.strip())

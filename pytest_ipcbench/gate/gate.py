@@ -1,19 +1,10 @@
 """``ipcbench gate``: measure base and head here, interleaved, and compare them.
 
-It installs base and head into virtual environments of their own and runs them in turn, round
-after round (base head, head base, ...: the order alternates so that a drift of the machine does
-not favour one side): ``rounds`` of every case (by default ``ipcbench run --quick`` at as many
-ranks as cores; past the first, while the budget allows, else the cases in doubt), then, one round
-at a time, only the cases in doubt, those that look slower first, until none is or
-``confirm_rounds`` are spent.
-Samples are compared (:mod:`..comparison.compare`) round by round: samples of one round share the
-state of the machine at that moment and are not independent draws. A real regression only gathers
-evidence in the confirming rounds, a fluke rarely survives them; nothing is tied to a machine's
-identity or to another runner's number (docs/method.md rule 16).
-
-In another project (its pyproject.toml names another project than pytest-ipcbench) the gate
-measures what that project declares in ``[tool.ipcbench]``, installs the project itself at base
-and head, and keeps pytest-ipcbench the same on both sides (:mod:`.consumer`).
+Base and head, each in a venv of its own, run in turn (base head, head base, ...: a drift of the
+machine favours neither): ``rounds`` of every case, then confirming rounds of only the cases in
+doubt (those that look slower first) within the budget. Samples are compared round by round
+(:mod:`..comparison.compare`): a fluke rarely survives the confirming rounds (docs/method.md rule 16).
+In another project the gate measures its declared ``[tool.ipcbench]`` matrix (:mod:`.consumer`).
 """
 
 from __future__ import annotations
@@ -58,15 +49,12 @@ from .gate_sides import (
 )
 
 DEFAULT_ROUNDS = 2
-#: At most this many confirming rounds; the budget usually ends them first. Under load more rounds
-#: decide more cases within the same budget (docs/measurements/2026-11-compare-and-gate.md).
+#: At most this many confirming rounds; the budget usually ends them first.
 DEFAULT_CONFIRM_ROUNDS = 30
 #: No confirming round starts once the gate has run this long (seconds, from its start, the
 #: installs included) or would pass it with one more round pair of the last one's length.
 DEFAULT_BUDGET = 420.0
-#: A case stays in doubt while its verdict is not "unchanged": only such cases get more rounds. A
-#: clearly unchanged case cannot turn into a regression by more measuring; a real change only
-#: gathers evidence, and a case that flips between two modes from run to run shows it.
+#: A case stays in doubt, and gets more rounds, while its verdict is not "unchanged".
 IN_DOUBT = ("inconclusive", "slower", "faster")
 
 
@@ -347,9 +335,7 @@ def run_gate(opts: GateOptions) -> int:
             if only == []:
                 break
             comparison, merged_head = run_rounds(1, only)
-        # the confirming rounds measure only the cases in doubt, one round at a time, until none is
-        # left, the rounds are spent or the budget would be; every verdict is taken on all the
-        # rounds a case has
+        # the confirming rounds: only the cases in doubt, one round at a time, within the budget
         while confirmed < opts.confirm_rounds:
             elapsed = time.monotonic() - started
             per_round = last_round_s(sets)
@@ -370,8 +356,7 @@ def run_gate(opts: GateOptions) -> int:
         names.remove(scratch)
     if stopped:
         comparison.warnings.append(stopped + " (--budget, --confirm-rounds)")
-    # written once, after the last round: a merged side can hold millions of samples (on this
-    # repository's matrix both sides were rewritten after every round, 17 s each at the end)
+    # written once, after the last round: a merged side can hold millions of samples
     for name, rs in latest.items():
         rs.save(out / f"{name}.json")
 

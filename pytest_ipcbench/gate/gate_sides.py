@@ -34,23 +34,20 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
 
 def repo_top(start: Path | None = None) -> Path:
     start = start or Path.cwd()
-    proc = subprocess.run(["git", "-C", str(start), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if proc.returncode != 0:
+    top = git(start, "rev-parse", "--show-toplevel", check=False)
+    if not top:
         raise GateError(f"{start} is not inside a git repository: the gate needs the project's history")
-    return Path(proc.stdout.strip())
+    return Path(top)
 
 
 def resolve_commit(repo: Path, ref: str) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0 or not proc.stdout.strip():
+    commit = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    if not commit:
         shallow = git(repo, "rev-parse", "--is-shallow-repository", check=False) == "true"
         hint = (" (this clone is shallow: fetch the full history, e.g. actions/checkout with fetch-depth: 0)"
                 if shallow else "")
         raise GateError(f"cannot resolve {ref!r} to a commit{hint}")
-    return proc.stdout.strip()
+    return commit
 
 
 #: The module that defines ``ipcbench run``; a commit without it cannot be measured by the gate.
@@ -155,12 +152,21 @@ def venv_key(side: Side, isolated: bool) -> str:
     return f"{hashlib.sha1(what.encode()).hexdigest()[:20]}-{py}-{mode}"
 
 
+def _make_venv(side: Side, log: Path, timeout: float, options: Sequence[str] = ()) -> None:
+    """The side's venv, made anew unless its python is there."""
+    assert side.venv is not None
+    if not (side.bin / "python").exists():
+        shutil.rmtree(side.venv, ignore_errors=True)
+        side.venv.parent.mkdir(parents=True, exist_ok=True)
+        if _run_logged([sys.executable, "-m", "venv", *options, side.venv], log, timeout) != 0:
+            raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+
+
 def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: bool = False) -> None:
     """Create (or reuse, for a commit) the side's venv and install its source with the mpi extra.
 
-    By default the venv sees the gate's own packages (``--system-site-packages``): both sides
-    then run on the very same numpy, mpi4py and MPI, pip installs only the project and what its
-    pyproject asks for beyond them, and an install takes seconds. ``isolated`` makes a bare venv.
+    By default the venv sees the gate's own packages (``--system-site-packages``): both sides run
+    on the very same numpy, mpi4py and MPI. ``isolated`` makes a bare venv.
     """
     side.venv = cache / "venvs" / venv_key(side, isolated)
     stamp = side.venv / INSTALLED_STAMP
@@ -175,12 +181,7 @@ def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: b
         if side.commit:
             stamp.write_text(side.commit + "\n")
         return
-    if not (side.bin / "python").exists():
-        shutil.rmtree(side.venv, ignore_errors=True)
-        side.venv.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "venv", *([] if isolated else ["--system-site-packages"]), side.venv]
-        if _run_logged(cmd, log, timeout) != 0:
-            raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+    _make_venv(side, log, timeout, [] if isolated else ["--system-site-packages"])
     env = _side_env(side.venv)
     pip = [side.bin / "python", "-m", "pip", "install", "--quiet"]
     steps = [
@@ -217,21 +218,15 @@ def install_project(side: Side, cache: Path, log: Path, timeout: float) -> None:
     """Another project at one side: a venv that sees the gate's packages (pytest-ipcbench, numpy,
     mpi4py, MPI: the same for both sides), the project's other dependencies, the project itself."""
     assert side.source is not None and side.venv is not None and side.decl is not None
-    if not (side.bin / "python").exists():
-        shutil.rmtree(side.venv, ignore_errors=True)
-        side.venv.parent.mkdir(parents=True, exist_ok=True)
-        if _run_logged([sys.executable, "-m", "venv", side.venv], log, timeout) != 0:
-            raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+    _make_venv(side, log, timeout)
     consumer.share_packages(side.bin / "python")
     env = _side_env(side.venv)
     pip = [side.bin / "python", "-m", "pip", "install", "--quiet"]
     deps = consumer.dependencies_besides_us(side.decl)
     if deps and _run_logged(pip + deps, log, timeout, cwd=cache, env=env) != 0:
         raise GateError(f"installing the dependencies of {side.name} ({side.label}) failed; see {log}:\n{_tail(log)}")
-    # the version does not change between commits: force the project itself to be reinstalled.
-    # Built the way pip builds by default (build isolation), the same way at both sides: building
-    # in the side's environment (--no-build-isolation) broke with an older setuptools there
-    # (InvalidRequirement on a git+file URL) and made the two sides' builds depend on what each had
+    # the version does not change between commits: force the project itself to be reinstalled,
+    # built with pip's default build isolation, so both sides build alike
     project = pip + ["--no-deps", "--force-reinstall", side.source]
     if _run_logged(project, log, timeout, cwd=cache, env=env) != 0:
         missing = consumer.missing_build_requirements(side.source, side.bin / "python", env)
