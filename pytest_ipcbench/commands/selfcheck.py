@@ -111,8 +111,7 @@ def run(args: argparse.Namespace) -> int:
                                            args.ref_rounds, args.wait, args.mpiexec, ranks=args.ranks)
         problems += ref_problems
         print(ref_table(rows))
-        floors = floor_lines(rows)
-        for line in floors:
+        for line in floor_lines(rows):
             print(line)
         for stream_note in stream_notes(backends, args.modes, args.scenarios):
             print(f"note: {stream_note}")

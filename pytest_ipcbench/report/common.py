@@ -20,10 +20,6 @@ WIDE_SPREAD = 3.0
 PERCENTILES = (10, 50, 90, 99)
 
 
-def label(r: Result) -> str:
-    return f"{r.backend}/{r.mode}"
-
-
 #: the process model a case ran in (``Result.group``), as reports name it
 PROCESS_MODELS = {"mpi": "MPI ranks", "local": "local workers"}
 

@@ -53,7 +53,6 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
         best.setdefault((r.ranks, r.group), median_of(r, "completion") or 1.0)
     tests = any(test_of(r) for r in rows)
     lines = []
-    notes = []
     for r in rows:
         c = median_of(r, "completion") or math.inf
         top = best[(r.ranks, r.group)]
@@ -70,9 +69,7 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
             f"{ver.checked - ver.failed}/{ver.checked}" if ver else "-",
             *([test_of(r) or "-"] if tests else []),
         ])
-        note = wide_note(r, "completion", "completion")
-        if note:
-            notes.append(note)
+    notes = [n for n in (wide_note(r, "completion", "completion") for r in rows) if n]
     mixed = mixed_models_note(rows)
     return table(
         ["Backend", "Mode", "Delivery", "Ranks", "Processes", "Median write", "Median read", "Completion p10", "p50",
