@@ -1,13 +1,7 @@
-"""The MPI methods on the one harness: each method is a harness backend.
+"""The MPI methods on the one harness: each method is a harness backend, ``mpi-method-<method>``.
 
-:class:`MethodBackend` adapts a :class:`~.methods.Method` to the backend protocol: in the
-``broadcast`` scenario the root's ``write(obj)`` and every reader's ``read()`` are the two halves
-of one collective ``Method.transfer``, so the harness times a method like any other backend
-(rules 1-3, 7-9). One backend per method, ``mpi-method-<method>`` (:func:`backend_name`);
-:func:`method_backend` registers one for a method class of your own. :meth:`MethodBackend.prepare`
-(untimed) prepares the method with both alternating payloads as sources; iteration ``i`` sends
-payload ``i % 2``. :func:`bench_method` times one method on the configurations' data or yours
-(:class:`DataPayload`); :func:`transfer_once` moves data once, untimed.
+In the ``broadcast`` scenario the root's ``write(obj)`` and every reader's ``read()`` are the two
+halves of one collective ``Method.transfer``, so the harness times a method like any other backend.
 """
 
 from __future__ import annotations
@@ -25,12 +19,9 @@ from .configs import PAYLOAD_KINDS, Data, ShapeInfo, data_equal, data_nbytes, fl
 from .methods import METHODS, Method, get_method
 
 BACKEND_PREFIX = "mpi-method-"
-#: A method's settings when none are given. Readers do not touch what they received (every
-#: method delivers into real buffers: there is no zero-copy view to unmask, docs/method.md rule 10). The
-#: harness's barriers wait in MPI (busy), as every rank did in the original benchmark's loop: a passive-target
-#: ``Get`` (rma-lock) progresses only while the root is inside MPI (docs/method.md rule 18).
-#: No counting pass (harness/count.py): the MPI methods' figure is a transfer time, and its methods'
-#: counters add little to the backends' (run them with replace(DEFAULT_SETTINGS, count=True)).
+#: A method's settings when none are given: no touch (every method delivers into real buffers,
+#: docs/method.md rule 10), barriers busy in MPI (a passive-target ``Get`` progresses only while the
+#: root is inside MPI, rule 18), no counting pass (the figure is a transfer time).
 DEFAULT_SETTINGS = BenchSettings(time_budget=0.5, touch=False, quiet_waits=False, count=False)
 #: One warm-up and one timed transfer: correctness runs.
 QUICK_SETTINGS = replace(DEFAULT_SETTINGS, time_budget=1e-3, warmup=1, min_iterations=1, max_iterations=1)

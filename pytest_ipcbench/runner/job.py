@@ -1,14 +1,8 @@
 """``ipcbench run``: the standard matrix, into one folder of results, CSV, plots and tables.
 
-Phases, one results file: **copy** (the machine's copy bandwidth at every size), **mpi** (every
-case of a backend that runs over MPI ranks, in ``mpiexec -n RANKS python -m
-pytest_ipcbench.runner.worker`` jobs, then the MPI methods), **local** (the others over a
-LocalWorld) and **shared arrays** (:func:`..shared.experiment.run_experiment`). The worker
-reports each case as it ends, so a hung case costs its timeout: the job is killed, the case
-recorded as failed and a new job resumes after it (:mod:`.mpijob`).
-
-Folder (``ipcbench-results/<YYYYmmdd-HHMMSS>/`` or ``--out``): ``results.json``, ``summary.md``,
-the CSVs and PNGs of :mod:`..report`, ``run.log`` (the jobs' stderr and every failure).
+Phases, one results file: copy (the copy bandwidth at every size), mpi (the MPI cases in mpiexec
+jobs of :mod:`.worker`, then the MPI methods: :mod:`.mpijob`), local (the others over a LocalWorld)
+and shared arrays. The folder holds ``results.json``, the report, ``run.log`` (stderr, failures).
 """
 
 from __future__ import annotations
@@ -118,14 +112,11 @@ class Runner:
     """Runs the phases, collects results and failures, writes the folder."""
 
     def __init__(self, options: RunOptions) -> None:
-        self.options = options
-        opts = options
+        self.options = opts = options
         self.level = LEVEL_SPECS[opts.level]
-        settings = self.level.settings
-        if opts.time_budget is not None:
-            settings = replace(settings, time_budget=opts.time_budget)
-        settings = replace(settings, count=opts.count is not False, pin=opts.pin or settings.pin)
-        self.settings = settings
+        level = self.level.settings
+        self.settings = replace(level, count=opts.count is not False, pin=opts.pin or level.pin,
+                                time_budget=level.time_budget if opts.time_budget is None else opts.time_budget)
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
         self._lock: FolderLock | None = None  # held while the run writes into self.out
