@@ -1,14 +1,8 @@
 """Files another project needs to adopt the gate and the asv history: written by ``ipcbench init-ci``.
 
-* the workflows of :mod:`.workflows`: the gate on every pull request (``perf-gate.yml``), its
-  one pull request comment (``perf-gate-comment.yml``) and, with ``--asv``, the asv history
-  published from the default branch (``asv-history.yml``);
-* with ``--asv``: ``asv.conf.json`` and ``benchmarks/bench_ipcbench.py``, the asv suite of
-  :mod:`.asv_suite` over the same declared matrix;
-* the .gitignore lines for what pytest-ipcbench writes in the project.
-
-pytest-ipcbench is not on PyPI: every file installs it from the one spec given (``--install``: a
-git URL, a wheel, a local checkout), or from where the running one was installed from.
+The workflows of :mod:`.workflows`; with ``--asv``, ``asv.conf.json`` and the suite of
+:mod:`..runner.asv_suite`; the .gitignore lines. pytest-ipcbench is not on PyPI: every file installs
+it from the one spec given (``--install``), or from where the running one was installed from.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """The gate in another project: measure what the project declares, with the same pytest-ipcbench.
 
-In a project that is not pytest-ipcbench itself, ``ipcbench gate``
-
-* reads each side's ``[tool.ipcbench]`` table (:mod:`..core.project`) from that side's own
-  pyproject.toml (base from its commit, head from the working tree or its commit): each side
-  measures the matrix *it* declares; cases only one side declares are listed as added or removed,
-  never decided;
-* installs the project itself at each side into a virtual environment of its own that sees the
-  gate's packages: pytest-ipcbench is the one the gate runs from, the same for both sides (so
-  a difference is the project's, not ours), and so are numpy, mpi4py and MPI; the project's other
-  dependencies are installed with pip, the project itself with ``--no-deps``;
-* runs ``python -m pytest_ipcbench run --config SIDE.pyproject.toml`` of each side interleaved.
-
-**A base that predates the adoption** (its pyproject.toml has no ``[tool.ipcbench]`` table) has
-nothing to compare with: the gate exits 2 and says so, unless ``--skip-unadopted-base`` is given
-(the workflow that ``ipcbench init-ci`` writes gives it), which makes it exit 0 with a notice: the
-pull request that adopts pytest-ipcbench is not gated, every later one is.
+Each side measures the ``[tool.ipcbench]`` matrix of its own pyproject.toml, installed into a venv
+that sees the gate's packages: pytest-ipcbench, numpy, mpi4py and MPI are the same for both sides,
+so a difference is the project's. A base without the table has nothing to compare with (exit 2, or
+0 with ``--skip-unadopted-base``, which the workflow of ``ipcbench init-ci`` gives).
 """
 
 from __future__ import annotations
