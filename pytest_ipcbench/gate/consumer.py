@@ -114,14 +114,9 @@ SHARE_PTH = "_ipcbench_gate_shared.pth"
 
 
 def share_packages(python: Path) -> Path:
-    """Make the gate's own site-packages visible to the venv of ``python``, after its own.
-
-    ``venv --system-site-packages`` would show the base interpreter's packages, not those of the
-    environment the gate runs in (where pytest-ipcbench, mpi4py and the MPI wheel are, perhaps as
-    editable installs): a ``.pth`` file that adds the gate's site folders with ``site.addsitedir``
-    (their own ``.pth`` files included) shows exactly those. The side's own site-packages stays
-    first on ``sys.path``: the project installed there wins over any copy of it in the gate's.
-    """
+    """Make the gate's own site-packages visible to the venv of ``python``, after its own: a
+    ``.pth`` file of ``site.addsitedir`` lines (``--system-site-packages`` would show the base
+    interpreter's, not the gate's environment's, editable installs included)."""
     import sysconfig
 
     ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))

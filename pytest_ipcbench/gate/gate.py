@@ -88,12 +88,9 @@ EXTRA_LABELS = {"mpi-method": "seed004", "shared-array": "seed002", "shared-arra
 
 
 def doubtful(comparison: Comparison, head: ResultSet, reachable: int | None = None) -> list[str] | None:
-    """The ``--only`` labels of the cases the next confirming round measures: of the cases in doubt
-    (:data:`IN_DOUBT`), those that look slower (or are slower, to confirm it) while there are any,
-    since they decide the outcome; then the others. A case that would need more rounds than
-    ``reachable`` (what the budget still allows) is left out while others can still be decided.
-    None when a chosen case cannot be selected alone (results of a version that does not record its
-    case label): then the whole matrix runs again."""
+    """The ``--only`` labels of the cases in doubt the next round measures: those that look slower
+    first (they decide the outcome), those that cannot be decided in ``reachable`` rounds last. None
+    when a case cannot be selected alone (a version without case labels): the whole matrix runs."""
     by_key = head.by_key()
     cases = [c for c in comparison.cases if c.interval is not None and c.status in IN_DOUBT and c.waiver is None]
     decidable = [c for c in cases if reachable is None or c.rounds_needed is None or c.rounds_needed <= reachable]
@@ -118,11 +115,7 @@ def last_round_s(sets: dict[str, list[ResultSet]]) -> float:
 
 def round_order(rounds: int, first: int = 0) -> list[tuple[int, str]]:
     """(round, side) in run order: base head, head base, base head, ... (ABBA: drift cancels)."""
-    order: list[tuple[int, str]] = []
-    for i in range(first, first + rounds):
-        pair = ("base", "head") if i % 2 == 0 else ("head", "base")
-        order += [(i, s) for s in pair]
-    return order
+    return [(i, s) for i in range(first, first + rounds) for s in (("base", "head"), ("head", "base"))[i % 2]]
 
 
 def _sides(repo: Path, opts: GateOptions) -> tuple[Side, Side]:
@@ -303,12 +296,9 @@ def run_gate(opts: GateOptions) -> int:
             rs.env["gate_side"] = sides[name].label
             rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
         latest.update(merged)
-        if not explicit and len(sets["base"]) == 1:  # the first round: every case, both matrices known
-            try:
-                use_calibration(find_calibration(None, merged["head"], merged["base"]))
-            except ValueError as exc:
-                raise GateError(str(exc)) from None
         try:
+            if not explicit and len(sets["base"]) == 1:  # the first round: every case, both matrices known
+                use_calibration(find_calibration(None, merged["head"], merged["base"]))
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
                                       opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
                                       paired=True, calibration=calibration,

@@ -267,13 +267,9 @@ def check_matrix(side: Side, scratch: Path, timeout: float) -> int:
 
 def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log: Path,
               timeout: float, env: dict[str, str] | None = None) -> tuple[ResultSet, str]:
-    """One ``ipcbench run`` of a side into ``out``: its ResultSet, and a warning ("" if none).
-
-    The command runs in a scratch folder, never in the repository: there ``python -m`` would
-    import the working tree's package instead of the side's installed one. Exit 1 with a
-    results file means some cases failed (their results are missing): the others still count,
-    and the report says so.
-    """
+    """One ``ipcbench run`` of a side into ``out``: its ResultSet, and a warning ("" if none: exit 1
+    with a results file, some cases failed, the others count). It runs in a scratch folder: in the
+    repository ``python -m`` would import the working tree's package, not the side's."""
     assert side.venv is not None
     if side.config is not None:  # another project: its declared matrix, our shared pytest_ipcbench
         cmd = [*consumer.run_command(side.bin / "python"), *run_args, "--config", side.config, "--out", out]
@@ -323,10 +319,8 @@ def run_help(side: Side, scratch: Path, timeout: float) -> str:
 
 def side_args(side: Side, run_args: Sequence[str], only: Sequence[str] | None, scratch: Path,
               timeout: float, count: bool = False) -> list[str]:
-    """The arguments of one side's round: the gate's, ``--results-only`` when its version knows
-    it (no plots to wait for), ``--count`` when this round counts and ``--no-count`` when it does
-    not, each when the side's version knows it (a side that predates counting is not counted: its
-    cases then get no counter verdict), and ``--only`` of the cases in doubt (None: every case)."""
+    """The arguments of one side's round: the gate's, then ``--results-only`` and ``--count`` or
+    ``--no-count`` where the side's version knows them, and ``--only`` of the cases in doubt."""
     text = run_help(side, scratch, timeout)
     args = list(run_args)
     if "--results-only" in text:
@@ -360,10 +354,8 @@ def install_sides(repo: Path, sides: Sequence[Side], cache: Path, log: Path, tim
 
 
 def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[str]:
-    """Record what each side runs on (out/environment.json) and compare: a difference of
-    interpreter, environment variables or environment size is a bias between the sides, not a
-    change of the code (docs/method.md rule 22), and the gate refuses it; a difference of installed
-    distributions is reported (a pull request may change a dependency on purpose)."""
+    """Record what each side runs on (out/environment.json): a different interpreter, environment or
+    environment size is a bias, refused (docs/method.md rule 22); different distributions are notes."""
     import json
 
     records = {}
