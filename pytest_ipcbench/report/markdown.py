@@ -37,12 +37,8 @@ def test_of(result: Result) -> str:
 
 
 def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | None = None) -> str:
-    """The relative speed table for one payload kind and size: backends by completion, relative speed.
-
-    Relative speed is taken among results of the same rank count and process model (2 and 4 ranks
-    are not rivals, nor MPI ranks and local workers); a Test column appears when the results come
-    from pytest (``--ipc-report``).
-    """
+    """The relative speed table for one payload kind and size: backends by completion, relative
+    speed within one rank count and process model; a Test column for results from pytest."""
     copies = copies or {}
     rows = [r for r in results if median_of(r, "completion")]
     if not rows:
@@ -141,11 +137,10 @@ def _idle_section(idle: Sequence[Result]) -> list[str]:
     """Latency after an idle gap (the ``idle`` scenario): a row per case, its percentiles."""
     if not idle:
         return []
-    rows = []
-    for r in sorted(idle, key=lambda r: (backend_order(r.backend), r.mode, r.size, r.extra.get("gap_s", 0.0))):
-        p = percentiles_of(r, "latency") or (None,) * 4
-        rows.append([r.backend, r.mode, format_bytes(r.nbytes), format_time(r.extra.get("gap_s")),
-                     *[format_time(v) for v in p], str(len(r.samples.get("latency", ())))])
+    rows = [[r.backend, r.mode, format_bytes(r.nbytes), format_time(r.extra.get("gap_s")),
+             *[format_time(v) for v in percentiles_of(r, "latency") or (None,) * 4],
+             str(len(r.samples.get("latency", ())))]
+            for r in sorted(idle, key=lambda r: (backend_order(r.backend), r.mode, r.size, r.extra.get("gap_s", 0.0)))]
     notes = [n for n in (wide_note(r, "latency", "latency") for r in idle) if n]
     return ["## Latency after an idle gap (one message after both ranks sat idle; round trip / 2)", "",
             "Both ranks idle for the gap, then one round trip is timed: how fast a waiting reader wakes.", "",

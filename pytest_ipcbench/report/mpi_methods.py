@@ -1,12 +1,8 @@
 """Report of the MPI method matrix (scenario ``mpi-method``): the C++ benchmark's tables, a plot,
 a C++ comparison.
 
-One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows.
-
-Every function takes :class:`~.results.Result` s (others than ``mpi-method`` ignored) and works
-without MPI; :func:`write_mpi_method_report` writes ``mpi-methods.md`` and ``.png``. Times are
-each result's median of its primary metric (``transfer``: seconds, the max over ranks);
-MB = 10**6 bytes; configurations, shapes and methods come from :mod:`pytest_ipcbench.mpi_methods`.
+One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows (each
+result's median ``transfer`` time; other scenarios ignored; no MPI needed).
 """
 
 from __future__ import annotations
@@ -142,9 +138,7 @@ def _config_key(config: str) -> tuple[int, str]:
 
 def rows_of(results: Iterable[Result]) -> list[Row]:
     """One :class:`Row` per case; a later result with the same key replaces an earlier one."""
-    latest: dict[str, Result] = {}
-    for r in method_results(results):
-        latest[r.key] = r
+    latest = {r.key: r for r in method_results(results)}
     rows = []
     for r in latest.values():
         samples = np.asarray(r.samples.get(r.primary) or r.samples.get("completion") or [], dtype=float)
@@ -364,11 +358,8 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path) -> Path | Non
                 if pts:
                     x, y = zip(*pts)
                     ax.plot(x, y, marker="o", ms=3.5, lw=1.4, label=m, color=colors[m])
-            cpp_pts = []
-            for config, size in {r.config: r.nbytes for r in rows if r.ranks == ranks and r.shape == shape}.items():
-                best = _cpp_best(shape, config)
-                if best:
-                    cpp_pts.append((size, best[1] * 1e-6))
+            sizes = {r.config: r.nbytes for r in rows if r.ranks == ranks and r.shape == shape}
+            cpp_pts = [(size, best[1] * 1e-6) for config, size in sizes.items() if (best := _cpp_best(shape, config))]
             if cpp_pts:
                 x, y = zip(*sorted(cpp_pts))
                 ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="C++ benchmark, fastest (4 procs)")
