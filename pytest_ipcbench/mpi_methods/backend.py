@@ -122,13 +122,9 @@ def group_of(group_or_comm: Any) -> MPIGroup:
 
 
 def with_transfer_metric(result: Result) -> Result:
-    """A harness broadcast Result with the MPI methods' metric added, as its primary one.
-
-    ``transfer`` = per transfer, the max of the root's time (``write``: barrier exit to the end
-    of its part) and the slowest reader's (``completion``), both from the same barrier: the max
-    over every rank, as the original benchmark's allreduce MAX. A root that finishes after its readers (a
-    ``Waitall`` on its sends) counts, as it did in the seed.
-    """
+    """A harness broadcast Result with the MPI methods' metric added, as its primary one:
+    ``transfer``, per transfer the max of the root's ``write`` and the slowest reader's
+    ``completion`` (one barrier), the max over every rank as the original benchmark's allreduce MAX."""
     write, completion = result.samples.get("write", []), result.samples.get("completion", [])
     if len(write) != len(completion):
         raise ValueError(f"{result.key}: {len(write)} write and {len(completion)} completion samples")
@@ -141,11 +137,8 @@ def with_transfer_metric(result: Result) -> Result:
 
 @dataclass(frozen=True)
 class DataPayload:
-    """A harness payload of given data (a 1-D array or a list of them), held by every rank.
-
-    ``build(1)`` is the data itself; ``build(2)`` the data with every byte inverted, so the
-    harness's two alternating payloads differ; ``equal`` compares dtype, lengths and bytes.
-    """
+    """A harness payload of given data (a 1-D array or a list of them), held by every rank; an even
+    seed builds it with every byte inverted, so the harness's two alternating payloads differ."""
 
     data: Data = field(repr=False)
 
@@ -221,10 +214,8 @@ def bench_method(
 ) -> Measurement:
     """Collective: the harness times ``method`` moving ``data`` (held by ``root``) to every rank.
 
-    Without ``expected``, the root's data is broadcast once, untimed, as every reader's expected
-    value; with it (on every rank), each reader checks against its own. Raises the harness's
-    :class:`~pytest_ipcbench.harness.measure.VerificationError` on every rank when a reader got
-    something else. ``received`` is what this rank holds after one more, untimed transfer.
+    Each reader checks against ``expected`` (default: the root's data, broadcast untimed);
+    VerificationError on every rank otherwise. ``received``: this rank's after one more transfer.
     """
     group = group_of(group)
     cls = _method_class(method)

@@ -43,11 +43,7 @@ def _mpi_type(dtype: np.dtype) -> Any:
 
 
 class Method:
-    """One way to move data from ``root`` to every rank; called collectively by every rank.
-
-    ``prepare`` (untimed) sets up; ``transfer`` (timed) moves the data once; ``result`` is what
-    the rank holds afterwards (the root: its own data); ``free`` releases every MPI object.
-    """
+    """One way to move data from ``root`` to every rank; called collectively by every rank."""
 
     name: ClassVar[str]
     notes_1d: ClassVar[str]

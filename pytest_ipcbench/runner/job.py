@@ -139,10 +139,8 @@ class Runner:
 
     # ------------------------------------------------------------------ phases
     def copy_phase(self, cases: Sequence[Case], progress: Progress | None) -> dict[int, float]:
-        """numpy copy bandwidth at every payload size (and 64 MB). Called before and after the
-        other phases: per size the faster measurement is kept (a copy is never faster than the
-        machine allows, only slowed down by what else runs), so one busy moment does not skew
-        every efficiency."""
+        """numpy copy bandwidth at every payload size (and 64 MB), before and after the other phases:
+        the faster one is kept (only other work slows a copy), so one busy moment skews nothing."""
         sizes = sorted({payload_bytes(c.payload()) for c in cases if c.scenario != "granularity"} | {MEMORY_COPY_BYTES})
         if progress is not None:
             progress.start("copy bandwidth (numpy)")
