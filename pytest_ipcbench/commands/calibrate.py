@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 from pathlib import Path
 
@@ -66,8 +67,6 @@ def _gate_run_args() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shlex
-
     try:
         # every output checked before the A/A runs (an hour's work lost to a FIFO or a full disk)
         out = check_output_file(args.out, "--out") if args.out else None

@@ -4,6 +4,7 @@ REGRESSION (1), INCONCLUSIVE (3, or 0 with ``--inconclusive pass``) or OK (0); e
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ..core.checks import choice, name, number, path, text
 from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_output
 from ..core.project import declared_rules
+from ..results.results import MalformedResults, read_regular_file
 from ..results.stats import DEFAULT_CONFIDENCE
 
 HELP = ("compare two results files case by case on a confidence interval of the ratio; exit 1 REGRESSION, "
@@ -72,10 +74,6 @@ def check_calibration_file(path: str | None) -> None:
     """A calibration file given by name must be a regular file (MalformedResults otherwise): a FIFO
     blocked the read forever, a device never ended it."""
     if path is not None and path.strip().lower() not in ("", "none", "off"):
-        import json
-
-        from ..results.results import MalformedResults, read_regular_file
-
         try:
             data = read_regular_file(Path(path))
         except FileNotFoundError:

@@ -10,11 +10,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from ..core.errors import UsageError
+from ..core.project import tomllib
+from . import workflows
 
 DEFAULT_WORKFLOW = ".github/workflows/perf-gate.yml"
 DEFAULT_PYTHON = "3.12"
@@ -76,9 +81,6 @@ def installed_spec(extra: str = "[mpi]") -> str | None:
     """Where the pytest-ipcbench that runs here was installed from, from its install record (PEP
     610): ``pytest-ipcbench[mpi] @ git+URL@COMMIT`` for a git install, ``... @ URL`` for a wheel or
     an archive fetched by URL, the local folder or file it came from; None when unknown (PyPI)."""
-    from importlib import metadata
-    from urllib.parse import unquote, urlparse
-
     try:
         record = json.loads(metadata.distribution("pytest-ipcbench").read_text("direct_url.json") or "")
     except (metadata.PackageNotFoundError, ValueError):  # not installed, no record, a broken one
@@ -148,8 +150,6 @@ def add_ignores(gitignore: Path, lines: list[str]) -> list[str]:
 
 
 def _project_name(pyproject: Path) -> str:
-    from ..core.project import tomllib
-
     try:
         return str(tomllib.loads(pyproject.read_text()).get("project", {}).get("name", ""))
     except (OSError, tomllib.TOMLDecodeError):
@@ -158,8 +158,6 @@ def _project_name(pyproject: Path) -> str:
 
 def default_branch(root: Path) -> str:
     """origin's default branch (refs/remotes/origin/HEAD), else ``main``."""
-    import subprocess
-
     proc = subprocess.run(["git", "-C", str(root), "symbolic-ref", "--short", "refs/remotes/origin/HEAD"],
                           capture_output=True, text=True)
     name = proc.stdout.strip().split("/", 1)[-1] if proc.returncode == 0 else ""
@@ -169,8 +167,6 @@ def default_branch(root: Path) -> str:
 def render_workflows(install: Install, python: str = DEFAULT_PYTHON, project_dir: str = "", gate_args: str = "",
                      asv: bool = False, branch: str = "main") -> dict[str, str]:
     """{file name: text} of the workflows, the gate's first; ``project_dir`` is "" or "sub/"."""
-    from . import workflows
-
     if install.ci is None:
         raise UsageError(f"CI cannot install pytest-ipcbench from {install.asv.removesuffix('[mpi]')} (a folder "
                          "outside this repository): give --install a git URL (git+https://HOST/ACCOUNT/"

@@ -8,9 +8,11 @@ so a difference is the project's. A base without the table has nothing to compar
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,8 +119,6 @@ def share_packages(python: Path) -> Path:
     """Make the gate's own site-packages visible to the venv of ``python``, after its own: a
     ``.pth`` file of ``site.addsitedir`` lines (``--system-site-packages`` would show the base
     interpreter's, not the gate's environment's, editable installs included)."""
-    import sysconfig
-
     ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
     probe = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                            capture_output=True, text=True, check=True, timeout=60)
@@ -192,8 +192,6 @@ def side_record(python: Path, env: dict[str, str], cwd: Path, project: str | Non
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-300:]}
-    import json
-
     data = json.loads(proc.stdout)
     skip = canonical(project) if project else None
     data["distributions"] = {n: v for n, v in data["distributions"] if canonical(n) != skip}

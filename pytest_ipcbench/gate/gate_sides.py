@@ -4,6 +4,7 @@ installed in, that both run on equal terms, and one ``ipcbench run`` of it."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -356,8 +357,6 @@ def install_sides(repo: Path, sides: Sequence[Side], cache: Path, log: Path, tim
 def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[str]:
     """Record what each side runs on (out/environment.json): a different interpreter, environment or
     environment size is a bias, refused (docs/method.md rule 22); different distributions are notes."""
-    import json
-
     records = {}
     for side in (base, head):
         assert side.venv is not None
