@@ -119,16 +119,14 @@ def headline(results: Sequence[Result]) -> str:
     pp = [r for r in by_scenario(results, "pingpong") if median_of(r, "latency")]
     if pp:
         small = min(r.nbytes for r in pp)
-        at = sorted((r for r in pp if r.nbytes == small), key=lambda r: median_of(r, "latency") or 0)
-        def pct(r: Result) -> list[str]:
-            return [format_time(v) for v in percentiles_of(r, "latency") or (None,) * 4]
-
-        at.sort(key=lambda r: r.group)  # by process model, fastest first within each
+        # by process model, fastest first within each
+        at = sorted((r for r in pp if r.nbytes == small), key=lambda r: (r.group, median_of(r, "latency") or 0))
         mixed = mixed_models_note(at)
         parts.append(f"### Ping-pong latency at {format_bytes(small)} (round trip / 2)\n\n" + table(
             ["Backend", "Mode", "Processes", "Latency p10", "p50", "p90", "p99", "Mean"],
-            [[r.backend, r.mode, process_model(r), *pct(r), format_time(float(np.mean(r.samples["latency"])))]
-             for r in at]) + _notes(([mixed] if mixed else [])
+            [[r.backend, r.mode, process_model(r),
+              *[format_time(v) for v in percentiles_of(r, "latency") or (None,) * 4],
+              format_time(float(np.mean(r.samples["latency"])))] for r in at]) + _notes(([mixed] if mixed else [])
                                     + [n for n in (wide_note(r, "latency", "latency") for r in at) if n]))
     return "\n\n".join(parts)
 
