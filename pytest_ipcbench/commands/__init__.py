@@ -19,19 +19,8 @@ from ..core.nodes import check_node_env
 from ..core.terminate import AsInterrupt, Terminated
 
 #: command name -> module, in the order ``ipcbench --help`` lists them
-COMMANDS = {
-    "run": "run",
-    "report": "report",
-    "selfcheck": "selfcheck",
-    "compare": "compare",
-    "gate": "gate",
-    "calibrate": "calibrate",
-    "comment": "comment",
-    "export": "export",
-    "init-ci": "init_ci",
-    "clean": "clean",
-    "advise": "advise",
-}
+COMMANDS = {name: name.replace("-", "_") for name in ("run", "report", "selfcheck", "compare", "gate", "calibrate",
+                                                      "comment", "export", "init-ci", "clean", "advise")}
 
 
 def build_parser() -> argparse.ArgumentParser:

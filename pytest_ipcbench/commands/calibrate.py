@@ -1,18 +1,15 @@
 """``ipcbench calibrate``: how much identical code moves on this runner, per case group.
 
-It runs the code at hand again and again (A/A: ``ipcbench run``, one run after another, within
-``--budget`` seconds; or reads results files of such runs with ``--from``), measures every case's
-between-run noise, prints per group the noise, the false-alarm rate a bare threshold would have
-(predicted and observed), the false verdicts ``compare`` is expected to give, the smallest
-slowdown ``compare`` and the gate can detect, and the rounds that decide a 1.5x slowdown; and
-stores it where ``ipcbench compare`` and ``ipcbench gate`` find it for this machine and matrix
-(:mod:`~pytest_ipcbench.comparison.calibration_store`; ``--out FILE``: a copy there too).
+A/A runs of the code at hand (or ``--from`` their results files) give every case's between-run
+noise: printed per group with what compare and the gate can detect, and stored where they find it
+for this machine and matrix (:mod:`~pytest_ipcbench.comparison.calibration_store`).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 from pathlib import Path
 
@@ -70,8 +67,6 @@ def _gate_run_args() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shlex
-
     try:
         # every output checked before the A/A runs (an hour's work lost to a FIFO or a full disk)
         out = check_output_file(args.out, "--out") if args.out else None

@@ -4,6 +4,7 @@ REGRESSION (1), INCONCLUSIVE (3, or 0 with ``--inconclusive pass``) or OK (0); e
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ..core.checks import choice, name, number, path, text
 from ..core.options import Option, add_arguments
 from ..core.outdir import check_output_file, write_output
 from ..core.project import declared_rules
+from ..results.results import MalformedResults, read_regular_file
 from ..results.stats import DEFAULT_CONFIDENCE
 
 HELP = ("compare two results files case by case on a confidence interval of the ratio; exit 1 REGRESSION, "
@@ -46,10 +48,6 @@ DECISION: tuple[Option, ...] = (
 )
 
 
-def add_decision_options(parser: argparse.ArgumentParser) -> None:
-    add_arguments(parser, DECISION)
-
-
 def decision(args: argparse.Namespace) -> Decision:
     return Decision(args.threshold, args.confidence, args.metric, not args.per_case, args.markdown,
                     args.calibration, str(args.json_out) if args.json_out else None, args.inconclusive == "pass")
@@ -65,7 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="do not divide by the in-run references; files of different runs still get the between-run "
              "noise (calibrated or assumed): two runs are no paired experiment, only a gate's files are",
     )
-    add_decision_options(parser)
+    add_arguments(parser, DECISION)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,10 +74,6 @@ def check_calibration_file(path: str | None) -> None:
     """A calibration file given by name must be a regular file (MalformedResults otherwise): a FIFO
     blocked the read forever, a device never ended it."""
     if path is not None and path.strip().lower() not in ("", "none", "off"):
-        import json
-
-        from ..results.results import MalformedResults, read_regular_file
-
         try:
             data = read_regular_file(Path(path))
         except FileNotFoundError:

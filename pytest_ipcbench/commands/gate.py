@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 
 from ..comparison.verdict import EXIT_ERROR, GateError
 from ..core.checks import arguments, path, seconds, text, whole
 from ..core.injection import parse_injection
 from ..core.options import Option, add_arguments
 from ..gate.gate import DEFAULT_BUDGET, DEFAULT_CONFIRM_ROUNDS, DEFAULT_ROUNDS, GateOptions, run_gate
-from .compare import add_decision_options, decision
+from .compare import DECISION, check_calibration_file, decision
 
 HELP = "install base and head, run them interleaved on this machine, compare; exit 1 on a regression"
 
@@ -60,24 +61,18 @@ GATE: tuple[Option, ...] = (
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser, GATE)
-    add_decision_options(parser)
+    add_arguments(parser, DECISION)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         inject = parse_injection(",".join(args.inject), "--inject")
-        from .compare import check_calibration_file
-
         check_calibration_file(args.calibration)  # before installing anything: a FIFO would block at the end
     except ValueError as exc:
         print(f"ipcbench gate: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    opts = GateOptions(inject=inject, base=args.base, head=args.head, rounds=args.rounds,
-                       confirm_rounds=args.confirm_rounds,
-                       budget=args.budget,
-                       run_args=args.run_args, out=args.out, cache_dir=args.cache_dir, isolated=args.isolated,
-                       timeout=args.timeout, decision=decision(args), skip_unadopted_base=args.skip_unadopted_base,
-                       dry_run=args.dry_run, count=args.count)
+    given = {f.name: getattr(args, f.name) for f in fields(GateOptions) if f.name not in ("inject", "decision")}
+    opts = GateOptions(inject=inject, decision=decision(args), **given)
     try:
         return run_gate(opts)
     except GateError as exc:

@@ -4,11 +4,11 @@ with --asv the asv history and its suite)."""
 from __future__ import annotations
 
 import argparse
-import subprocess
 from pathlib import Path
 
 from ..core.errors import UsageError
 from ..gate.adopt import DEFAULT_PYTHON, DEFAULT_WORKFLOW, installed_spec, write_files
+from ..gate.gate_sides import git
 
 HELP = ("write this project's GitHub workflows (perf gate on pull requests, its comment; with --asv the asv "
         "history and suite) for [tool.ipcbench]")
@@ -34,14 +34,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite files that exist")
 
 
-def _top(start: Path) -> Path:
-    proc = subprocess.run(["git", "-C", str(start), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    return Path(proc.stdout.strip()) if proc.returncode == 0 else start
-
-
 def run(args: argparse.Namespace) -> int:
     here = Path.cwd().resolve()
-    top = _top(here).resolve()
+    top = Path(git(here, "rev-parse", "--show-toplevel", check=False) or here).resolve()  # else: not in git
     project_dir = here.relative_to(top).as_posix() if here != top else ""
     if not (here / "pyproject.toml").is_file():
         raise UsageError(f"no pyproject.toml in {here}: run `ipcbench init-ci` in the folder of your project's "

@@ -35,13 +35,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def project_config(args: argparse.Namespace) -> ProjectConfig | None:
     """The [tool.ipcbench] table that applies (``--config``, else the nearest pyproject.toml)."""
-    if getattr(args, "no_config", False):
+    if args.no_config:
         return None
-    path = getattr(args, "config", None)
-    if path:
-        config = read_config(path)
+    if args.config:
+        config = read_config(args.config)
         if config is None:
-            raise UsageError(f"{path} has no [tool.ipcbench] table")
+            raise UsageError(f"{args.config} has no [tool.ipcbench] table")
         return config
     return discover()
 

@@ -1,14 +1,8 @@
 """Files another project needs to adopt the gate and the asv history: written by ``ipcbench init-ci``.
 
-* the workflows of :mod:`.workflows`: the gate on every pull request (``perf-gate.yml``), its
-  one pull request comment (``perf-gate-comment.yml``) and, with ``--asv``, the asv history
-  published from the default branch (``asv-history.yml``);
-* with ``--asv``: ``asv.conf.json`` and ``benchmarks/bench_ipcbench.py``, the asv suite of
-  :mod:`.asv_suite` over the same declared matrix;
-* the .gitignore lines for what pytest-ipcbench writes in the project.
-
-pytest-ipcbench is not on PyPI: every file installs it from the one spec given (``--install``: a
-git URL, a wheel, a local checkout), or from where the running one was installed from.
+The workflows of :mod:`.workflows`; with ``--asv``, ``asv.conf.json`` and the suite of
+:mod:`..runner.asv_suite`; the .gitignore lines. pytest-ipcbench is not on PyPI: every file installs
+it from the one spec given (``--install``), or from where the running one was installed from.
 """
 
 from __future__ import annotations
@@ -16,11 +10,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from ..core.errors import UsageError
+from ..core.project import tomllib
+from . import workflows
 
 DEFAULT_WORKFLOW = ".github/workflows/perf-gate.yml"
 DEFAULT_PYTHON = "3.12"
@@ -82,18 +81,9 @@ def installed_spec(extra: str = "[mpi]") -> str | None:
     """Where the pytest-ipcbench that runs here was installed from, from its install record (PEP
     610): ``pytest-ipcbench[mpi] @ git+URL@COMMIT`` for a git install, ``... @ URL`` for a wheel or
     an archive fetched by URL, the local folder or file it came from; None when unknown (PyPI)."""
-    from importlib import metadata
-    from urllib.parse import unquote, urlparse
-
     try:
-        text = metadata.distribution("pytest-ipcbench").read_text("direct_url.json")
-    except metadata.PackageNotFoundError:
-        return None
-    if not text:
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
+        record = json.loads(metadata.distribution("pytest-ipcbench").read_text("direct_url.json") or "")
+    except (metadata.PackageNotFoundError, ValueError):  # not installed, no record, a broken one
         return None
     url = str(record.get("url", ""))
     vcs = record.get("vcs_info") or {}
@@ -160,8 +150,6 @@ def add_ignores(gitignore: Path, lines: list[str]) -> list[str]:
 
 
 def _project_name(pyproject: Path) -> str:
-    from ..core.project import tomllib
-
     try:
         return str(tomllib.loads(pyproject.read_text()).get("project", {}).get("name", ""))
     except (OSError, tomllib.TOMLDecodeError):
@@ -170,8 +158,6 @@ def _project_name(pyproject: Path) -> str:
 
 def default_branch(root: Path) -> str:
     """origin's default branch (refs/remotes/origin/HEAD), else ``main``."""
-    import subprocess
-
     proc = subprocess.run(["git", "-C", str(root), "symbolic-ref", "--short", "refs/remotes/origin/HEAD"],
                           capture_output=True, text=True)
     name = proc.stdout.strip().split("/", 1)[-1] if proc.returncode == 0 else ""
@@ -181,8 +167,6 @@ def default_branch(root: Path) -> str:
 def render_workflows(install: Install, python: str = DEFAULT_PYTHON, project_dir: str = "", gate_args: str = "",
                      asv: bool = False, branch: str = "main") -> dict[str, str]:
     """{file name: text} of the workflows, the gate's first; ``project_dir`` is "" or "sub/"."""
-    from . import workflows
-
     if install.ci is None:
         raise UsageError(f"CI cannot install pytest-ipcbench from {install.asv.removesuffix('[mpi]')} (a folder "
                          "outside this repository): give --install a git URL (git+https://HOST/ACCOUNT/"

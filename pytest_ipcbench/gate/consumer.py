@@ -1,28 +1,18 @@
 """The gate in another project: measure what the project declares, with the same pytest-ipcbench.
 
-In a project that is not pytest-ipcbench itself, ``ipcbench gate``
-
-* reads each side's ``[tool.ipcbench]`` table (:mod:`..core.project`) from that side's own
-  pyproject.toml (base from its commit, head from the working tree or its commit): each side
-  measures the matrix *it* declares; cases only one side declares are listed as added or removed,
-  never decided;
-* installs the project itself at each side into a virtual environment of its own that sees the
-  gate's packages: pytest-ipcbench is the one the gate runs from, the same for both sides (so
-  a difference is the project's, not ours), and so are numpy, mpi4py and MPI; the project's other
-  dependencies are installed with pip, the project itself with ``--no-deps``;
-* runs ``python -m pytest_ipcbench run --config SIDE.pyproject.toml`` of each side interleaved.
-
-**A base that predates the adoption** (its pyproject.toml has no ``[tool.ipcbench]`` table) has
-nothing to compare with: the gate exits 2 and says so, unless ``--skip-unadopted-base`` is given
-(the workflow that ``ipcbench init-ci`` writes gives it), which makes it exit 0 with a notice: the
-pull request that adopts pytest-ipcbench is not gated, every later one is.
+Each side measures the ``[tool.ipcbench]`` matrix of its own pyproject.toml, installed into a venv
+that sees the gate's packages: pytest-ipcbench, numpy, mpi4py and MPI are the same for both sides,
+so a difference is the project's. A base without the table has nothing to compare with (exit 2, or
+0 with ``--skip-unadopted-base``, which the workflow of ``ipcbench init-ci`` gives).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,12 +88,8 @@ def no_matrix_message(label: str, prefix: str) -> str:
 
 def dependencies_besides_us(decl: Declared) -> list[str]:
     """The project's dependencies except pytest-ipcbench (that one is the gate's own, shared)."""
-    out = []
-    for req in decl.dependencies:
-        name = re.split(r"[\s\[<>=!~;@(]", req.strip(), maxsplit=1)[0]
-        if canonical(name) != SELF:
-            out.append(req)
-    return out
+    return [req for req in decl.dependencies
+            if canonical(re.split(r"[\s\[<>=!~;@(]", req.strip(), maxsplit=1)[0]) != SELF]
 
 
 def self_location() -> Path:
@@ -130,21 +116,10 @@ SHARE_PTH = "_ipcbench_gate_shared.pth"
 
 
 def share_packages(python: Path) -> Path:
-    """Make the gate's own site-packages visible to the venv of ``python``, after its own.
-
-    ``venv --system-site-packages`` would show the base interpreter's packages, not those of the
-    environment the gate runs in (where pytest-ipcbench, mpi4py and the MPI wheel are, perhaps as
-    editable installs): a ``.pth`` file that adds the gate's site folders with ``site.addsitedir``
-    (their own ``.pth`` files included) shows exactly those. The side's own site-packages stays
-    first on ``sys.path``: the project installed there wins over any copy of it in the gate's.
-    """
-    import sysconfig
-
-    ours = []
-    for key in ("purelib", "platlib"):
-        path = sysconfig.get_paths()[key]
-        if path not in ours:
-            ours.append(path)
+    """Make the gate's own site-packages visible to the venv of ``python``, after its own: a
+    ``.pth`` file of ``site.addsitedir`` lines (``--system-site-packages`` would show the base
+    interpreter's, not the gate's environment's, editable installs included)."""
+    ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
     probe = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                            capture_output=True, text=True, check=True, timeout=60)
     site_dir = Path(probe.stdout.strip())
@@ -217,8 +192,6 @@ def side_record(python: Path, env: dict[str, str], cwd: Path, project: str | Non
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-300:]}
-    import json
-
     data = json.loads(proc.stdout)
     skip = canonical(project) if project else None
     data["distributions"] = {n: v for n, v in data["distributions"] if canonical(n) != skip}

@@ -1,19 +1,10 @@
 """``ipcbench gate``: measure base and head here, interleaved, and compare them.
 
-It installs base and head into virtual environments of their own and runs them in turn, round
-after round (base head, head base, ...: the order alternates so that a drift of the machine does
-not favour one side): ``rounds`` of every case (by default ``ipcbench run --quick`` at as many
-ranks as cores; past the first, while the budget allows, else the cases in doubt), then, one round
-at a time, only the cases in doubt, those that look slower first, until none is or
-``confirm_rounds`` are spent.
-Samples are compared (:mod:`..comparison.compare`) round by round: samples of one round share the
-state of the machine at that moment and are not independent draws. A real regression only gathers
-evidence in the confirming rounds, a fluke rarely survives them; nothing is tied to a machine's
-identity or to another runner's number (docs/method.md rule 16).
-
-In another project (its pyproject.toml names another project than pytest-ipcbench) the gate
-measures what that project declares in ``[tool.ipcbench]``, installs the project itself at base
-and head, and keeps pytest-ipcbench the same on both sides (:mod:`.consumer`).
+Base and head, each in a venv of its own, run in turn (base head, head base, ...: a drift of the
+machine favours neither): ``rounds`` of every case, then confirming rounds of only the cases in
+doubt (those that look slower first) within the budget. Samples are compared round by round
+(:mod:`..comparison.compare`): a fluke rarely survives the confirming rounds (docs/method.md rule 16).
+In another project the gate measures its declared ``[tool.ipcbench]`` matrix (:mod:`.consumer`).
 """
 
 from __future__ import annotations
@@ -58,15 +49,12 @@ from .gate_sides import (
 )
 
 DEFAULT_ROUNDS = 2
-#: At most this many confirming rounds; the budget usually ends them first. Under load more rounds
-#: decide more cases within the same budget (docs/measurements/2026-11-compare-and-gate.md).
+#: At most this many confirming rounds; the budget usually ends them first.
 DEFAULT_CONFIRM_ROUNDS = 30
 #: No confirming round starts once the gate has run this long (seconds, from its start, the
 #: installs included) or would pass it with one more round pair of the last one's length.
 DEFAULT_BUDGET = 420.0
-#: A case stays in doubt while its verdict is not "unchanged": only such cases get more rounds. A
-#: clearly unchanged case cannot turn into a regression by more measuring; a real change only
-#: gathers evidence, and a case that flips between two modes from run to run shows it.
+#: A case stays in doubt, and gets more rounds, while its verdict is not "unchanged".
 IN_DOUBT = ("inconclusive", "slower", "faster")
 
 
@@ -100,12 +88,9 @@ EXTRA_LABELS = {"mpi-method": "seed004", "shared-array": "seed002", "shared-arra
 
 
 def doubtful(comparison: Comparison, head: ResultSet, reachable: int | None = None) -> list[str] | None:
-    """The ``--only`` labels of the cases the next confirming round measures: of the cases in doubt
-    (:data:`IN_DOUBT`), those that look slower (or are slower, to confirm it) while there are any,
-    since they decide the outcome; then the others. A case that would need more rounds than
-    ``reachable`` (what the budget still allows) is left out while others can still be decided.
-    None when a chosen case cannot be selected alone (results of a version that does not record its
-    case label): then the whole matrix runs again."""
+    """The ``--only`` labels of the cases in doubt the next round measures: those that look slower
+    first (they decide the outcome), those that cannot be decided in ``reachable`` rounds last. None
+    when a case cannot be selected alone (a version without case labels): the whole matrix runs."""
     by_key = head.by_key()
     cases = [c for c in comparison.cases if c.interval is not None and c.status in IN_DOUBT and c.waiver is None]
     decidable = [c for c in cases if reachable is None or c.rounds_needed is None or c.rounds_needed <= reachable]
@@ -130,11 +115,7 @@ def last_round_s(sets: dict[str, list[ResultSet]]) -> float:
 
 def round_order(rounds: int, first: int = 0) -> list[tuple[int, str]]:
     """(round, side) in run order: base head, head base, base head, ... (ABBA: drift cancels)."""
-    order: list[tuple[int, str]] = []
-    for i in range(first, first + rounds):
-        pair = ("base", "head") if i % 2 == 0 else ("head", "base")
-        order += [(i, s) for s in pair]
-    return order
+    return [(i, s) for i in range(first, first + rounds) for s in (("base", "head"), ("head", "base"))[i % 2]]
 
 
 def _sides(repo: Path, opts: GateOptions) -> tuple[Side, Side]:
@@ -315,12 +296,9 @@ def run_gate(opts: GateOptions) -> int:
             rs.env["gate_side"] = sides[name].label
             rs.env["gate_job"] = job  # one interleaved experiment: `ipcbench compare` of the two is paired
         latest.update(merged)
-        if not explicit and len(sets["base"]) == 1:  # the first round: every case, both matrices known
-            try:
-                use_calibration(find_calibration(None, merged["head"], merged["base"]))
-            except ValueError as exc:
-                raise GateError(str(exc)) from None
         try:
+            if not explicit and len(sets["base"]) == 1:  # the first round: every case, both matrices known
+                use_calibration(find_calibration(None, merged["head"], merged["base"]))
             comparison = compare_sets(merged["base"], merged["head"], opts.decision.threshold,
                                       opts.decision.confidence, opts.decision.metric, opts.decision.family_wise,
                                       paired=True, calibration=calibration,
@@ -347,9 +325,7 @@ def run_gate(opts: GateOptions) -> int:
             if only == []:
                 break
             comparison, merged_head = run_rounds(1, only)
-        # the confirming rounds measure only the cases in doubt, one round at a time, until none is
-        # left, the rounds are spent or the budget would be; every verdict is taken on all the
-        # rounds a case has
+        # the confirming rounds: only the cases in doubt, one round at a time, within the budget
         while confirmed < opts.confirm_rounds:
             elapsed = time.monotonic() - started
             per_round = last_round_s(sets)
@@ -370,8 +346,7 @@ def run_gate(opts: GateOptions) -> int:
         names.remove(scratch)
     if stopped:
         comparison.warnings.append(stopped + " (--budget, --confirm-rounds)")
-    # written once, after the last round: a merged side can hold millions of samples (on this
-    # repository's matrix both sides were rewritten after every round, 17 s each at the end)
+    # written once, after the last round: a merged side can hold millions of samples
     for name, rs in latest.items():
         rs.save(out / f"{name}.json")
 

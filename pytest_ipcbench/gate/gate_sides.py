@@ -4,6 +4,7 @@ installed in, that both run on equal terms, and one ``ipcbench run`` of it."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -34,23 +35,20 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
 
 def repo_top(start: Path | None = None) -> Path:
     start = start or Path.cwd()
-    proc = subprocess.run(["git", "-C", str(start), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    if proc.returncode != 0:
+    top = git(start, "rev-parse", "--show-toplevel", check=False)
+    if not top:
         raise GateError(f"{start} is not inside a git repository: the gate needs the project's history")
-    return Path(proc.stdout.strip())
+    return Path(top)
 
 
 def resolve_commit(repo: Path, ref: str) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0 or not proc.stdout.strip():
+    commit = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    if not commit:
         shallow = git(repo, "rev-parse", "--is-shallow-repository", check=False) == "true"
         hint = (" (this clone is shallow: fetch the full history, e.g. actions/checkout with fetch-depth: 0)"
                 if shallow else "")
         raise GateError(f"cannot resolve {ref!r} to a commit{hint}")
-    return proc.stdout.strip()
+    return commit
 
 
 #: The module that defines ``ipcbench run``; a commit without it cannot be measured by the gate.
@@ -155,12 +153,21 @@ def venv_key(side: Side, isolated: bool) -> str:
     return f"{hashlib.sha1(what.encode()).hexdigest()[:20]}-{py}-{mode}"
 
 
+def _make_venv(side: Side, log: Path, timeout: float, options: Sequence[str] = ()) -> None:
+    """The side's venv, made anew unless its python is there."""
+    assert side.venv is not None
+    if not (side.bin / "python").exists():
+        shutil.rmtree(side.venv, ignore_errors=True)
+        side.venv.parent.mkdir(parents=True, exist_ok=True)
+        if _run_logged([sys.executable, "-m", "venv", *options, side.venv], log, timeout) != 0:
+            raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+
+
 def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: bool = False) -> None:
     """Create (or reuse, for a commit) the side's venv and install its source with the mpi extra.
 
-    By default the venv sees the gate's own packages (``--system-site-packages``): both sides
-    then run on the very same numpy, mpi4py and MPI, pip installs only the project and what its
-    pyproject asks for beyond them, and an install takes seconds. ``isolated`` makes a bare venv.
+    By default the venv sees the gate's own packages (``--system-site-packages``): both sides run
+    on the very same numpy, mpi4py and MPI. ``isolated`` makes a bare venv.
     """
     side.venv = cache / "venvs" / venv_key(side, isolated)
     stamp = side.venv / INSTALLED_STAMP
@@ -175,12 +182,7 @@ def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: b
         if side.commit:
             stamp.write_text(side.commit + "\n")
         return
-    if not (side.bin / "python").exists():
-        shutil.rmtree(side.venv, ignore_errors=True)
-        side.venv.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "venv", *([] if isolated else ["--system-site-packages"]), side.venv]
-        if _run_logged(cmd, log, timeout) != 0:
-            raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+    _make_venv(side, log, timeout, [] if isolated else ["--system-site-packages"])
     env = _side_env(side.venv)
     pip = [side.bin / "python", "-m", "pip", "install", "--quiet"]
     steps = [
@@ -217,21 +219,15 @@ def install_project(side: Side, cache: Path, log: Path, timeout: float) -> None:
     """Another project at one side: a venv that sees the gate's packages (pytest-ipcbench, numpy,
     mpi4py, MPI: the same for both sides), the project's other dependencies, the project itself."""
     assert side.source is not None and side.venv is not None and side.decl is not None
-    if not (side.bin / "python").exists():
-        shutil.rmtree(side.venv, ignore_errors=True)
-        side.venv.parent.mkdir(parents=True, exist_ok=True)
-        if _run_logged([sys.executable, "-m", "venv", side.venv], log, timeout) != 0:
-            raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+    _make_venv(side, log, timeout)
     consumer.share_packages(side.bin / "python")
     env = _side_env(side.venv)
     pip = [side.bin / "python", "-m", "pip", "install", "--quiet"]
     deps = consumer.dependencies_besides_us(side.decl)
     if deps and _run_logged(pip + deps, log, timeout, cwd=cache, env=env) != 0:
         raise GateError(f"installing the dependencies of {side.name} ({side.label}) failed; see {log}:\n{_tail(log)}")
-    # the version does not change between commits: force the project itself to be reinstalled.
-    # Built the way pip builds by default (build isolation), the same way at both sides: building
-    # in the side's environment (--no-build-isolation) broke with an older setuptools there
-    # (InvalidRequirement on a git+file URL) and made the two sides' builds depend on what each had
+    # the version does not change between commits: force the project itself to be reinstalled,
+    # built with pip's default build isolation, so both sides build alike
     project = pip + ["--no-deps", "--force-reinstall", side.source]
     if _run_logged(project, log, timeout, cwd=cache, env=env) != 0:
         missing = consumer.missing_build_requirements(side.source, side.bin / "python", env)
@@ -272,13 +268,9 @@ def check_matrix(side: Side, scratch: Path, timeout: float) -> int:
 
 def run_round(side: Side, out: Path, run_args: Sequence[str], scratch: Path, log: Path,
               timeout: float, env: dict[str, str] | None = None) -> tuple[ResultSet, str]:
-    """One ``ipcbench run`` of a side into ``out``: its ResultSet, and a warning ("" if none).
-
-    The command runs in a scratch folder, never in the repository: there ``python -m`` would
-    import the working tree's package instead of the side's installed one. Exit 1 with a
-    results file means some cases failed (their results are missing): the others still count,
-    and the report says so.
-    """
+    """One ``ipcbench run`` of a side into ``out``: its ResultSet, and a warning ("" if none: exit 1
+    with a results file, some cases failed, the others count). It runs in a scratch folder: in the
+    repository ``python -m`` would import the working tree's package, not the side's."""
     assert side.venv is not None
     if side.config is not None:  # another project: its declared matrix, our shared pytest_ipcbench
         cmd = [*consumer.run_command(side.bin / "python"), *run_args, "--config", side.config, "--out", out]
@@ -328,10 +320,8 @@ def run_help(side: Side, scratch: Path, timeout: float) -> str:
 
 def side_args(side: Side, run_args: Sequence[str], only: Sequence[str] | None, scratch: Path,
               timeout: float, count: bool = False) -> list[str]:
-    """The arguments of one side's round: the gate's, ``--results-only`` when its version knows
-    it (no plots to wait for), ``--count`` when this round counts and ``--no-count`` when it does
-    not, each when the side's version knows it (a side that predates counting is not counted: its
-    cases then get no counter verdict), and ``--only`` of the cases in doubt (None: every case)."""
+    """The arguments of one side's round: the gate's, then ``--results-only`` and ``--count`` or
+    ``--no-count`` where the side's version knows them, and ``--only`` of the cases in doubt."""
     text = run_help(side, scratch, timeout)
     args = list(run_args)
     if "--results-only" in text:
@@ -365,12 +355,8 @@ def install_sides(repo: Path, sides: Sequence[Side], cache: Path, log: Path, tim
 
 
 def check_sides_equal(base: Side, head: Side, out: Path, cache: Path) -> list[str]:
-    """Record what each side runs on (out/environment.json) and compare: a difference of
-    interpreter, environment variables or environment size is a bias between the sides, not a
-    change of the code (docs/method.md rule 22), and the gate refuses it; a difference of installed
-    distributions is reported (a pull request may change a dependency on purpose)."""
-    import json
-
+    """Record what each side runs on (out/environment.json): a different interpreter, environment or
+    environment size is a bias, refused (docs/method.md rule 22); different distributions are notes."""
     records = {}
     for side in (base, head):
         assert side.venv is not None

@@ -1,15 +1,6 @@
-"""The GitHub workflows ``ipcbench init-ci`` writes for another project (docs/pull-requests.md).
-
-* ``perf-gate.yml`` (``pull_request``, read-only token, a fork's too): the gate, its verdicts
-  (``--json``) as the job summary, the report, the verdicts and the pull request's number as an
-  artifact;
-* ``perf-gate-comment.yml`` (``workflow_run`` after it, ``pull-requests: write``): never checks
-  out the pull request's code; renders the artifact's verdicts and posts or updates the pull
-  request's one comment (``ipcbench comment``);
-* with ``--asv``, ``asv-history.yml`` (``push`` to the default branch): the asv suite on the new
-  commits, its HTML and the history's picture with intervals published to GitHub Pages.
-
-Every install line installs ``IPCBENCH_INSTALL``, the one spec given to init-ci.
+"""The GitHub workflows ``ipcbench init-ci`` writes for another project (docs/pull-requests.md):
+the gate on pull requests, its comment from ``workflow_run``, with ``--asv`` the asv history to
+Pages; each says what it does in its header. Every install line installs ``IPCBENCH_INSTALL``.
 """
 
 from __future__ import annotations

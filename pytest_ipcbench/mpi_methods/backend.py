@@ -1,13 +1,7 @@
-"""The MPI methods on the one harness: each method is a harness backend.
+"""The MPI methods on the one harness: each method is a harness backend, ``mpi-method-<method>``.
 
-:class:`MethodBackend` adapts a :class:`~.methods.Method` to the backend protocol: in the
-``broadcast`` scenario the root's ``write(obj)`` and every reader's ``read()`` are the two halves
-of one collective ``Method.transfer``, so the harness times a method like any other backend
-(rules 1-3, 7-9). One backend per method, ``mpi-method-<method>`` (:func:`backend_name`);
-:func:`method_backend` registers one for a method class of your own. :meth:`MethodBackend.prepare`
-(untimed) prepares the method with both alternating payloads as sources; iteration ``i`` sends
-payload ``i % 2``. :func:`bench_method` times one method on the configurations' data or yours
-(:class:`DataPayload`); :func:`transfer_once` moves data once, untimed.
+In the ``broadcast`` scenario the root's ``write(obj)`` and every reader's ``read()`` are the two
+halves of one collective ``Method.transfer``, so the harness times a method like any other backend.
 """
 
 from __future__ import annotations
@@ -25,12 +19,9 @@ from .configs import PAYLOAD_KINDS, Data, ShapeInfo, data_equal, data_nbytes, fl
 from .methods import METHODS, Method, get_method
 
 BACKEND_PREFIX = "mpi-method-"
-#: A method's settings when none are given. Readers do not touch what they received (every
-#: method delivers into real buffers: there is no zero-copy view to unmask, docs/method.md rule 10). The
-#: harness's barriers wait in MPI (busy), as every rank did in the original benchmark's loop: a passive-target
-#: ``Get`` (rma-lock) progresses only while the root is inside MPI (docs/method.md rule 18).
-#: No counting pass (harness/count.py): the MPI methods' figure is a transfer time, and its methods'
-#: counters add little to the backends' (run them with replace(DEFAULT_SETTINGS, count=True)).
+#: A method's settings when none are given: no touch (every method delivers into real buffers,
+#: docs/method.md rule 10), barriers busy in MPI (a passive-target ``Get`` progresses only while the
+#: root is inside MPI, rule 18), no counting pass (the figure is a transfer time).
 DEFAULT_SETTINGS = BenchSettings(time_budget=0.5, touch=False, quiet_waits=False, count=False)
 #: One warm-up and one timed transfer: correctness runs.
 QUICK_SETTINGS = replace(DEFAULT_SETTINGS, time_budget=1e-3, warmup=1, min_iterations=1, max_iterations=1)
@@ -131,13 +122,9 @@ def group_of(group_or_comm: Any) -> MPIGroup:
 
 
 def with_transfer_metric(result: Result) -> Result:
-    """A harness broadcast Result with the MPI methods' metric added, as its primary one.
-
-    ``transfer`` = per transfer, the max of the root's time (``write``: barrier exit to the end
-    of its part) and the slowest reader's (``completion``), both from the same barrier: the max
-    over every rank, as the original benchmark's allreduce MAX. A root that finishes after its readers (a
-    ``Waitall`` on its sends) counts, as it did in the seed.
-    """
+    """A harness broadcast Result with the MPI methods' metric added, as its primary one:
+    ``transfer``, per transfer the max of the root's ``write`` and the slowest reader's
+    ``completion`` (one barrier), the max over every rank as the original benchmark's allreduce MAX."""
     write, completion = result.samples.get("write", []), result.samples.get("completion", [])
     if len(write) != len(completion):
         raise ValueError(f"{result.key}: {len(write)} write and {len(completion)} completion samples")
@@ -150,11 +137,8 @@ def with_transfer_metric(result: Result) -> Result:
 
 @dataclass(frozen=True)
 class DataPayload:
-    """A harness payload of given data (a 1-D array or a list of them), held by every rank.
-
-    ``build(1)`` is the data itself; ``build(2)`` the data with every byte inverted, so the
-    harness's two alternating payloads differ; ``equal`` compares dtype, lengths and bytes.
-    """
+    """A harness payload of given data (a 1-D array or a list of them), held by every rank; an even
+    seed builds it with every byte inverted, so the harness's two alternating payloads differ."""
 
     data: Data = field(repr=False)
 
@@ -230,10 +214,8 @@ def bench_method(
 ) -> Measurement:
     """Collective: the harness times ``method`` moving ``data`` (held by ``root``) to every rank.
 
-    Without ``expected``, the root's data is broadcast once, untimed, as every reader's expected
-    value; with it (on every rank), each reader checks against its own. Raises the harness's
-    :class:`~pytest_ipcbench.harness.measure.VerificationError` on every rank when a reader got
-    something else. ``received`` is what this rank holds after one more, untimed transfer.
+    Each reader checks against ``expected`` (default: the root's data, broadcast untimed);
+    VerificationError on every rank otherwise. ``received``: this rank's after one more transfer.
     """
     group = group_of(group)
     cls = _method_class(method)

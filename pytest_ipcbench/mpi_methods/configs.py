@@ -1,10 +1,6 @@
 """The MPI methods' configurations and data: names, sizes, shapes, and what receivers know beforehand.
 
-The one place these constants live (the matrix, the fixtures, ``ipcbench run`` and the report
-import them): :data:`CONFIGS` (Small .. XXXLarge = base 50 .. 2,000,000: ``base * 55 * 4`` bytes
-of int32); shapes ``1d`` (``base * 55`` int32, payload kind ``array1d``) and ``2d`` (five int32
-rows of ``base * (i + 1) ** 2``, ``ragged2d``); :class:`ShapeInfo`, what receivers know before a
-timed transfer (shape, dtype, 1D length or 2D row count).
+The one place these constants live: the matrix, the fixtures, ``ipcbench run`` and the report import them.
 """
 
 from __future__ import annotations
@@ -91,12 +87,10 @@ def parse_configs(text: str | Sequence[str]) -> tuple[str, ...]:
     if items == ["all"]:
         return CONFIG_NAMES
     lookup = {n.lower(): n for n in CONFIG_NAMES}
-    out = []
     for item in items:
         if item.lower() not in lookup:
             raise ValueError(f"unknown configuration {item!r}; choose from {', '.join(CONFIG_NAMES)}")
-        out.append(lookup[item.lower()])
-    return tuple(out)
+    return tuple(lookup[item.lower()] for item in items)
 
 
 def parse_shapes(text: str | Sequence[str]) -> tuple[str, ...]:

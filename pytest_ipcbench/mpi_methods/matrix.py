@@ -1,12 +1,8 @@
 """The MPI method matrix: configurations x shapes x methods, each case timed by the harness.
 
-:func:`run_matrix` measures every method of one configuration and shape in ``rounds``
-interleaved rounds (round ``r`` visits the methods in an order rotated by ``r``), each round one
-:func:`~pytest_ipcbench.harness.measure.bench` call (its own warm-up, plan and verification),
-so that a burst of load from another job hits every method alike. The samples of every round are
-pooled into one :class:`~pytest_ipcbench.results.results.Result` per case, labelled
-``scenario="mpi-method"``, ``backend=<method>``, ``payload="array1d"|"ragged2d"``: what
-``ipcbench run`` stores and :mod:`pytest_ipcbench.report.mpi_methods` reads.
+Each case runs in ``rounds`` interleaved rounds (round ``r`` visits the methods rotated by ``r``,
+one harness ``bench`` each), so that a burst of load hits every method alike; the rounds' samples
+are pooled into one Result (``scenario="mpi-method"``), what ``report/mpi_methods.py`` reads.
 """
 
 from __future__ import annotations
@@ -34,9 +30,8 @@ DEFAULT_ROUNDS = 3
 DEFAULT_CASE_TIME = 1.5
 
 
-#: Transfers per case and round at most. The harness plans a round's count from its warm-up; on
-#: a shared machine a fast warm-up followed by a loaded stretch could make one round last minutes
-#: (docs/method.md rule 2: bounded by time or volume).
+#: Transfers per case and round at most: a fast warm-up then a loaded stretch must not make one
+#: round last minutes (docs/method.md rule 2).
 MAX_TRANSFERS = 1_000
 
 
@@ -63,13 +58,9 @@ def run_matrix(
     root: int = 0,
     rounds: int = DEFAULT_ROUNDS,
 ) -> list[Result]:
-    """Collective: every configuration x shape x method, sent from rank ``root``; rank 0 gets the
-    Results, the others [].
-
-    ``group`` is an :class:`~pytest_ipcbench.core.group.MPIGroup` (or an mpi4py communicator).
-    ``settings`` are the harness settings of one round (default :func:`matrix_settings`).
-    ``progress`` (called on rank 0) gets one line per finished case.
-    """
+    """Collective over an MPIGroup or communicator: every configuration x shape x method, sent from
+    ``root``; rank 0 gets the Results (``progress``: a line per case), the others []. ``settings``
+    are one round's (default :func:`matrix_settings`)."""
     group = group_of(group)
     configs = parse_configs(list(configs))
     methods = parse_methods(list(methods))

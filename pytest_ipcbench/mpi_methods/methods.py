@@ -43,11 +43,7 @@ def _mpi_type(dtype: np.dtype) -> Any:
 
 
 class Method:
-    """One way to move data from ``root`` to every rank; called collectively by every rank.
-
-    ``prepare`` (untimed) sets up; ``transfer`` (timed) moves the data once; ``result`` is what
-    the rank holds afterwards (the root: its own data); ``free`` releases every MPI object.
-    """
+    """One way to move data from ``root`` to every rank; called collectively by every rank."""
 
     name: ClassVar[str]
     notes_1d: ClassVar[str]
@@ -181,8 +177,8 @@ class P2P(Method):
 
     def _transfer_2d(self) -> None:
         MPI = _mpi()
+        lens = self._lengths_array()
         if self.is_root:
-            lens = self._lengths_array()
             reqs = []
             for r in range(self.comm.Get_size()):
                 if r == self.root:
@@ -192,7 +188,6 @@ class P2P(Method):
                     reqs.append(self.comm.Isend([row, self.mpitype], dest=r, tag=_TAG_ROW + i))
             MPI.Request.Waitall(reqs)
         else:
-            lens = self._lengths_array()
             self.comm.Recv([lens, MPI.INT64_T], source=self.root, tag=_TAG_META)
             MPI.Request.Waitall([self.comm.Irecv([row, self.mpitype], source=self.root, tag=_TAG_ROW + i)
                                  for i, row in enumerate(self._receive_rows(lens))])
@@ -253,10 +248,9 @@ class Pack(Method):
         buf = self._staging(size)
         if self.is_root:
             self.mpitype.Pack(self.data, buf, 0, self.comm)
-            # every rank moves Pack_size bytes (the signatures of a Bcast must match)
-            self.comm.Bcast([buf, size, MPI.PACKED], root=self.root)
-        else:
-            self.comm.Bcast([buf, size, MPI.PACKED], root=self.root)
+        # every rank moves Pack_size bytes (the signatures of a Bcast must match)
+        self.comm.Bcast([buf, size, MPI.PACKED], root=self.root)
+        if not self.is_root:
             self.mpitype.Unpack(buf[:size], 0, self._rows[0], self.comm)
 
     def _transfer_2d(self) -> None:

@@ -1,12 +1,8 @@
 """Reports of a results file: CSV summaries, PNG plots and markdown tables.
 
-:func:`write_report` (``ipcbench report RESULTS.json --out DIR``, ``pytest --ipc-report DIR``)
-writes into one folder ``summary.md`` (:mod:`.markdown`); the CSVs ``write_summary``,
-``read_summary``, ``throughput_summary``, ``latency_summary``, ``stream_summary``,
-``granularity_summary``, ``copy_bandwidth`` and ``all_results`` (seconds in ``_s`` columns, MB =
-10**6 bytes); the PNGs ``write_performance``, ``read_performance``, ``completion``,
-``throughput``, ``efficiency``, ``latency``, ``stream``, ``granularity`` (matplotlib Agg); and,
-when the results hold ``mpi-method`` cases, ``mpi-methods.md`` / ``.png`` (:mod:`.mpi_methods`).
+:func:`write_report` (``ipcbench report``, ``pytest --ipc-report``) writes into one folder
+``summary.md`` (:mod:`.markdown`), the CSVs of :mod:`.csv_files`, the PNGs of :mod:`.plots` and,
+with ``mpi-method`` cases, ``mpi-methods.md`` / ``.png`` (:mod:`.mpi_methods`).
 """
 
 from __future__ import annotations
@@ -27,12 +23,8 @@ __all__ = ["headline", "markdown", "write_report"]
 
 
 def write_report(resultset: ResultSet, out_dir: str | Path, plots: bool = True) -> Path:
-    """Write CSVs, PNGs (unless ``plots`` is False), summary.md (and the MPI methods' report if there
-    are MPI method cases) into ``out_dir``; return the path of summary.md.
-
-    Everything is written into a temporary folder inside ``out_dir`` first and moved in at the
-    end: a report that fails half-way leaves no file of it behind.
-    """
+    """Write the report into ``out_dir`` (no PNG unless ``plots``); the path of summary.md. It is
+    staged in a temporary folder there and moved in at the end: a failed report leaves no file."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".ipcbench-report-", dir=out))

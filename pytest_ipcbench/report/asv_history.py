@@ -1,11 +1,8 @@
 """The history an asv suite recorded, drawn with each commit's interval (asv's own site draws none).
 
-Reads ``.asv/results/<machine>/*.json`` (asv 0.6's format: one file per commit and environment,
-``result_columns`` naming each benchmark's columns) of one benchmark (by default ``track_median``
-of :mod:`..runner.asv_suite`) and draws one column per scenario (the first part of a case key),
-whatever the number of cases: on top each case's median per commit with its 99% interval (asv's
-``ci_99``) in time units, below the same as a ratio to the case's first commit, medians only (a
-flat line at 1 is no change; a step is one). One line per case, one colour per backend.
+Reads ``.asv/results/<machine>/*.json`` (asv 0.6's format) of one benchmark and draws a column per
+scenario: each case's median per commit with its 99% interval on top, below its ratio to the case's
+first commit (a step is a change). One line per case, one colour per backend.
 """
 
 from __future__ import annotations

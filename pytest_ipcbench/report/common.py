@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.base import backend_names
-from ..core.units import size_label
+from ..core.units import format_time, size_label
 from ..results.results import Result
 
 KIND_ORDER = ("dict", "ndarray", "array1d", "ragged2d", "buffer", "tiny")
@@ -18,10 +18,6 @@ STAT_FIELDS = ("n", "median", "mean", "stddev", "min", "max", "q1", "q3", "p10",
 #: p90 / p10 from which a distribution is called wide: its median alone would mislead
 WIDE_SPREAD = 3.0
 PERCENTILES = (10, 50, 90, 99)
-
-
-def label(r: Result) -> str:
-    return f"{r.backend}/{r.mode}"
 
 
 #: the process model a case ran in (``Result.group``), as reports name it
@@ -75,8 +71,6 @@ def wide_note(r: Result, metric: str, what: str) -> str | None:
     """A sentence naming a wide distribution (None when it is not): where the median misleads."""
     if not is_wide(r, metric):
         return None
-    from ..core.units import format_time
-
     p10, p50, p90, p99 = percentiles_of(r, metric) or (0.0,) * 4
     return (f"{r.backend}/{r.mode} {r.payload} {size_of(r)} r{r.ranks}: {what} p10 {format_time(p10)}, "
             f"p50 {format_time(p50)}, p90 {format_time(p90)}, p99 {format_time(p99)} "

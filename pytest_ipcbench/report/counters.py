@@ -59,7 +59,7 @@ def cost_section(results: Sequence[Result]) -> list[str]:
         return []
     columns = COLUMNS + (DEEP_COLUMNS if any(_has_deep(r.counters) for r in counted if r.counters) else ())
     rows = []
-    reasons: dict[str, str] = {}
+    reasons: set[str] = set()  # why a counter is n/a
     for r in counted:
         c = r.counters
         assert c is not None
@@ -67,9 +67,7 @@ def cost_section(results: Sequence[Result]) -> list[str]:
             ranks = [x for x in c.ranks if x.role == role]
             if not ranks:
                 continue
-            for x in ranks:
-                for name, why in x.absent.items():
-                    reasons.setdefault(why, name)
+            reasons.update(why for x in ranks for why in x.absent.values())
             rows.append([r.scenario, f"{r.backend}/{r.mode}", f"{r.payload}-{size_label(r.size)} r{r.ranks}", role,
                          *[cell(c, role, name) for _, name in columns]])
     out = ["## Cost per message (counted apart from the timing)", "",

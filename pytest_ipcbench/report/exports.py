@@ -1,16 +1,8 @@
-"""A results file in the formats other tools read (``ipcbench export``; docs/exports.md).
-
-* ``bmf``: Bencher Metric Format, ``{case key: {measure: {value, lower_value, upper_value}}}``:
-  the measure ``latency`` is the median of the case's primary metric in nanoseconds (Bencher's
-  unit) with its 95% interval, each counter per message a measure of its own
-  (``reader-syscalls-data``);
-* ``github-action-benchmark``: its ``customSmallerIsBetter`` input, a list of ``{name, unit,
-  value, range, extra}``: the median in microseconds, ``range`` the interval's larger half-width
-  (``± x``, the only form it reads), the interval itself in ``extra``; each counter an entry;
-* ``pytest-benchmark``: the JSON ``pytest --benchmark-json`` writes, one benchmark per case,
-  its ``stats`` computed by pytest-benchmark's own ``Stats`` from the samples.
-
-The in-run references (copies, the raw pipe) measure the machine, not the code: not exported.
+"""A results file in the formats other tools read (``ipcbench export``; docs/exports.md): Bencher
+Metric Format (``bmf``, nanoseconds), github-action-benchmark's ``customSmallerIsBetter``
+(microseconds, ``range`` the interval's larger half-width, the only form it reads) and
+pytest-benchmark's JSON. Each case's median with its 95% interval, each counter per message an
+entry; the in-run references measure the machine, not the code, and are not exported.
 """
 
 from __future__ import annotations

@@ -37,12 +37,8 @@ def test_of(result: Result) -> str:
 
 
 def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | None = None) -> str:
-    """The relative speed table for one payload kind and size: backends by completion, relative speed.
-
-    Relative speed is taken among results of the same rank count and process model (2 and 4 ranks
-    are not rivals, nor MPI ranks and local workers); a Test column appears when the results come
-    from pytest (``--ipc-report``).
-    """
+    """The relative speed table for one payload kind and size: backends by completion, relative
+    speed within one rank count and process model; a Test column for results from pytest."""
     copies = copies or {}
     rows = [r for r in results if median_of(r, "completion")]
     if not rows:
@@ -53,7 +49,6 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
         best.setdefault((r.ranks, r.group), median_of(r, "completion") or 1.0)
     tests = any(test_of(r) for r in rows)
     lines = []
-    notes = []
     for r in rows:
         c = median_of(r, "completion") or math.inf
         top = best[(r.ranks, r.group)]
@@ -70,9 +65,7 @@ def relative_speed_table(results: Sequence[Result], copies: dict[int, float] | N
             f"{ver.checked - ver.failed}/{ver.checked}" if ver else "-",
             *([test_of(r) or "-"] if tests else []),
         ])
-        note = wide_note(r, "completion", "completion")
-        if note:
-            notes.append(note)
+    notes = [n for n in (wide_note(r, "completion", "completion") for r in rows) if n]
     mixed = mixed_models_note(rows)
     return table(
         ["Backend", "Mode", "Delivery", "Ranks", "Processes", "Median write", "Median read", "Completion p10", "p50",
@@ -126,16 +119,14 @@ def headline(results: Sequence[Result]) -> str:
     pp = [r for r in by_scenario(results, "pingpong") if median_of(r, "latency")]
     if pp:
         small = min(r.nbytes for r in pp)
-        at = sorted((r for r in pp if r.nbytes == small), key=lambda r: median_of(r, "latency") or 0)
-        def pct(r: Result) -> list[str]:
-            return [format_time(v) for v in percentiles_of(r, "latency") or (None,) * 4]
-
-        at.sort(key=lambda r: r.group)  # by process model, fastest first within each
+        # by process model, fastest first within each
+        at = sorted((r for r in pp if r.nbytes == small), key=lambda r: (r.group, median_of(r, "latency") or 0))
         mixed = mixed_models_note(at)
         parts.append(f"### Ping-pong latency at {format_bytes(small)} (round trip / 2)\n\n" + table(
             ["Backend", "Mode", "Processes", "Latency p10", "p50", "p90", "p99", "Mean"],
-            [[r.backend, r.mode, process_model(r), *pct(r), format_time(float(np.mean(r.samples["latency"])))]
-             for r in at]) + _notes(([mixed] if mixed else [])
+            [[r.backend, r.mode, process_model(r),
+              *[format_time(v) for v in percentiles_of(r, "latency") or (None,) * 4],
+              format_time(float(np.mean(r.samples["latency"])))] for r in at]) + _notes(([mixed] if mixed else [])
                                     + [n for n in (wide_note(r, "latency", "latency") for r in at) if n]))
     return "\n\n".join(parts)
 
@@ -144,11 +135,10 @@ def _idle_section(idle: Sequence[Result]) -> list[str]:
     """Latency after an idle gap (the ``idle`` scenario): a row per case, its percentiles."""
     if not idle:
         return []
-    rows = []
-    for r in sorted(idle, key=lambda r: (backend_order(r.backend), r.mode, r.size, r.extra.get("gap_s", 0.0))):
-        p = percentiles_of(r, "latency") or (None,) * 4
-        rows.append([r.backend, r.mode, format_bytes(r.nbytes), format_time(r.extra.get("gap_s")),
-                     *[format_time(v) for v in p], str(len(r.samples.get("latency", ())))])
+    rows = [[r.backend, r.mode, format_bytes(r.nbytes), format_time(r.extra.get("gap_s")),
+             *[format_time(v) for v in percentiles_of(r, "latency") or (None,) * 4],
+             str(len(r.samples.get("latency", ())))]
+            for r in sorted(idle, key=lambda r: (backend_order(r.backend), r.mode, r.size, r.extra.get("gap_s", 0.0)))]
     notes = [n for n in (wide_note(r, "latency", "latency") for r in idle) if n]
     return ["## Latency after an idle gap (one message after both ranks sat idle; round trip / 2)", "",
             "Both ranks idle for the gap, then one round trip is timed: how fast a waiting reader wakes.", "",

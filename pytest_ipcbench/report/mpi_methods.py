@@ -1,12 +1,8 @@
 """Report of the MPI method matrix (scenario ``mpi-method``): the C++ benchmark's tables, a plot,
 a C++ comparison.
 
-One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows.
-
-Every function takes :class:`~.results.Result` s (others than ``mpi-method`` ignored) and works
-without MPI; :func:`write_mpi_method_report` writes ``mpi-methods.md`` and ``.png``. Times are
-each result's median of its primary metric (``transfer``: seconds, the max over ranks);
-MB = 10**6 bytes; configurations, shapes and methods come from :mod:`pytest_ipcbench.mpi_methods`.
+One cohesive thing: the MPI method matrix's report, whose tables and plot read the same rows (each
+result's median ``transfer`` time; other scenarios ignored; no MPI needed).
 """
 
 from __future__ import annotations
@@ -124,8 +120,7 @@ class Row:
 
 def _cpp_name(method: str) -> str:
     """The C++ benchmark's name for ``method`` (the shortest of its names there)."""
-    return ", ".join(sorted({CPP_EQUIVALENT[s][method] for s in CPP_EQUIVALENT if method in CPP_EQUIVALENT[s]},
-                            key=len)[:1])
+    return min((names[method] for names in CPP_EQUIVALENT.values() if method in names), key=len)
 
 
 def method_results(results: Iterable[Result]) -> list[Result]:
@@ -143,9 +138,7 @@ def _config_key(config: str) -> tuple[int, str]:
 
 def rows_of(results: Iterable[Result]) -> list[Row]:
     """One :class:`Row` per case; a later result with the same key replaces an earlier one."""
-    latest: dict[str, Result] = {}
-    for r in method_results(results):
-        latest[r.key] = r
+    latest = {r.key: r for r in method_results(results)}
     rows = []
     for r in latest.values():
         samples = np.asarray(r.samples.get(r.primary) or r.samples.get("completion") or [], dtype=float)
@@ -336,12 +329,9 @@ def winners_table(results: Iterable[Result]) -> str:
 # --------------------------------------------------------------------------------------- plot
 
 
-def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_cpp: bool = True) -> Path | None:
-    """Log-log plot of median time against size, one line per method, a panel per shape.
-
-    With ``with_cpp``, the C++ benchmark's fastest method per size is drawn as a dashed grey line.
-    Returns the PNG path, or None when there is nothing to plot.
-    """
+def plot_time_vs_size(results: Iterable[Result], path: str | Path) -> Path | None:
+    """Log-log plot of median time against size, one line per method, a panel per shape, the C++
+    benchmark's fastest method per size a dashed grey line. The PNG path, or None with nothing to plot."""
     rows = rows_of(results)
     if not rows:
         return None
@@ -368,15 +358,11 @@ def plot_time_vs_size(results: Iterable[Result], path: str | Path, with_cpp: boo
                 if pts:
                     x, y = zip(*pts)
                     ax.plot(x, y, marker="o", ms=3.5, lw=1.4, label=m, color=colors[m])
-            if with_cpp:
-                cpp_pts = []
-                for config, size in {r.config: r.nbytes for r in rows if r.ranks == ranks and r.shape == shape}.items():
-                    best = _cpp_best(shape, config)
-                    if best:
-                        cpp_pts.append((size, best[1] * 1e-6))
-                if cpp_pts:
-                    x, y = zip(*sorted(cpp_pts))
-                    ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="C++ benchmark, fastest (4 procs)")
+            sizes = {r.config: r.nbytes for r in rows if r.ranks == ranks and r.shape == shape}
+            cpp_pts = [(size, best[1] * 1e-6) for config, size in sizes.items() if (best := _cpp_best(shape, config))]
+            if cpp_pts:
+                x, y = zip(*sorted(cpp_pts))
+                ax.plot(x, y, ls="--", color="0.45", lw=1.2, label="C++ benchmark, fastest (4 procs)")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("payload size (bytes)")

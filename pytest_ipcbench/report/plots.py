@@ -50,8 +50,7 @@ def _plain_number(v: float, _: Any = None) -> str:
 
 
 def colour_order(results: Iterable[Result]) -> Colours:
-    """Each backend of a report its own colour: by their order among the backends *in the report*
-    (the registry's order gave every unknown backend, and the tenth and later, a colour already taken)."""
+    """Each backend of a report its own colour: by their order among the backends *in the report*."""
     names = sorted({r.backend for r in results}, key=backend_order)
     return {name: i for i, name in enumerate(names)}
 
@@ -103,12 +102,8 @@ def _series(results: Iterable[Result], value: Callable[[Result], float | None]
 
 def _band(results: Iterable[Result], metric: str) -> list[tuple[int, float, float]]:
     """(bytes, p10, p90) of ``metric`` per result, by size: the shaded range of a line."""
-    out = []
-    for r in results:
-        p = percentiles_of(r, metric)
-        if p is not None and p[0] > 0:
-            out.append((max(r.nbytes, 1), p[0], p[2]))
-    return sorted(out)
+    return sorted((max(r.nbytes, 1), p[0], p[2]) for r in results
+                  if (p := percentiles_of(r, metric)) is not None and p[0] > 0)
 
 
 def _save(fig: Any, canvas_cls: Any, path: Path) -> Path:
@@ -131,9 +126,8 @@ def plot_by_kind(
     band: str | None = None,
     colours: Colours | None = None,
 ) -> Path | None:
-    """One panel per payload kind: ``value`` against payload bytes, a line per backend/mode.
-
-    ``band``: a metric whose p10-p90 range is shaded around each line (the spread the median hides)."""
+    """One panel per payload kind: ``value`` against payload bytes, a line per backend/mode, the
+    p10-p90 range of metric ``band`` shaded around it."""
     if band:
         subtitle = (subtitle + "; " if subtitle else "") + "line: median (p50); shaded: p10 to p90"
     kinds = sorted({r.payload for r in results}, key=kind_order)

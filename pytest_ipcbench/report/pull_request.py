@@ -1,10 +1,7 @@
 """A pull request's comment and a CI job's summary, rendered from a verdicts file.
 
-The verdicts file is what ``ipcbench compare/gate --json FILE`` writes (docs/verdicts-json.md,
-schema ``pytest-ipcbench-verdicts`` version 1). The markdown puts first what decides a merge:
-the regressions (each with its ratio, interval and the counters' words), then the undecided
-cases with what would decide them, the waived ones, the noise line and a link to the run.
-``ipcbench comment`` posts it (core/github.py); a job summary is the same text.
+The verdicts file is what ``ipcbench compare/gate --json FILE`` writes (docs/verdicts-json.md); the
+markdown puts first what decides a merge. ``ipcbench comment`` posts it; a job summary is the same text.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """``ipcbench run``: the standard matrix, into one folder of results, CSV, plots and tables.
 
-Phases, one results file: **copy** (the machine's copy bandwidth at every size), **mpi** (every
-case of a backend that runs over MPI ranks, in ``mpiexec -n RANKS python -m
-pytest_ipcbench.runner.worker`` jobs, then the MPI methods), **local** (the others over a
-LocalWorld) and **shared arrays** (:func:`..shared.experiment.run_experiment`). The worker
-reports each case as it ends, so a hung case costs its timeout: the job is killed, the case
-recorded as failed and a new job resumes after it (:mod:`.mpijob`).
-
-Folder (``ipcbench-results/<YYYYmmdd-HHMMSS>/`` or ``--out``): ``results.json``, ``summary.md``,
-the CSVs and PNGs of :mod:`..report`, ``run.log`` (the jobs' stderr and every failure).
+Phases, one results file: copy (the copy bandwidth at every size), mpi (the MPI cases in mpiexec
+jobs of :mod:`.worker`, then the MPI methods: :mod:`.mpijob`), local (the others over a LocalWorld)
+and shared arrays. The folder holds ``results.json``, the report, ``run.log`` (stderr, failures).
 """
 
 from __future__ import annotations
@@ -118,14 +112,11 @@ class Runner:
     """Runs the phases, collects results and failures, writes the folder."""
 
     def __init__(self, options: RunOptions) -> None:
-        self.options = options
-        opts = options
+        self.options = opts = options
         self.level = LEVEL_SPECS[opts.level]
-        settings = self.level.settings
-        if opts.time_budget is not None:
-            settings = replace(settings, time_budget=opts.time_budget)
-        settings = replace(settings, count=opts.count is not False, pin=opts.pin or settings.pin)
-        self.settings = settings
+        level = self.level.settings
+        self.settings = replace(level, count=opts.count is not False, pin=opts.pin or level.pin,
+                                time_budget=level.time_budget if opts.time_budget is None else opts.time_budget)
         self.case_timeout = opts.case_timeout or self.level.case_timeout
         self.out = Path(opts.out) if opts.out else Path("ipcbench-results") / datetime.now().strftime("%Y%m%d-%H%M%S")
         self._lock: FolderLock | None = None  # held while the run writes into self.out
@@ -148,10 +139,8 @@ class Runner:
 
     # ------------------------------------------------------------------ phases
     def copy_phase(self, cases: Sequence[Case], progress: Progress | None) -> dict[int, float]:
-        """numpy copy bandwidth at every payload size (and 64 MB). Called before and after the
-        other phases: per size the faster measurement is kept (a copy is never faster than the
-        machine allows, only slowed down by what else runs), so one busy moment does not skew
-        every efficiency."""
+        """numpy copy bandwidth at every payload size (and 64 MB), before and after the other phases:
+        the faster one is kept (only other work slows a copy), so one busy moment skews nothing."""
         sizes = sorted({payload_bytes(c.payload()) for c in cases if c.scenario != "granularity"} | {MEMORY_COPY_BYTES})
         if progress is not None:
             progress.start("copy bandwidth (numpy)")
@@ -187,8 +176,7 @@ class Runner:
             return
         self.run_record.extend(experiment_results(got))
         write_text(self.out / "shared-arrays.json", json.dumps(got, indent=1, default=str) + "\n")
-        med = got.get("median", {}) if isinstance(got, dict) else {}
-        progress.finish(label, ", ".join(f"{k} {v:.3g} s" for k, v in med.items()))
+        progress.finish(label, ", ".join(f"{k} {v:.3g} s" for k, v in got.get("median", {}).items()))
 
     # ------------------------------------------------------------------ all
     def run(self) -> int:

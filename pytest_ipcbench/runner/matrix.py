@@ -110,8 +110,7 @@ LEVEL_SPECS: dict[str, Level] = {
         granularity=(0.0, 1e-3),
         granularity_modes=("bytes",),
         stream_modes=("native",),
-        # 15, not 5: a slow case that is bimodal (two readers sharing a core or not) flips its median
-        # of 5 with one sample (docs/method.md rule 8; figures: docs/measurements/2026-11-code-notes.md)
+        # 15, not 5: a bimodal slow case flips a median of 5 with one sample (docs/method.md rule 8)
         settings=BenchSettings(time_budget=0.12, min_iterations=15, max_iterations=2000),
         mpi_method_configs=("Small", "Medium"),
         mpi_method_case_time=0.05,
@@ -146,8 +145,7 @@ LEVEL_SPECS: dict[str, Level] = {
         granularity=(0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1),
         granularity_modes=MODES,
         stream_modes=MODES,
-        # the default level's precision at more sizes, the whole run in 27 min here
-        # (docs/performance-history.md, "The full run")
+        # the default level's precision at more sizes (docs/performance-history.md, "The full run")
         settings=BenchSettings(time_budget=0.5, min_iterations=3),
         mpi_method_configs=tuple(METHOD_SIZES),
         mpi_method_case_time=0.6,
@@ -166,11 +164,8 @@ def build_matrix(
     sizes: Sequence[int] | None = None,
     only: Sequence[str] = (),
 ) -> list[Case]:
-    """Every case of a level, filtered; MPI-phase cases first, in a stable order.
-
-    ``backends`` None: every registered backend (plugins too). Broadcast runs the level's kinds and
-    every plugin payload kind; ``kinds`` narrows that (a plugin kind then needs no other step).
-    """
+    """Every case of a level, filtered; MPI-phase cases first, in a stable order. Broadcast runs the
+    level's kinds and every plugin payload kind (``kinds`` narrows that); ``backends`` None: all."""
     spec = LEVEL_SPECS[level]
     backends = backend_names() if backends is None else backends
     broadcast = dict(spec.broadcast)

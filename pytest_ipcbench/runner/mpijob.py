@@ -55,9 +55,8 @@ class MpiPhase:
         exe = self.runner.options.mpiexec or launcher.find_mpiexec()
         if exe is None:
             for c in cases:
-                self.runner.fail(
-                    c.label, "no mpiexec found (install the mpi extra: pip install 'pytest-ipcbench[mpi]')"
-                )
+                self.runner.fail(c.label, "no mpiexec found (install the mpi extra: pip install "
+                                 "'pytest-ipcbench[mpi]')")
                 progress.finish(c.label, "no mpiexec", ok=False)
             return
         start = 0
@@ -88,10 +87,7 @@ class MpiPhase:
                     progress.finish(c.label, "not run", ok=False)
                 break
             start = next_start
-        try:
-            (self.runner.out / ".cases.json").unlink()
-        except FileNotFoundError:
-            pass
+        (self.runner.out / ".cases.json").unlink(missing_ok=True)
 
     def on_event(self, ev: dict[str, Any], progress: Progress) -> None:
         """One event of the MPI phase (from the job's stdout, or in-process under MPI): dispatched

@@ -21,22 +21,15 @@ class Progress:
         self._rich: Any = None
         if mode in ("auto", "rich"):
             try:
+                import rich.progress as rp
                 from rich.console import Console
-                from rich.progress import (
-                    BarColumn,
-                    MofNCompleteColumn,
-                    Progress as RichProgress,
-                    TextColumn,
-                    TimeElapsedColumn,
-                    TimeRemainingColumn,
-                )
 
                 console = Console(stderr=False)
                 if mode == "rich" or console.is_terminal:
-                    self._rich = RichProgress(
-                        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("left ~"), TimeRemainingColumn(),
-                        console=console, transient=False,
+                    self._rich = rp.Progress(
+                        rp.TextColumn("[bold]{task.description}"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                        rp.TextColumn("elapsed"), rp.TimeElapsedColumn(), rp.TextColumn("left ~"),
+                        rp.TimeRemainingColumn(), console=console, transient=False,
                     )
                     self._task = self._rich.add_task("starting", total=self.total)
                     self._rich.start()
@@ -72,12 +65,8 @@ class Progress:
 
 
 def summary_note(r: Result) -> str:
-    med = r.summary().median
-    n = r.summary().n
-    extra = ""
-    eff = r.efficiency()
-    if eff is not None and r.scenario == "broadcast":
-        extra = f", {eff:.0%} of copy bw"
-    note = f"{r.primary} {format_time(med)} (n={n}{extra})"
+    summary, eff = r.summary(), r.efficiency()
+    extra = f", {eff:.0%} of copy bw" if eff is not None and r.scenario == "broadcast" else ""
+    note = f"{r.primary} {format_time(summary.median)} (n={summary.n}{extra})"
     counted = run_note(r)  # the exact counters per message (report/counters.py)
     return f"{note}; per message: {counted}" if counted else note

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results.results import Result, ResultSet
+from ..results.results import Result
 
 
-def experiment_results(got: Any) -> list[Result]:
+def experiment_results(got: dict[str, Any] | None) -> list[Result]:
     """Result records (scenario ``shared-array``, one per path) of run_experiment's dictionary."""
-    if isinstance(got, ResultSet):
-        return list(got.results)
-    if isinstance(got, (list, tuple)):
-        return [r for r in got if isinstance(r, Result)]
     if not isinstance(got, dict) or "samples" not in got:
         return []
     nbytes = int(got.get("nbytes", 0))

@@ -25,6 +25,7 @@ from ..results.results import Result
 from .matrix import Case
 
 MARK = "@@ipcbench "
+METHODS_LABEL = "MPI transfer methods (1D and ragged 2D int32)"
 
 
 def _bench_case(group: Group, case: Case, settings: BenchSettings) -> Result | None:
@@ -69,8 +70,7 @@ def worker_main(cases_file: str) -> int:
     world = MPIGroup.world()
     # outlives this rank if it (or its launcher) is killed: says so and reclaims what it left
     watcher = reaper.start(world.rank)
-    spec = json.loads(Path(cases_file).read_text()) if world.rank == 0 else None
-    spec = world.bcast(spec)
+    spec = world.bcast(json.loads(Path(cases_file).read_text()) if world.rank == 0 else None)
     run_mpi_cases(world, spec, _emit if world.rank == 0 else None)
     reaper.release(watcher)
     return 0
@@ -95,9 +95,7 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
     say = emit or (lambda *a, **k: None)
     say("env", mpi=mpi_info(), ranks=world.size, ranks_per_node=world.node_sizes,
         harness_floor=harness_floor(world) if spec.get("start", 0) == 0 else None)
-    for index, case in enumerate(cases):
-        if index < spec.get("start", 0):
-            continue
+    for index, case in enumerate(cases[spec.get("start", 0):], spec.get("start", 0)):
         reason = case_unavailable(case, world)
         if reason:
             say("skip", index=index, label=case.label, reason=reason)
@@ -108,9 +106,7 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
         t0 = time.perf_counter()
         try:
             group = world if case.ranks >= world.size else world.split(case.ranks)
-            result = None
-            if group is not None:
-                result = group.run(_bench_case, case, settings)[0]
+            result = group.run(_bench_case, case, settings)[0] if group is not None else None
             quiet_barrier(world)
         except Exception as exc:
             quiet_barrier(world)
@@ -124,7 +120,7 @@ def run_mpi_cases(world: Any, spec: dict[str, Any], emit: Callable[..., None] | 
                 wall_s=round(time.perf_counter() - t0, 3))
     if spec.get("mpi_methods"):
         if watchdog is not None:
-            watchdog.arm("MPI transfer methods (1D and ragged 2D int32)", case_timeout * 10, "case")
+            watchdog.arm(METHODS_LABEL, case_timeout * 10, "case")
         _run_mpi_methods(world, spec["mpi_methods"], say)
         if watchdog is not None:
             watchdog.disarm()
@@ -136,7 +132,7 @@ def _run_mpi_methods(world: Any, opts: dict[str, Any], say: Callable[..., None])
     (collective; Result records on rank 0)."""
     from .. import mpi_methods
 
-    say("start", index=-1, label="MPI transfer methods (1D and ragged 2D int32)")
+    say("start", index=-1, label=METHODS_LABEL)
     try:
         settings = mpi_methods.matrix_settings(case_time=float(opts.get("case_time", mpi_methods.DEFAULT_CASE_TIME)))
         configs = [c for c in opts.get("configs", ()) if c in mpi_methods.CONFIGS]
@@ -148,17 +144,16 @@ def _run_mpi_methods(world: Any, opts: dict[str, Any], say: Callable[..., None])
                                      progress=progress if world.rank == 0 else None)
         quiet_barrier(world)
     except Exception as exc:
-        say("error", index=-1, label="MPI transfer methods (1D and ragged 2D int32)", message=error_text(exc))
+        say("error", index=-1, label=METHODS_LABEL, message=error_text(exc))
         return
     for r in results:
         say("extra", label="MPI transfer methods", result=r.to_dict())
-    say("end", index=-1, label="MPI transfer methods (1D and ragged 2D int32)")
+    say("end", index=-1, label=METHODS_LABEL)
 
 
 def error_text(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) < 2000 else text[:2000] + " ..."
-
 
 
 def main(argv: Sequence[str] | None = None) -> int:
