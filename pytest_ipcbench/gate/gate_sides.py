@@ -146,7 +146,7 @@ def venv_key(side: Side, isolated: bool) -> str:
     sides run with environments (PATH, VIRTUAL_ENV) of the same size -- the size of the
     environment moves the stack's alignment and with it the timings of identical code."""
     py = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    mode = "isolated" if isolated else "shared"
+    mode = "isolated" if isolated else "gateenv"  # sees the gate's packages (share_packages)
     if side.decl is not None:
         mode = f"project-{hashlib.sha1(side.prefix.encode()).hexdigest()[:6]}"
     what = f"c-{side.commit}" if side.commit else f"w-{side.source}"
@@ -166,8 +166,10 @@ def _make_venv(side: Side, log: Path, timeout: float, options: Sequence[str] = (
 def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: bool = False) -> None:
     """Create (or reuse, for a commit) the side's venv and install its source with the mpi extra.
 
-    By default the venv sees the gate's own packages (``--system-site-packages``): both sides run
-    on the very same numpy, mpi4py and MPI. ``isolated`` makes a bare venv.
+    By default the venv sees the gate's own packages after its own (:func:`.consumer.share_packages`:
+    ``--system-site-packages`` would show the base interpreter's, not those of a venv the gate runs
+    in): both sides run on the gate's numpy, mpi4py and MPI, and pip installs only the project.
+    ``isolated`` makes a bare venv that installs everything.
     """
     side.venv = cache / "venvs" / venv_key(side, isolated)
     stamp = side.venv / INSTALLED_STAMP
@@ -182,14 +184,15 @@ def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: b
         if side.commit:
             stamp.write_text(side.commit + "\n")
         return
-    _make_venv(side, log, timeout, [] if isolated else ["--system-site-packages"])
+    fresh = not (side.bin / "python").exists()
+    _make_venv(side, log, timeout)
+    if not isolated:
+        consumer.share_packages(side.bin / "python")
     env = _side_env(side.venv)
     pip = [side.bin / "python", "-m", "pip", "install", "--quiet"]
-    steps = [
-        pip + [f"{side.source}[mpi]"],
-        # the version does not change between commits: force the project itself to be reinstalled
-        pip + ["--no-deps", "--force-reinstall", side.source],
-    ]
+    steps = [pip + [f"{side.source}[mpi]"]]
+    if not fresh:  # the version does not change between commits: force the project itself to be reinstalled
+        steps.append(pip + ["--no-deps", "--force-reinstall", side.source])
     for cmd in steps:
         if _run_logged(cmd, log, timeout, cwd=side.source, env=env) != 0:
             raise GateError(f"installing {side.name} ({side.label}) failed; see {log}:\n{_tail(log)}")
