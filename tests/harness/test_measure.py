@@ -6,11 +6,9 @@ too, so every worker imports this module (and registers the fakes) before it run
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import shutil
-import textwrap
 import time
 from collections import Counter
 from pathlib import Path
@@ -452,39 +450,8 @@ def test_shm_backend_through_the_harness(world, mode):
 
 
 # ------------------------------------------------------------------ the fixture, pytest-benchmark
-
-FIXTURE_TEST = """
-    import pytest
-    from pytest_ipcbench.backends.base import BackendSpec
-    from pytest_ipcbench.core.payloads import PayloadSpec
-
-    @pytest.mark.ipcbench(ranks=2)
-    def test_bench(ipc_bench, ipc_group):
-        r = ipc_bench(BackendSpec("shm", "native"), PayloadSpec("ndarray", 100_000),
-                      time_budget=0.05, min_iterations=7, max_iterations=7)
-        assert r.verified.failed == 0
-        assert len(r.samples["completion"]) == 7
-        assert r.efficiency() > 0
-"""
-
-
-def test_ipc_bench_feeds_the_session_and_pytest_benchmark(pytester, tmp_path):
-    if unavailable_reason("shm"):
-        pytest.skip("no shm backend")
-    pytester.makepyfile(test_fx=textwrap.dedent(FIXTURE_TEST))
-    out_json = tmp_path / "bench.json"
-    report = tmp_path / "report"
-    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--benchmark-json={out_json}",
-                                        f"--ipc-report={report}", "-q", timeout=120)
-    res.assert_outcomes(passed=1)
-    data = json.loads(out_json.read_text())
-    (bm,) = data["benchmarks"]
-    info = bm["extra_info"]["ipcbench"]
-    assert info["scenario"] == "broadcast" and info["backend"] == "shm" and info["mode"] == "native"
-    assert bm["stats"]["rounds"] == 7 == info["samples"]  # rounds fixed by the harness's plan
-    assert bm["stats"]["median"] == pytest.approx(info["median_s"], rel=1e-6)
-    assert bm["options"]["timer"] == "ipcbench_replay_clock"
-    assert (report / "summary.md").exists() and (report / "read_summary.csv").exists()
+# ipc_bench feeding the session's report and pytest-benchmark (each call's samples as its rounds,
+# the replay clock, the case in extra_info) in a pytest run: tests/plugin/test_pytest_route.py
 
 
 def test_replay_clock_gives_each_round_its_sample():

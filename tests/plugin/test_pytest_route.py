@@ -1,6 +1,7 @@
 """The pytest route end to end: ``--ipc-report`` writes results.json that ``ipcbench compare``
 reads, the report's tables carry ranks and the test, every ``ipc_bench`` call is recorded, and
-pytest-benchmark gets the parameters by their ids."""
+pytest-benchmark gets the parameters by their ids, each call's samples as its rounds (the harness's
+replay clock) with the case in its ``extra_info``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ TWO_CALLS = """
         second = ipc_bench(ipc_backend, ipc_payload, "pingpong" if ipc_group.size == 2 else "broadcast",
                            time_budget=0.02, min_iterations=6, max_iterations=6)
         assert first.extra["test"].startswith("test_route.py::test_two_calls[")
+        assert first.verified.failed == 0 == second.verified.failed and first.efficiency() > 0
 """
 
 
@@ -69,12 +71,18 @@ def test_pytest_route_records_every_call_and_is_comparable(two_runs: list[tuple[
         assert second["fullname"] == first["fullname"] + "#2" and second["param"] == first["param"]
         assert first["stats"]["rounds"] == 5 and second["stats"]["rounds"] == 6  # each call's own samples
         for bm, scenario in ((first, "broadcast"), (second, "pingpong" if ranks == "2" else "broadcast")):
-            result = keys[bm["extra_info"]["ipcbench"]["key"], bm["stats"]["rounds"]]
-            assert result.scenario == scenario
+            info = bm["extra_info"]["ipcbench"]
+            result = keys[info["key"], bm["stats"]["rounds"]]
+            assert result.scenario == scenario == info["scenario"]
+            assert (info["backend"], info["mode"]) == ("shm", "bytes")
             assert bm["stats"]["median"] == pytest.approx(result.summary().median)
+            # rounds fixed by the harness's plan, replayed through its clock
+            assert bm["stats"]["rounds"] == info["samples"] and bm["options"]["timer"] == "ipcbench_replay_clock"
+            assert bm["stats"]["median"] == pytest.approx(info["median_s"], rel=1e-6)
             assert bm["params"]["ipc_payload"] == "ndarray-10KB" and "shm" in json.dumps(bm["params"])
             assert "UNSERIALIZABLE" not in json.dumps(bm["params"])
 
+    assert (report / "read_summary.csv").exists()
     summary = (report / "summary.md").read_text()
     assert "| Ranks |" in summary and "| Test |" in summary and "test_two_calls[" in summary
     assert "In-run references" in summary

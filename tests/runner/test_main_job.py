@@ -198,11 +198,20 @@ def test_only_selects_the_extras_by_their_block_name():
     assert "extra shared-arrays" in proc.stdout.splitlines() and "extra mpi-methods" not in proc.stdout
 
 
-def test_results_only_writes_results_and_log_and_labels_every_case(tmp_path):
-    out = tmp_path / "res"
-    proc = _run(["run", "--quick", "--no-config", "--no-mpi", "--backends", "mp-queue", "--scenarios", "pingpong",
-                 "--sizes", "1KB", "--modes", "bytes", "--time-budget", "0.03", "--no-extras", "--results-only",
-                 "--progress", "none", "--out", str(out)])
+#: a tiny local run: one ping-pong at 1 KB per backend, in local workers, results only
+TINY_NO_MPI = ["run", "--quick", "--no-config", "--no-mpi", "--scenarios", "pingpong", "--sizes", "1KB", "--modes",
+               "bytes", "--time-budget", "0.02", "--no-extras", "--results-only", "--progress", "none"]
+
+
+@pytest.fixture(scope="module")
+def every_no_mpi(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``TINY_NO_MPI`` over every backend (counted, by default): one run that two tests read."""
+    out = tmp_path_factory.mktemp("every") / "every"
+    return _run([*TINY_NO_MPI, "--out", str(out)]), out
+
+
+def test_results_only_writes_results_and_log_and_labels_every_case(tmp_path, every_no_mpi):
+    proc, out = every_no_mpi
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["results.json", "run.log"]
     rs = ResultSet.load(out / "results.json")
@@ -211,25 +220,21 @@ def test_results_only_writes_results_and_log_and_labels_every_case(tmp_path):
     # counted by default, 4 messages a repeat (harness/count.py), the pass's own seconds kept
     assert case.counters is not None and case.counters.messages == 4 and sum(case.counters.seconds) > 0
     off = tmp_path / "off"
-    proc = _run(["run", "--quick", "--no-config", "--no-mpi", "--backends", "mp-queue", "--scenarios", "pingpong",
-                 "--sizes", "1KB", "--modes", "bytes", "--time-budget", "0.03", "--no-extras", "--results-only",
-                 "--progress", "none", "--no-count", "--out", str(off)])
+    proc = _run([*TINY_NO_MPI, "--backends", "mp-queue", "--no-count", "--out", str(off)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     case = next(r for r in ResultSet.load(off / "results.json").results if r.backend == "mp-queue")
     assert case.counters is None and "counting turned off" in case.extra["counting"]
 
 
-def test_no_mpi_skips_the_mpi_backends_it_was_not_asked_for_and_fails_the_ones_named(tmp_path):
-    tiny = ["run", "--quick", "--no-config", "--no-mpi", "--scenarios", "pingpong", "--sizes", "1KB", "--modes",
-            "bytes", "--time-budget", "0.02", "--no-extras", "--results-only", "--progress", "none"]
-    every = _run([*tiny, "--out", str(tmp_path / "every")])
+def test_no_mpi_skips_the_mpi_backends_it_was_not_asked_for_and_fails_the_ones_named(tmp_path, every_no_mpi):
+    every, out = every_no_mpi
     assert every.returncode == 0, every.stdout + every.stderr  # every backend: the MPI ones skipped, said once
     assert "skipped:" in every.stdout and "mpi-p2p" in every.stdout and "needs MPI (--no-mpi)" in every.stdout
     assert "failed:" not in every.stdout
-    rs = ResultSet.load(tmp_path / "every" / "results.json")
+    rs = ResultSet.load(out / "results.json")
     assert {r.backend for r in rs.results if r.scenario == "pingpong"} >= {"shm", "mp-queue"}
     assert not any(r.backend.startswith("mpi-") for r in rs.results)
-    named = _run([*tiny, "--backends", "mpi-p2p,shm", "--out", str(tmp_path / "named")])
+    named = _run([*TINY_NO_MPI, "--backends", "mpi-p2p,shm", "--out", str(tmp_path / "named")])
     assert named.returncode == 1  # asked for by name: a failure that says why
     assert "mpi-p2p/bytes buffer-1KB r2: needs MPI (--no-mpi)" in named.stdout
 
