@@ -167,10 +167,10 @@ class CounterProbe:
         self._pickle = PickleCounter()
         self._harness: list[int] = []
         self._own_rchar = 0
-        self._io = _io_unavailable() is None
-        if not self._io:
-            reason = _io_unavailable() or ""
-            self.absent.update(dict.fromkeys(IO_COUNTERS, reason))
+        io_why = _io_unavailable()
+        self._io = io_why is None
+        if io_why is not None:
+            self.absent.update(dict.fromkeys(IO_COUNTERS, io_why))
         why = syscall_unavailable() if syscalls else "system call counting turned off"
         if why is not None:
             self.absent.update(dict.fromkeys(SYSCALL_COUNTERS, why))
@@ -315,6 +315,3 @@ _reset_peak = tracemalloc.reset_peak
 
 def differences(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after if k in before}
-
-
-# ------------------------------------------------------------------------- the record

@@ -50,11 +50,7 @@ def machine_memory() -> int:
 
 
 def check_size(nbytes: int, text: Any = None) -> int:
-    """``nbytes`` if this machine can hold a payload that big, else :class:`SizeTooLarge` naming both.
-
-    A payload lives several times over during a transfer (the object, its serialized bytes, each
-    reader's copy), so one larger than the whole memory can only end in the OOM killer.
-    """
+    """``nbytes`` if this machine's memory can hold a payload that big, else :class:`SizeTooLarge`."""
     memory = machine_memory()
     if memory and nbytes > memory:
         shown = (
@@ -128,14 +124,9 @@ def shm_free() -> int:
 
 
 def admit_sizes(sizes: Any, ranks: Any, source: str = "size", in_shm: bool = False) -> None:
-    """The one admission of payload sizes, for every entry (``ipcbench run``'s cases, pytest's
-    options and pyproject, an ``ipcbench`` marker, ``ipc_bench(...)``): raise :class:`SizeTooLarge`
-    (a UsageError: exit 2) naming the size, ``source``, the memory it needs and what is available,
-    unless every size in ``sizes`` fits in the memory available now with every rank count in
-    ``ranks`` holding its copies (:data:`COPIES_PER_RANK` a rank and :data:`SHARED_COPIES`), and,
-    ``in_shm`` (a backend that keeps the payload in /dev/shm), its shared copy fits in /dev/shm's
-    free space. A run that cannot fit is refused before it starts, instead of being ended half-way
-    by the OOM killer or SIGBUS (which leave its segments behind)."""
+    """The one admission of payload sizes, for every entry: :class:`SizeTooLarge` unless the largest
+    size fits in the memory available now with the most ranks' copies (and, ``in_shm``, in /dev/shm's
+    free space); refused before the start rather than ended by the OOM killer or SIGBUS."""
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)
     ranks = [ranks] if isinstance(ranks, int) else list(ranks)
     if not sizes or not ranks:
