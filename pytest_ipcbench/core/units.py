@@ -7,6 +7,7 @@ MB = 10**6 bytes, KiB = 1024 bytes; times are seconds. Two size styles exist on 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -95,22 +96,17 @@ def available_memory() -> int:
     """Bytes that can be allocated now without swapping: ``MemAvailable``, or what a cgroup limit
     leaves, whichever is smaller (0 when unknown)."""
     avail = 0
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+                break
+    with contextlib.suppress(OSError, ValueError):  # absent, or "max"
         with open("/sys/fs/cgroup/memory.max") as f:
             limit = int(f.read().strip())
         with open("/sys/fs/cgroup/memory.current") as f:
             left = max(0, limit - int(f.read().strip()))
         avail = min(avail, left) if avail else left
-    except (OSError, ValueError):  # absent, or "max"
-        pass
     return avail
 
 

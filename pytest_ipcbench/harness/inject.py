@@ -19,6 +19,7 @@ a measurement of the code.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -103,10 +104,8 @@ class DeliveryStretch:
                 ok = False
         every = all(group.allgather(bool(path) and ok))  # every rank mapped it, or none uses it
         if group.rank == root and path:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
         if not every:
             if mapped is not None:
                 mapped.close()

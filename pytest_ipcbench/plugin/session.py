@@ -7,6 +7,7 @@ The plugin builds one :class:`IpcSession` in ``pytest_configure`` and keeps it i
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Mapping, Sequence
@@ -242,10 +243,8 @@ class IpcSession:
         """Stop the local worker processes (and free MPI sub-groups); safe to call twice."""
         self._forget_local()
         if self._mpi_world is not None:
-            try:
+            with contextlib.suppress(Exception):  # freeing is a courtesy; MPI_Finalize cleans up anyway
                 self._mpi_world.free()  # the sub-groups; the world itself stays
-            except Exception:  # freeing is a courtesy; MPI_Finalize cleans up anyway
-                pass
             self._mpi_world = None
 
 

@@ -8,6 +8,7 @@ short sleeps: MPICH's blocking collectives spin and steal the CPU when ranks out
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import time
@@ -64,10 +65,8 @@ class WorldChannel:
 
     def close(self) -> None:
         if self.comm is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.comm.Free()
-            except Exception:
-                pass
             self.comm = None
 
 
