@@ -113,11 +113,6 @@ def _proc_io(path: str = "/proc/self/io") -> tuple[dict[str, int], int]:
 HARNESS_THREAD_PREFIX = "ipcbench-"
 
 
-def harness_threads() -> frozenset[int]:
-    return frozenset(t.native_id for t in threading.enumerate()
-                     if t.name.startswith(HARNESS_THREAD_PREFIX) and t.native_id is not None)
-
-
 def _task_counts(tid: int, io: bool) -> tuple[dict[str, int], int]:
     """One thread's share of the process counters (to take off), and the bytes read to learn it."""
     out: dict[str, int] = {}
@@ -178,7 +173,8 @@ class CounterProbe:
             self._sys = SyscallCounter()
 
     def __enter__(self) -> CounterProbe:
-        self._harness = sorted(harness_threads())
+        self._harness = sorted(t.native_id for t in threading.enumerate()
+                               if t.name.startswith(HARNESS_THREAD_PREFIX) and t.native_id is not None)
         if self._sys is not None:
             try:
                 self._sys.open(exclude=frozenset(self._harness))
