@@ -71,9 +71,8 @@ def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> li
             or r.delivery != "channel"
             or r.size > max_bytes
             or not r.samples.get("completion")
+            or r.backend not in floor
         ):
-            continue
-        if r.backend not in floor:
             continue
         fast_end, pong = floor[r.backend]
         completion = float(np.median(r.samples["completion"]))
