@@ -366,12 +366,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             results.save(Path(ipc.settings.report_dir) / "results.json")
             written = write_report(results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
-        except OutputFolderError as exc:
-            notes.append(("red", "ipcbench: could not write the report", [str(exc)]))
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        except Exception:
-            notes.append(("red", "ipcbench: could not write the report", traceback.format_exc().splitlines()))
+        except Exception as exc:  # a folder's problem in words, any other with its traceback
+            lines = [str(exc)] if isinstance(exc, OutputFolderError) else traceback.format_exc().splitlines()
+            notes.append(("red", "ipcbench: could not write the report", lines))
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
