@@ -159,7 +159,7 @@ class MpiHygiene:
         machine, where the copies would race for the same files and see each other's resources.
         """
         ranks = item_ranks(item)
-        if self.session.is_idle(ranks):
+        if self.session.mpi and ranks is not None and self.rank >= ranks:
             return f"idle: rank {self.rank} is not in this test's group of {ranks} ranks"
         if self.rank > 0 and self.session.settings.unmarked == "rank0" and item.get_closest_marker("mpi") is None:
             return f"idle: not an MPI test, it runs on rank 0 only (rank {self.rank} waits)"
