@@ -251,20 +251,16 @@ def _bench_pinned(group: Group, backends: Sequence[BackendSpec], payload: Payloa
             plans = [_plan_case(case, group, settings) for case in cases]
             for case in cases:
                 case.record.warm_times.clear()
-            if rounds == 1 or len(cases) == 1:
-                for case, plan in zip(cases, plans):
-                    _wait(group, settings)
-                    _run_iterations(case, plan, 0, plan.iterations)
-            else:
-                # every case gets the same number of rounds; a case's iterations are spread evenly
-                done = [0] * len(cases)
-                for r in range(rounds):
-                    for k, (case, plan) in enumerate(zip(cases, plans)):
-                        n = plan.iterations * (r + 1) // rounds - done[k]
-                        if n:
-                            _wait(group, settings)
-                            _run_iterations(case, plan, done[k], n)
-                            done[k] += n
+            # every case gets the same number of rounds (one alone: one block); its iterations spread evenly
+            rounds = 1 if len(cases) == 1 else rounds
+            done = [0] * len(cases)
+            for r in range(rounds):
+                for k, (case, plan) in enumerate(zip(cases, plans)):
+                    n = plan.iterations * (r + 1) // rounds - done[k]
+                    if n:
+                        _wait(group, settings)
+                        _run_iterations(case, plan, done[k], n)
+                        done[k] += n
             counted = _count_cases(cases, plans, group, settings)
         finally:
             if gc_was:
