@@ -93,12 +93,9 @@ def parse_callgrind(text: str) -> int:
 
 
 class _SocketBarrier:
-    """A barrier that blocks in the kernel (a Unix socket, rank 0 the hub) and never polls.
-
-    MPI's barrier and the harness's quiet one poll while they wait, so their instructions grow
-    with the time waited, which valgrind stretches by a different amount in every run: no
-    difference of two runs would cancel them. Blocking reads execute the same instructions
-    however long they wait. Set up once per run (the same in every run)."""
+    """A barrier that blocks in the kernel (a Unix socket, rank 0 the hub) and never polls: a
+    polling barrier's instructions grow with the time waited, which valgrind stretches differently
+    in every run, while blocking reads execute the same instructions however long they wait."""
 
     def __init__(self, group: Any, path: str) -> None:
         import socket

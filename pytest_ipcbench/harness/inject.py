@@ -64,12 +64,8 @@ def stretcher(name: str, nbytes: int = 0,
 
 class DeliveryStretch:
     """Collective: the shared slots of a slowed channel broadcast on one host (see the module's
-    text). The writer calls :meth:`started` with its start of each write; each reader calls
-    :meth:`arrived` once it holds the message.
-
-    The file is unlinked as soon as every rank has mapped it: nothing is left behind, even if a
-    rank dies later. :meth:`open` gives None where it cannot be made (no /dev/shm): the readers
-    then stretch their own time, as across hosts.
+    text), unlinked once every rank mapped them. :meth:`open` gives None where they cannot be made
+    (no /dev/shm): the readers then stretch their own time, as across hosts.
     """
 
     def __init__(self, mapped: mmap.mmap, factor: float, slot: int, readers: int) -> None:

@@ -141,10 +141,8 @@ def _finish(cases: list[_Case], plans: list[Plan], group: Group,
 def _count_cases(
     cases: list[_Case], plans: list[Plan], group: Group, settings: BenchSettings
 ) -> list[Counters | str | None]:
-    """Collective: the counting pass of every case (harness/count.py), after all timed rounds.
-
-    Rank 0 gets each case's Counters, or the reason it has none; the others get Nones.
-    """
+    """Collective: the counting pass of every case (harness/count.py), after all timed rounds;
+    rank 0 gets each case's Counters, or the reason it has none, the others Nones."""
     out: list[Counters | str | None] = []
     for case, plan in zip(cases, plans):
         reason = not_counted(case, settings)
@@ -279,10 +277,8 @@ def run_bench(
     scenario: str = "broadcast",
     settings: BenchSettings | None = None,
 ) -> Result:
-    """Run :func:`bench` through ``group.run`` (works for local and MPI groups); rank 0's Result.
-
-    Under MPI every rank calls this and gets the same Result; for a local group rank 0 calls it.
-    """
+    """Run :func:`bench` through ``group.run`` (works for local and MPI groups); rank 0's Result,
+    on every calling rank (under MPI every rank calls it; for a local group rank 0)."""
     outcomes = group.run(bench, backend, payload, scenario, settings)
     result = outcomes[0]
     if result is None:

@@ -108,10 +108,8 @@ _ROW_NO_STATS = re.compile(r"^\s*(\d+)\s+([0-9.eE+-]+)\s*$")
 
 
 def parse_pingpong(text: str) -> dict[int, dict[str, float]]:
-    """Rows of ``mpi4py.bench pingpong``: size -> {bandwidth_MBps, mean_s, stddev_s, samples}.
-
-    Its time is one way (round trip / 2) and its bandwidth size / time in MB/s (10**6).
-    """
+    """Rows of ``mpi4py.bench pingpong``: size -> {bandwidth_MBps, mean_s, stddev_s, samples}
+    (its time is one way, its bandwidth size / time in MB/s)."""
     rows: dict[int, dict[str, float]] = {}
     for line in text.splitlines():
         if line.lstrip().startswith("#"):
@@ -186,12 +184,8 @@ def _harness_pingpong(group: Any, size: int, iterations: int, warmup: int, backe
 
 
 def mpi_figures(rounds: int = 3) -> list[Figure]:
-    """Collective (every rank of COMM_WORLD, 2 ranks used): the MPI ping-pong figures on rank 0.
-
-    Both sides run the same blocks: ``loop`` timed round trips after ``skip`` warm-up ones, one
-    block of the harness then one of mpi4py.bench, ``rounds * 10`` times; each block gives a mean
-    (what mpi4py.bench prints); the blocks are compared pairwise.
-    """
+    """Collective (every rank of COMM_WORLD, 2 ranks used): the MPI ping-pong figures on rank 0,
+    from ``rounds * 10`` pairs of blocks (the harness's, then mpi4py.bench's) of the same plan."""
     from mpi4py import MPI
 
     from ..core.group import MPIGroup
