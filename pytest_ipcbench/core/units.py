@@ -64,10 +64,8 @@ def check_size(nbytes: int, text: Any = None) -> int:
 
 
 def parse_size(text: str | int) -> int:
-    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes.
-
-    Raises ValueError on bad text, :class:`SizeTooLarge` for a size beyond this machine's memory.
-    """
+    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes; ValueError on bad text,
+    :class:`SizeTooLarge` for a size beyond this machine's memory."""
     if isinstance(text, int):
         if text < 0:
             raise UsageError(f"size must not be negative: {text}")
