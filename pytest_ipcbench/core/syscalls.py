@@ -141,10 +141,8 @@ def _open_counter(tp: int, tid: int, filt: str | None) -> int:
 
 def _filters() -> dict[str, str | None]:
     table = _ARCH[platform.machine()][0]
-    out: dict[str, str | None] = {"total": None}
-    for cls, names in SYSCALL_CLASSES.items():
-        out[cls] = " || ".join(f"id == {table[n]}" for n in names if n in table)
-    return out
+    return {"total": None, **{cls: " || ".join(f"id == {table[n]}" for n in names if n in table)
+                              for cls, names in SYSCALL_CLASSES.items()}}
 
 
 class SyscallCounter:

@@ -32,7 +32,7 @@ from ..core.launcher import command as mpi_command, emit, record
 from ..core.payloads import PayloadSpec
 from ..core.procs import kill_group
 from ..core.wait import WAIT_ENV
-from .count import _harness_waits, messages_per_iteration, role
+from .count import _harness_waits, _never, messages_per_iteration, role
 from .payload import BufferPayload
 from .plan import BenchSettings
 from .scenarios import _SCENARIO_CLASSES, _Case
@@ -158,14 +158,13 @@ def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: 
         case.open()
         if barrier is not None:
             group.barrier = barrier  # this group's barrier from now on
-        never = lambda i: False  # noqa: E731 - unverified, as the counting pass
-        case.block(0, WARMUP, False, never)
+        case.block(0, WARMUP, False, _never)  # unverified, as the counting pass
         harness = _harness_waits(case, settings)
         gc.collect()
         gc.disable()  # a collection would fall in one run and not the other
         group.barrier()
         os.getppid()  # callgrind: --zero-before=getppid (the count starts here: MPI's set-up spins)
-        case.block(WARMUP, messages, False, never)
+        case.block(WARMUP, messages, False, _never)
         group.barrier()
         for _ in range(waits):
             harness()

@@ -133,15 +133,11 @@ class Verdict:
 
 def decide(outcomes: Sequence[RankOutcome]) -> Verdict:
     """Failed anywhere > expected failure anywhere > skipped on a rank of the group > passed."""
-    failed = tuple(o.rank for o in outcomes if o.outcome == "failed")
-    if failed:
-        return Verdict("failed", failed)
-    xfailed = tuple(o.rank for o in outcomes if o.xfail is not None)
-    if xfailed:
-        return Verdict("xfailed", xfailed)
-    skipped = tuple(o.rank for o in outcomes if o.outcome == "skipped" and not o.idle)
-    if skipped:
-        return Verdict("skipped", skipped)
+    for outcome, counts in (("failed", lambda o: o.outcome == "failed"), ("xfailed", lambda o: o.xfail is not None),
+                            ("skipped", lambda o: o.outcome == "skipped" and not o.idle)):
+        ranks = tuple(o.rank for o in outcomes if counts(o))
+        if ranks:
+            return Verdict(outcome, ranks)
     return Verdict("passed")
 
 
