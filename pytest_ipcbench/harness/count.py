@@ -46,10 +46,6 @@ TURNS = (("as run", ""), ("writes late", "write"), ("reads late", "read"))
 LATE_S = 2e-3  # above the harness barrier's longest sleep (quiet_barrier: 1 ms)
 
 
-def turns(repeats: int) -> tuple[str, ...]:
-    return tuple(TURNS[k % len(TURNS)][0] for k in range(repeats))
-
-
 @contextmanager
 def late(case: _Case, repeat: int) -> Iterator[None]:
     """Repeat ``repeat``'s turn (:data:`TURNS`): the first write or read of each iteration late
@@ -187,4 +183,4 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
         return None
     return Counters(list(everyone), n, per, settings.count_repeats, (t1 - t0, t2 - t1),
                     timing=tuple(sorted(get_backend(case.spec.name).timing_counters)),
-                    turns=turns(settings.count_repeats))
+                    turns=tuple(TURNS[k % len(TURNS)][0] for k in range(settings.count_repeats)))
