@@ -8,6 +8,7 @@ so an exception cannot outlive its reason unnoticed.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from dataclasses import dataclass
@@ -103,10 +104,8 @@ def _date(value: Any, where: str) -> date:
     if isinstance(value, date) and not isinstance(value, datetime):
         return value
     if isinstance(value, str) and _DATE.fullmatch(value.strip()):
-        try:
+        with contextlib.suppress(ValueError):
             return date.fromisoformat(value.strip())
-        except ValueError:
-            pass
     raise RuleError(f"{where}: expires = {value!r} is not a date (YYYY-MM-DD, e.g. 2026-12-31)")
 
 

@@ -118,16 +118,15 @@ def whole(low: int, high: int) -> Check:
 
 def size(value: Any, where: str) -> int:
     """A size in bytes above 0: ``"1KB"``, ``"64KiB"`` (MB = 10**6, MiB = 2**20) or a number of bytes."""
+    bad = f"bad size {value!r} (e.g. \"1KB\", \"1MB\" or a number of bytes)"
+    if isinstance(value, (bool, float)):
+        raise OptionError(where, bad)
     try:
-        if isinstance(value, (bool, float)):
-            raise ValueError(value)
         got = parse_size(value if isinstance(value, int) else _word(value, where, f"bad size {value!r}"))
     except OptionError:
         raise
-    except ValueError as exc:
-        if isinstance(value, (bool, float)) or not str(exc):
-            raise OptionError(where, f"bad size {value!r} (e.g. \"1KB\", \"1MB\" or a number of bytes)") from None
-        raise OptionError(where, str(exc)) from None  # parse_size's own words: what is wrong with it
+    except ValueError as exc:  # parse_size's own words: what is wrong with it
+        raise OptionError(where, str(exc) or bad) from None
     if got <= 0:
         raise OptionError(where, f"bad size {value!r} (must be more than 0 bytes)")
     return int(got)

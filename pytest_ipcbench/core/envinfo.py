@@ -7,6 +7,7 @@ initialises MPI: the MPI library is asked only if this process already imported 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -46,12 +47,10 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str]:
 
 
 def cpu_model() -> str:
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 

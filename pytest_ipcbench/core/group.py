@@ -278,14 +278,11 @@ class MPIGroup(Group):
             if c is not None:
                 c.Free()
         self.node_comm = self.leaders_comm = None
-        if self.comm is not None and not self._is_world():
-            self.comm.Free()
-        self.comm = None
-
-    def _is_world(self) -> bool:
         from mpi4py import MPI
 
-        return self.comm == MPI.COMM_WORLD
+        if self.comm is not None and self.comm != MPI.COMM_WORLD:
+            self.comm.Free()
+        self.comm = None
 
 
 def comm_of(group: Group) -> Any:

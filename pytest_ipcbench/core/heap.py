@@ -23,10 +23,8 @@ TRIM_THRESHOLD = 128 * 2**20
 
 @functools.cache
 def steady_heap() -> bool:
-    """Fix this process's malloc thresholds (once; later calls return the first answer).
-
-    True if both were set; False where there is no glibc ``mallopt`` or it refused.
-    """
+    """Fix this process's malloc thresholds (once): True if both were set; False where there is no
+    glibc ``mallopt`` or it refused."""
     if not sys.platform.startswith("linux"):
         return False
     try:

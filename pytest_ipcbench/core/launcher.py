@@ -116,10 +116,8 @@ class Finished:
 
 def run(ranks: int, module: str, args: Sequence[str] = (), *, mark: str, timeout: float,
         mpiexec: str | None = None) -> Finished:
-    """Start the job, wait at most ``timeout`` seconds (then end it, ranks too), gather its records.
-
-    MPIExecNotFound when there is no mpiexec.
-    """
+    """Start the job, wait at most ``timeout`` seconds (then end it, ranks too), gather its records;
+    MPIExecNotFound when there is no mpiexec."""
     cmd = command(ranks, module, args, mpiexec)
     proc = subprocess.Popen(ended_with_us(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=_env())

@@ -205,11 +205,9 @@ def interrupts_deferred() -> Iterator[None]:
 
 
 def _remove(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink()
-    except FileNotFoundError:
-        pass
 

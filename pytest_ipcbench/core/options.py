@@ -52,12 +52,6 @@ class Option:
         assert self.check is not None, self.field
         return naming(self.check, raw, where)
 
-    def cli_source(self, raw: Any) -> str:
-        return f"{self.flag} {raw}"
-
-    def table_source(self, raw: Any, path: str | Path) -> str:
-        return f"{TABLE} {self.key} = {toml_text(raw)} in {path}"
-
 
 def toml_text(value: Any) -> str:
     """A value as it reads in TOML (for messages): inf, nan, true, "text", [1, 2]."""
@@ -80,7 +74,7 @@ def _argparse_type(opt: Option) -> Callable[[str], Any]:
 
     def convert(raw: str) -> Any:
         try:
-            return check(raw, opt.cli_source(raw))
+            return check(raw, f"{opt.flag} {raw}")
         except OptionError as exc:  # argparse names the flag: exit 2 with "argument --x: ..."
             got = "" if repr(raw) in exc.problem else f", got {raw!r}"
             raise argparse.ArgumentTypeError(exc.problem + got) from None
@@ -128,7 +122,7 @@ def table_values(table: dict[str, Any], path: str | Path, options: Sequence[Opti
     for key, raw in table.items():
         opt = by_key[key]
         assert opt.check is not None, key
-        value = opt.check(raw, opt.table_source(raw, path))
+        value = opt.check(raw, f"{TABLE} {key} = {toml_text(raw)} in {path}")
         out[opt.field] = opt.to_field(value) if opt.to_field else value
     return out
 

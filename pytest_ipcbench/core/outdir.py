@@ -212,12 +212,9 @@ def check_room(folder: Path, need: int, what: str) -> None:
 
 
 def check_output_file(path: str | os.PathLike[str], what: str, need: int = 0) -> Path:
-    """An output file named by the user (``what``: the flag), checked before any work is done: each
-    name within the filesystem's limit; every link on the way read, not followed
-    (:func:`check_links`: a link of another user is refused); the file, when it exists, a regular file
-    of the caller's (a FIFO would block the write, a device never end it; another user's file is not
-    ours to replace); its folder the caller's or root's (as ``/tmp``), writable, with room for
-    ``need`` bytes. Returns the path to write (through the caller's own link, if it named one)."""
+    """An output file named by the user (``what``: the flag), checked before any work is done: names
+    within the filesystem's limit, links read (:func:`check_links`), a regular file when it exists,
+    its folder the caller's or root's, writable, with room for ``need`` bytes. Returns the path to write."""
     p = Path(path)
     if not str(path).strip():
         raise OutputFolderError(f"{what}: an empty path")

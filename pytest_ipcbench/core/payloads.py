@@ -56,7 +56,7 @@ class PayloadSpec:
     @property
     def nbytes(self) -> int:
         """Bytes of data the payload really holds (its elements, not pickle overhead)."""
-        return payload_nbytes(self.kind, self.build())
+        return get_kind(self.kind).nbytes(self.build())
 
     def base(self) -> int:
         """The MPI methods' ``base`` for the array kinds."""
@@ -221,10 +221,6 @@ def register_payload(name: str, kind: Any) -> Kind:
     ``nbytes(obj)`` — the same thing an entry point of ``pytest_ipcbench.payloads`` names.
     """
     return PAYLOADS.register(name, kind, origin=kind.build if isinstance(kind, Kind) else None)
-
-
-def payload_nbytes(kind: str, obj: Any) -> int:
-    return get_kind(kind).nbytes(obj)
 
 
 def make_payload(kind: str, size: int | str, seed: int = 0) -> Any:

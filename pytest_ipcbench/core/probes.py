@@ -113,11 +113,6 @@ def _proc_io(path: str = "/proc/self/io") -> tuple[dict[str, int], int]:
 HARNESS_THREAD_PREFIX = "ipcbench-"
 
 
-def harness_threads() -> frozenset[int]:
-    return frozenset(t.native_id for t in threading.enumerate()
-                     if t.name.startswith(HARNESS_THREAD_PREFIX) and t.native_id is not None)
-
-
 def _task_counts(tid: int, io: bool) -> tuple[dict[str, int], int]:
     """One thread's share of the process counters (to take off), and the bytes read to learn it."""
     out: dict[str, int] = {}
@@ -167,10 +162,10 @@ class CounterProbe:
         self._pickle = PickleCounter()
         self._harness: list[int] = []
         self._own_rchar = 0
-        self._io = _io_unavailable() is None
-        if not self._io:
-            reason = _io_unavailable() or ""
-            self.absent.update(dict.fromkeys(IO_COUNTERS, reason))
+        io_why = _io_unavailable()
+        self._io = io_why is None
+        if io_why is not None:
+            self.absent.update(dict.fromkeys(IO_COUNTERS, io_why))
         why = syscall_unavailable() if syscalls else "system call counting turned off"
         if why is not None:
             self.absent.update(dict.fromkeys(SYSCALL_COUNTERS, why))
@@ -178,7 +173,8 @@ class CounterProbe:
             self._sys = SyscallCounter()
 
     def __enter__(self) -> CounterProbe:
-        self._harness = sorted(harness_threads())
+        self._harness = sorted(t.native_id for t in threading.enumerate()
+                               if t.name.startswith(HARNESS_THREAD_PREFIX) and t.native_id is not None)
         if self._sys is not None:
             try:
                 self._sys.open(exclude=frozenset(self._harness))
@@ -315,6 +311,3 @@ _reset_peak = tracemalloc.reset_peak
 
 def differences(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before[k] for k in after if k in before}
-
-
-# ------------------------------------------------------------------------- the record

@@ -139,14 +139,6 @@ def _open_counter(tp: int, tid: int, filt: str | None) -> int:
     return fd
 
 
-def _filters() -> dict[str, str | None]:
-    table = _ARCH[platform.machine()][0]
-    out: dict[str, str | None] = {"total": None}
-    for cls, names in SYSCALL_CLASSES.items():
-        out[cls] = " || ".join(f"id == {table[n]}" for n in names if n in table)
-    return out
-
-
 class SyscallCounter:
     """Per thread and class, the tracepoint ``raw_syscalls:sys_enter`` counted in the kernel.
 
@@ -163,7 +155,10 @@ class SyscallCounter:
             raise OSError(reason)
         tp, _ = _tracepoint_id()
         assert tp is not None
-        filters = _filters()
+        table = _ARCH[platform.machine()][0]
+        filters: dict[str, str | None] = {"total": None}
+        filters.update((cls, " || ".join(f"id == {table[n]}" for n in names if n in table))
+                       for cls, names in SYSCALL_CLASSES.items())
         try:
             for tid in sorted(int(t) for t in os.listdir("/proc/self/task")):
                 if tid in exclude:

@@ -7,6 +7,7 @@ MB = 10**6 bytes, KiB = 1024 bytes; times are seconds. Two size styles exist on 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -50,11 +51,7 @@ def machine_memory() -> int:
 
 
 def check_size(nbytes: int, text: Any = None) -> int:
-    """``nbytes`` if this machine can hold a payload that big, else :class:`SizeTooLarge` naming both.
-
-    A payload lives several times over during a transfer (the object, its serialized bytes, each
-    reader's copy), so one larger than the whole memory can only end in the OOM killer.
-    """
+    """``nbytes`` if this machine's memory can hold a payload that big, else :class:`SizeTooLarge`."""
     memory = machine_memory()
     if memory and nbytes > memory:
         shown = (
@@ -67,10 +64,8 @@ def check_size(nbytes: int, text: Any = None) -> int:
 
 
 def parse_size(text: str | int) -> int:
-    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes.
-
-    Raises ValueError on bad text, :class:`SizeTooLarge` for a size beyond this machine's memory.
-    """
+    """``"1MB"`` -> 1000000, ``"64KiB"`` -> 65536, ``"100"`` -> 100 bytes; ValueError on bad text,
+    :class:`SizeTooLarge` for a size beyond this machine's memory."""
     if isinstance(text, int):
         if text < 0:
             raise UsageError(f"size must not be negative: {text}")
@@ -99,22 +94,17 @@ def available_memory() -> int:
     """Bytes that can be allocated now without swapping: ``MemAvailable``, or what a cgroup limit
     leaves, whichever is smaller (0 when unknown)."""
     avail = 0
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+                break
+    with contextlib.suppress(OSError, ValueError):  # absent, or "max"
         with open("/sys/fs/cgroup/memory.max") as f:
             limit = int(f.read().strip())
         with open("/sys/fs/cgroup/memory.current") as f:
             left = max(0, limit - int(f.read().strip()))
         avail = min(avail, left) if avail else left
-    except (OSError, ValueError):  # absent, or "max"
-        pass
     return avail
 
 
@@ -128,14 +118,9 @@ def shm_free() -> int:
 
 
 def admit_sizes(sizes: Any, ranks: Any, source: str = "size", in_shm: bool = False) -> None:
-    """The one admission of payload sizes, for every entry (``ipcbench run``'s cases, pytest's
-    options and pyproject, an ``ipcbench`` marker, ``ipc_bench(...)``): raise :class:`SizeTooLarge`
-    (a UsageError: exit 2) naming the size, ``source``, the memory it needs and what is available,
-    unless every size in ``sizes`` fits in the memory available now with every rank count in
-    ``ranks`` holding its copies (:data:`COPIES_PER_RANK` a rank and :data:`SHARED_COPIES`), and,
-    ``in_shm`` (a backend that keeps the payload in /dev/shm), its shared copy fits in /dev/shm's
-    free space. A run that cannot fit is refused before it starts, instead of being ended half-way
-    by the OOM killer or SIGBUS (which leave its segments behind)."""
+    """The one admission of payload sizes, for every entry: :class:`SizeTooLarge` unless the largest
+    size fits in the memory available now with the most ranks' copies (and, ``in_shm``, in /dev/shm's
+    free space); refused before the start rather than ended by the OOM killer or SIGBUS."""
     sizes = [sizes] if isinstance(sizes, int) else list(sizes)
     ranks = [ranks] if isinstance(ranks, int) else list(ranks)
     if not sizes or not ranks:

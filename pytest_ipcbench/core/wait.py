@@ -45,11 +45,8 @@ def default_wait() -> str:
 
 
 def set_default_wait(value: str | None) -> None:
-    """Force the wait strategy of every backend made from now on (None: back to $IPCBENCH_WAIT).
-
-    Also exported as $IPCBENCH_WAIT, so worker processes started later (LocalWorld, mpiexec)
-    follow it.
-    """
+    """Force the wait strategy of every backend made from now on (None: back to $IPCBENCH_WAIT),
+    exported as $IPCBENCH_WAIT for worker processes started later."""
     global _default_wait
     if value is None:
         _default_wait = None
@@ -86,11 +83,9 @@ def resolve_wait(wait: str | None, ranks: int, cores: int | None = None) -> str:
 class Spin:
     """Pacing for a reader that polls with a core of its own (wait strategy ``block``).
 
-    Polls back to back for ``SPIN`` seconds, then with ``sched_yield`` between polls (free when
-    nothing else wants the core, polite when something does) up to ``YIELD`` seconds, then
-    sleeps ``SLEEP`` between polls: never the growing sleeps of :class:`Backoff`, so a reader
-    wakes within a poll of the writer while it is fast, and within ~0.1 ms while the writer
-    computes for long. ``wait()`` returns False once ``timeout`` seconds have passed.
+    Polls back to back for ``SPIN`` seconds, then with ``sched_yield`` between polls up to ``YIELD``
+    seconds, then sleeps ``SLEEP`` between polls: never the growing sleeps of :class:`Backoff`.
+    ``wait()`` returns False once ``timeout`` seconds have passed.
     """
 
     SPIN = 20e-6
@@ -98,7 +93,7 @@ class Spin:
     SLEEP = 20e-6
     CHECK = 16  # look at the clock every this many polls
     strategy = "block"
-    # slots: a reader restarts one pacer per wait (Backend.pacer) instead of allocating one (issue 40)
+    # slots: a reader restarts one pacer per wait (Backend.pacer) instead of allocating one
     __slots__ = ("timeout", "start", "deadline", "polls", "_phase")
 
     def __init__(self, timeout: float) -> None:
@@ -142,10 +137,8 @@ _PR_SET_TIMERSLACK = 29
 
 @functools.cache
 def precise_sleeps() -> bool:
-    """Ask Linux for a short timer slack in this process (once): short sleeps end when asked.
-
-    Only this process's timers change (its sleeps and poll timeouts wake sooner after their
-    deadline, at some power cost); False where prctl is not available."""
+    """Ask Linux for a short timer slack in this process (once): short sleeps end when asked;
+    False where prctl is not available."""
     if not sys.platform.startswith("linux"):
         return False
     try:

@@ -31,11 +31,6 @@ def own_library(path: str) -> bool:
     return path.startswith(_STDLIB) and "site-packages" not in path
 
 
-def _is_backend(obj: Any) -> bool:
-    return (obj is not None and isinstance(getattr(type(obj), "name", None), str)
-            and hasattr(obj, "group") and hasattr(obj, "root"))
-
-
 def locate(frame: FrameType | None) -> tuple[str, str]:
     """(``inshm's read`` or "" outside a backend's step, ``_wait, inshm.py:95``: the innermost call)."""
     if frame is None:
@@ -48,7 +43,8 @@ def locate(frame: FrameType | None) -> tuple[str, str]:
         name = frame.f_code.co_name
         if name in STEPS:
             owner: Any = frame.f_locals.get("self")
-            if _is_backend(owner):
+            if (owner is not None and isinstance(getattr(type(owner), "name", None), str)
+                    and hasattr(owner, "group") and hasattr(owner, "root")):
                 step = f"{type(owner).name}'s {STEPS[name]}"
                 break
         frame = frame.f_back

@@ -28,11 +28,9 @@ from .plan import BenchSettings, Plan
 from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quiet_barrier
 
 #: messages a repeat aims at, and the payload bytes it may move at most (a repeat has at least
-#: 2 iterations). Fixed, not scaled by time: two runs of one case must count the same messages
-#: (per-message figures of a backend with a sequence number or batching depend on the count).
-#: Few: an exact counter is the same total in every repeat and divides by the messages exactly
-#: (as Go's AllocsPerRun), so more messages add cost, not exactness; the pass, on by default, is
-#: paid per message (16 messages and 16 MiB made it 80% of a run: docs/counters.md, "Cost")
+#: 2 iterations). Fixed, not scaled by time: two runs of one case must count the same messages.
+#: Few: an exact counter divides by them exactly anyway, and the pass is paid per message
+#: (docs/counters.md, "Cost")
 COUNT_MESSAGES = 4
 COUNT_VOLUME = 2 * 2**20
 #: iterations per repeat of the tracemalloc pass: one, its counts scaled to the kernel pass's
@@ -46,10 +44,6 @@ ALLOC_ITERATIONS = 1
 #: turn (comparison/counters.py; docs/counters.md, "Counts that follow timing")
 TURNS = (("as run", ""), ("writes late", "write"), ("reads late", "read"))
 LATE_S = 2e-3  # above the harness barrier's longest sleep (quiet_barrier: 1 ms)
-
-
-def turns(repeats: int) -> tuple[str, ...]:
-    return tuple(TURNS[k % len(TURNS)][0] for k in range(repeats))
 
 
 @contextmanager
@@ -87,7 +81,7 @@ def messages_per_iteration(case: _Case) -> int:
     return int(getattr(case, "window", 1)) if isinstance(case, _Stream) else 1
 
 
-def count_iterations(case: _Case, plan: Plan, settings: BenchSettings) -> int:
+def count_iterations(case: _Case) -> int:
     """Iterations per repeat: ``COUNT_MESSAGES`` messages, capped by ``COUNT_VOLUME``, at least 2;
     the same on every rank and in every run of the case."""
     per = messages_per_iteration(case)
@@ -135,7 +129,7 @@ def role(case: _Case) -> str:
 def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
                wait: Callable[[], None], syscalls: bool = True) -> Counters | None:
     """Collective: the counting pass of one opened, warmed-up case; the Counters on rank 0."""
-    n = count_iterations(case, plan, settings)
+    n = count_iterations(case)
     per = messages_per_iteration(case)
     first = plan.warmup + plan.iterations  # seeds continue after the timed iterations
     harness = _harness_waits(case, settings)
@@ -189,4 +183,4 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
         return None
     return Counters(list(everyone), n, per, settings.count_repeats, (t1 - t0, t2 - t1),
                     timing=tuple(sorted(get_backend(case.spec.name).timing_counters)),
-                    turns=turns(settings.count_repeats))
+                    turns=tuple(TURNS[k % len(TURNS)][0] for k in range(settings.count_repeats)))

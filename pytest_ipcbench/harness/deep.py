@@ -32,7 +32,7 @@ from ..core.launcher import command as mpi_command, emit, record
 from ..core.payloads import PayloadSpec
 from ..core.procs import kill_group
 from ..core.wait import WAIT_ENV
-from .count import _harness_waits, messages_per_iteration, role
+from .count import _harness_waits, _never, messages_per_iteration, role
 from .payload import BufferPayload
 from .plan import BenchSettings
 from .scenarios import _SCENARIO_CLASSES, _Case
@@ -93,12 +93,9 @@ def parse_callgrind(text: str) -> int:
 
 
 class _SocketBarrier:
-    """A barrier that blocks in the kernel (a Unix socket, rank 0 the hub) and never polls.
-
-    MPI's barrier and the harness's quiet one poll while they wait, so their instructions grow
-    with the time waited, which valgrind stretches by a different amount in every run: no
-    difference of two runs would cancel them. Blocking reads execute the same instructions
-    however long they wait. Set up once per run (the same in every run)."""
+    """A barrier that blocks in the kernel (a Unix socket, rank 0 the hub) and never polls: a
+    polling barrier's instructions grow with the time waited, which valgrind stretches differently
+    in every run, while blocking reads execute the same instructions however long they wait."""
 
     def __init__(self, group: Any, path: str) -> None:
         import socket
@@ -161,14 +158,13 @@ def _run_case(group: Any, name: str, mode: str, kind: str, size: int, scenario: 
         case.open()
         if barrier is not None:
             group.barrier = barrier  # this group's barrier from now on
-        never = lambda i: False  # noqa: E731 - unverified, as the counting pass
-        case.block(0, WARMUP, False, never)
+        case.block(0, WARMUP, False, _never)  # unverified, as the counting pass
         harness = _harness_waits(case, settings)
         gc.collect()
         gc.disable()  # a collection would fall in one run and not the other
         group.barrier()
         os.getppid()  # callgrind: --zero-before=getppid (the count starts here: MPI's set-up spins)
-        case.block(WARMUP, messages, False, never)
+        case.block(WARMUP, messages, False, _never)
         group.barrier()
         for _ in range(waits):
             harness()

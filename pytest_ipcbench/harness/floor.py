@@ -30,9 +30,7 @@ def measure_floor(group: Group, rounds: int = 3, scenarios: tuple[str, ...] = FL
     record (see the module docstring), the other ranks None."""
     settings = BenchSettings(time_budget=FLOOR_BUDGET, count=False)
     seconds: dict[str, float] = {}
-    for scenario in scenarios:
-        if group.size < 2:
-            continue
+    for scenario in scenarios if group.size >= 2 else ():
         result = bench_interleaved(group, [BackendSpec(FLOOR_BACKEND, "native")], BufferPayload(1), scenario,
                                    settings, rounds)[0]
         if result is not None:

@@ -19,6 +19,7 @@ a measurement of the code.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -63,12 +64,8 @@ def stretcher(name: str, nbytes: int = 0,
 
 class DeliveryStretch:
     """Collective: the shared slots of a slowed channel broadcast on one host (see the module's
-    text). The writer calls :meth:`started` with its start of each write; each reader calls
-    :meth:`arrived` once it holds the message.
-
-    The file is unlinked as soon as every rank has mapped it: nothing is left behind, even if a
-    rank dies later. :meth:`open` gives None where it cannot be made (no /dev/shm): the readers
-    then stretch their own time, as across hosts.
+    text), unlinked once every rank mapped them. :meth:`open` gives None where they cannot be made
+    (no /dev/shm): the readers then stretch their own time, as across hosts.
     """
 
     def __init__(self, mapped: mmap.mmap, factor: float, slot: int, readers: int) -> None:
@@ -103,10 +100,8 @@ class DeliveryStretch:
                 ok = False
         every = all(group.allgather(bool(path) and ok))  # every rank mapped it, or none uses it
         if group.rank == root and path:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
         if not every:
             if mapped is not None:
                 mapped.close()

@@ -18,10 +18,7 @@ from ..results.results import Result
 perf_counter = time.perf_counter
 
 def copy_samples(nbytes: int, time_budget: float = 0.3, max_reps: int = 200, min_reps: int = 5) -> list[float]:
-    """Seconds per ``np.copyto`` of ``nbytes`` into an already touched destination.
-
-    The reference for efficiency: what one plain memory copy costs on this machine now.
-    """
+    """Seconds per ``np.copyto`` of ``nbytes`` into an already touched destination (efficiency's reference)."""
     nbytes = max(1, int(nbytes))
     src = np.ones(nbytes, dtype=np.uint8)
     dst = np.zeros(nbytes, dtype=np.uint8)  # zeros + the warm-up copy: every page touched
@@ -64,11 +61,8 @@ _ECHO = (
 def pipe_pingpong_samples(nbytes: int, time_budget: float = 0.1, max_reps: int = 5000,
                           min_reps: int = 20, warmup: int = 20) -> list[float]:
     """Seconds of one way (round trip / 2) of ``nbytes`` between this process and an echoing
-    child over two plain OS pipes: the raw ping-pong that no wrapper of ours touches.
-
-    With :func:`copy_samples`, the in-run reference for the machine's state (docs/method.md rule 19):
-    the pipe ping-pong follows the scheduler (wake-ups, other processes on the cores), the copy
-    follows the memory bandwidth.
+    child over two plain OS pipes: with :func:`copy_samples`, the in-run reference for the
+    machine's state (docs/method.md rule 19), this one following the scheduler.
     """
     import subprocess
     import sys

@@ -141,10 +141,8 @@ def _finish(cases: list[_Case], plans: list[Plan], group: Group,
 def _count_cases(
     cases: list[_Case], plans: list[Plan], group: Group, settings: BenchSettings
 ) -> list[Counters | str | None]:
-    """Collective: the counting pass of every case (harness/count.py), after all timed rounds.
-
-    Rank 0 gets each case's Counters, or the reason it has none; the others get Nones.
-    """
+    """Collective: the counting pass of every case (harness/count.py), after all timed rounds;
+    rank 0 gets each case's Counters, or the reason it has none, the others Nones."""
     out: list[Counters | str | None] = []
     for case, plan in zip(cases, plans):
         reason = not_counted(case, settings)
@@ -251,20 +249,16 @@ def _bench_pinned(group: Group, backends: Sequence[BackendSpec], payload: Payloa
             plans = [_plan_case(case, group, settings) for case in cases]
             for case in cases:
                 case.record.warm_times.clear()
-            if rounds == 1 or len(cases) == 1:
-                for case, plan in zip(cases, plans):
-                    _wait(group, settings)
-                    _run_iterations(case, plan, 0, plan.iterations)
-            else:
-                # every case gets the same number of rounds; a case's iterations are spread evenly
-                done = [0] * len(cases)
-                for r in range(rounds):
-                    for k, (case, plan) in enumerate(zip(cases, plans)):
-                        n = plan.iterations * (r + 1) // rounds - done[k]
-                        if n:
-                            _wait(group, settings)
-                            _run_iterations(case, plan, done[k], n)
-                            done[k] += n
+            # every case gets the same number of rounds (one alone: one block); its iterations spread evenly
+            rounds = 1 if len(cases) == 1 else rounds
+            done = [0] * len(cases)
+            for r in range(rounds):
+                for k, (case, plan) in enumerate(zip(cases, plans)):
+                    n = plan.iterations * (r + 1) // rounds - done[k]
+                    if n:
+                        _wait(group, settings)
+                        _run_iterations(case, plan, done[k], n)
+                        done[k] += n
             counted = _count_cases(cases, plans, group, settings)
         finally:
             if gc_was:
@@ -283,10 +277,8 @@ def run_bench(
     scenario: str = "broadcast",
     settings: BenchSettings | None = None,
 ) -> Result:
-    """Run :func:`bench` through ``group.run`` (works for local and MPI groups); rank 0's Result.
-
-    Under MPI every rank calls this and gets the same Result; for a local group rank 0 calls it.
-    """
+    """Run :func:`bench` through ``group.run`` (works for local and MPI groups); rank 0's Result,
+    on every calling rank (under MPI every rank calls it; for a local group rank 0)."""
     outcomes = group.run(bench, backend, payload, scenario, settings)
     result = outcomes[0]
     if result is None:

@@ -71,9 +71,8 @@ def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> li
             or r.delivery != "channel"
             or r.size > max_bytes
             or not r.samples.get("completion")
+            or r.backend not in floor
         ):
-            continue
-        if r.backend not in floor:
             continue
         fast_end, pong = floor[r.backend]
         completion = float(np.median(r.samples["completion"]))
@@ -85,9 +84,8 @@ def below_physics(results: Iterable[Result], max_bytes: int = SMALL_BYTES) -> li
 
 def busy_note(others_share: float | None) -> str | None:
     """Why a figure below physics is not a harness error on this run, or None: other processes
-    took more than ``BUSY_SHARE`` of the CPUs while it ran, and the cases ran seconds or minutes
-    apart, so the ping-pong's fast end is no bound then: under heavy load one crossing's fast end
-    can read longer than a whole broadcast measured minutes later."""
+    took more than ``BUSY_SHARE`` of the CPUs while it ran, and the ping-pong's fast end, measured
+    minutes apart, is then no bound."""
     if others_share is None or others_share <= BUSY_SHARE:
         return None
     return f"not counted as a harness error: other processes used {others_share:.0%} of the CPUs during this run"

@@ -55,28 +55,21 @@ class BenchSettings:
     count_max_bytes: int = 64 * 2**20
 
     def __post_init__(self) -> None:
-        if self.verify not in VERIFY_MODES:
-            raise ValueError(f"verify must be one of {', '.join(VERIFY_MODES)}, not {self.verify!r}")
-        if self.time_budget <= 0:
-            raise ValueError(f"time_budget must be positive, got {self.time_budget}")
-        if not 1 <= self.min_iterations <= self.max_iterations:
-            raise ValueError(
-                f"need 1 <= min_iterations ({self.min_iterations}) <= max_iterations ({self.max_iterations})"
-            )
-        if self.warmup is not None and self.warmup < 0:
-            raise ValueError(f"warmup must not be negative, got {self.warmup}")
-        if self.clock not in CLOCK_MODES:
-            raise ValueError(f"clock must be one of {', '.join(CLOCK_MODES)}, not {self.clock!r}")
-        if self.pin not in PIN_MODES:
-            raise ValueError(f"pin must be one of {', '.join(PIN_MODES)}, not {self.pin!r}")
-        if self.window < 1:
-            raise ValueError(f"window must be at least 1, got {self.window}")
-        if self.count_repeats < 1:
-            raise ValueError(f"count_repeats must be at least 1, got {self.count_repeats}")
-        if self.work < 0:
-            raise ValueError(f"work must not be negative, got {self.work}")
-        if not 0 <= self.gap <= 3600:
-            raise ValueError(f"gap must be between 0 and 3600 seconds, got {self.gap}")
+        for ok, problem in (
+            (self.verify in VERIFY_MODES, f"verify must be one of {', '.join(VERIFY_MODES)}, not {self.verify!r}"),
+            (self.time_budget > 0, f"time_budget must be positive, got {self.time_budget}"),
+            (1 <= self.min_iterations <= self.max_iterations,
+             f"need 1 <= min_iterations ({self.min_iterations}) <= max_iterations ({self.max_iterations})"),
+            (self.warmup is None or self.warmup >= 0, f"warmup must not be negative, got {self.warmup}"),
+            (self.clock in CLOCK_MODES, f"clock must be one of {', '.join(CLOCK_MODES)}, not {self.clock!r}"),
+            (self.pin in PIN_MODES, f"pin must be one of {', '.join(PIN_MODES)}, not {self.pin!r}"),
+            (self.window >= 1, f"window must be at least 1, got {self.window}"),
+            (self.count_repeats >= 1, f"count_repeats must be at least 1, got {self.count_repeats}"),
+            (self.work >= 0, f"work must not be negative, got {self.work}"),
+            (0 <= self.gap <= 3600, f"gap must be between 0 and 3600 seconds, got {self.gap}"),
+        ):
+            if not ok:
+                raise ValueError(problem)
 
 
 @dataclass(frozen=True)

@@ -400,13 +400,6 @@ def check_physics(rows: Sequence[RefRow]) -> list[RefRow]:
     return marked
 
 
-def _worker(spec: str) -> int:
-    world = MPIGroup.world()  # pingpong uses its first 2 ranks, stream all of them
-    compare_on(world, say=lambda row: launcher.emit(_MARK, row.as_dict()), **json.loads(spec))
-    world.barrier()
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The MPI part, under ``mpiexec -n 2`` (launched by :func:`run_refchecks`)."""
     parser = argparse.ArgumentParser(prog="python -m pytest_ipcbench.harness.refcheck")
@@ -415,7 +408,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.worker:
         parser.error("this module is the MPI part of `ipcbench selfcheck`: run that instead")
-    return _worker(args.spec)
+    world = MPIGroup.world()  # pingpong uses its first 2 ranks, stream all of them
+    compare_on(world, say=lambda row: launcher.emit(_MARK, row.as_dict()), **json.loads(args.spec))
+    world.barrier()
+    return 0
 
 
 if __name__ == "__main__":

@@ -9,14 +9,10 @@ interleaved (harness, reference, harness, reference, ...), compared on the media
 * MPI ping-pong bandwidth at 16 MiB, the same way;
 * copy bandwidth: :func:`~.inrun.copy_samples` against a plain ``timeit`` of ``np.copyto``.
 
-Each must agree within 15% (``--tolerance``). The MPI figures compare the same statistic on both
-sides: mpi4py.bench prints the mean of a block of round trips, so both run many short blocks (200
-round trips at 1 B, 5 at 16 MiB, after the same warm-up), interleaved; each side's figure is the
-median of its block means (the harness's median sample is shown beside it), and the difference is
-the median over blocks of the ratio of a harness block to the reference block right after it: on
-a machine shared with other jobs the load changes from block to block, and adjacent blocks see
-the same. The copy figure is compared round by round the same way. Prints a table, exit 1 if a
-figure is outside, 2 if it could not run. Started outside MPI it launches
+Each must agree within 15% (``--tolerance``). mpi4py.bench prints the mean of a block of round
+trips, so both sides run many short blocks, interleaved; the difference is the median over blocks of
+a harness block's mean over the reference block's right after it (adjacent blocks see the same load
+on a shared machine); the copy figure likewise, round by round. Outside MPI it launches
 ``mpiexec -n 2 python -m pytest_ipcbench.harness.selfcheck --worker``.
 """
 
@@ -112,10 +108,8 @@ _ROW_NO_STATS = re.compile(r"^\s*(\d+)\s+([0-9.eE+-]+)\s*$")
 
 
 def parse_pingpong(text: str) -> dict[int, dict[str, float]]:
-    """Rows of ``mpi4py.bench pingpong``: size -> {bandwidth_MBps, mean_s, stddev_s, samples}.
-
-    Its time is one way (round trip / 2) and its bandwidth size / time in MB/s (10**6).
-    """
+    """Rows of ``mpi4py.bench pingpong``: size -> {bandwidth_MBps, mean_s, stddev_s, samples}
+    (its time is one way, its bandwidth size / time in MB/s)."""
     rows: dict[int, dict[str, float]] = {}
     for line in text.splitlines():
         if line.lstrip().startswith("#"):
@@ -190,12 +184,8 @@ def _harness_pingpong(group: Any, size: int, iterations: int, warmup: int, backe
 
 
 def mpi_figures(rounds: int = 3) -> list[Figure]:
-    """Collective (every rank of COMM_WORLD, 2 ranks used): the MPI ping-pong figures on rank 0.
-
-    Both sides run the same blocks: ``loop`` timed round trips after ``skip`` warm-up ones, one
-    block of the harness then one of mpi4py.bench, ``rounds * 10`` times; each block gives a mean
-    (what mpi4py.bench prints); the blocks are compared pairwise.
-    """
+    """Collective (every rank of COMM_WORLD, 2 ranks used): the MPI ping-pong figures on rank 0,
+    from ``rounds * 10`` pairs of blocks (the harness's, then mpi4py.bench's) of the same plan."""
     from mpi4py import MPI
 
     from ..core.group import MPIGroup
@@ -217,10 +207,6 @@ def mpi_figures(rounds: int = 3) -> list[Figure]:
                 ref.append(row["mean_s"])
         if comm.Get_rank() != 0:
             continue
-        # Each harness block is set beside the reference block that follows it: on a machine
-        # shared with other jobs the load changes from block to block, and adjacent blocks see
-        # the same. The difference is the median of these ratios; each side's figure shown is
-        # the median of its block means.
         h, m, f = statistics.median(ours_mean), statistics.median(ours_med), statistics.median(ref)
         paired = statistics.median(x / y for x, y in zip(ours_mean, ref))
         n = len(ref)

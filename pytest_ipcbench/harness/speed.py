@@ -133,17 +133,14 @@ def measure_interleaved(
     inner_b = _calibrate(b, min_time, max_inner, timer)
     sa: list[float] = []
     sb: list[float] = []
+    sides = [(sa, a, inner_a), (sb, b, inner_b)]
     gc_was = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
         for r in range(rounds):
-            if r % 2 == 0:
-                sa.append(_time_calls(a, inner_a, timer))
-                sb.append(_time_calls(b, inner_b, timer))
-            else:
-                sb.append(_time_calls(b, inner_b, timer))
-                sa.append(_time_calls(a, inner_a, timer))
+            for out, fn, inner in sides if r % 2 == 0 else sides[::-1]:
+                out.append(_time_calls(fn, inner, timer))
     finally:
         if gc_was:
             gc.enable()

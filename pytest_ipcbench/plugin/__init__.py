@@ -60,15 +60,12 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
-def _mpi_mode(config: pytest.Config) -> bool:
-    return bool(config.getoption("with_mpi", default=False) or config.getoption("only_mpi", default=False))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     comm = None
-    if refuse_ranks_without_mpi(_mpi_mode(config)):
+    if refuse_ranks_without_mpi(bool(config.getoption("with_mpi", default=False)
+                                     or config.getoption("only_mpi", default=False))):
         try:
             from mpi4py import MPI
         except ImportError as exc:
@@ -187,10 +184,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 # -------------------------------------------------------------------------------- collection
 
 
-def _marker(node: Any) -> dict[str, Any]:
-    return marker_kwargs(node.get_closest_marker("ipcbench"), node.nodeid)
-
-
 def _admit_marker(session: IpcSession, marker: dict[str, Any], where: str) -> None:
     """A marker's sizes pass the same admission as the options' (core.units.admit_sizes), with the
     marker's ranks (else the session's) and backends: a usage error at collection, naming the test."""
@@ -207,7 +200,7 @@ def _admit_marker(session: IpcSession, marker: dict[str, Any], where: str) -> No
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = get_session(metafunc.config)
-    marker = _marker(metafunc.definition)
+    marker = marker_kwargs(metafunc.definition.get_closest_marker("ipcbench"), metafunc.definition.nodeid)
     _admit_marker(session, marker, metafunc.definition.nodeid)
     matrix = session.matrix(metafunc.fixturenames, marker)
     if matrix is not None:
@@ -373,12 +366,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             results.save(Path(ipc.settings.report_dir) / "results.json")
             written = write_report(results, ipc.settings.report_dir)
             notes.append(("green", "ipcbench: report", [f"written to {written or ipc.settings.report_dir}"]))
-        except OutputFolderError as exc:
-            notes.append(("red", "ipcbench: could not write the report", [str(exc)]))
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        except Exception:
-            notes.append(("red", "ipcbench: could not write the report", traceback.format_exc().splitlines()))
+        except Exception as exc:  # a folder's problem in words, any other with its traceback
+            lines = [str(exc)] if isinstance(exc, OutputFolderError) else traceback.format_exc().splitlines()
+            notes.append(("red", "ipcbench: could not write the report", lines))
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -30,24 +30,20 @@ INTERRUPT_SETTLE_S = 2.0  # rank 0 prints the summary of a run every rank was in
 def rank_temproot(rank: int) -> Path:
     """``<tmp>/pytest-of-<user>/rank<N>``, made 0700; each name read with ``lstat``, never followed
     blindly: a folder or link there of another user is refused (it could send our files anywhere)."""
+    import getpass
+
     from ..core.outdir import OutputFolderError, check_folder
 
-    user = Path(tempfile.gettempdir()) / f"pytest-of-{_user()}"
+    try:  # the user name in pytest's temp folder, as pytest finds it
+        name = getpass.getuser()
+    except (ImportError, KeyError, OSError):
+        name = "unknown"
+    user = Path(tempfile.gettempdir()) / f"pytest-of-{name}"
     try:
         check_folder(user, mode=0o700)
         return check_folder(user / f"rank{rank}", mode=0o700)
     except OutputFolderError as exc:
         raise pytest.UsageError(f"rank {rank}'s temp folder: {exc}") from None
-
-
-def _user() -> str:
-    """The user name in pytest's temp folder (``pytest-of-<user>``), as pytest finds it."""
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (ImportError, KeyError, OSError):
-        return "unknown"
 
 
 def refuse_ranks_without_mpi(mpi_mode: bool) -> bool:
@@ -159,7 +155,7 @@ class MpiHygiene:
         machine, where the copies would race for the same files and see each other's resources.
         """
         ranks = item_ranks(item)
-        if self.session.is_idle(ranks):
+        if self.session.mpi and ranks is not None and self.rank >= ranks:
             return f"idle: rank {self.rank} is not in this test's group of {ranks} ranks"
         if self.rank > 0 and self.session.settings.unmarked == "rank0" and item.get_closest_marker("mpi") is None:
             return f"idle: not an MPI test, it runs on rank 0 only (rank {self.rank} waits)"

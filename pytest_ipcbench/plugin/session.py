@@ -7,6 +7,7 @@ The plugin builds one :class:`IpcSession` in ``pytest_configure`` and keeps it i
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Mapping, Sequence
@@ -88,10 +89,6 @@ class IpcSession:
 
     # --------------------------------------------------------------------------- groups
 
-    def is_idle(self, ranks: int | None) -> bool:
-        """True on an MPI rank outside a test's group of ``ranks`` (it waits while the others run)."""
-        return self.mpi and ranks is not None and self.rank >= ranks
-
     def fits(self, ranks: int) -> str | None:
         """Why a group of ``ranks`` cannot be made here (None if it can)."""
         if self.mpi and self.world_size is not None and ranks > self.world_size:
@@ -111,28 +108,21 @@ class IpcSession:
             return self._mpi_world.split(ranks)
         if timeout is None or timeout <= 0:
             timeout = None  # the world's own: --ipc-timeout (or the default when it is 0)
-        return self._local_world(ranks).group(ranks, timeout=timeout)
-
-    def _local_world(self, ranks: int) -> LocalWorld:
         size = max(self._local_size, ranks)
         if self._local is not None and self._local.size < size:
             self._forget_local()
         if self._local is None:
             self._local = LocalWorld(size, timeout=self.settings.timeout or DEFAULT_TIMEOUT)
-        return self._local
-
-    def probe_group(self, ranks: int | None = None) -> Group:
-        """A group object to ask a backend whether it can run here; starts no process."""
-        if self._mpi_world is not None:
-            return self._mpi_world
-        n = ranks or max(self.settings.ranks)
-        # stands for a running local group, which has one mailbox per rank (mp-queue checks them)
-        return LocalGroup(0, n, {}, mailboxes=[None] * n)
+        return self._local.group(ranks, timeout=timeout)
 
     def backend_unavailable(self, name: str, ranks: int | None = None) -> str | None:
-        """Why backend ``name`` cannot run in this mode (cached), or None."""
+        """Why backend ``name`` cannot run in this mode (cached), or None; asked of a group object
+        that starts no process."""
         if name not in self._reasons:
-            self._reasons[name] = unavailable_reason(name, self.probe_group(ranks))
+            n = ranks or max(self.settings.ranks)
+            # a local one stands for a running local group, with one mailbox per rank (mp-queue checks them)
+            probe = self._mpi_world or LocalGroup(0, n, {}, mailboxes=[None] * n)
+            self._reasons[name] = unavailable_reason(name, probe)
         return self._reasons[name]
 
     def pids(self) -> list[int]:
@@ -242,10 +232,8 @@ class IpcSession:
         """Stop the local worker processes (and free MPI sub-groups); safe to call twice."""
         self._forget_local()
         if self._mpi_world is not None:
-            try:
+            with contextlib.suppress(Exception):  # freeing is a courtesy; MPI_Finalize cleans up anyway
                 self._mpi_world.free()  # the sub-groups; the world itself stays
-            except Exception:  # freeing is a courtesy; MPI_Finalize cleans up anyway
-                pass
             self._mpi_world = None
 
 

@@ -95,11 +95,8 @@ def add_pytest_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("ipcbench", "IPC benchmarks (pytest-ipcbench)")
     for o in PYTEST_OPTIONS:
         assert o.flag and o.ini, o.field
-        help_text = o.help
-        if o.field == "backends":  # what is known at start (plugins' entry points too)
-            help_text += f": {', '.join(backend_names())}"
-        elif o.field == "payloads":
-            help_text += f": {', '.join(payload_kinds())}"
+        known = {"backends": backend_names, "payloads": payload_kinds}.get(o.field)  # at start, plugins' too
+        help_text = o.help + (f": {', '.join(known())}" if known else "")
         if o.action:
             group.addoption(o.flag, dest=o.ini, action=o.action, default=None, help=help_text)
         else:

@@ -8,6 +8,7 @@ short sleeps: MPICH's blocking collectives spin and steal the CPU when ranks out
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import time
@@ -64,10 +65,8 @@ class WorldChannel:
 
     def close(self) -> None:
         if self.comm is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.comm.Free()
-            except Exception:
-                pass
             self.comm = None
 
 
@@ -134,15 +133,11 @@ class Verdict:
 
 def decide(outcomes: Sequence[RankOutcome]) -> Verdict:
     """Failed anywhere > expected failure anywhere > skipped on a rank of the group > passed."""
-    failed = tuple(o.rank for o in outcomes if o.outcome == "failed")
-    if failed:
-        return Verdict("failed", failed)
-    xfailed = tuple(o.rank for o in outcomes if o.xfail is not None)
-    if xfailed:
-        return Verdict("xfailed", xfailed)
-    skipped = tuple(o.rank for o in outcomes if o.outcome == "skipped" and not o.idle)
-    if skipped:
-        return Verdict("skipped", skipped)
+    for outcome, counts in (("failed", lambda o: o.outcome == "failed"), ("xfailed", lambda o: o.xfail is not None),
+                            ("skipped", lambda o: o.outcome == "skipped" and not o.idle)):
+        ranks = tuple(o.rank for o in outcomes if counts(o))
+        if ranks:
+            return Verdict(outcome, ranks)
     return Verdict("passed")
 
 
