@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json_out:  # checked before the checks run: a FIFO blocked the write at the end
         check_output_file(args.json_out, "--json")
     load_before, mark = load_average(), cpu_mark()
-    figures, problems = run_checks(args.rounds, args.tolerance, args.mpiexec)
+    figures, problems = run_checks(args.rounds, args.mpiexec)
     if not figures and not problems:
         return 0  # a non-zero rank under MPI
     print("ipcbench selfcheck: the harness against outside references, same session, interleaved")

@@ -33,10 +33,6 @@ from .scenarios import _Broadcast, _Case, _Granularity, _PingPong, _Stream, quie
 #: (docs/counters.md, "Cost")
 COUNT_MESSAGES = 4
 COUNT_VOLUME = 2 * 2**20
-#: iterations per repeat of the tracemalloc pass: one, its counts scaled to the kernel pass's
-#: iterations (each repeat traces the same iteration, so exact stays exact: as Go's AllocsPerRun
-#: divides). Tracing is most of the pass's cost (docs/counters.md, "Cost")
-ALLOC_ITERATIONS = 1
 #: the repeats take turns (name, the call made late): as the case runs; each iteration's write late
 #: by :data:`LATE_S` (each reader waits in read()); its read late (each message waits for its reader).
 #: A count the code causes is the same in each turn; one that follows timing (a reader that takes what
@@ -156,9 +152,10 @@ def count_case(case: _Case, plan: Plan, group: Group, settings: BenchSettings,
                 totals.setdefault(k, []).append(v - base[k])
             s0 = s2
     t1 = time.perf_counter()
-    # the peak above each iteration's start (the harness's barrier's own transient, tens of
-    # bytes, stays in it) and what stayed allocated; scaled to the kernel pass's messages, so
-    # that every total divides by one count
+    # one iteration a repeat under tracemalloc (tracing is most of the pass's cost): the peak above
+    # its start (the harness's barrier's own transient, tens of bytes, stays in it) and what stayed
+    # allocated, scaled to the kernel pass's messages, so that every total divides by one count
+    # (each repeat traces the same iteration, so exact stays exact, as Go's AllocsPerRun divides)
     alloc = AllocProbe()
     wait()
     # one iteration first, not kept, under the profile function but before tracemalloc starts

@@ -256,8 +256,7 @@ def table(figures: Sequence[Figure], tolerance: float) -> str:
 # ------------------------------------------------------------------------------------- entry
 
 
-def run_checks(rounds: int = 3, tolerance: float = DEFAULT_TOLERANCE, mpiexec: str | None = None,
-               timeout: float = 300.0) -> tuple[list[Figure], list[str]]:
+def run_checks(rounds: int = 3, mpiexec: str | None = None, timeout: float = 300.0) -> tuple[list[Figure], list[str]]:
     """Every figure (MPI through mpiexec -n 2 unless already under MPI); (figures, problems)."""
     figures: list[Figure] = []
     problems: list[str] = []
