@@ -153,13 +153,13 @@ def venv_key(side: Side, isolated: bool) -> str:
     return f"{hashlib.sha1(what.encode()).hexdigest()[:20]}-{py}-{mode}"
 
 
-def _make_venv(side: Side, log: Path, timeout: float, options: Sequence[str] = ()) -> None:
-    """The side's venv, made anew unless its python is there."""
+def _make_venv(side: Side, log: Path, timeout: float) -> None:
+    """The side's bare venv, made anew unless its python is there."""
     assert side.venv is not None
     if not (side.bin / "python").exists():
         shutil.rmtree(side.venv, ignore_errors=True)
         side.venv.parent.mkdir(parents=True, exist_ok=True)
-        if _run_logged([sys.executable, "-m", "venv", *options, side.venv], log, timeout) != 0:
+        if _run_logged([sys.executable, "-m", "venv", side.venv], log, timeout) != 0:
             raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
 
 

@@ -572,8 +572,8 @@ def test_gate_catches_an_injected_slowdown_and_confirms_only_cases_in_doubt(tmp_
     """``ipcbench gate --inject shm=3`` of the working tree against HEAD: exit 1 naming shm's cases
     and no zmq case; the confirming rounds run the cases in doubt only (shm's among them).
 
-    Three rounds a side and up to four confirming ones: with 2 + 2, a quiet 2-core machine whose
-    shm ping-pong moved 1.6x between rounds left every 3x case undecided in 2 of 5 runs."""
+    Three rounds a side and up to four confirming ones: with 2 + 2, the rounds of a quiet 2-core
+    machine's shm ping-pong moved enough to leave the 3x cases undecided (exit 3)."""
     if not (REPO / ".git").exists():
         pytest.skip("needs a git checkout of the project")
     proc = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", "HEAD:pytest_ipcbench/harness/inject.py"])
