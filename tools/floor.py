@@ -153,7 +153,8 @@ def stubbed(names: list[str], size: int, number: int = 1000, repeat: int = 50) -
 def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
     """MPI's own floor against the MPI references (issue 40: a reference within 1.25x of the raw loop
     of its mechanism). In alternating blocks of ``loop`` round trips each: plain mpi4py ping-pongs by
-    ``Send``/``Recv`` (what mpi4py.bench pingpong times) and by ``Bcast`` with the root taking turns,
+    ``Send``/``Recv`` (what mpi4py.bench pingpong times), the same with rank 1 echoing the buffer it
+    received into (``echo``, as the harness's ping-pong), by ``Bcast`` with the root taking turns,
     ``mpi4py.bench pingpong`` itself, and the harness's ping-pong over ``mpi-raw``, ``ref-mpi-p2p`` and
     ``ref-mpi-buffer``. Prints each
     one's median block mean (one way) and the blockwise ratios of each harness case to the plain loop
@@ -180,6 +181,18 @@ def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
                 comm.Send(out, other, 0)
         return (MPI.Wtime() - t0) / loop / 2
 
+    def echo() -> float:  # rank 1 sends back the buffer it received into, as the harness's ping-pong does
+        comm.Barrier()
+        t0 = MPI.Wtime()
+        for _ in range(loop):
+            if rank == 0:
+                comm.Send(out, other, 0)
+                comm.Recv(into, other, 0)
+            else:
+                comm.Recv(into, other, 0)
+                comm.Send(into, other, 0)
+        return (MPI.Wtime() - t0) / loop / 2
+
     def bcast() -> float:
         comm.Barrier()
         t0 = MPI.Wtime()
@@ -199,7 +212,7 @@ def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
         row = selfcheck.mpi4py_bench_pingpong(comm, size, loop, loop // 10)
         return float(row["mean_s"]) if rank == 0 else 0.0
 
-    cases = {"Send/Recv": sendrecv, "mpi4py.bench": bench, "Bcast": bcast, "mpi-raw": harness("mpi-raw"),
+    cases = {"Send/Recv": sendrecv, "echo": echo, "mpi4py.bench": bench, "Bcast": bcast, "mpi-raw": harness("mpi-raw"),
              "ref-mpi-p2p": harness("ref-mpi-p2p"), "ref-mpi-buffer": harness("ref-mpi-buffer")}
     if size & (size - 1):  # mpi4py.bench times powers of two only (it would time nothing, and rank 0 fail)
         del cases["mpi4py.bench"]
@@ -221,11 +234,11 @@ def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
           + ", ".join(f"{k} {v * 1e6:.2f} us" for k, v in med.items()))
     for case, base in (("mpi-raw", "mpi4py.bench"), ("ref-mpi-p2p", "mpi4py.bench"), ("ref-mpi-p2p", "Send/Recv"),
                        ("ref-mpi-buffer", "Bcast"), ("ref-mpi-buffer", "mpi4py.bench"), ("Bcast", "Send/Recv"),
-                       ("mpi4py.bench", "Send/Recv")):
+                       ("mpi4py.bench", "Send/Recv"), ("echo", "Send/Recv"), ("mpi-raw", "echo")):
         if case not in means or base not in means:
             continue
         r = sorted(a / b for a, b in zip(means[case], means[base]))
-        print(f"  {case} / {'plain ' if base in ('Send/Recv', 'Bcast') else ''}{base}: {statistics.median(r):.2f}x (blockwise min/median/max "
+        print(f"  {case} / {'plain ' if base in ('Send/Recv', 'Bcast', 'echo') else ''}{base}: {statistics.median(r):.2f}x (blockwise min/median/max "
               f"{r[0]:.2f}/{statistics.median(r):.2f}/{r[-1]:.2f})", flush=True)
 
 
