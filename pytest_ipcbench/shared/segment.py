@@ -420,16 +420,10 @@ class Segment:
         self._anchors.add(_AnchorRef(a, self._anchors.discard))
         return a
 
-    def send_ref(self) -> int:
-        """Take the in-transit reference for one pickled handle (caller's thread, before
-        sending); return the generation the handle carries."""
-        generation = self.try_send_ref()
-        if generation is None:
-            raise SegmentGone(errno.ENOENT, f"this process no longer holds segment {self.name}")
-        return generation
-
     def try_send_ref(self) -> int | None:
-        """:meth:`send_ref`, or None (nothing taken) if this process does not hold it."""
+        """Take the in-transit reference for one pickled handle (caller's thread, before sending)
+        and return the generation the handle carries; None (nothing taken) if this process does
+        not hold the segment."""
         st = self._state
         if not st.held or st.pid != _pid:
             return None
