@@ -169,7 +169,7 @@ def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
     out, into = ([bytearray(max(1, size)), size, MPI.BYTE] for _ in range(2))
     root0, root1 = (out, into) if rank == 0 else (into, out)  # each Bcast: root sends out, the other receives
 
-    def sendrecv() -> float:
+    def pingpong(back: list) -> float:  # rank 1 answers from ``out``, or from ``into`` as the harness's echo
         comm.Barrier()
         t0 = MPI.Wtime()
         for _ in range(loop):
@@ -178,19 +178,7 @@ def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
                 comm.Recv(into, other, 0)
             else:
                 comm.Recv(into, other, 0)
-                comm.Send(out, other, 0)
-        return (MPI.Wtime() - t0) / loop / 2
-
-    def echo() -> float:  # rank 1 sends back the buffer it received into, as the harness's ping-pong does
-        comm.Barrier()
-        t0 = MPI.Wtime()
-        for _ in range(loop):
-            if rank == 0:
-                comm.Send(out, other, 0)
-                comm.Recv(into, other, 0)
-            else:
-                comm.Recv(into, other, 0)
-                comm.Send(into, other, 0)
+                comm.Send(back, other, 0)
         return (MPI.Wtime() - t0) / loop / 2
 
     def bcast() -> float:
@@ -212,7 +200,7 @@ def mpi_floor(size: int, blocks: int = 30, loop: int = 400) -> None:
         row = selfcheck.mpi4py_bench_pingpong(comm, size, loop, loop // 10)
         return float(row["mean_s"]) if rank == 0 else 0.0
 
-    cases = {"Send/Recv": sendrecv, "echo": echo, "mpi4py.bench": bench, "Bcast": bcast, "mpi-raw": harness("mpi-raw"),
+    cases = {"Send/Recv": lambda: pingpong(out), "echo": lambda: pingpong(into), "mpi4py.bench": bench, "Bcast": bcast, "mpi-raw": harness("mpi-raw"),
              "ref-mpi-p2p": harness("ref-mpi-p2p"), "ref-mpi-buffer": harness("ref-mpi-buffer")}
     if size & (size - 1):  # mpi4py.bench times powers of two only (it would time nothing, and rank 0 fail)
         del cases["mpi4py.bench"]

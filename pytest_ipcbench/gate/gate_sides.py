@@ -153,14 +153,16 @@ def venv_key(side: Side, isolated: bool) -> str:
     return f"{hashlib.sha1(what.encode()).hexdigest()[:20]}-{py}-{mode}"
 
 
-def _make_venv(side: Side, log: Path, timeout: float) -> None:
-    """The side's bare venv, made anew unless its python is there."""
+def _make_venv(side: Side, log: Path, timeout: float) -> bool:
+    """The side's bare venv, made anew unless its python is there; whether it was made now."""
     assert side.venv is not None
-    if not (side.bin / "python").exists():
-        shutil.rmtree(side.venv, ignore_errors=True)
-        side.venv.parent.mkdir(parents=True, exist_ok=True)
-        if _run_logged([sys.executable, "-m", "venv", side.venv], log, timeout) != 0:
-            raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+    if (side.bin / "python").exists():
+        return False
+    shutil.rmtree(side.venv, ignore_errors=True)
+    side.venv.parent.mkdir(parents=True, exist_ok=True)
+    if _run_logged([sys.executable, "-m", "venv", side.venv], log, timeout) != 0:
+        raise GateError(f"cannot create a virtual environment for {side.name}; see {log}:\n{_tail(log)}")
+    return True
 
 
 def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: bool = False) -> None:
@@ -184,8 +186,7 @@ def install_side(side: Side, cache: Path, log: Path, timeout: float, isolated: b
         if side.commit:
             stamp.write_text(side.commit + "\n")
         return
-    fresh = not (side.bin / "python").exists()
-    _make_venv(side, log, timeout)
+    fresh = _make_venv(side, log, timeout)
     if not isolated:
         consumer.share_packages(side.bin / "python")
     env = _side_env(side.venv)
